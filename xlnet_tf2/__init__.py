@@ -1,0 +1,7 @@
+"""xlnet-tf2: XLNet for TensorFlow 2 / Keras 3."""
+
+from xlnet_tf2.config import ConfigError, XLNetConfig
+
+__version__ = "0.1.0"
+
+__all__ = ["ConfigError", "XLNetConfig", "__version__"]

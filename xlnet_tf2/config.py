@@ -1,0 +1,170 @@
+"""Typed, strict model configuration.
+
+`XLNetConfig` accepts the original `xlnet_config.json` keys as they are (n_layer, d_model,
+n_head, d_head, d_inner, ff_activation, untie_r, n_token) plus run-time fields. Unknown keys
+raise: a typo must never silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Any, Mapping
+
+_ACTIVATIONS = ("gelu", "relu")
+_ATTN_TYPES = ("bi", "uni")
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message says which and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class XLNetConfig:
+    """Architecture and run-time settings of an XLNet model.
+
+    Architecture (the original `xlnet_config.json` keys):
+      n_layer: number of Transformer-XL layers.
+      d_model: model width D.
+      n_head: attention heads N.
+      d_head: size H of each head.
+      d_inner: inner width of the position-wise feed-forward network.
+      ff_activation: "gelu" (tanh approximation, as the original) or "relu".
+      untie_r: one set of relative biases (r_w, r_r, r_s) per layer (True, as all released
+        models) or one set shared by all layers (False).
+      n_token: vocabulary size.
+
+    Run-time:
+      dropout: dropout rate on embeddings, attention output and feed-forward.
+      dropatt: dropout rate on attention probabilities.
+      mem_len: number M of cached memory positions per layer (0 disables memory).
+      reuse_len: number R of leading positions of each segment cached as memory (0 = all).
+      bi_data: the batch's first half is read forward, its second half backward; the relative
+        position encoding of the second half is negated.
+      clamp_len: clamp relative distances to [-clamp_len, clamp_len] (-1 disables).
+      attn_type: "bi" (bidirectional, XLNet) or "uni" (causal, Transformer-XL).
+      same_length: with attn_type "uni", every query sees the same number of keys.
+      initializer_range: standard deviation of the normal initializer.
+    """
+
+    n_layer: int = 12
+    d_model: int = 768
+    n_head: int = 12
+    d_head: int = 64
+    d_inner: int = 3072
+    ff_activation: str = "gelu"
+    untie_r: bool = True
+    n_token: int = 32000
+    dropout: float = 0.1
+    dropatt: float = 0.1
+    mem_len: int = 0
+    reuse_len: int = 0
+    bi_data: bool = False
+    clamp_len: int = -1
+    attn_type: str = "bi"
+    same_length: bool = False
+    initializer_range: float = 0.02
+
+    def __post_init__(self):
+        for name in ("n_layer", "d_model", "n_head", "d_head", "d_inner", "n_token"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise ConfigError(f"XLNetConfig.{name} must be a positive integer, got {value!r}.")
+        for name in ("mem_len", "reuse_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ConfigError(f"XLNetConfig.{name} must be an integer >= 0, got {value!r}.")
+        if not isinstance(self.clamp_len, int) or isinstance(self.clamp_len, bool):
+            raise ConfigError(f"XLNetConfig.clamp_len must be an integer, got {self.clamp_len!r}.")
+        if self.ff_activation not in _ACTIVATIONS:
+            raise ConfigError(
+                f"XLNetConfig.ff_activation must be one of {_ACTIVATIONS}, got {self.ff_activation!r}."
+            )
+        if self.attn_type not in _ATTN_TYPES:
+            raise ConfigError(f"XLNetConfig.attn_type must be one of {_ATTN_TYPES}, got {self.attn_type!r}.")
+        for name in ("dropout", "dropatt"):
+            value = getattr(self, name)
+            if not 0.0 <= float(value) < 1.0:
+                raise ConfigError(f"XLNetConfig.{name} must be in [0, 1), got {value!r}.")
+        if self.d_model % 2:
+            raise ConfigError(f"XLNetConfig.d_model must be even (sin/cos halves), got {self.d_model}.")
+        for name in ("untie_r", "bi_data", "same_length"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"XLNetConfig.{name} must be true or false, got {getattr(self, name)!r}.")
+
+    # ------------------------------------------------------------------ construction
+    @classmethod
+    def from_dict(cls, values: Mapping[str, Any]) -> "XLNetConfig":
+        """Builds a config; unknown keys raise `ConfigError` naming them."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(
+                f"Unknown XLNetConfig key(s) {unknown}; valid keys are {sorted(known)}."
+            )
+        return cls(**dict(values))
+
+    @classmethod
+    def from_json_file(cls, path: str, **overrides) -> "XLNetConfig":
+        """Reads an `xlnet_config.json` (original or ours); `overrides` replace fields."""
+        import tensorflow as tf  # gfile reads local paths and gs:// alike
+
+        if not tf.io.gfile.exists(path):
+            raise ConfigError(f"Model config file {path!r} does not exist.")
+        with tf.io.gfile.GFile(path, "r") as f:
+            try:
+                values = json.load(f)
+            except json.JSONDecodeError as e:
+                raise ConfigError(f"Model config file {path!r} is not valid JSON: {e}.") from e
+        if not isinstance(values, dict):
+            raise ConfigError(f"Model config file {path!r} must hold a JSON object.")
+        values.update(overrides)
+        try:
+            return cls.from_dict(values)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from e
+
+    @classmethod
+    def preset(cls, name: str, **overrides) -> "XLNetConfig":
+        """A named preset: "base", "large" (the released cased models) or "tiny" (tests)."""
+        if name not in PRESETS:
+            raise ConfigError(f"Unknown model preset {name!r}; choose one of {sorted(PRESETS)}.")
+        values = dict(PRESETS[name])
+        values.update(overrides)
+        return cls.from_dict(values)
+
+    @classmethod
+    def resolve(cls, name_or_path: str, **overrides) -> "XLNetConfig":
+        """A preset name or a JSON file path."""
+        if name_or_path in PRESETS:
+            return cls.preset(name_or_path, **overrides)
+        return cls.from_json_file(name_or_path, **overrides)
+
+    def replace(self, **changes) -> "XLNetConfig":
+        return dataclasses.replace(self, **changes)
+
+    # ------------------------------------------------------------------ serialization
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def to_json_string(self) -> str:
+        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+
+    def to_json_file(self, path: str) -> None:
+        import tensorflow as tf
+
+        tf.io.gfile.makedirs(os.path.dirname(path) or ".")
+        with tf.io.gfile.GFile(path, "w") as f:
+            f.write(self.to_json_string())
+
+
+PRESETS = {
+    "large": dict(n_layer=24, d_model=1024, n_head=16, d_head=64, d_inner=4096,
+                  ff_activation="gelu", untie_r=True, n_token=32000),
+    "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072,
+                 ff_activation="gelu", untie_r=True, n_token=32000),
+    "tiny": dict(n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128,
+                 ff_activation="gelu", untie_r=True, n_token=1000,
+                 dropout=0.0, dropatt=0.0),
+}
