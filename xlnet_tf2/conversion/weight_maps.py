@@ -1,0 +1,126 @@
+"""Where each tensor of a released checkpoint goes in our model.
+
+A weight map is a list of `WeightSource(name, variable, extract)`: the external tensor `name`
+(a TF1 variable name or a HuggingFace state-dict key), our Keras variable, and a function that
+turns the stored array into the variable's value (a transpose, or one layer's slice of a
+stacked array). Maps are built from the model's structure, never by pattern-matching names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, List, Mapping, Sequence
+
+import numpy as np
+
+
+@dataclasses.dataclass(frozen=True)
+class WeightSource:
+    name: str
+    variable: object  # keras.Variable
+    extract: Callable[[np.ndarray], np.ndarray] = lambda array: array
+
+
+class WeightMismatchError(ValueError):
+    """A checkpoint lacks a tensor the model needs, or holds one of the wrong shape."""
+
+
+def _layer_slice(i):
+    return lambda array: array[i]
+
+
+def _transpose(array):
+    return np.transpose(array)
+
+
+def huggingface_weight_map(lm_model) -> List[WeightSource]:
+    """State-dict keys of HuggingFace's `XLNetLMHeadModel` (PyTorch layout)."""
+    backbone = lm_model.transformer
+    entries = [
+        WeightSource("transformer.word_embedding.weight", backbone.word_embedding.embeddings),
+        WeightSource("transformer.mask_emb", backbone.mask_emb),
+        WeightSource("lm_loss.bias", lm_model.lm_bias),
+    ]
+    for i, block in enumerate(backbone.blocks):
+        attn, ff = block.rel_attn, block.ff
+        prefix = f"transformer.layer.{i}."
+        for name in ("q", "k", "v", "r", "o", "seg_embed"):
+            entries.append(WeightSource(prefix + "rel_attn." + name, getattr(attn, name)))
+        for name in ("r_w_bias", "r_r_bias", "r_s_bias"):
+            # HuggingFace keeps a copy per layer even for untie_r=False; we read layer 0's.
+            target = getattr(attn if attn.own_biases else backbone, name)
+            if attn.own_biases or i == 0:
+                entries.append(WeightSource(prefix + "rel_attn." + name, target))
+        entries += [
+            WeightSource(prefix + "rel_attn.layer_norm.weight", attn.layer_norm.gamma),
+            WeightSource(prefix + "rel_attn.layer_norm.bias", attn.layer_norm.beta),
+            WeightSource(prefix + "ff.layer_1.weight", ff.layer_1.kernel, _transpose),
+            WeightSource(prefix + "ff.layer_1.bias", ff.layer_1.bias),
+            WeightSource(prefix + "ff.layer_2.weight", ff.layer_2.kernel, _transpose),
+            WeightSource(prefix + "ff.layer_2.bias", ff.layer_2.bias),
+            WeightSource(prefix + "ff.layer_norm.weight", ff.layer_norm.gamma),
+            WeightSource(prefix + "ff.layer_norm.bias", ff.layer_norm.beta),
+        ]
+    return entries
+
+
+def original_weight_map(lm_model) -> List[WeightSource]:
+    """TF1 variable names of the released zihangdai/xlnet checkpoints (`model/` scope)."""
+    backbone = lm_model.transformer
+    root = "model/transformer/"
+    entries = [
+        WeightSource(root + "word_embedding/lookup_table", backbone.word_embedding.embeddings),
+        WeightSource(root + "mask_emb/mask_emb", backbone.mask_emb),
+        WeightSource("model/lm_loss/bias", lm_model.lm_bias),
+    ]
+    for i, block in enumerate(backbone.blocks):
+        attn, ff = block.rel_attn, block.ff
+        prefix = f"{root}layer_{i}/"
+        for name in ("q", "k", "v", "r", "o"):
+            entries.append(WeightSource(f"{prefix}rel_attn/{name}/kernel", getattr(attn, name)))
+        entries.append(WeightSource(root + "seg_embed", attn.seg_embed, _layer_slice(i)))
+        for name in ("r_w_bias", "r_r_bias", "r_s_bias"):
+            if attn.own_biases:
+                entries.append(WeightSource(root + name, getattr(attn, name), _layer_slice(i)))
+        entries += [
+            WeightSource(prefix + "rel_attn/LayerNorm/gamma", attn.layer_norm.gamma),
+            WeightSource(prefix + "rel_attn/LayerNorm/beta", attn.layer_norm.beta),
+            WeightSource(prefix + "ff/layer_1/kernel", ff.layer_1.kernel),
+            WeightSource(prefix + "ff/layer_1/bias", ff.layer_1.bias),
+            WeightSource(prefix + "ff/layer_2/kernel", ff.layer_2.kernel),
+            WeightSource(prefix + "ff/layer_2/bias", ff.layer_2.bias),
+            WeightSource(prefix + "ff/LayerNorm/gamma", ff.layer_norm.gamma),
+            WeightSource(prefix + "ff/LayerNorm/beta", ff.layer_norm.beta),
+        ]
+    if not backbone.config.untie_r:
+        for name in ("r_w_bias", "r_r_bias", "r_s_bias"):
+            entries.append(WeightSource(root + name, getattr(backbone, name)))
+    return entries
+
+
+def assign_weights(weight_map: Sequence[WeightSource], tensors: Mapping[str, np.ndarray],
+                   source: str) -> List[str]:
+    """Assigns every mapped tensor; returns the names in `tensors` that were not used.
+
+    Raises WeightMismatchError naming the first missing or misshaped tensor (all are checked
+    before anything is assigned, so a failed load leaves the model untouched).
+    """
+    values = []
+    problems = []
+    for entry in weight_map:
+        if entry.name not in tensors:
+            problems.append(f"missing tensor {entry.name!r}")
+            continue
+        value = np.asarray(entry.extract(np.asarray(tensors[entry.name])))
+        expected = tuple(entry.variable.shape)
+        if value.shape != expected:
+            problems.append(f"tensor {entry.name!r} gives shape {value.shape}, "
+                            f"the model needs {expected}")
+            continue
+        values.append((entry.variable, value))
+    if problems:
+        raise WeightMismatchError(f"{source}: " + "; ".join(problems))
+    for variable, value in values:
+        variable.assign(value.astype(variable.dtype))
+    used = {entry.name for entry in weight_map}
+    return sorted(name for name in tensors if name not in used)

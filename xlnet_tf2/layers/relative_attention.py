@@ -1,0 +1,195 @@
+"""Two-stream relative multi-head attention (Transformer-XL scores, XLNet query stream).
+
+Dimension glossary:
+  B  batch size                       N  attention heads
+  L  query length (current segment)   H  head size
+  M  memory length                    D  model width
+  K  key length, K = M + L            P  query-stream rows (predicted positions)
+  T  encoded relative positions (see relative_position.py)
+  X  direction groups (1, or 2 with bi_data: the batch's forward and backward halves)
+
+Score from query row i to key j, with biases r_w, r_r, r_s [N, H]:
+  ac = (q_i + r_w) . k_j                     content
+  bd = (q_i + r_r) . r_(M + i - j)           position
+  ef = (q_i + r_s) . seg_embed[s_ij]         segment (s_ij = 1 if different segments)
+  score = (ac + bd + ef) / sqrt(H), blocked entries set to -1e30 in float32.
+
+Keys and values come from concat(memory, h) for both streams; queries come from h (content
+stream, all L rows) or g (query stream, only the P target rows: computing the other L - P rows
+as the original does and discarding them gives the same numbers with more work).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from xlnet_tf2.layers.relative_position import gather_relative_scores, rel_shift
+
+# Large negative for blocked scores. Scores are masked in float32 (never in float16/bfloat16),
+# so the original's 1e30 constant cannot overflow under mixed precision.
+_BLOCKED_SCORE = -1e30
+
+
+def normal_initializer(stddev: float):
+    """The original's initializer: normal(0, stddev), not truncated."""
+    return keras.initializers.RandomNormal(mean=0.0, stddev=stddev)
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf2")
+class RelativeAttention(keras.layers.Layer):
+    """Relative multi-head attention shared by the content and query streams of one layer.
+
+    Owns the projections q, k, v, r, o [D, N, H] (no biases), the segment embedding
+    seg_embed [2, N, H], the post-attention LayerNorm and, when `own_biases` (untie_r), the
+    biases r_w, r_r, r_s [N, H]; otherwise the model passes its shared biases to `call`.
+    """
+
+    def __init__(self, d_model: int, n_head: int, d_head: int, dropout: float = 0.0,
+                 dropatt: float = 0.0, initializer_range: float = 0.02, own_biases: bool = True,
+                 layer_norm_epsilon: float = 1e-12, **kwargs):
+        super().__init__(**kwargs)
+        self.d_model = d_model
+        self.n_head = n_head
+        self.d_head = d_head
+        self.dropout_rate = dropout
+        self.dropatt_rate = dropatt
+        self.initializer_range = initializer_range
+        self.own_biases = own_biases
+        self.layer_norm_epsilon = layer_norm_epsilon
+        self.scale = 1.0 / (d_head ** 0.5)
+        self.output_dropout = keras.layers.Dropout(dropout, name="dropout")
+        self.attention_dropout = keras.layers.Dropout(dropatt, name="dropatt")
+        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
+
+    def build(self, input_shape=None):
+        init = normal_initializer(self.initializer_range)
+        shape = (self.d_model, self.n_head, self.d_head)
+        self.q = self.add_weight(name="q", shape=shape, initializer=init)
+        self.k = self.add_weight(name="k", shape=shape, initializer=init)
+        self.v = self.add_weight(name="v", shape=shape, initializer=init)
+        self.r = self.add_weight(name="r", shape=shape, initializer=init)
+        self.o = self.add_weight(name="o", shape=shape, initializer=init)
+        self.seg_embed = self.add_weight(name="seg_embed", shape=(2, self.n_head, self.d_head),
+                                         initializer=init)
+        if self.own_biases:
+            bias_shape = (self.n_head, self.d_head)
+            self.r_w_bias = self.add_weight(name="r_w_bias", shape=bias_shape, initializer=init)
+            self.r_r_bias = self.add_weight(name="r_r_bias", shape=bias_shape, initializer=init)
+            self.r_s_bias = self.add_weight(name="r_s_bias", shape=bias_shape, initializer=init)
+        self.layer_norm.build((None, None, self.d_model))
+        self.built = True
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(d_model=self.d_model, n_head=self.n_head, d_head=self.d_head,
+                      dropout=self.dropout_rate, dropatt=self.dropatt_rate,
+                      initializer_range=self.initializer_range, own_biases=self.own_biases,
+                      layer_norm_epsilon=self.layer_norm_epsilon)
+        return config
+
+    # ------------------------------------------------------------------ helpers
+    def _w(self, variable):
+        return tf.cast(variable, self.compute_dtype)
+
+    def _project(self, x, kernel):
+        """[B, S, D] x [D, N, H] -> [B, N, S, H]."""
+        return tf.einsum("bsd,dnh->bnsh", x, self._w(kernel))
+
+    def _position_scores(self, q_r, k_r, n_groups):
+        """(q + r_r) . r for every encoded distance.
+
+        q_r: [B, N, S, H]; k_r: [X, T, N, H]. Returns [B, N, S, T]; with X = 2 the first half
+        of the batch uses group 0 (forward) and the second half group 1 (backward).
+        """
+        if n_groups == 1:
+            return tf.einsum("bnsh,tnh->bnst", q_r, k_r[0])
+        b, n, s, h = q_r.shape
+        b = tf.shape(q_r)[0] if b is None else b
+        s = tf.shape(q_r)[2] if s is None else s
+        halves = tf.reshape(q_r, [2, b // 2, n, s, h])
+        scores = tf.einsum("xbnsh,xtnh->xbnst", halves, k_r)
+        return tf.reshape(scores, [b, n, s, -1])
+
+    def _segment_scores(self, q_s, different_segment):
+        """(q + r_s) . seg_embed[s_ij]; q_s [B, N, S, H], different_segment bool [B, S, K]."""
+        per_class = tf.einsum("bnsh,cnh->bnsc", q_s, self._w(self.seg_embed))  # [B, N, S, 2]
+        return tf.where(different_segment[:, None], per_class[..., 1:], per_class[..., :1])
+
+    def _attend(self, scores, mask, values, training):
+        """Masked softmax in float32, then the weighted sum of values.
+
+        scores: [B, N, S, K]; mask: bool [B, S, K] (True = blocked) or None;
+        values: [B, N, K, H]. Returns [B, N, S, H] in the compute dtype.
+        """
+        scores = tf.cast(scores, tf.float32) * self.scale
+        if mask is not None:
+            scores = tf.where(mask[:, None], tf.constant(_BLOCKED_SCORE, tf.float32), scores)
+        probs = tf.nn.softmax(scores, axis=-1)
+        probs = self.attention_dropout(tf.cast(probs, self.compute_dtype), training=training)
+        return tf.einsum("bnsk,bnkh->bnsh", probs, values)
+
+    def _post_attention(self, residual, attended, training):
+        """Output projection, dropout, residual and LayerNorm; attended [B, N, S, H] -> [B, S, D]."""
+        out = tf.einsum("bnsh,dnh->bsd", attended, self._w(self.o))
+        out = self.output_dropout(out, training=training)
+        return self.layer_norm(residual + out)
+
+    # ------------------------------------------------------------------ call
+    def call(self, h, pos_emb, g=None, mems=None, content_mask=None, query_mask=None,
+             segment_mismatch=None, query_segment_mismatch=None, query_positions=None,
+             query_weights=None, biases=None, training=None):
+        """Runs both streams of one layer.
+
+        Args:
+          h: content stream [B, L, D].
+          pos_emb: relative position embedding [X, T, D] (already dropped out).
+          g: query stream [B, P, D] or None.
+          mems: memory [B, M, D] or None.
+          content_mask, query_mask: bool [B, L, K] and [B, P, K], True = blocked, or None.
+          segment_mismatch: bool [B, L, K] (content rows) or None for no segment term.
+          query_segment_mismatch: bool [B, P, K] (query rows) or None.
+          query_positions: int32 [B, P], the segment position of each query-stream row.
+          query_weights: [B, P], 1 for real target rows, 0 for empty ones (their attention
+            output is zero, as when the original maps rows through an all-zero target_mapping).
+          biases: (r_w, r_r, r_s) shared [N, H] tensors when the layer does not own them.
+        Returns:
+          (h_out [B, L, D], g_out [B, P, D] or None).
+        """
+        if self.own_biases:
+            biases = (self.r_w_bias, self.r_r_bias, self.r_s_bias)
+        r_w, r_r, r_s = (self._w(b)[:, None, :] for b in biases)  # each [N, 1, H]
+
+        q_len = h.shape[1]
+        keys_in = h if mems is None else tf.concat([tf.cast(mems, h.dtype), h], axis=1)  # [B, K, D]
+        k_len = keys_in.shape[1]
+        keys = self._project(keys_in, self.k)  # [B, N, K, H]
+        values = self._project(keys_in, self.v)  # [B, N, K, H]
+        k_r = tf.einsum("xtd,dnh->xtnh", tf.cast(pos_emb, self.compute_dtype), self._w(self.r))
+        n_groups = pos_emb.shape[0]
+
+        def scores_for(queries, shift_fn, mismatch):
+            ac = tf.einsum("bnsh,bnkh->bnsk", queries + r_w, keys)
+            bd = shift_fn(self._position_scores(queries + r_r, k_r, n_groups))
+            scores = ac + bd
+            if mismatch is not None:
+                scores += self._segment_scores(queries + r_s, mismatch)
+            return scores
+
+        q_h = self._project(h, self.q)  # [B, N, L, H]
+        scores_h = scores_for(q_h, lambda s: rel_shift(s, k_len), segment_mismatch)
+        h_out = self._post_attention(h, self._attend(scores_h, content_mask, values, training),
+                                     training)
+        if g is None:
+            return h_out, None
+
+        q_g = self._project(g, self.q)  # [B, N, P, H]
+        scores_g = scores_for(
+            q_g, lambda s: gather_relative_scores(s, query_positions, q_len, k_len),
+            query_segment_mismatch)
+        attended_g = self._attend(scores_g, query_mask, values, training)
+        attended_g *= tf.cast(query_weights, attended_g.dtype)[:, None, :, None]
+        g_out = self._post_attention(g, attended_g, training)
+        return h_out, g_out

@@ -1,0 +1,97 @@
+"""Relative position encoding and the two ways of aligning scores with it.
+
+Dimension glossary (used in every shape below):
+  B  batch size                       N  attention heads
+  L  query length (current segment)   H  head size
+  M  memory length                    D  model width
+  K  key length, K = M + L            P  predicted positions (query stream rows)
+  T  relative positions encoded: K + L for bidirectional attention (distances K .. -L+1),
+     K + 1 for unidirectional attention (distances K .. 0)
+  X  direction groups of the batch: 1, or 2 with bi_data (forward half, backward half)
+
+Index t of the T axis encodes the relative distance `K - t` (forward) or `-(K - t)` (the
+backward half with bi_data). A query at position i of the segment and a key at position j of
+concat(memory, segment) are `M + i - j` apart, which is index `t = L - i + j`.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def relative_distances(q_len: int, k_len: int, attn_type: str) -> tf.Tensor:
+    """Relative distances K, K-1, ..., down to -L+1 ("bi") or 0 ("uni"); float32 [T]."""
+    end = -q_len if attn_type == "bi" else -1
+    return tf.range(k_len, end, -1, dtype=tf.float32)
+
+
+def sinusoid_embedding(distances: tf.Tensor, d_model: int) -> tf.Tensor:
+    """Sinusoids of `distances` [T]: concat(sin, cos) halves, not interleaved; float32 [T, D]."""
+    inv_freq = 1.0 / tf.pow(10000.0, tf.range(0, d_model, 2, dtype=tf.float32) / d_model)
+    angles = distances[:, None] * inv_freq[None, :]  # [T, D/2]
+    return tf.concat([tf.sin(angles), tf.cos(angles)], axis=-1)
+
+
+def relative_position_encoding(
+    q_len: int, k_len: int, d_model: int, attn_type: str = "bi", bi_data: bool = False,
+    clamp_len: int = -1,
+) -> tf.Tensor:
+    """The relative position embedding shared by all layers; float32 [X, T, D].
+
+    With `bi_data`, group 0 (the batch's forward half) uses distances K .. -L+1 and group 1
+    (the backward half, read right to left) the negated distances -K .. L-1. `clamp_len` > 0
+    clamps every distance into [-clamp_len, clamp_len].
+    """
+    forward = relative_distances(q_len, k_len, attn_type)
+    groups = [forward, -forward] if bi_data else [forward]
+    if clamp_len > 0:
+        groups = [tf.clip_by_value(d, -float(clamp_len), float(clamp_len)) for d in groups]
+    return tf.stack([sinusoid_embedding(d, d_model) for d in groups], axis=0)
+
+
+def rel_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
+    """Aligns position scores of every query row with its keys (Transformer-XL trick).
+
+    Args:
+      scores: [B, N, L, T], column t scoring relative distance K - t.
+      k_len: K.
+    Returns:
+      [B, N, L, K] where entry (i, j) scores distance M + i - j, i.e. column t = L - i + j of
+      the input. Entries whose distance lies outside the encoded range (keys in the future of
+      a unidirectional query) hold unrelated values; the attention mask must hide them.
+
+    Viewing the row-major [L, T] block as [T, L] and dropping its first row shifts row i left
+    by L - i; reading the rest back as [L, T - 1] and keeping K columns finishes the shift.
+    Pure reshapes and a slice: static shapes, no gather, cheap under XLA.
+    """
+    b, n, q_len, t_len = _static_or_dynamic_shape(scores)
+    x = tf.reshape(scores, [b, n, t_len, q_len])
+    x = x[:, :, 1:, :]
+    x = tf.reshape(x, [b, n, q_len, t_len - 1])
+    return x[:, :, :, :k_len]
+
+
+def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len: int,
+                           k_len: int) -> tf.Tensor:
+    """Like `rel_shift`, for query rows at arbitrary segment positions (the query stream).
+
+    Args:
+      scores: [B, N, P, T], column t scoring relative distance K - t.
+      query_positions: int32 [B, P], the segment position i of each query row.
+      q_len: L.  k_len: K.
+    Returns:
+      [B, N, P, K]: entry (p, j) scores distance M + i_p - j, column t = L - i_p + j. Columns
+      beyond T (future keys of a unidirectional query, always masked) are clamped to T - 1.
+    """
+    t_len = scores.shape[-1]
+    columns = (q_len - query_positions)[:, :, None] + tf.range(k_len, dtype=tf.int32)[None, None]
+    columns = tf.minimum(columns, t_len - 1)  # [B, P, K]
+    b, n, p, _ = _static_or_dynamic_shape(scores)
+    columns = tf.broadcast_to(columns[:, None], [b, n, p, k_len])
+    return tf.gather(scores, columns, batch_dims=3)
+
+
+def _static_or_dynamic_shape(x: tf.Tensor):
+    static = x.shape.as_list()
+    dynamic = tf.shape(x)
+    return [s if s is not None else dynamic[i] for i, s in enumerate(static)]

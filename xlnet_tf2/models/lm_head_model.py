@@ -1,0 +1,47 @@
+"""XLNet with the tied language-model head used in pretraining."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from xlnet_tf2.models.xlnet_model import XLNetModel, _config_of
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf2")
+class XLNetLMHeadModel(keras.Model):
+    """Backbone plus logits = hidden . word_embedding^T + lm_bias (weights tied).
+
+    Call as `XLNetModel`; the returned dict adds `logits`, float32 [B, P or L, n_token]
+    under every precision policy.
+    """
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "xlnet_lm")
+        super().__init__(**kwargs)
+        self.config = _config_of(config)
+        self.transformer = XLNetModel(self.config)
+
+    def build(self, input_shape=None):
+        self.transformer.build()
+        self.lm_bias = self.add_weight(name="lm_bias", shape=(self.config.n_token,),
+                                       initializer="zeros")
+        self.built = True
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    def call(self, inputs, training=None):
+        outputs = dict(self.transformer(inputs, training=training))
+        outputs["logits"] = self.lm_logits(outputs["hidden"])
+        return outputs
+
+    def lm_logits(self, hidden):
+        """hidden [B, S, D] -> float32 logits [B, S, n_token]."""
+        embedding = tf.cast(self.transformer.word_embedding.embeddings, hidden.dtype)
+        logits = tf.einsum("bsd,vd->bsv", hidden, embedding)
+        return tf.cast(logits, tf.float32) + tf.cast(self.lm_bias, tf.float32)

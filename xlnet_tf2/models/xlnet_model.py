@@ -1,0 +1,182 @@
+"""The XLNet backbone: embeddings, relative position encoding, masks, memory, N layers.
+
+Dimension glossary:
+  B  batch size                      D  model width
+  L  sequence length (segment)       N, H  heads, head size
+  M  memory length                   P  predicted positions (query-stream rows)
+  K  keys, K = M + L                 X  direction groups (2 with bi_data)
+
+Inputs are batch-major everywhere, memories included ([B, M, D], unlike HuggingFace's
+sequence-first [M, B, D]).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+import keras
+import tensorflow as tf
+
+from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2.layers.attention_masks import build_attention_masks, segment_matrix
+from xlnet_tf2.layers.relative_attention import normal_initializer
+from xlnet_tf2.layers.relative_position import relative_position_encoding
+from xlnet_tf2.layers.xlnet_block import XLNetBlock
+
+INPUT_KEYS = ("input_ids", "segment_ids", "attention_mask", "perm_mask", "target_mapping", "mems")
+
+
+def _config_of(config) -> XLNetConfig:
+    return config if isinstance(config, XLNetConfig) else XLNetConfig.from_dict(config)
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf2")
+class XLNetModel(keras.Model):
+    """XLNet backbone (no head).
+
+    Call with a dict:
+      input_ids: int32 [B, L].
+      segment_ids: int32 [B, L] (optional; only equality between ids matters).
+      attention_mask: [B, L], 1 = real token, 0 = padding (optional).
+      perm_mask: [B, L, L], 1 = position i may NOT attend to position j (optional).
+      target_mapping: [B, P, L], one-hot rows (or all-zero rows for unused predictions);
+        turns on the query stream (optional).
+      mems: list of n_layer tensors [B, M, D] (optional).
+    Returns a dict:
+      hidden: [B, L, D] content stream, or [B, P, D] query stream when target_mapping is given.
+      content_hidden: [B, L, D] content stream output (always).
+      new_mems: list of n_layer tensors [B, min(M', mem_len), D] (M' = M + reuse length), with
+        stopped gradient; an empty list when mem_len is 0.
+    """
+
+    def __init__(self, config, **kwargs):
+        kwargs.setdefault("name", "transformer")
+        super().__init__(**kwargs)
+        self.config = _config_of(config)
+        c = self.config
+        init = normal_initializer(c.initializer_range)
+        self.word_embedding = keras.layers.Embedding(c.n_token, c.d_model, embeddings_initializer=init,
+                                                     name="word_embedding")
+        self.dropout = keras.layers.Dropout(c.dropout, name="dropout")
+        # One attribute per layer (not a list) so tf.train.Checkpoint tracks every block too.
+        for i in range(c.n_layer):
+            setattr(self, f"layer_{i}", XLNetBlock(
+                c.d_model, c.n_head, c.d_head, c.d_inner, ff_activation=c.ff_activation,
+                dropout=c.dropout, dropatt=c.dropatt, initializer_range=c.initializer_range,
+                own_biases=c.untie_r, layer_index=i, name=f"layer_{i}"))
+
+    @property
+    def blocks(self) -> List[XLNetBlock]:
+        return [getattr(self, f"layer_{i}") for i in range(self.config.n_layer)]
+
+    def build(self, input_shape=None):
+        c = self.config
+        self.word_embedding.build((None, None))
+        self.mask_emb = self.add_weight(name="mask_emb", shape=(1, 1, c.d_model),
+                                        initializer="glorot_uniform")
+        if not c.untie_r:
+            init = normal_initializer(c.initializer_range)
+            bias_shape = (c.n_head, c.d_head)
+            self.r_w_bias = self.add_weight(name="r_w_bias", shape=bias_shape, initializer=init)
+            self.r_r_bias = self.add_weight(name="r_r_bias", shape=bias_shape, initializer=init)
+            self.r_s_bias = self.add_weight(name="r_s_bias", shape=bias_shape, initializer=init)
+        for block in self.blocks:
+            block.build()
+        self.built = True
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    # ------------------------------------------------------------------ call
+    def call(self, inputs: Dict[str, tf.Tensor], training=None):
+        c = self.config
+        unknown = sorted(set(inputs) - set(INPUT_KEYS))
+        if unknown:
+            raise ValueError(f"XLNetModel got unknown input key(s) {unknown}; valid keys: {INPUT_KEYS}.")
+        if "input_ids" not in inputs:
+            raise ValueError("XLNetModel needs inputs['input_ids'] (int32 [batch, seq_len]).")
+        input_ids = tf.convert_to_tensor(inputs["input_ids"])
+        if input_ids.shape.rank != 2:
+            raise ValueError(f"input_ids must be [batch, seq_len], got shape {input_ids.shape}.")
+        q_len = input_ids.shape[1]
+        if q_len is None:
+            raise ValueError("XLNetModel needs a static sequence length (pad to a fixed seq_len).")
+        batch_size = input_ids.shape[0] if input_ids.shape[0] is not None else tf.shape(input_ids)[0]
+        if c.bi_data and isinstance(batch_size, int) and batch_size % 2:
+            raise ValueError(f"bi_data needs an even batch (forward and backward halves), got {batch_size}.")
+
+        mems = inputs.get("mems")
+        if mems is not None and len(mems) != c.n_layer:
+            raise ValueError(f"mems must hold one tensor per layer ({c.n_layer}), got {len(mems)}.")
+        m_len = 0 if mems is None else mems[0].shape[1]
+        k_len = m_len + q_len
+
+        content_mask, query_mask = build_attention_masks(
+            batch_size=batch_size, q_len=q_len, m_len=m_len, attn_type=c.attn_type,
+            same_length=c.same_length, attention_mask=inputs.get("attention_mask"),
+            perm_mask=inputs.get("perm_mask"))
+
+        segment_ids = inputs.get("segment_ids")
+        segment_mismatch = None if segment_ids is None else segment_matrix(segment_ids, m_len)
+
+        pos_emb = relative_position_encoding(q_len, k_len, c.d_model, c.attn_type, c.bi_data,
+                                             c.clamp_len)
+        pos_emb = self.dropout(tf.cast(pos_emb, self.compute_dtype), training=training)
+
+        h = self.dropout(self.word_embedding(input_ids), training=training)
+
+        g = None
+        query_kwargs = {}
+        target_mapping = inputs.get("target_mapping")
+        if target_mapping is not None:
+            target_mapping = tf.convert_to_tensor(target_mapping)
+            n_predict = target_mapping.shape[1]
+            query_positions = tf.argmax(target_mapping, axis=-1, output_type=tf.int32)  # [B, P]
+            query_weights = tf.reduce_sum(tf.cast(target_mapping, tf.float32), axis=-1)  # [B, P]
+            mask_emb = tf.cast(self.mask_emb, self.compute_dtype)
+            g = self.dropout(tf.broadcast_to(mask_emb, [batch_size, n_predict, c.d_model]),
+                             training=training)
+            query_kwargs = dict(
+                query_positions=query_positions,
+                query_weights=query_weights,
+                query_mask=(None if query_mask is None
+                            else tf.gather(query_mask, query_positions, batch_dims=1)),
+                query_segment_mismatch=(None if segment_ids is None else segment_matrix(
+                    segment_ids, m_len,
+                    query_segment_ids=tf.gather(segment_ids, query_positions, batch_dims=1))),
+            )
+
+        shared_biases = None if c.untie_r else (self.r_w_bias, self.r_r_bias, self.r_s_bias)
+        new_mems = []
+        for i, block in enumerate(self.blocks):
+            layer_mems = None if mems is None else mems[i]
+            if c.mem_len > 0:
+                new_mems.append(self._cache_memory(h, layer_mems))
+            h, g = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
+                         segment_mismatch=segment_mismatch, biases=shared_biases,
+                         training=training, **query_kwargs)
+
+        output = self.dropout(h if g is None else g, training=training)
+        return {"hidden": output, "content_hidden": h, "new_mems": new_mems}
+
+    def _cache_memory(self, layer_input, previous: Optional[tf.Tensor]):
+        """Memory for the next segment: the last mem_len of concat(previous, first reuse_len
+        positions of this layer's input); [B, M_new, D] with stopped gradient.
+
+        Only the reused prefix is cached: the rest of the segment is not seen again by the
+        stream (and caching it would leak the B part of the pretraining example)."""
+        c = self.config
+        current = layer_input if c.reuse_len <= 0 else layer_input[:, :c.reuse_len]
+        if previous is not None:
+            current = tf.concat([tf.cast(previous, current.dtype), current], axis=1)
+        return tf.stop_gradient(current[:, -c.mem_len:])
+
+    def initial_memory(self, batch_size: int, dtype=None) -> List[tf.Tensor]:
+        """Zero memories [B, mem_len, D] per layer, as the original starts from."""
+        c = self.config
+        return [tf.zeros([batch_size, c.mem_len, c.d_model], dtype or self.compute_dtype)
+                for _ in range(c.n_layer)]
