@@ -1,0 +1,169 @@
+"""Checkpoint conversion: TF1 release layout and HuggingFace directories -> our format."""
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+import xlnet_tf2
+from xlnet_tf2.conversion import WeightMismatchError, convert_checkpoint
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _config(**overrides):
+    values = dict(n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=64, n_token=97,
+                  dropout=0.0, dropatt=0.0)
+    values.update(overrides)
+    return xlnet_tf2.XLNetConfig.from_dict(values)
+
+
+def _original_tensors(hf_state, config):
+    """The HF weights renamed and reshaped exactly as the original TF1 release stores them."""
+    n = config.n_layer
+    out = {
+        "model/transformer/word_embedding/lookup_table": hf_state["transformer.word_embedding.weight"],
+        "model/transformer/mask_emb/mask_emb": hf_state["transformer.mask_emb"],
+        "model/lm_loss/bias": hf_state["lm_loss.bias"],
+        "model/transformer/seg_embed": np.stack(
+            [hf_state[f"transformer.layer.{i}.rel_attn.seg_embed"] for i in range(n)]),
+        # Not model weights: must be skipped.
+        "global_step": np.array(1000, np.int64),
+        "model/transformer/layer_0/ff/layer_1/kernel/adam_m": np.zeros((32, 64), np.float32),
+        # A fine-tuning head: reported and skipped.
+        "model/sequnece_summary/summary/kernel": np.zeros((32, 32), np.float32),
+    }
+    for name in ("r_w_bias", "r_r_bias", "r_s_bias"):
+        per_layer = [hf_state[f"transformer.layer.{i}.rel_attn.{name}"] for i in range(n)]
+        out[f"model/transformer/{name}"] = np.stack(per_layer) if config.untie_r else per_layer[0]
+    for i in range(n):
+        hf, tf1 = f"transformer.layer.{i}.", f"model/transformer/layer_{i}/"
+        for name in ("q", "k", "v", "r", "o"):
+            out[f"{tf1}rel_attn/{name}/kernel"] = hf_state[f"{hf}rel_attn.{name}"]
+        out[f"{tf1}rel_attn/LayerNorm/gamma"] = hf_state[f"{hf}rel_attn.layer_norm.weight"]
+        out[f"{tf1}rel_attn/LayerNorm/beta"] = hf_state[f"{hf}rel_attn.layer_norm.bias"]
+        out[f"{tf1}ff/layer_1/kernel"] = hf_state[f"{hf}ff.layer_1.weight"].T
+        out[f"{tf1}ff/layer_1/bias"] = hf_state[f"{hf}ff.layer_1.bias"]
+        out[f"{tf1}ff/layer_2/kernel"] = hf_state[f"{hf}ff.layer_2.weight"].T
+        out[f"{tf1}ff/layer_2/bias"] = hf_state[f"{hf}ff.layer_2.bias"]
+        out[f"{tf1}ff/LayerNorm/gamma"] = hf_state[f"{hf}ff.layer_norm.weight"]
+        out[f"{tf1}ff/LayerNorm/beta"] = hf_state[f"{hf}ff.layer_norm.bias"]
+    return out
+
+
+def _write_tf1_checkpoint(tensors, directory, config):
+    """Writes a name-based TF1 checkpoint (what tf.compat.v1.train.Saver produced in 2019)."""
+    os.makedirs(directory, exist_ok=True)
+    with tf.Graph().as_default():
+        variables = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
+                     for name, value in tensors.items()]
+        saver = tf.compat.v1.train.Saver(variables)
+        with tf.compat.v1.Session() as session:
+            session.run(tf.compat.v1.global_variables_initializer())
+            prefix = saver.save(session, os.path.join(directory, "xlnet_model.ckpt"),
+                                write_meta_graph=False)
+    original_keys = ("n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation",
+                     "untie_r", "n_token")
+    with open(os.path.join(directory, "xlnet_config.json"), "w") as f:
+        json.dump({k: config.to_dict()[k] for k in original_keys}, f)
+    return prefix
+
+
+def _inputs(rng):
+    ids = rng.integers(0, 97, size=(2, 10)).astype(np.int32)
+    perm_mask = (rng.random((2, 10, 10)) < 0.3).astype(np.float32)
+    target_mapping = np.zeros((2, 3, 10), np.float32)
+    target_mapping[:, [0, 1, 2], [1, 4, 7]] = 1.0
+    segment_ids = (np.arange(10)[None] >= 6).astype(np.int32).repeat(2, 0)
+    return {"input_ids": ids, "perm_mask": perm_mask, "target_mapping": target_mapping,
+            "segment_ids": segment_ids}
+
+
+def _assert_matches_hf(model, hf_model):
+    inputs = _inputs(np.random.default_rng(0))
+    ours, theirs = model(inputs), run_hf(hf_model, inputs)
+    diff = np.max(np.abs(ours["logits"].numpy() - theirs["logits"]))
+    assert diff <= 1e-4, diff
+    return diff
+
+
+@pytest.mark.parametrize("untie_r", [True, False])
+def test_original_tf1_checkpoint_converts_and_matches(tmp_path, untie_r):
+    config = _config(untie_r=untie_r)
+    hf_model = random_hf_model(config, seed=3)
+    release = tmp_path / "release"
+    prefix = _write_tf1_checkpoint(_original_tensors(hf_state_numpy(hf_model), config),
+                                   str(release), config)
+    spm = release / "spiece.model"
+    spm.write_bytes(b"not checked here")
+    report = convert_checkpoint("original", prefix, str(tmp_path / "out"), spm_model=str(spm))
+    assert sorted(report["skipped"]) == ["global_step",
+                                         "model/transformer/layer_0/ff/layer_1/kernel/adam_m"]
+    assert report["unused"] == ["model/sequnece_summary/summary/kernel"]
+    assert (tmp_path / "out" / "spiece.model").read_bytes() == b"not checked here"
+    model = xlnet_tf2.load_pretrained(str(tmp_path / "out"))
+    assert model.config.untie_r is untie_r
+    print("original max abs diff", _assert_matches_hf(model, hf_model))
+
+
+@pytest.mark.parametrize("file_format", ["safetensors", "bin"])
+def test_huggingface_directory_converts_and_matches(tmp_path, file_format):
+    config = _config()
+    hf_model = random_hf_model(config, seed=5)
+    hf_model.save_pretrained(str(tmp_path / "hf"), safe_serialization=(file_format == "safetensors"))
+    convert_checkpoint("huggingface", str(tmp_path / "hf"), str(tmp_path / "out"))
+    model = xlnet_tf2.load_pretrained(str(tmp_path / "out"))
+    print("huggingface max abs diff", _assert_matches_hf(model, hf_model))
+
+
+def test_safetensors_converts_without_torch(tmp_path):
+    config = _config()
+    random_hf_model(config, seed=6).save_pretrained(str(tmp_path / "hf"))
+    # A fresh interpreter where importing torch fails.
+    script = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from xlnet_tf2.conversion import convert_checkpoint\n"
+        f"convert_checkpoint('huggingface', {str(tmp_path / 'hf')!r}, {str(tmp_path / 'out')!r})\n"
+        "import xlnet_tf2\n"
+        f"m = xlnet_tf2.load_pretrained({str(tmp_path / 'out')!r})\n"
+        "print('layers', m.config.n_layer)\n")
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                            timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "layers 2" in result.stdout
+
+
+def test_missing_and_misshaped_tensors_are_named(tmp_path):
+    config = _config()
+    tensors = _original_tensors(hf_state_numpy(random_hf_model(config, seed=7)), config)
+    broken = dict(tensors)
+    del broken["model/transformer/layer_1/ff/layer_2/bias"]
+    broken["model/transformer/layer_0/rel_attn/q/kernel"] = np.zeros((32, 4, 7), np.float32)
+    prefix = _write_tf1_checkpoint(broken, str(tmp_path / "release"), config)
+    with pytest.raises(WeightMismatchError) as info:
+        convert_checkpoint("original", prefix, str(tmp_path / "out"))
+    message = str(info.value)
+    assert "missing tensor 'model/transformer/layer_1/ff/layer_2/bias'" in message
+    assert "'model/transformer/layer_0/rel_attn/q/kernel' gives shape (32, 4, 7)" in message
+    assert not (tmp_path / "out").exists()
+
+
+def test_command_line_reports_errors_without_traceback(tmp_path):
+    script = os.path.join(REPO, "experiments", "convert_checkpoint.py")
+    result = subprocess.run(
+        [sys.executable, script, "--source=original", f"--checkpoint={tmp_path}/nothing.ckpt",
+         f"--config={tmp_path}/missing.json", f"--output_dir={tmp_path}/out"],
+        capture_output=True, text=True, timeout=120,
+        env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
+    assert result.returncode == 1
+    assert "missing.json" in result.stderr and "does not exist" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,125 @@
+"""Readers for released checkpoints: the original TF1 release and HuggingFace directories.
+
+Each reader returns `(config_values, tensors)`: a dict for `XLNetConfig` and a dict of numpy
+arrays keyed by the source's own tensor names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Dict, Optional, Tuple
+
+import numpy as np
+import tensorflow as tf
+
+# Variables of a TF1 training checkpoint that are not model weights.
+_OPTIMIZER_MARKERS = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum", "/LAMB")
+_SKIPPED_NAMES = ("global_step",)
+
+
+class CheckpointReadError(ValueError):
+    """A checkpoint or its config cannot be read; the message names the file."""
+
+
+def _read_json(path: str) -> dict:
+    if not tf.io.gfile.exists(path):
+        raise CheckpointReadError(f"Config file {path!r} does not exist.")
+    with tf.io.gfile.GFile(path) as f:
+        try:
+            values = json.load(f)
+        except json.JSONDecodeError as e:
+            raise CheckpointReadError(f"Config file {path!r} is not valid JSON: {e}.") from e
+    if not isinstance(values, dict):
+        raise CheckpointReadError(f"Config file {path!r} must hold a JSON object.")
+    return values
+
+
+def read_original_checkpoint(checkpoint: str, config_path: Optional[str] = None
+                             ) -> Tuple[dict, Dict[str, np.ndarray], list]:
+    """Reads a zihangdai/xlnet TF1 checkpoint (e.g. `xlnet_model.ckpt`).
+
+    Returns (config values from `xlnet_config.json`, model tensors, skipped names). Optimizer
+    slots and `global_step` are skipped and listed.
+    """
+    if config_path is None:
+        config_path = os.path.join(os.path.dirname(checkpoint), "xlnet_config.json")
+    config_values = _read_json(config_path)
+    try:
+        reader = tf.train.load_checkpoint(checkpoint)
+    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+        raise CheckpointReadError(
+            f"Cannot read TF1 checkpoint {checkpoint!r} (give the prefix, e.g. "
+            f".../xlnet_model.ckpt, without .index): {e}") from e
+    tensors, skipped = {}, []
+    for name in sorted(reader.get_variable_to_shape_map()):
+        if name in _SKIPPED_NAMES or any(marker in name for marker in _OPTIMIZER_MARKERS):
+            skipped.append(name)
+            continue
+        tensors[name] = reader.get_tensor(name)
+    return config_values, tensors, skipped
+
+
+# HuggingFace config keys -> ours. Keys not listed are HuggingFace-only (task heads, generation).
+_HF_CONFIG_KEYS = {
+    "vocab_size": "n_token", "d_model": "d_model", "n_layer": "n_layer", "n_head": "n_head",
+    "d_head": "d_head", "d_inner": "d_inner", "ff_activation": "ff_activation",
+    "untie_r": "untie_r", "attn_type": "attn_type", "bi_data": "bi_data",
+    "clamp_len": "clamp_len", "same_length": "same_length", "initializer_range": "initializer_range",
+    "dropout": "dropout",
+}
+# HuggingFace's "gelu" is the exact erf GELU and "gelu_new" the tanh form the original XLNet
+# was trained with. Our model implements the original's tanh GELU for both.
+_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu"}
+
+
+def read_huggingface_directory(directory: str) -> Tuple[dict, Dict[str, np.ndarray], list]:
+    """Reads a `save_pretrained` directory: config.json plus model.safetensors (read without
+    torch) or pytorch_model.bin (needs torch).
+
+    Returns (config values, tensors keyed like XLNetLMHeadModel's state dict, notes).
+    """
+    hf = _read_json(os.path.join(directory, "config.json"))
+    notes = []
+    config_values = {}
+    for hf_key, our_key in _HF_CONFIG_KEYS.items():
+        if hf_key in hf and hf[hf_key] is not None:
+            config_values[our_key] = hf[hf_key]
+    if "d_head" not in config_values and "d_model" in config_values and "n_head" in config_values:
+        config_values["d_head"] = config_values["d_model"] // config_values["n_head"]
+    activation = config_values.get("ff_activation", "gelu")
+    if activation not in _HF_ACTIVATIONS:
+        raise CheckpointReadError(f"{directory}/config.json: unsupported ff_activation {activation!r}.")
+    if activation == "gelu":
+        notes.append("HuggingFace ff_activation 'gelu' is the exact erf form; this model uses the "
+                     "original XLNet's tanh GELU (differences of about 1e-3 in activations).")
+    config_values["ff_activation"] = _HF_ACTIVATIONS[activation]
+    dropatt = hf.get("dropout")
+    if dropatt is not None:
+        config_values["dropatt"] = dropatt
+
+    safetensors_path = os.path.join(directory, "model.safetensors")
+    bin_path = os.path.join(directory, "pytorch_model.bin")
+    if tf.io.gfile.exists(safetensors_path):
+        from safetensors.numpy import load_file
+
+        try:
+            tensors = load_file(safetensors_path)
+        except Exception as e:  # safetensors raises its own error types
+            raise CheckpointReadError(f"Cannot read {safetensors_path!r}: {e}") from e
+    elif tf.io.gfile.exists(bin_path):
+        try:
+            import torch
+        except ImportError as e:
+            raise CheckpointReadError(
+                f"{bin_path!r} is a PyTorch pickle and needs torch to read; install torch or "
+                "re-save the model with safe_serialization=True (model.safetensors).") from e
+        state = torch.load(bin_path, map_location="cpu", weights_only=True)
+        tensors = {k: v.float().numpy() for k, v in state.items()}
+    else:
+        raise CheckpointReadError(
+            f"{directory!r} holds neither model.safetensors nor pytorch_model.bin.")
+    # A bare XLNetModel is saved without the "transformer." prefix.
+    if not any(k.startswith("transformer.") for k in tensors):
+        tensors = {("transformer." + k): v for k, v in tensors.items()}
+    return config_values, {k: np.asarray(v, np.float32) for k, v in tensors.items()}, notes
