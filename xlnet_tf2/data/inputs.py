@@ -1,0 +1,115 @@
+"""Raw input sources for data preparation: text files in the original format, or TFDS.
+
+Text format: one sentence per line, a blank line ends a document, `<eop>` may appear in the
+text (it is a user-defined piece and is matched by SentencePiece). A TFDS record is one
+document whose lines are its sentences.
+
+A *source* is a small JSON-able tuple that a Beam worker can open on its own:
+("file", index, path) or ("tfds", index, name, split, text_key).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, List, Sequence, Tuple
+
+import tensorflow as tf
+
+from xlnet_tf2.data.params import DataPrepError
+
+Document = Tuple[Tuple[int, int], List[str]]  # ((source index, document index), lines)
+
+
+def expand_inputs(patterns: Sequence[str]) -> List[str]:
+    """Expands comma-separated globs in order; every glob must match at least one file."""
+    paths: List[str] = []
+    for pattern in patterns:
+        for part in [p for p in pattern.split(",") if p.strip()]:
+            matched = sorted(tf.io.gfile.glob(part.strip()))
+            if not matched:
+                raise DataPrepError(f"--input {part!r} matches no file; fix the path or glob.")
+            paths.extend(m for m in matched if m not in paths)
+    if not paths:
+        raise DataPrepError("No input given: pass --input=GLOB or --tfds_name.")
+    return paths
+
+
+def total_bytes(paths: Sequence[str]) -> int:
+    """Total size of the input files; raises DataPrepError if they are all empty."""
+    total = sum(tf.io.gfile.stat(p).length for p in paths)
+    if total == 0:
+        raise DataPrepError(f"All {len(paths)} input files are empty ({', '.join(paths[:3])}"
+                            f"{'...' if len(paths) > 3 else ''}); pass files with text.")
+    return total
+
+
+def _split_documents(lines: Iterator[Tuple[int, str]]) -> Iterator[List[str]]:
+    doc: List[str] = []
+    for _, line in lines:
+        if line.strip():
+            doc.append(line)
+        elif doc:
+            yield doc
+            doc = []
+    if doc:
+        yield doc
+
+
+def read_text_documents(index: int, path: str, skip_bad_lines: bool,
+                        bad_line_counter=None) -> Iterator[Document]:
+    """Yields ((index, doc number), lines) of one text file.
+
+    An undecodable (non UTF-8) line raises DataPrepError naming the file and line, unless
+    skip_bad_lines; then the line is dropped and `bad_line_counter.inc()` is called.
+    """
+    def decoded():
+        with tf.io.gfile.GFile(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                try:
+                    yield number, raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    if not skip_bad_lines:
+                        raise DataPrepError(
+                            f"{path}:{number}: line is not valid UTF-8 ({e.reason} at byte "
+                            f"{e.start}); fix the file or pass --skip_bad_lines.") from None
+                    if bad_line_counter is not None:
+                        bad_line_counter.inc()
+
+    for doc_number, doc in enumerate(_split_documents(decoded())):
+        yield (index, doc_number), doc
+
+
+def read_tfds_documents(index: int, name: str, split: str,
+                        text_key: str) -> Iterator[Document]:
+    """Yields ((index, record number), lines) of a TensorFlow Datasets split."""
+    import tensorflow_datasets as tfds
+
+    dataset = tfds.load(name, split=split, shuffle_files=False)
+    for number, record in enumerate(tfds.as_numpy(dataset)):
+        if text_key not in record:
+            raise DataPrepError(f"TFDS {name} has no feature {text_key!r} (it has "
+                                f"{sorted(record)}); fix --tfds_text_key.")
+        text = record[text_key]
+        text = text.decode("utf-8") if isinstance(text, bytes) else str(text)
+        lines = [l for l in text.splitlines() if l.strip()]
+        if lines:
+            yield (index, number), lines
+
+
+def tfds_sources(name: str, split: str, text_key: str, num_slices: int) -> list:
+    """Splits a TFDS split into `num_slices` even sub-splits, one source each."""
+    import tensorflow_datasets as tfds
+
+    try:
+        slices = tfds.even_splits(split, n=num_slices)
+    except Exception as e:  # tfds raises several types for a malformed split string
+        raise DataPrepError(f"--tfds_split={split!r} is not a valid split ({e}).") from None
+    return [("tfds", i, name, str(s), text_key) for i, s in enumerate(slices)]
+
+
+def read_source(source: tuple, skip_bad_lines: bool, bad_line_counter=None):
+    kind = source[0]
+    if kind == "file":
+        return read_text_documents(source[1], source[2], skip_bad_lines, bad_line_counter)
+    if kind == "tfds":
+        return read_tfds_documents(*source[1:])
+    raise ValueError(f"unknown source kind {kind!r}")

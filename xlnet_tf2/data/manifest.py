@@ -1,0 +1,82 @@
+"""`record_info.json`: what a prepared directory holds, written last and checked by training.
+
+The manifest is written atomically (temporary file, then rename) after every TFRecord file
+is complete, and preparation deletes any old manifest before it starts, so a directory with
+a manifest always holds exactly the data it describes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+from xlnet_tf2.data.params import DataParams
+
+MANIFEST_NAME = "record_info.json"
+FORMAT = "xlnet-tf2-pretrain-v1"
+
+
+class ManifestError(ValueError):
+    """A prepared directory is missing, incomplete, or does not match the training setup."""
+
+
+def write_manifest(output_dir: str, manifest: dict) -> str:
+    path = os.path.join(output_dir, MANIFEST_NAME)
+    tmp = path + ".tmp"
+    with tf.io.gfile.GFile(tmp, "w") as f:
+        f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    tf.io.gfile.rename(tmp, path, overwrite=True)
+    return path
+
+
+def read_manifest(data_dir: str) -> dict:
+    """Reads and sanity-checks a manifest; raises ManifestError naming the directory."""
+    path = os.path.join(data_dir, MANIFEST_NAME)
+    if not tf.io.gfile.exists(path):
+        raise ManifestError(f"{data_dir} has no {MANIFEST_NAME}: it was not prepared by "
+                            "data_prep/create_tfrecords.py or the preparation did not finish. "
+                            "Run (or re-run) data preparation into it.")
+    with tf.io.gfile.GFile(path) as f:
+        manifest = json.load(f)
+    if manifest.get("format") != FORMAT:
+        raise ManifestError(f"{path} has format {manifest.get('format')!r}, expected {FORMAT!r}; "
+                            "re-prepare the data with this version of data_prep.")
+    missing = [name for name in manifest["files"]
+               if not tf.io.gfile.exists(os.path.join(data_dir, name))]
+    if missing:
+        raise ManifestError(f"{data_dir} lacks {len(missing)} files listed in its manifest "
+                            f"(first: {missing[0]}); copy the whole directory or re-prepare.")
+    return manifest
+
+
+def data_params(manifest: dict) -> DataParams:
+    return DataParams.from_dict(manifest["params"])
+
+
+def check_manifest(manifest: dict, *, data_dir: str, seq_len: int, reuse_len: int,
+                   num_predict: int, bi_data: bool, vocab_size: int,
+                   spm_sha256: Optional[str] = None) -> None:
+    """Refuses data prepared with different settings than training uses.
+
+    Raises:
+      ManifestError listing every mismatch as "name: data has X, training asks for Y".
+    """
+    params = manifest["params"]
+    wanted = {"seq_len": seq_len, "reuse_len": reuse_len, "num_predict": num_predict,
+              "bi_data": bool(bi_data)}
+    problems = [f"{k}: data has {params[k]}, training asks for {v}"
+                for k, v in wanted.items() if params[k] != v]
+    if manifest["vocab_size"] != vocab_size:
+        problems.append(f"vocab_size: data has {manifest['vocab_size']}, training asks for "
+                        f"{vocab_size}")
+    if spm_sha256 is not None and manifest["spm_sha256"] != spm_sha256:
+        problems.append("SentencePiece model: the data was encoded with another model "
+                        f"(sha256 {manifest['spm_sha256'][:12]}..., training uses "
+                        f"{spm_sha256[:12]}...)")
+    if problems:
+        raise ManifestError(f"{data_dir} does not match the training configuration: "
+                            + "; ".join(problems)
+                            + ". Change the training flags or re-prepare the data.")

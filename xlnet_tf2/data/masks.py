@@ -1,0 +1,74 @@
+"""Two-stream attention masks from stored ranks and targets (XLNET_REFERENCE.md §2).
+
+Dimension glossary:
+  N  rows (examples) in the batch
+  L  seq_len: positions of an example (queries i, keys j)
+  R  reuse_len: the first R positions are the reused half, [R, L) the new half
+  P  num_predict: prediction slots per example
+
+Polarity: `perm_mask[n, i, j] = 1.0` means position i may NOT attend to position j (the
+original and HuggingFace polarity). It is the query-stream mask: a target never sees itself,
+so perm_mask[i, i] = 1 for targets; the model adds content-stream self-visibility.
+
+Rules, with rank[i] the place of i in the factorization order (permutation.py):
+  * non-targets (rank -1 for masking purposes) are seen by everyone and see no target and no
+    <sep>/<cls> of their half;
+  * a target sees the non-targets and the targets of strictly lower rank;
+  * <sep>/<cls> are never targets but keep their rank and see the targets and <sep>/<cls> of
+    rank up to and including their own;
+  * the reused half never sees the new half, and the new half sees the whole reused half
+    (the original concatenates a block of ones and a block of zeros), i.e. the factorization
+    order visits the reused half entirely before the new half.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+from xlnet_tf2 import special_ids
+
+
+def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_positions: tf.Tensor,
+                     reuse_len: int) -> dict:
+    """Builds the pretraining masks of a batch.
+
+    Args:
+      input_ids: int32 [N, L].
+      perm_rank: int32 [N, L], rank of each position in the factorization order.
+      target_positions: int32 [N, P], target positions ascending, padded with -1.
+      reuse_len: R.
+
+    Returns:
+      dict with
+        perm_mask: float32 [N, L, L], 1 = i may not attend to j.
+        target_mapping: float32 [N, P, L], one-hot rows; padded slots are all-zero rows.
+        target: int32 [N, P], the token at each target position (0 in padded slots).
+        target_mask: float32 [N, P], 1 for real targets.
+    """
+    seq_len = input_ids.shape[1]
+    target_mapping = tf.one_hot(target_positions, seq_len, dtype=tf.float32)  # [N, P, L]
+    is_target = tf.reduce_max(target_mapping, axis=1) > 0.5                    # [N, L]
+    is_func = tf.logical_or(tf.equal(input_ids, special_ids.SEP_ID),
+                            tf.equal(input_ids, special_ids.CLS_ID))          # [N, L]
+    ranked = tf.logical_or(is_target, is_func)                                # [N, L]
+    rank = tf.where(ranked, perm_rank, -tf.ones_like(perm_rank))              # [N, L]
+    # A target's bar is its own rank (sees strictly lower); others' bar is rank + 1.
+    bar = tf.where(is_target, rank, rank + 1)                                 # [N, L]
+    blocked = tf.logical_and(bar[:, :, None] <= rank[:, None, :],
+                             ranked[:, None, :])                              # [N, L, L]
+    # Halves: reused rows never see new columns; new rows see every reused column.
+    pos = tf.range(seq_len)
+    row_new = pos[:, None] >= reuse_len                                       # [L, 1]
+    col_new = pos[None, :] >= reuse_len                                       # [1, L]
+    same_half = tf.equal(row_new, col_new)                                    # [L, L]
+    reused_to_new = tf.logical_and(tf.logical_not(row_new), col_new)          # [L, L]
+    blocked = tf.logical_or(tf.logical_and(blocked, same_half[None]), reused_to_new[None])
+    target_mask = tf.cast(target_positions >= 0, tf.float32)                  # [N, P]
+    target = tf.gather(input_ids, tf.maximum(target_positions, 0), batch_dims=1)
+    target = target * tf.cast(target_positions >= 0, tf.int32)                # [N, P]
+    return {
+        "perm_mask": tf.cast(blocked, tf.float32),
+        "target_mapping": target_mapping,
+        "target": target,
+        "target_mask": target_mask,
+    }
