@@ -1,0 +1,247 @@
+"""The pretraining input pipeline: prepared directories -> per-replica batches.
+
+Glossary: B global batch, Rp replicas in sync, b = B / Rp local (per-replica) batch,
+F streams read per step (B, or B / 2 with bi_data), S prepared streams of a directory,
+T chunks per stream, L seq_len, P num_predict.
+
+Schedule (topology-free). The prepared data is a set of streams; chunk c of a stream follows
+chunk c - 1 in the text. A step reads F streams at once, a *group*; the groups of a directory
+are streams [gF, (g + 1)F). One *block* is one (pass, directory, group) read for T steps,
+chunk t at block step t; blocks follow each other pass-major, then by directory, then by
+group, and the whole cycle repeats. Step t of training therefore reads the same examples
+whatever the number of replicas or hosts, and `start_step` jumps to any step by skipping at
+most T - 1 records of one file per slot.
+
+Layout rule. Global slot s of a step (s = replica * b + local row) reads
+  * without bi_data: stream group_base + s, forward;
+  * with bi_data: local rows [0, b/2) read streams group_base + replica * b/2 + row forward and
+    local rows [b/2, b) the same streams backward, so *every replica's* local batch is
+    [forward half; backward half], the layout the model's relative positions expect.
+Slot s always follows the same stream within a block, so Transformer-XL memory of slot s at
+step t + 1 continues exactly the text it held at step t, on every replica.
+
+Rule relating streams and batch: every directory's num_streams must be a multiple of F; the
+global batch must be divisible by the replicas (and b even with bi_data). Prepare with
+num_streams = a multiple of B (or B/2) and the data trains on any topology with that global
+batch, and on any smaller global batch that divides it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import List, Optional, Sequence, Union
+
+import tensorflow as tf
+
+from xlnet_tf2.data import manifest as manifest_lib
+from xlnet_tf2.data import records
+from xlnet_tf2.data.masks import two_stream_masks
+from xlnet_tf2.data.permutation import online_ranks
+
+OUTPUT_FEATURES = ("input_ids", "segment_ids", "perm_mask", "target_mapping", "target",
+                   "target_mask", "stream_id", "chunk_index", "direction", "pass_id")
+
+
+class BatchLayoutError(ValueError):
+    """The global batch, the replicas and the prepared streams do not fit together."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Block:
+    data_dir: str
+    dir_index: int
+    pass_id: int
+    group: int
+    steps: int           # chunks per stream of this directory
+    stream_offset: int   # added to stream ids so they are unique across directories
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainSchedule:
+    """Which (directory, pass, stream group, chunk) every training step reads."""
+
+    blocks: List[Block]
+    streams_per_step: int
+    manifests: List[dict]
+
+    @property
+    def steps_per_cycle(self) -> int:
+        return sum(b.steps for b in self.blocks)
+
+    def locate(self, step: int):
+        """(block index, chunk) of a training step."""
+        position = step % self.steps_per_cycle
+        for index, block in enumerate(self.blocks):
+            if position < block.steps:
+                return index, position
+            position -= block.steps
+        raise AssertionError("unreachable")
+
+
+def load_schedule(data_dirs: Union[str, Sequence[str]], *, seq_len: int, reuse_len: int,
+                  num_predict: int, bi_data: bool, vocab_size: int,
+                  global_batch_size: int) -> PretrainSchedule:
+    """Reads and checks every manifest and builds the step schedule.
+
+    Raises:
+      ManifestError if a directory is incomplete or does not match the training settings.
+      BatchLayoutError if the global batch cannot be served from the prepared streams.
+    """
+    dirs = [data_dirs] if isinstance(data_dirs, str) else list(data_dirs)
+    if not dirs:
+        raise manifest_lib.ManifestError("No data directory given.")
+    if global_batch_size <= 0 or (bi_data and global_batch_size % 2):
+        raise BatchLayoutError(f"global_batch_size={global_batch_size} must be positive"
+                               f"{' and even with bi_data' if bi_data else ''}.")
+    per_step = global_batch_size // 2 if bi_data else global_batch_size
+    manifests, blocks = [], []
+    for d in dirs:
+        m = manifest_lib.read_manifest(d)
+        manifest_lib.check_manifest(m, data_dir=d, seq_len=seq_len, reuse_len=reuse_len,
+                                    num_predict=num_predict, bi_data=bi_data,
+                                    vocab_size=vocab_size)
+        if manifests and m["spm_sha256"] != manifests[0]["spm_sha256"]:
+            raise manifest_lib.ManifestError(
+                f"{d} was encoded with another SentencePiece model than {dirs[0]}; all "
+                "directories of one training run must share the vocabulary.")
+        if m["num_streams"] % per_step:
+            raise BatchLayoutError(
+                f"{d} has num_streams={m['num_streams']}, not a multiple of the {per_step} "
+                f"streams each step reads (global batch {global_batch_size}"
+                f"{', halved for bi_data' if bi_data else ''}). Re-prepare with --num_streams "
+                f"a multiple of {per_step}, or use a global batch whose "
+                f"{'half ' if bi_data else ''}divides {m['num_streams']}.")
+        manifests.append(m)
+    offsets = [sum(m["num_streams"] for m in manifests[:i]) for i in range(len(manifests))]
+    for pass_id in range(max(m["num_passes"] for m in manifests)):
+        for i, (d, m) in enumerate(zip(dirs, manifests)):
+            if pass_id >= m["num_passes"]:
+                continue
+            for group in range(m["num_streams"] // per_step):
+                blocks.append(Block(d, i, pass_id, group, m["chunks_per_stream"], offsets[i]))
+    return PretrainSchedule(blocks=blocks, streams_per_step=per_step, manifests=manifests)
+
+
+def _replica_layout(global_batch_size: int, bi_data: bool, input_context):
+    """(local batch b, replica ids served by this input pipeline)."""
+    replicas = input_context.num_replicas_in_sync if input_context else 1
+    pipelines = input_context.num_input_pipelines if input_context else 1
+    pipeline_id = input_context.input_pipeline_id if input_context else 0
+    if global_batch_size % replicas:
+        raise BatchLayoutError(f"global_batch_size={global_batch_size} is not divisible by "
+                               f"the {replicas} replicas in sync.")
+    local = global_batch_size // replicas
+    if bi_data and local % 2:
+        raise BatchLayoutError(
+            f"With bi_data every replica's batch is half forward, half backward, so the local "
+            f"batch {local} (= {global_batch_size} / {replicas} replicas) must be even.")
+    if replicas % pipelines:
+        raise BatchLayoutError(f"{replicas} replicas cannot be split evenly over "
+                               f"{pipelines} input pipelines.")
+    per_pipeline = replicas // pipelines
+    return local, list(range(pipeline_id * per_pipeline, (pipeline_id + 1) * per_pipeline))
+
+
+def slot_assignment(replica: int, row: int, local_batch: int, bi_data: bool):
+    """(stream index inside the step's group, direction) of local row `row` of `replica`."""
+    if not bi_data:
+        return replica * local_batch + row, 0
+    half = local_batch // 2
+    return replica * half + row % half, int(row >= half)
+
+
+def _slot_dataset(files: List[str], first_block: int, skip: int) -> tf.data.Dataset:
+    # The first cycle starts mid-way (resume); later cycles start at block 0.
+    head = tf.data.TFRecordDataset(files[first_block:]).skip(skip)
+    return head.concatenate(tf.data.TFRecordDataset(files).repeat())
+
+
+def _row_seeds(parsed: dict, dir_index: tf.Tensor, cycle: tf.Tensor, seed: int) -> tf.Tensor:
+    """int64 [N, 2] seeds naming each row's data identity and the cycle (for online orders)."""
+    key = tf.strings.join([
+        tf.strings.as_string(seed), tf.strings.as_string(cycle),
+        tf.strings.as_string(dir_index), tf.strings.as_string(parsed["pass_id"]),
+        tf.strings.as_string(parsed["direction"]), tf.strings.as_string(parsed["stream_id"]),
+        tf.strings.as_string(parsed["chunk_index"])], separator=":")
+    return tf.stack([tf.strings.to_hash_bucket_fast(key, 2**62),
+                     tf.strings.to_hash_bucket_fast(tf.strings.join([key, "b"]), 2**62)],
+                    axis=-1)
+
+
+def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int,
+                           reuse_len: int, num_predict: int, bi_data: bool, vocab_size: int,
+                           global_batch_size: int, input_context=None, start_step: int = 0,
+                           online_permutation: bool = False, seed: int = 0) -> tf.data.Dataset:
+    """Per-replica pretraining batches for `strategy.distribute_datasets_from_function`.
+
+    Args:
+      data_dirs: one or more directories written by data_prep/create_tfrecords.py.
+      seq_len, reuse_len, num_predict, bi_data, vocab_size: the training configuration; each
+        manifest must match it exactly.
+      global_batch_size: B, summed over all replicas.
+      input_context: a `tf.distribute.InputContext` (None: one replica, one pipeline).
+      start_step: the first training step to produce (resume); nothing before it is read
+        except at most T - 1 records of one file per slot.
+      online_permutation: re-sample the factorization order in the graph (stateless, from
+        `seed`, the row's identity and the cycle) instead of using the stored one.
+      seed: seed of the online permutation.
+
+    Returns:
+      A dataset whose k-th element is the batch of the k-th replica this pipeline serves at
+      the current step (replicas in order, then the next step). Each element is a dict:
+        input_ids int32 [b, L], segment_ids int32 [b, L], perm_mask float32 [b, L, L]
+        (1 = may not attend), target_mapping float32 [b, P, L], target int32 [b, P],
+        target_mask float32 [b, P], stream_id / chunk_index / direction / pass_id int32 [b].
+    """
+    schedule = load_schedule(data_dirs, seq_len=seq_len, reuse_len=reuse_len,
+                             num_predict=num_predict, bi_data=bi_data, vocab_size=vocab_size,
+                             global_batch_size=global_batch_size)
+    local, replicas = _replica_layout(global_batch_size, bi_data, input_context)
+    first_block, skip = schedule.locate(start_step)
+    perm_size = schedule.manifests[0]["params"]["perm_size"]
+
+    slots = []
+    for replica in replicas:
+        for row in range(local):
+            stream, direction = slot_assignment(replica, row, local, bi_data)
+            files = [os.path.join(b.data_dir, records.shard_name(
+                b.pass_id, direction, b.group * schedule.streams_per_step + stream))
+                for b in schedule.blocks]
+            slots.append(_slot_dataset(files, first_block, skip))
+    block_dir = tf.constant([b.dir_index for b in schedule.blocks], tf.int32)
+    block_offset = tf.constant([b.stream_offset for b in schedule.blocks], tf.int32)
+    block_end = tf.constant([0] + [b.steps for b in schedule.blocks], tf.int64)
+    block_end = tf.cumsum(block_end)[1:]
+    cycle_steps = schedule.steps_per_cycle
+
+    def to_batch(step, *serialized):
+        parsed = records.parse_batch(tf.stack(serialized), seq_len, num_predict)
+        position = step % cycle_steps
+        block = tf.cast(tf.searchsorted(block_end, position[None], side="right")[0], tf.int32)
+        cycle = step // cycle_steps
+        if online_permutation:
+            seeds = _row_seeds(parsed, block_dir[block], cycle, seed)
+            parsed["perm_rank"] = online_ranks(seeds, seq_len, perm_size)
+        features = two_stream_masks(parsed["input_ids"], parsed["perm_rank"],
+                                    parsed["target_positions"], reuse_len)
+        features["input_ids"] = parsed["input_ids"]
+        features["segment_ids"] = parsed["segment_ids"]
+        features["stream_id"] = parsed["stream_id"] + block_offset[block]
+        for name in ("chunk_index", "direction", "pass_id"):
+            features[name] = parsed[name]
+        # [k * b, ...] -> [k, b, ...]: one element per replica served by this pipeline.
+        return {name: tf.reshape(features[name], [len(replicas), local]
+                                 + features[name].shape[1:].as_list())
+                for name in OUTPUT_FEATURES}
+
+    steps = tf.data.Dataset.counter(start=start_step, dtype=tf.int64)
+    dataset = tf.data.Dataset.zip((steps,) + tuple(slots))
+    dataset = dataset.map(to_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+    # Each step element holds k replicas' batches; emit them one after the other.
+    dataset = dataset.flat_map(tf.data.Dataset.from_tensor_slices)
+    options = tf.data.Options()
+    options.deterministic = True
+    options.experimental_distribute.auto_shard_policy = (
+        tf.data.experimental.AutoShardPolicy.OFF)  # sharding is done by the schedule above
+    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
