@@ -29,26 +29,19 @@ def sample_ranks(seq_len: int, reuse_len: int, perm_size: int,
     return ranks
 
 
-def online_ranks(row_seeds: tf.Tensor, seq_len: int, perm_size: int) -> tf.Tensor:
-    """In-graph re-sampling of the order: int32 [N, L] from int64 row_seeds [N, 2].
+def online_ranks(row_keys: tf.Tensor, seq_len: int, perm_size: int) -> tf.Tensor:
+    """In-graph re-sampling of the order: int32 [N, L] from string row_keys [N].
 
-    Each block of S positions gets a stateless pseudorandom bijection of 0..S-1 seeded by
-    (row seed, block index), so a row's order depends only on its seed, never on the
-    topology or the step at which it is read.
+    Every position gets a pseudorandom 62-bit key, the fingerprint of (row key, position);
+    sorting the keys inside each block of S positions gives a uniformly random permutation
+    that depends only on the row key, never on the topology or when the row is read.
     """
-    num_rows = tf.shape(row_seeds)[0]
-    num_blocks = seq_len // perm_size
-    # [N, L]: offset of a position inside its block, and the block index.
-    offset = tf.tile(tf.range(perm_size, dtype=tf.int64)[None, :], [num_rows, num_blocks])
-    block = tf.repeat(tf.range(num_blocks, dtype=tf.int64), perm_size)
-    block = tf.tile(block[None, :], [num_rows, 1])
-    seeds = tf.stack([
-        tf.tile(row_seeds[:, 0:1], [1, seq_len]),
-        tf.tile(row_seeds[:, 1:2], [1, seq_len]),
-        block,
-    ], axis=-1)  # [N, L, 3]
-    flat = tf.random.experimental.index_shuffle(
-        tf.reshape(offset, [-1]), tf.reshape(seeds, [-1, 3]),
-        tf.constant(perm_size - 1, tf.int64))
-    ranks = tf.reshape(flat, [num_rows, seq_len]) + block * perm_size
-    return tf.cast(ranks, tf.int32)
+    positions = tf.strings.as_string(tf.range(seq_len))                       # [L]
+    num_rows = tf.shape(row_keys)[0]
+    keys = tf.strings.join([tf.tile(row_keys[:, None], [1, seq_len]),
+                            tf.tile(positions[None, :], [num_rows, 1])], ":")  # [N, L]
+    keys = tf.strings.to_hash_bucket_fast(keys, 2**62)                          # [N, L]
+    keys = tf.reshape(keys, [-1, seq_len // perm_size, perm_size])             # [N, L/S, S]
+    ranks = tf.argsort(tf.argsort(keys, axis=-1, stable=True), axis=-1, stable=True)
+    block_start = tf.range(0, seq_len, perm_size)[None, :, None]               # [1, L/S, 1]
+    return tf.reshape(ranks + block_start, [-1, seq_len])

@@ -157,16 +157,12 @@ def _slot_dataset(files: List[str], first_block: int, skip: int) -> tf.data.Data
     return head.concatenate(tf.data.TFRecordDataset(files).repeat())
 
 
-def _row_seeds(parsed: dict, dir_index: tf.Tensor, cycle: tf.Tensor, seed: int) -> tf.Tensor:
-    """int64 [N, 2] seeds naming each row's data identity and the cycle (for online orders)."""
-    key = tf.strings.join([
-        tf.strings.as_string(seed), tf.strings.as_string(cycle),
-        tf.strings.as_string(dir_index), tf.strings.as_string(parsed["pass_id"]),
-        tf.strings.as_string(parsed["direction"]), tf.strings.as_string(parsed["stream_id"]),
-        tf.strings.as_string(parsed["chunk_index"])], separator=":")
-    return tf.stack([tf.strings.to_hash_bucket_fast(key, 2**62),
-                     tf.strings.to_hash_bucket_fast(tf.strings.join([key, "b"]), 2**62)],
-                    axis=-1)
+def _row_keys(parsed: dict, dir_index: tf.Tensor, cycle: tf.Tensor, seed: int) -> tf.Tensor:
+    """string [N] naming each row's data identity, the cycle and the seed (online orders)."""
+    parts = [tf.strings.as_string(parsed[name])
+             for name in ("pass_id", "direction", "stream_id", "chunk_index")]
+    prefix = tf.strings.format("{}:{}:{}", (seed, cycle, dir_index))
+    return tf.strings.join([tf.fill(tf.shape(parts[0]), prefix)] + parts, separator=":")
 
 
 def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int,
@@ -221,8 +217,8 @@ def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int
         block = tf.cast(tf.searchsorted(block_end, position[None], side="right")[0], tf.int32)
         cycle = step // cycle_steps
         if online_permutation:
-            seeds = _row_seeds(parsed, block_dir[block], cycle, seed)
-            parsed["perm_rank"] = online_ranks(seeds, seq_len, perm_size)
+            keys = _row_keys(parsed, block_dir[block], cycle, seed)
+            parsed["perm_rank"] = online_ranks(keys, seq_len, perm_size)
         features = two_stream_masks(parsed["input_ids"], parsed["perm_rank"],
                                     parsed["target_positions"], reuse_len)
         features["input_ids"] = parsed["input_ids"]

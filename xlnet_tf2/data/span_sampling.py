@@ -35,7 +35,7 @@ def start_piece_table(tokenizer) -> np.ndarray:
 def sample_span_mask(ids: np.ndarray, starts_word: np.ndarray, goal: int,
                      rng: np.random.Generator, *, alpha: int = 6, beta: int = 1,
                      max_span: int = 5, span_mode: str = "word",
-                     reverse: bool = False) -> np.ndarray:
+                     reverse: bool = False, top_up: bool = True) -> np.ndarray:
     """Samples exactly `goal` target positions of `ids` in spans.
 
     Args:
@@ -49,9 +49,11 @@ def sample_span_mask(ids: np.ndarray, starts_word: np.ndarray, goal: int,
       span_mode: "word" or "original" (see module docstring).
       reverse: `ids` is time-reversed text; spans are sampled on the forward text and the mask
         reversed back, so word starts are detected in reading order.
+      top_up: fill the count up to `goal` with random single positions when the spans run
+        out (always on in data preparation; off only to measure the spans themselves).
 
     Returns:
-      bool [T], exactly `goal` True entries.
+      bool [T], exactly `goal` True entries (at most `goal` without top_up).
     """
     ids = np.asarray(ids)
     if reverse:
@@ -89,7 +91,7 @@ def sample_span_mask(ids: np.ndarray, starts_word: np.ndarray, goal: int,
         mask[begin:end] = True
         count += end - begin
         cur = end + right_ctx
-    if count < goal:
+    if top_up and count < goal:
         # Top up with single random positions, as the original does.
         free = np.flatnonzero(~mask)
         mask[rng.choice(free, size=goal - count, replace=False)] = True
