@@ -1,0 +1,1 @@
+"""Pretraining: optimizer and schedule, strategies, FLOPs/MFU, checkpoints, the loop."""

@@ -1,0 +1,104 @@
+"""Checkpoints of a pretraining run: model, optimizer, step (= data position) and memory.
+
+* The memory is saved as one [GB, M, D] variable per layer (global batch slot order, replica r
+  owning slots r*b .. r*b + b - 1) so a run resumes with exactly the memory it stopped with,
+  on any replica count that divides the batch the same way. These variables live on the host,
+  outside the strategy: at paper scale they are large (n_layer * GB * M * D values), which is
+  the price of not resetting the memory on restart.
+* The data position is the step counter: the input pipeline is deterministic in the step.
+* Restoring tries the newest checkpoint first; one that cannot be read (truncated, corrupt,
+  missing shards) is reported and the one before it is used.
+* Under MultiWorkerMirroredStrategy every worker saves (saving is collective); only the
+  chief writes into model_dir, the others into a scratch directory they delete.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import List, Optional
+
+import tensorflow as tf
+from absl import logging
+
+
+class CheckpointRestoreError(RuntimeError):
+    """No checkpoint in model_dir could be restored; the message lists what failed."""
+
+
+class MemoryState(tf.Module):
+    """The checkpoint copy of the Transformer-XL memory: `layers[i]` is [GB, M, D]."""
+
+    def __init__(self, n_layer: int, global_batch: int, mem_len: int, d_model: int, dtype):
+        super().__init__(name="memory")
+        with tf.device("/cpu:0"):
+            self.layers = [tf.Variable(tf.zeros([global_batch, mem_len, d_model], dtype),
+                                       trainable=False, name=f"layer_{i}")
+                           for i in range(n_layer)] if mem_len else []
+
+
+class CheckpointKeeper:
+    """tf.train.CheckpointManager plus corrupt-checkpoint fallback and multi-worker saving."""
+
+    def __init__(self, model_dir: str, *, model, optimizer, global_step, memory: MemoryState,
+                 max_to_keep: int, is_chief: bool = True, worker_id: int = 0):
+        self.model_dir = model_dir
+        self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
+                                              global_step=global_step, memory=memory)
+        self.global_step = global_step
+        self.is_chief = is_chief
+        directory = model_dir if is_chief else os.path.join(model_dir, f".worker_{worker_id}_tmp")
+        self.manager = tf.train.CheckpointManager(self.checkpoint, directory,
+                                                  max_to_keep=max_to_keep, checkpoint_name="ckpt")
+        # Restoring reads the chief's checkpoints on every worker.
+        self.reader = (self.manager if is_chief else
+                       tf.train.CheckpointManager(self.checkpoint, model_dir, max_to_keep=None,
+                                                  checkpoint_name="ckpt"))
+
+    def latest_path(self) -> Optional[str]:
+        return self.reader.latest_checkpoint
+
+    def save(self, step: int) -> str:
+        path = self.manager.save(checkpoint_number=step)
+        if not self.is_chief:
+            tf.io.gfile.rmtree(self.manager.directory)
+        else:
+            logging.info("Saved checkpoint %s", path)
+        return path
+
+    def restore_latest(self) -> Optional[str]:
+        """Restores the newest readable checkpoint; returns its path or None if there is none."""
+        candidates: List[str] = list(reversed(self.reader.checkpoints))
+        failures = []
+        for path in candidates:
+            try:
+                self.checkpoint.restore(path).assert_existing_objects_matched()
+                if failures:
+                    logging.warning("Fell back to checkpoint %s after: %s", path, "; ".join(failures))
+                return path
+            except (tf.errors.OpError, ValueError, AssertionError) as e:
+                message = f"checkpoint {path} is unreadable ({type(e).__name__}: {str(e)[:200]})"
+                logging.error("%s; trying the previous one.", message)
+                print(f"[checkpoint] WARNING: {message}; trying the previous one.", flush=True)
+                failures.append(message)
+        if failures:
+            raise CheckpointRestoreError(
+                f"No checkpoint in {self.model_dir} could be restored: {'; '.join(failures)}. "
+                "Delete the broken files or point --model_dir at a new directory.")
+        return None
+
+
+def load_model_weights(model, path: str) -> None:
+    """Initializes `model` from a checkpoint holding it under the key `model` (one of ours, or
+    a converted release); the optimizer and memory of that checkpoint are ignored."""
+    resolved = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path
+    if not resolved or not (tf.io.gfile.exists(resolved + ".index")):
+        raise FileNotFoundError(f"--init_checkpoint={path!r} names no checkpoint (expected a "
+                                "checkpoint prefix such as .../ckpt-1000 or a directory holding one).")
+    status = tf.train.Checkpoint(model=model).read(resolved)
+    try:
+        status.assert_existing_objects_matched()
+    except AssertionError as e:
+        raise ValueError(f"--init_checkpoint={path!r} does not hold this model's weights "
+                         f"(is the model config the same?): {e}") from e
+    status.expect_partial()
+    logging.info("Initialized the model from %s", resolved)

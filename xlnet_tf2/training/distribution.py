@@ -1,0 +1,135 @@
+"""Choosing and connecting the `tf.distribute` strategy for a run.
+
+`resolve_strategy("auto")` picks TPU when `--tpu` is given, multi-worker when `TF_CONFIG`
+names more than one worker, mirrored when there are several GPUs, one-device otherwise.
+A `--tpu` that points at nothing fails within `tpu_timeout_s` with a message naming the flag,
+instead of the resolver's long hang or an opaque gRPC error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import threading
+from typing import Optional
+
+import tensorflow as tf
+
+STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "one_device")
+
+
+class StrategyError(ValueError):
+    """The requested strategy cannot be set up; the message says which flag to change."""
+
+
+def _tf_config_workers() -> int:
+    raw = os.environ.get("TF_CONFIG")
+    if not raw:
+        return 0
+    try:
+        cluster = json.loads(raw).get("cluster", {})
+    except json.JSONDecodeError as e:
+        raise StrategyError(f"The TF_CONFIG environment variable is not valid JSON: {e}.") from e
+    return len(cluster.get("worker", [])) + len(cluster.get("chief", []))
+
+
+def _check_tpu_address(tpu: str, timeout_s: float) -> None:
+    """For a grpc://host:port address, fail fast if nothing listens there."""
+    if not tpu.startswith("grpc://"):
+        return
+    host, _, port = tpu[len("grpc://"):].rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=timeout_s):
+            return
+    except (OSError, ValueError) as e:
+        raise StrategyError(
+            f"--tpu={tpu!r}: no TPU answers at that address ({e}). Pass the name of a Cloud "
+            "TPU (e.g. --tpu=my-tpu), 'local' on a TPU VM, or a reachable grpc://host:port.") from e
+
+
+def _connect_tpu(tpu: str, timeout_s: float):
+    """Cluster resolver -> connect -> initialize, bounded by `timeout_s` seconds."""
+    if not tpu or not tpu.strip():
+        raise StrategyError(
+            "--tpu is empty. Pass the name of a Cloud TPU (e.g. --tpu=my-tpu), 'local' on a "
+            "TPU VM, or a grpc://host:port address; or choose --strategy=one_device/mirrored.")
+    _check_tpu_address(tpu, timeout_s)
+    result = {}
+
+    def work():
+        try:
+            resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu)
+            tf.config.experimental_connect_to_cluster(resolver)
+            tf.tpu.experimental.initialize_tpu_system(resolver)
+            result["resolver"] = resolver
+        except BaseException as e:  # reported below with the flag named
+            result["error"] = e
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(timeout_s)
+    if thread.is_alive():
+        raise StrategyError(f"--tpu={tpu!r}: no TPU answered within {timeout_s:.0f} s. Check the "
+                            "TPU name, zone and project, or that this VM can reach it.")
+    if "error" in result:
+        e = result["error"]
+        raise StrategyError(f"--tpu={tpu!r} could not be resolved or initialized: "
+                            f"{type(e).__name__}: {e}. Check the TPU name (gcloud compute tpus "
+                            "list), zone and project, or use 'local' on a TPU VM.") from e
+    return tf.distribute.TPUStrategy(result["resolver"])
+
+
+def resolve_strategy(name: str = "auto", tpu: Optional[str] = None,
+                     tpu_timeout_s: float = 60.0) -> tf.distribute.Strategy:
+    """Returns the strategy for `--strategy=name` (and `--tpu`).
+
+    Must run before any other TensorFlow op (multi-worker and TPU need a fresh runtime).
+    """
+    if name not in STRATEGIES:
+        raise StrategyError(f"--strategy={name!r} is not one of {STRATEGIES}.")
+    if tpu is not None and name not in ("auto", "tpu"):
+        raise StrategyError(f"--tpu={tpu!r} was given with --strategy={name}; use "
+                            "--strategy=tpu (or auto), or drop --tpu.")
+    if name == "auto":
+        if tpu is not None:
+            name = "tpu"
+        elif _tf_config_workers() > 1:
+            name = "multi_worker"
+        elif len(tf.config.list_physical_devices("GPU")) > 1:
+            name = "mirrored"
+        else:
+            name = "one_device"
+    if name == "tpu":
+        if tpu is None:
+            raise StrategyError("--strategy=tpu needs --tpu (a Cloud TPU name, 'local' on a TPU "
+                                "VM, or grpc://host:port).")
+        return _connect_tpu(tpu, tpu_timeout_s)
+    if name == "multi_worker":
+        if _tf_config_workers() < 1:
+            raise StrategyError("--strategy=multi_worker needs the TF_CONFIG environment variable "
+                                "describing the cluster and this worker's task.")
+        return tf.distribute.MultiWorkerMirroredStrategy()
+    if name == "mirrored":
+        return tf.distribute.MirroredStrategy()
+    gpus = tf.config.list_logical_devices("GPU")
+    return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
+
+
+def is_chief(strategy: tf.distribute.Strategy) -> bool:
+    """True on the worker that writes checkpoints and summaries."""
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or isinstance(strategy, tf.distribute.TPUStrategy):
+        return True
+    task_type, task_id = resolver.task_type, resolver.task_id
+    if task_type is None:
+        return True
+    return task_type == "chief" or (task_type == "worker" and task_id == 0
+                                    and "chief" not in resolver.cluster_spec().as_dict())
+
+
+def worker_id(strategy: tf.distribute.Strategy) -> int:
+    resolver = getattr(strategy, "cluster_resolver", None)
+    if resolver is None or resolver.task_id is None:
+        return 0
+    return int(resolver.task_id)

@@ -1,0 +1,162 @@
+"""Learning-rate schedule and the AdamW variant used for pretraining (XLNET_REFERENCE.md §5).
+
+Which AdamW this is, deliberately:
+
+* Adam moments with beta_1 = 0.9, beta_2 = 0.999 and `epsilon` added to sqrt(v) (not to v).
+* **No bias correction by default**, as the original XLNet/BERT `AdamWeightDecayOptimizer`:
+  update = m / (sqrt(v) + eps). Keras' `AdamW` divides m and v by (1 - beta^t); with the
+  paper's 40k warmup steps the two agree after the first few thousand steps, but they differ at
+  the start (the uncorrected update is about 3x larger on step 1), so reproducing the original
+  needs the uncorrected form. `bias_correction=True` gives Keras' behaviour.
+* **Decoupled weight decay** scaled by the learning rate: var <- var - lr * wd * var, applied to
+  the value before the Adam step. The original adds wd * var to the Adam update before
+  multiplying by lr, which is the same arithmetic.
+* **Exempt from decay**: every LayerNorm gamma/beta, the bias of every dense layer and the LM
+  output bias. The relative attention biases r_w, r_r, r_s are parameters of the score, not
+  additive output biases, and are decayed (XLNET_REFERENCE.md §5). The exemptions are found
+  structurally, by layer type and attribute (`decay_exempt_variables`), never by matching names.
+* Gradients reach `apply` already summed over replicas and clipped to a global norm by the
+  training step (`pretrainer.py`), so this optimizer does not all-reduce them again.
+"""
+
+from __future__ import annotations
+
+from typing import List
+
+import keras
+import tensorflow as tf
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf2")
+class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """lr(step) = peak * step / warmup for step < warmup, then a linear decay from peak at
+    `warmup_steps` to `end_learning_rate` at `total_steps` (constant afterwards).
+
+    `step` counts applied updates (the optimizer's `iterations`), starting at 0.
+    """
+
+    def __init__(self, peak_learning_rate: float, warmup_steps: int, total_steps: int,
+                 end_learning_rate: float = 0.0):
+        if warmup_steps < 0 or total_steps <= 0:
+            raise ValueError(f"warmup_steps must be >= 0 and total_steps > 0, got "
+                             f"{warmup_steps} and {total_steps}.")
+        self.peak_learning_rate = float(peak_learning_rate)
+        self.warmup_steps = int(warmup_steps)
+        self.total_steps = int(total_steps)
+        self.end_learning_rate = float(end_learning_rate)
+
+    def __call__(self, step):
+        step = tf.cast(step, tf.float32)
+        peak = tf.constant(self.peak_learning_rate, tf.float32)
+        end = tf.constant(self.end_learning_rate, tf.float32)
+        warmup = tf.constant(float(self.warmup_steps), tf.float32)
+        warm = peak * step / tf.maximum(warmup, 1.0)
+        decay_span = tf.maximum(float(self.total_steps - self.warmup_steps), 1.0)
+        progress = tf.clip_by_value((step - warmup) / decay_span, 0.0, 1.0)
+        decayed = peak + (end - peak) * progress
+        return tf.where(step < warmup, warm, decayed)
+
+    def get_config(self):
+        return dict(peak_learning_rate=self.peak_learning_rate, warmup_steps=self.warmup_steps,
+                    total_steps=self.total_steps, end_learning_rate=self.end_learning_rate)
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf2")
+class XLNetAdamW(keras.optimizers.Optimizer):
+    """Adam with decoupled weight decay, optionally without bias correction (see module doc).
+
+    Call `exclude_from_weight_decay(var_list=decay_exempt_variables(model))` before building.
+    """
+
+    def __init__(self, learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
+                 weight_decay=0.0, bias_correction=False, name="xlnet_adamw", **kwargs):
+        super().__init__(learning_rate=learning_rate, name=name,
+                         weight_decay=weight_decay if weight_decay else None, **kwargs)
+        self.beta_1 = beta_1
+        self.beta_2 = beta_2
+        self.epsilon = epsilon
+        self.bias_correction = bool(bias_correction)
+
+    def build(self, var_list):
+        if self.built:
+            return
+        super().build(var_list)
+        self._momentums = []
+        self._velocities = []
+        for var in var_list:
+            self._momentums.append(self.add_variable_from_reference(var, "momentum"))
+            self._velocities.append(self.add_variable_from_reference(var, "velocity"))
+
+    def update_step(self, gradient, variable, learning_rate):
+        index = self._get_variable_index(variable)
+        m = self._momentums[index]
+        v = self._velocities[index]
+        dtype = variable.dtype
+        lr = tf.cast(learning_rate, dtype)
+        gradient = tf.cast(gradient, dtype)
+        beta_1 = tf.cast(self.beta_1, dtype)
+        beta_2 = tf.cast(self.beta_2, dtype)
+        self.assign(m, m * beta_1 + gradient * (1.0 - beta_1))
+        self.assign(v, v * beta_2 + tf.square(gradient) * (1.0 - beta_2))
+        m_hat, v_hat = m, v
+        if self.bias_correction:
+            t = tf.cast(self.iterations + 1, dtype)
+            m_hat = m / (1.0 - tf.pow(beta_1, t))
+            v_hat = v / (1.0 - tf.pow(beta_2, t))
+        self.assign_sub(variable, lr * m_hat / (tf.sqrt(v_hat) + tf.cast(self.epsilon, dtype)))
+
+    def _all_reduce_sum_gradients(self, grads_and_vars):
+        # The training step has already summed the gradients over replicas (and clipped the
+        # summed gradient to its global norm); Keras' TF backend would sum them again here.
+        return list(grads_and_vars)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(beta_1=self.beta_1, beta_2=self.beta_2, epsilon=self.epsilon,
+                      bias_correction=self.bias_correction)
+        return config
+
+
+def decay_exempt_variables(model: keras.Model) -> List[tf.Variable]:
+    """Variables exempt from weight decay, found by layer type (see module doc).
+
+    Every variable of a `LayerNormalization`, the `bias` of every `Dense` and the LM head's
+    `lm_bias` attribute; walking the layer tree by type means a renamed variable cannot
+    silently change group.
+    """
+    exempt = []
+    for layer in model._flatten_layers(include_self=True, recursive=True):
+        if isinstance(layer, keras.layers.LayerNormalization):
+            exempt.extend(layer.weights)
+        elif isinstance(layer, keras.layers.Dense) and layer.bias is not None:
+            exempt.append(layer.bias)
+        lm_bias = getattr(layer, "lm_bias", None)
+        if isinstance(lm_bias, keras.Variable):
+            exempt.append(lm_bias)
+    unique, seen = [], set()
+    for v in exempt:
+        if id(v) not in seen:
+            seen.add(id(v))
+            unique.append(v)
+    return unique
+
+
+def create_optimizer(model: keras.Model, *, learning_rate: float, warmup_steps: int,
+                     total_steps: int, weight_decay: float, epsilon: float,
+                     bias_correction: bool = False, loss_scaling: bool = False):
+    """(optimizer, schedule): the pretraining optimizer for `model`, built on its trainable
+    variables, and its learning-rate schedule (a function of the applied-update count).
+
+    Must be called inside the distribution strategy's scope. With `loss_scaling`
+    (mixed_float16) the AdamW is wrapped in Keras' dynamic `LossScaleOptimizer`, which skips
+    steps whose gradients overflow.
+    """
+    schedule = LinearWarmupLinearDecay(learning_rate, warmup_steps, total_steps)
+    optimizer = XLNetAdamW(learning_rate=schedule, epsilon=epsilon, weight_decay=weight_decay,
+                           bias_correction=bias_correction)
+    optimizer.exclude_from_weight_decay(var_list=decay_exempt_variables(model))
+    optimizer.build(model.trainable_variables)
+    if loss_scaling:
+        optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+        optimizer.build(model.trainable_variables)
+    return optimizer, schedule
