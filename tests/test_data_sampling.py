@@ -1,0 +1,141 @@
+"""Span targets, A/B pairs and orders on real English text (standard-library docstrings)."""
+
+import numpy as np
+import pytest
+
+from xlnet_tf2 import special_ids
+from xlnet_tf2.data.examples import build_example, num_chunks, split_a_and_b
+from xlnet_tf2.data.params import DataParams
+from xlnet_tf2.data.span_sampling import sample_span_mask, start_piece_table
+from test_data_fixtures import corpus_path, tokenizer
+
+
+@pytest.fixture(scope="module")
+def encoded():
+    tok = tokenizer()
+    ids, sent = [], []
+    with open(corpus_path()) as f:
+        for number, line in enumerate(f):
+            line_ids = tok.encode_ids(line) if line.strip() else [special_ids.EOD_ID]
+            ids.extend(line_ids)
+            sent.extend([number] * len(line_ids))
+    return np.array(ids, np.int32), np.array(sent, np.int64), start_piece_table(tok)
+
+
+def _runs(mask):
+    """(begin, end) of every maximal run of True."""
+    padded = np.concatenate([[False], mask, [False]]).astype(int)
+    edges = np.flatnonzero(np.diff(padded))
+    return list(zip(edges[::2], edges[1::2]))
+
+
+@pytest.mark.parametrize("mode", ["word", "original"])
+def test_exact_target_count(encoded, mode):
+    ids, _, starts = encoded
+    rng = np.random.default_rng(0)
+    for k in range(200):
+        seg = ids[k * 256:(k + 1) * 256]
+        mask = sample_span_mask(seg, starts, 43, rng, span_mode=mode, reverse=k % 2 == 1)
+        assert mask.sum() == 43
+
+
+def test_original_mode_spans_are_pieces(encoded):
+    ids, _, starts = encoded
+    rng = np.random.default_rng(1)
+    lengths = []
+    for k in range(200):
+        seg = ids[k * 512:(k + 1) * 512]
+        mask = sample_span_mask(seg, starts, 512, rng, span_mode="original", top_up=False)
+        for b, e in _runs(mask):
+            assert starts[seg[b]], "a span starts on a word-start piece"
+            assert e - b <= 5
+            lengths.append(e - b)
+    # p(n) ~ 1/n over 1..5: the mean span is 5 / H_5 = 2.19 pieces.
+    assert abs(np.mean(lengths) - 5 / sum(1 / n for n in range(1, 6))) < 0.15
+
+
+def test_word_mode_spans_are_whole_words(encoded):
+    ids, _, starts = encoded
+    rng = np.random.default_rng(2)
+    words = []
+    for k in range(200):
+        seg = ids[k * 512:(k + 1) * 512]
+        mask = sample_span_mask(seg, starts, 512, rng, span_mode="word", top_up=False)
+        for b, e in _runs(mask):
+            assert starts[seg[b]]
+            assert e == len(seg) or starts[seg[e]], "a span ends at a word boundary"
+            n_words = int(starts[seg[b:e]].sum())
+            assert 1 <= n_words <= 5
+            words.append(n_words)
+    assert abs(np.mean(words) - 5 / sum(1 / n for n in range(1, 6))) < 0.15
+
+
+@pytest.mark.parametrize("alpha", [6, 12])
+def test_spans_cover_one_in_k(encoded, alpha):
+    # Without top-up the spans alone cover a bit less than 1/K = beta/alpha of the text: a
+    # span of n pieces uses a window of n * alpha, plus the pieces skipped to reach a word
+    # start. The top-up (on in data preparation) then brings every example to exactly P.
+    ids, _, starts = encoded
+    rng = np.random.default_rng(3)
+    covered = total = 0
+    for k in range(300):
+        seg = ids[k * 512:(k + 1) * 512]
+        mask = sample_span_mask(seg, starts, 512, rng, alpha=alpha, span_mode="original",
+                                top_up=False)
+        covered += mask.sum()
+        total += len(seg)
+    assert 0.75 / alpha < covered / total < 1 / alpha
+
+
+def test_split_a_and_b_lengths_and_labels(encoded):
+    ids, sent, _ = encoded
+    rng = np.random.default_rng(4)
+    labels = []
+    for k in range(300):
+        begin = 1000 + 97 * k
+        a, b, is_next = split_a_and_b(ids, sent, begin, 253, rng)
+        assert len(a) + len(b) == 253 and len(a) >= 1 and len(b) >= 1
+        np.testing.assert_array_equal(a, ids[begin:begin + len(a)])
+        if is_next:
+            # B starts at the sentence boundary where A was cut (A may then lose its right
+            # end to fit the total, as in the original).
+            cuts = [p for p in range(begin + len(a), begin + 254)
+                    if sent[p] != sent[p - 1] and np.array_equal(ids[p:p + len(b)], b)]
+            assert cuts, "B is the text right after A's sentence boundary"
+        labels.append(is_next)
+    assert 0.4 < np.mean(labels) < 0.6
+
+
+def test_built_examples_layout_targets_and_ranks(encoded):
+    ids, sent, starts = encoded
+    params = DataParams(seq_len=512, reuse_len=256, num_predict=85, perm_size=256)
+    row, row_sent = ids[:20000], sent[:20000]
+    assert num_chunks(len(row), params) == (20000 - 512) // 256 + 1
+    for chunk in range(0, 60, 3):
+        ex = build_example(row, row_sent, chunk, params=params, starts_word=starts,
+                           stream_id=0, direction=0, pass_id=0)
+        np.testing.assert_array_equal(ex.input_ids[:256], row[chunk * 256:chunk * 256 + 256])
+        seps = np.flatnonzero(ex.input_ids == special_ids.SEP_ID)
+        assert ex.input_ids[-1] == special_ids.CLS_ID and seps[-1] == 510
+        seg = ex.segment_ids
+        assert seg[-1] == 2 and set(seg[:seps[0] + 1]) == {0} and set(seg[seps[0] + 1:511]) == {1}
+        positions = ex.target_positions[ex.target_positions >= 0]
+        assert np.all(np.diff(positions) > 0)
+        assert (positions < 256).sum() == 43, "reused half: exactly ceil(85 / 2) targets"
+        # New half: 42 sampled, minus any <sep>/<cls> that were sampled (at most 3).
+        assert 39 <= (positions >= 256).sum() <= 42
+        assert not np.isin(ex.input_ids[positions], [special_ids.SEP_ID, special_ids.CLS_ID]).any()
+        assert sorted(ex.perm_rank[:256]) == list(range(256))
+        assert sorted(ex.perm_rank[256:]) == list(range(256, 512))
+
+
+def test_examples_are_seeded_by_identity(encoded):
+    ids, sent, starts = encoded
+    params = DataParams(seq_len=128, reuse_len=64, num_predict=21, perm_size=64, seed=5)
+    kw = dict(params=params, starts_word=starts, stream_id=3, direction=0, pass_id=1)
+    a = build_example(ids[:5000], sent[:5000], 4, **kw)
+    b = build_example(ids[:5000], sent[:5000], 4, **kw)
+    c = build_example(ids[:5000], sent[:5000], 4, **dict(kw, pass_id=0))
+    np.testing.assert_array_equal(a.perm_rank, b.perm_rank)
+    np.testing.assert_array_equal(a.target_positions, b.target_positions)
+    assert not np.array_equal(a.perm_rank, c.perm_rank)
