@@ -1,0 +1,93 @@
+"""A pretraining job from prepared data directories: manifest -> model config -> Pretrainer.
+
+The data decides the example shape (seq_len, reuse_len, num_predict, bi_data) and the
+vocabulary: they are read from `record_info.json` and checked again by the input pipeline,
+so data and training cannot silently disagree.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf2.config import PRESETS, XLNetConfig
+from xlnet_tf2.data import manifest as manifest_lib
+from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
+from xlnet_tf2.training.pretrainer import DataShape, Pretrainer, TrainResult
+from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
+
+
+def data_shape_and_vocab(data_dirs: Sequence[str]):
+    """(DataShape, vocab_size) of the first directory; the pipeline checks the others."""
+    for d in data_dirs:
+        if not tf.io.gfile.isdir(d):
+            raise RunConfigError(f"--data_dir={d!r} is not a directory; pass directories written "
+                                 "by data_prep/create_tfrecords.py.")
+    manifest = manifest_lib.read_manifest(data_dirs[0])
+    params = manifest["params"]
+    shape = DataShape(seq_len=params["seq_len"], reuse_len=params["reuse_len"],
+                      num_predict=params["num_predict"], bi_data=bool(params["bi_data"]))
+    return shape, int(manifest["vocab_size"])
+
+
+def resolve_model_config(name_or_path: str, vocab_size: int) -> XLNetConfig:
+    """A preset takes the data's vocabulary size; a JSON file must already agree with it."""
+    if name_or_path in PRESETS:
+        return XLNetConfig.preset(name_or_path, n_token=vocab_size)
+    config = XLNetConfig.resolve(name_or_path)
+    if config.n_token != vocab_size:
+        raise RunConfigError(
+            f"--model_config={name_or_path!r} has n_token={config.n_token} but the data in "
+            f"--data_dir was encoded with a {vocab_size}-piece vocabulary; fix n_token or use "
+            "data encoded with the model's SentencePiece model.")
+    return config
+
+
+def build_pretrainer(config: PretrainConfig,
+                     strategy: Optional[tf.distribute.Strategy] = None) -> Pretrainer:
+    shape, vocab_size = data_shape_and_vocab(config.data_dirs)
+    model_config = resolve_model_config(config.model_config, vocab_size)
+
+    def dataset_fn(input_context, start_step):
+        return build_pretrain_dataset(
+            list(config.data_dirs), seq_len=shape.seq_len, reuse_len=shape.reuse_len,
+            num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
+            global_batch_size=config.train_batch_size, input_context=input_context,
+            start_step=start_step, seed=config.seed)
+
+    # Fail on a bad layout now, with the pipeline's own message, not inside the first loop.
+    dataset_fn(None, 0)
+    return Pretrainer(config, model_config, shape, dataset_fn, strategy)
+
+
+def run_pretraining(config: PretrainConfig,
+                    strategy: Optional[tf.distribute.Strategy] = None) -> TrainResult:
+    return build_pretrainer(config, strategy).train()
+
+
+def unigram_entropy_baseline(data_dirs: Sequence[str], *, global_batch_size: int,
+                             max_steps: int = 2000) -> dict:
+    """Cross-entropy (nats) of the best context-free predictor of the training targets.
+
+    Counts the target tokens (target_mask = 1) of the first `max_steps` training steps (the
+    data the model is trained on) and returns their unigram entropy: a model that has learned
+    nothing but token frequencies reaches this loss, so a pretraining loss well below it shows
+    the model uses context.
+    """
+    shape, vocab_size = data_shape_and_vocab(data_dirs)
+    dataset = build_pretrain_dataset(
+        list(data_dirs), seq_len=shape.seq_len, reuse_len=shape.reuse_len,
+        num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
+        global_batch_size=global_batch_size)
+    counts = np.zeros([vocab_size], np.float64)
+    for batch in dataset.take(max_steps).map(lambda b: (b["target"], b["target_mask"])):
+        target, mask = batch[0].numpy().ravel(), batch[1].numpy().ravel()
+        np.add.at(counts, target[mask > 0], 1.0)
+    total = counts.sum()
+    p = counts[counts > 0] / total
+    entropy = float(-(p * np.log(p)).sum())
+    return {"entropy_nats": entropy, "perplexity": math.exp(entropy), "targets": int(total),
+            "steps": max_steps}
