@@ -1,0 +1,1 @@
+"""SavedModel export for TF Serving with in-graph tokenization."""

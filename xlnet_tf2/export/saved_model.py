@@ -1,0 +1,196 @@
+"""SavedModel export for TF Serving: `serving_default` (raw UTF-8 text in) and
+`serve_token_ids` (ids, segment ids and mask in), with the same outputs.
+
+Layout written: EXPORT_BASE/<version>/{saved_model.pb, variables/, assets/spiece.model,
+assets.extra/task.json}; TF Serving loads EXPORT_BASE as a model base path.
+
+Text inputs are normalized and tokenized in-graph (InGraphTokenizer: same ids as
+xlnet_tf2.tokenization) and laid out as in training (serving_inputs.py). Over-long inputs are
+truncated exactly as in training: pairs drop tokens from the end of the longer text, a single
+text keeps its first seq_len-2 tokens; SQuAD keeps the first max_query_length question tokens
+and the first seq_len - 3 - question tokens of the context (one window); RACE keeps the last
+max_qa_length tokens of question+option and cuts the article. An empty string is valid input.
+
+Outputs per task:
+  classification: probabilities [B, C] float32, label_id [B] int32, label [B] string
+  regression:     score [B] float32
+  features:       token_features [B, L, D], pooled [B, D] (mean over real tokens),
+                  input_ids / attention_mask [B, L] (which positions are real, left padded)
+  race:           probabilities [B, C], label_id [B] (index of the chosen option)
+  squad:          answer_text [B] string ("" when predicted unanswerable), has_answer [B] bool,
+                  start_index / end_index [B] int32 (token positions in input_ids),
+                  answer_log_prob [B], no_answer_logit [B]; `serve_token_ids` also takes
+                  p_mask and cls_index and returns the spans without text.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+from xlnet_tf2 import special_ids as sid
+from xlnet_tf2.export.in_graph_tokenizer import InGraphTokenizer
+from xlnet_tf2.export import serving_inputs
+from xlnet_tf2.finetuning.task_spec import SPM_FILE, TaskSpec
+
+EXPORT_TASKS = ("classification", "regression", "squad", "race", "features")
+
+
+def _ids_spec(name, rank=2):
+    return tf.TensorSpec([None] * rank, tf.int32, name=name)
+
+
+class ServingModule(tf.Module):
+    """The exported object: the task model, the tokenizer and the signatures."""
+
+    def __init__(self, task: str, model, spec: TaskSpec, spm_model: str):
+        super().__init__(name="xlnet_serving")
+        if task not in EXPORT_TASKS:
+            raise ValueError(f"--task must be one of {EXPORT_TASKS}, got {task!r}.")
+        self.task = task
+        self.model = model
+        self.spec = spec
+        self.seq_len = spec.seq_len
+        self.tokenizer = InGraphTokenizer(spm_model, lower=spec.lower)
+        if task == "classification":
+            self.label_names = tf.constant(list(spec.label_list))
+
+    # ------------------------------------------------------------------ shared pieces
+    def _outputs(self, inputs):
+        outputs = self.model(inputs, training=False)
+        if self.task == "classification":
+            probabilities = tf.nn.softmax(outputs["logits"], axis=-1)
+            label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
+            return {"probabilities": probabilities, "label_id": label_id,
+                    "label": tf.gather(self.label_names, label_id)}
+        if self.task == "regression":
+            return {"score": outputs["logits"][:, 0]}
+        if self.task == "race":
+            probabilities = tf.nn.softmax(outputs["logits"], axis=-1)
+            return {"probabilities": probabilities,
+                    "label_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
+        if self.task == "features":
+            hidden = tf.cast(outputs["hidden"], tf.float32)
+            mask = tf.cast(inputs["attention_mask"], tf.float32)
+            pooled = tf.einsum("bld,bl->bd", hidden, mask) / tf.maximum(
+                tf.reduce_sum(mask, axis=1, keepdims=True), 1.0)
+            return {"token_features": hidden, "pooled": pooled,
+                    "input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"]}
+        raise AssertionError(self.task)
+
+    def _check_ids(self, input_ids):
+        tf.debugging.assert_equal(tf.shape(input_ids)[1], self.seq_len, message=(
+            f"serve_token_ids takes sequences of exactly seq_len={self.seq_len} tokens"))
+
+    # ------------------------------------------------------------------ signatures
+    def signatures(self):
+        L = self.seq_len
+        if self.task in ("classification", "regression", "features"):
+            @tf.function(input_signature=[_ids_spec("input_ids"), _ids_spec("segment_ids"),
+                                          _ids_spec("attention_mask")])
+            def serve_token_ids(input_ids, segment_ids, attention_mask):
+                self._check_ids(input_ids)
+                inputs = {"input_ids": tf.ensure_shape(input_ids, [None, L]),
+                          "segment_ids": tf.ensure_shape(segment_ids, [None, L]),
+                          "attention_mask": tf.ensure_shape(attention_mask, [None, L])}
+                return self._outputs(inputs)
+
+            layout = self.spec.layout
+            if self.task != "features" and self.spec.paired:
+                @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
+                                              tf.TensorSpec([None], tf.string, name="text_b")])
+                def serve_text(text, text_b):
+                    inputs = serving_inputs.encode_sequence_pair(
+                        self.tokenizer.encode_ids(text), self.tokenizer.encode_ids(text_b), L, layout)
+                    return self._outputs(inputs)
+            else:
+                @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+                def serve_text(text):
+                    inputs = serving_inputs.encode_sequence_pair(
+                        self.tokenizer.encode_ids(text), None, L, layout)
+                    return self._outputs(inputs)
+            return {"serving_default": serve_text.get_concrete_function(),
+                    "serve_token_ids": serve_token_ids.get_concrete_function()}
+        if self.task == "race":
+            from xlnet_tf2.export import serving_tasks
+            return serving_tasks.race_signatures(self)
+        from xlnet_tf2.export import serving_tasks
+        return serving_tasks.squad_signatures(self)
+
+
+def next_version(export_base: str) -> int:
+    versions = [int(d) for d in (tf.io.gfile.listdir(export_base)
+                                 if tf.io.gfile.exists(export_base) else [])
+                if d.strip("/").isdigit()]
+    return max(versions, default=0) + 1
+
+
+def export(module: ServingModule, export_base: str, version: Optional[int] = None) -> str:
+    """Writes EXPORT_BASE/<version>/ and returns that path (version: next free integer)."""
+    version = next_version(export_base) if version is None else version
+    path = os.path.join(export_base, str(version))
+    if tf.io.gfile.exists(path):
+        raise FileExistsError(f"{path} exists already; pick another --version.")
+    signatures = module.signatures()
+    tf.saved_model.save(module, path, signatures=signatures)
+    # The model file under assets/ and the bytes inside the SentencePiece op are the same.
+    asset = os.path.join(path, "assets", os.path.basename(module.tokenizer.spm_model.asset_path.numpy().decode()))
+    with tf.io.gfile.GFile(asset, "rb") as f:
+        if f.read() != module.tokenizer.model_bytes:
+            raise AssertionError(f"{asset} differs from the tokenizer model inside the graph.")
+    extra = os.path.join(path, "assets.extra")
+    tf.io.gfile.makedirs(extra)
+    with tf.io.gfile.GFile(os.path.join(extra, "task.json"), "w") as f:
+        info = dict(task=module.task, seq_len=module.seq_len,
+                    signatures={k: {"inputs": sorted(s.structured_input_signature[1]),
+                                    "outputs": sorted(s.structured_outputs)}
+                                for k, s in signatures.items()})
+        if module.task == "classification":
+            info["label_list"] = list(module.spec.label_list)
+        f.write(json.dumps(info, indent=2) + "\n")
+    return path
+
+
+def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
+    """(model, spec, spm_model path) of a fine-tuned model_dir, or for task "features" of any
+    directory holding an xlnet_config.json, spiece.model and a backbone checkpoint (converted
+    release, pretraining run or fine-tuning run)."""
+    from xlnet_tf2.config import XLNetConfig
+    from xlnet_tf2.finetuning import task_models
+    from xlnet_tf2.finetuning.trainer import init_backbone, restore_for_inference
+
+    config = XLNetConfig.from_json_file(os.path.join(model_dir, "xlnet_config.json"),
+                                        dropout=0.0, dropatt=0.0, mem_len=0)
+    spm_model = os.path.join(model_dir, SPM_FILE)
+    if not tf.io.gfile.exists(spm_model):
+        raise FileNotFoundError(f"{spm_model} does not exist (the fine-tuning runners copy the "
+                                "SentencePiece model there; for a converted release it is "
+                                "spiece.model).")
+    if task == "features":
+        spec_path = os.path.join(model_dir, "task.json")
+        seq_len = TaskSpec.read(model_dir).seq_len if tf.io.gfile.exists(spec_path) else 512
+        spec = TaskSpec(task="classification", seq_len=seq_len)
+        model = task_models.SequenceClassifier(config, 1)
+        model(model.dummy_inputs(seq_len))
+        init_backbone(model, model_dir)
+        return model, spec, spm_model
+    spec = TaskSpec.read(model_dir)
+    expected = {"classification": "classification", "regression": "regression",
+                "squad": "squad", "race": "race"}[task]
+    if spec.task != expected:
+        raise ValueError(f"--task={task} but {model_dir}/task.json says {spec.task!r}.")
+    if task in ("classification", "regression"):
+        model = task_models.SequenceClassifier(
+            config, 1 if task == "regression" else len(spec.label_list), spec.summary_type,
+            head_dropout=0.0)
+    elif task == "squad":
+        model = task_models.SquadModel(config, spec.start_n_top, spec.end_n_top, head_dropout=0.0)
+    else:
+        model = task_models.MultipleChoiceModel(config, spec.num_choices, spec.summary_type,
+                                                head_dropout=0.0)
+    model(model.dummy_inputs(spec.seq_len))
+    restore_for_inference(model, model_dir, checkpoint)
+    return model, spec, spm_model

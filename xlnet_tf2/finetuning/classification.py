@@ -1,0 +1,159 @@
+"""Sentence(-pair) classification and regression: examples -> features -> datasets, and the
+evaluation (accuracy, F1, MCC; Pearson, Spearman)."""
+
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf2.finetuning import metrics as metrics_lib
+from xlnet_tf2.finetuning.features import encode_sequence_pair
+from xlnet_tf2.finetuning.readers import TextExample
+from xlnet_tf2.tokenization import SentencePieceTokenizer
+
+MODEL_INPUTS = ("input_ids", "segment_ids", "attention_mask")
+
+
+def build_features(examples: Sequence[TextExample], tokenizer: SentencePieceTokenizer,
+                   seq_len: int, layout: str, labels: Optional[Sequence] = None,
+                   regression: bool = False) -> Dict[str, np.ndarray]:
+    """Stacked int32 model inputs [N, L] (and "label" [N]: int32 ids or float32 scores)."""
+    rows = [encode_sequence_pair(tokenizer.encode_ids(e.text_a),
+                                 None if e.text_b is None else tokenizer.encode_ids(e.text_b),
+                                 seq_len, layout) for e in examples]
+    features = {k: np.stack([r[k] for r in rows]) for k in MODEL_INPUTS}
+    if labels is not None:
+        features["label"] = np.asarray(labels, np.float32 if regression else np.int32)
+    return features
+
+
+def train_dataset_fn(features: Dict[str, np.ndarray], global_batch_size: int,
+                     seed: int) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
+    """Shuffled, repeated per-replica batches with a static batch dimension."""
+
+    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
+        batch = context.get_per_replica_batch_size(global_batch_size)
+        ds = tf.data.Dataset.from_tensor_slices(features)
+        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
+        ds = ds.shuffle(len(next(iter(features.values()))), seed=seed, reshuffle_each_iteration=True)
+        return ds.repeat().batch(batch, drop_remainder=True).prefetch(2)
+
+    return dataset_fn
+
+
+def predict(model, features: Dict[str, np.ndarray], batch_size: int,
+            output_keys: Sequence[str] = ("logits",)) -> Dict[str, np.ndarray]:
+    """Runs `model` over all rows in batches of exactly `batch_size` (the last is padded by
+    repeating row 0 and the padding outputs are dropped), so every call has the same shapes."""
+    inputs = {k: v for k, v in features.items() if k != "label" and not k.endswith("positions")
+              and k != "is_impossible"}
+    n = len(next(iter(inputs.values())))
+
+    @tf.function
+    def step(batch):
+        outputs = model(batch, training=False)
+        return {k: outputs[k] for k in output_keys}
+
+    collected = {k: [] for k in output_keys}
+    for start in range(0, n, batch_size):
+        stop = min(start + batch_size, n)
+        batch = {}
+        for k, v in inputs.items():
+            chunk = v[start:stop]
+            if stop - start < batch_size:
+                pad = np.repeat(v[:1], batch_size - (stop - start), axis=0)
+                chunk = np.concatenate([chunk, pad], axis=0)
+            batch[k] = tf.constant(chunk)
+        out = step(batch)
+        for k in output_keys:
+            collected[k].append(out[k].numpy()[:stop - start])
+    return {k: np.concatenate(v, axis=0) for k, v in collected.items()}
+
+
+def evaluate(model, features: Dict[str, np.ndarray], batch_size: int, regression: bool,
+             num_classes: int) -> Dict[str, float]:
+    logits = predict(model, features, batch_size)["logits"]
+    if regression:
+        return metrics_lib.regression_metrics(features["label"], logits[:, 0])
+    return metrics_lib.classification_metrics(features["label"], logits.argmax(-1), num_classes)
+
+
+def load_examples(*, task: str, train_file: Optional[str], eval_file: Optional[str],
+                  tfds_name: Optional[str], tfds_train_split: str, tfds_eval_split: Optional[str],
+                  tfds_data_dir: Optional[str], text_a_column: Optional[str],
+                  text_b_column: Optional[str], label_column: Optional[str],
+                  labels: Optional[Sequence[str]]):
+    """(train examples, eval examples, label list or None, train source, eval source)."""
+    from xlnet_tf2.finetuning import readers
+
+    regression = task == "regression"
+    if tfds_name:
+        train, names = readers.read_tfds(tfds_name, tfds_train_split, text_a_column, text_b_column,
+                                         label_column, regression, tfds_data_dir)
+        eval_split = tfds_eval_split or readers.TFDS_DEFAULTS.get(tfds_name, (0, 0, 0, None))[3]
+        evaluation, _ = (readers.read_tfds(tfds_name, eval_split, text_a_column, text_b_column,
+                                           label_column, regression, tfds_data_dir)
+                         if eval_split else ([], None))
+        train = [e for e in train if e.label is not None]
+        evaluation = [e for e in evaluation if e.label is not None]
+        return (train, evaluation, list(labels) if labels else names,
+                f"tfds:{tfds_name}[{tfds_train_split}]", f"tfds:{tfds_name}[{eval_split}]")
+    if not train_file:
+        raise ValueError("Give --train_file (TSV/CSV/JSONL) or --tfds_name.")
+    if not text_a_column or not label_column:
+        raise ValueError("Local files need --text_a_column and --label_column.")
+    train = readers.read_text_file(train_file, text_a_column, text_b_column, label_column,
+                                   regression)
+    evaluation = (readers.read_text_file(eval_file, text_a_column, text_b_column, label_column,
+                                         regression) if eval_file else [])
+    label_list = None
+    if not regression:
+        label_list = list(labels) if labels else sorted({e.label for e in train})
+    return train, evaluation, label_list, train_file, eval_file
+
+
+def run(*, cfg, model_config, spec, spm_model: str, train_examples, eval_examples,
+        train_source: str, eval_source: Optional[str], eval_batch_size: int,
+        strategy=None, head_dropout: float = 0.1):
+    """Trains and evaluates a classifier/regressor; returns the FinetuneResult."""
+    from xlnet_tf2.finetuning import readers
+    from xlnet_tf2.finetuning.task_models import (SequenceClassifier, classification_loss,
+                                                  regression_loss)
+    from xlnet_tf2.finetuning.task_spec import copy_spm_model
+    from xlnet_tf2.finetuning.trainer import FinetuneRunner
+
+    regression = spec.task == "regression"
+    tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
+    if tokenizer.vocab_size > model_config.n_token:
+        raise ValueError(f"--spm_model has {tokenizer.vocab_size} pieces but the model's n_token "
+                         f"is {model_config.n_token}.")
+
+    def labels_of(examples, source):
+        if regression:
+            return [e.label for e in examples]
+        return readers.label_ids(examples, spec.label_list, source)
+
+    train = build_features(train_examples, tokenizer, spec.seq_len, spec.layout,
+                           labels_of(train_examples, train_source), regression)
+    evaluation = (build_features(eval_examples, tokenizer, spec.seq_len, spec.layout,
+                                 labels_of(eval_examples, eval_source), regression)
+                  if eval_examples else None)
+    spec.write(cfg.model_dir)
+    copy_spm_model(spm_model, cfg.model_dir)
+    num_outputs = 1 if regression else len(spec.label_list)
+
+    def model_fn():
+        return SequenceClassifier(model_config, num_outputs, spec.summary_type,
+                                  head_dropout=head_dropout)
+
+    eval_fn = None
+    if evaluation is not None:
+        def eval_fn(model):
+            return evaluate(model, evaluation, eval_batch_size, regression, num_outputs)
+
+    runner = FinetuneRunner(cfg, model_fn, regression_loss if regression else classification_loss,
+                            train_dataset_fn(train, cfg.train_batch_size, cfg.seed), eval_fn,
+                            spec.seq_len, strategy)
+    return runner.train()

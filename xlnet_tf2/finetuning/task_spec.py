@@ -1,0 +1,72 @@
+"""`task.json`: what a fine-tuned model_dir is, so evaluation and export need no flags repeated.
+
+Written by the task runners next to the checkpoints; the SentencePiece model is copied into
+the model_dir as `spiece.model` so the directory is self-contained.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import List, Optional
+
+import tensorflow as tf
+
+TASKS = ("classification", "regression", "squad", "race")
+TASK_FILE = "task.json"
+SPM_FILE = "spiece.model"
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskSpec:
+    task: str
+    seq_len: int
+    summary_type: str = "last"
+    layout: str = "cls_last"
+    label_list: Optional[List[str]] = None
+    paired: bool = False            # classification/regression: a second text input
+    lower: bool = False
+    num_choices: int = 4            # race
+    max_query_length: int = 64      # squad
+    doc_stride: int = 128           # squad
+    start_n_top: int = 5            # squad
+    end_n_top: int = 5              # squad
+    max_answer_length: int = 64     # squad
+    null_score_threshold: Optional[float] = None  # squad 2.0, from the threshold search
+
+    def __post_init__(self):
+        if self.task not in TASKS:
+            raise ValueError(f"task must be one of {TASKS}, got {self.task!r}.")
+
+    def replace(self, **changes) -> "TaskSpec":
+        return dataclasses.replace(self, **changes)
+
+    def write(self, model_dir: str) -> None:
+        tf.io.gfile.makedirs(model_dir)
+        with tf.io.gfile.GFile(os.path.join(model_dir, TASK_FILE), "w") as f:
+            f.write(json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n")
+
+    @classmethod
+    def read(cls, model_dir: str) -> "TaskSpec":
+        path = os.path.join(model_dir, TASK_FILE)
+        if not tf.io.gfile.exists(path):
+            raise FileNotFoundError(f"{path} does not exist: --model_dir must be a directory "
+                                    "written by run_classifier.py, run_squad.py or run_race.py.")
+        with tf.io.gfile.GFile(path) as f:
+            values = json.load(f)
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"{path}: unknown key(s) {unknown}.")
+        return cls(**values)
+
+
+def copy_spm_model(spm_model: str, model_dir: str) -> str:
+    if not tf.io.gfile.exists(spm_model):
+        raise FileNotFoundError(f"--spm_model={spm_model!r} does not exist.")
+    target = os.path.join(model_dir, SPM_FILE)
+    tf.io.gfile.makedirs(model_dir)
+    if os.path.abspath(spm_model) != os.path.abspath(target):
+        tf.io.gfile.copy(spm_model, target, overwrite=True)
+    return target
