@@ -34,7 +34,9 @@ def serialize(example: Example) -> bytes:
     feature["target_positions"] = ints(example.target_positions)
     for name in SCALAR_FEATURES:
         feature[name] = ints([getattr(example, name)])
-    return tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString()
+    example_proto = tf.train.Example(features=tf.train.Features(feature=feature))
+    # Map fields serialize in arbitrary order unless asked; byte-identical output needs this.
+    return example_proto.SerializeToString(deterministic=True)
 
 
 def feature_spec(seq_len: int, num_predict: int) -> dict:
