@@ -61,6 +61,7 @@ FLAGS = flags.FLAGS
 
 def main(argv):
     logging.getLogger().setLevel(logging.INFO)
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)  # keep progress lines readable
     params = DataParams(
         seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len, num_predict=FLAGS.num_predict,
         mask_alpha=FLAGS.mask_alpha, mask_beta=FLAGS.mask_beta,

@@ -74,6 +74,7 @@ class _Tokenize(beam.DoFn):
         self._tok = SentencePieceTokenizer(self._proto, lower=self._uncased)
         self._docs = self._tokens = 0
         self._start = self._last = time.time()
+        self._empty = beam.metrics.Metrics.counter("xlnet_data", "empty_documents")
 
     def process(self, element):
         key, lines = element
@@ -86,8 +87,9 @@ class _Tokenize(beam.DoFn):
                 ids.extend(line_ids)
                 sent.extend([sentence] * len(line_ids))
                 sentence += 1
-        if not ids:
-            return
+        if not ids:  # a document whose lines all encode to nothing
+            self._empty.inc()
+            return []
         ids.append(special_ids.EOD_ID)  # <eod> is a sentence of its own, as in the original
         sent.append(sentence)
         self._docs += 1
@@ -97,7 +99,7 @@ class _Tokenize(beam.DoFn):
             self._last = now
             _log.warning("worker %d: %d documents, %d tokens, %.0f tokens/s", os.getpid(),
                          self._docs, self._tokens, self._tokens / (now - self._start))
-        yield key, (np.asarray(ids, np.int32), np.asarray(sent, np.int32))
+        return [(key, (np.asarray(ids, np.int32), np.asarray(sent, np.int32)))]
 
 
 def _layout(lengths, params: DataParams):
@@ -114,10 +116,10 @@ def _cut_pieces(element):
     _, grouped = element
     docs, placements = list(grouped["docs"]), list(grouped["placement"])
     if not docs or not placements:
-        return  # a document in the dropped tail of the corpus
+        return []  # a document in the dropped tail of the corpus
     ids, sent = docs[0]
-    for stream, offset, begin, end in placements[0]:
-        yield stream, (offset, ids[begin:end], sent[begin:end])
+    return [(stream, (offset, ids[begin:end], sent[begin:end]))
+            for stream, offset, begin, end in placements[0]]
 
 
 class _WriteStream(beam.DoFn):
@@ -130,6 +132,8 @@ class _WriteStream(beam.DoFn):
 
     def setup(self):
         self._starts_word = start_piece_table(SentencePieceTokenizer(self._proto))
+        self._streams = self._examples = 0
+        self._start = self._last = time.time()
 
     def process(self, element, summary):
         stream, pieces = element
@@ -148,8 +152,15 @@ class _WriteStream(beam.DoFn):
                         writer.write(records.serialize(example))
                         count += 1
                 tf.io.gfile.rename(tmp, path, overwrite=True)
+                self._examples += count
                 yield {"name": name, "examples": count, "stream": stream}
-        _log.warning("stream %d written (%d tokens)", stream, ids.shape[0])
+        self._streams += 1
+        now = time.time()
+        if now - self._last >= _PROGRESS_SECONDS:
+            self._last = now
+            _log.warning("worker %d: %d streams, %d examples written, %.0f examples/s",
+                         os.getpid(), self._streams, self._examples,
+                         self._examples / (now - self._start))
 
 
 def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab_size,
