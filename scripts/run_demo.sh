@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The main job, end to end on a CPU in well under 15 minutes, nothing downloaded:
+#   1. .venv via scripts/setup_env.sh
+#   2. an English corpus (>= 1 MB) from the docstrings of this Python's standard library
+#   3. a small SentencePiece model trained on it
+#   4. pretraining TFRecords + record_info.json
+#   5. a few hundred steps of XLNet pretraining (tiny model) with memory, bi_data, AdamW
+#   6. the loss against the unigram-entropy baseline of the same targets, both printed
+#   7. export (once the export issue lands)
+#
+# Environment knobs (defaults give the README run): OUT (runs/demo), STEPS (600), SEQ_LEN (128),
+# BATCH (16), VOCAB (2000), MAX_BYTES (corpus cap, empty = the whole library), SKIP_SETUP=1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-runs/demo}"
+STEPS="${STEPS:-600}"
+SEQ_LEN="${SEQ_LEN:-128}"
+BATCH="${BATCH:-16}"
+VOCAB="${VOCAB:-2000}"
+MIN_BYTES="${MIN_BYTES:-1000000}"
+MAX_BYTES="${MAX_BYTES:-}"
+LOG_STEPS="${LOG_STEPS:-50}"
+export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+START=$(date +%s)
+
+if [ "${SKIP_SETUP:-0}" != "1" ]; then
+  bash scripts/setup_env.sh
+fi
+PY=.venv/bin/python
+mkdir -p "$OUT"
+REUSE=$((SEQ_LEN / 2))
+NUM_PREDICT=$((SEQ_LEN / 6))
+# bi_data: each step reads BATCH/2 streams forward and the same ones backward.
+STREAMS=$((BATCH / 2))
+
+echo "== 1/5 corpus: standard-library docstrings"
+$PY data_prep/build_corpus.py --output="$OUT/corpus.txt" --min_bytes="$MIN_BYTES" \
+  ${MAX_BYTES:+--max_bytes=$MAX_BYTES}
+
+echo "== 2/5 SentencePiece model ($VOCAB pieces)"
+$PY data_prep/train_sentencepiece.py --input="$OUT/corpus.txt" --vocab_size="$VOCAB" \
+  --model_prefix="$OUT/spiece"
+
+echo "== 3/5 TFRecords (seq_len $SEQ_LEN, reuse_len $REUSE, num_predict $NUM_PREDICT, bi_data)"
+$PY data_prep/create_tfrecords.py --input="$OUT/corpus.txt" --spm_model="$OUT/spiece.model" \
+  --output_dir="$OUT/data" --seq_len="$SEQ_LEN" --reuse_len="$REUSE" \
+  --num_predict="$NUM_PREDICT" --num_streams="$STREAMS" --bi_data --overwrite
+
+echo "== 4/5 pretraining a tiny XLNet for $STEPS steps"
+cat > "$OUT/model_config.json" <<JSON
+{"n_layer": 4, "d_model": 128, "n_head": 4, "d_head": 32, "d_inner": 512,
+ "ff_activation": "gelu", "untie_r": true, "n_token": $VOCAB, "dropout": 0.1, "dropatt": 0.1}
+JSON
+rm -rf "$OUT/model"
+$PY experiments/run_pretrain.py --data_dir="$OUT/data" --model_dir="$OUT/model" \
+  --model_config="$OUT/model_config.json" --train_batch_size="$BATCH" --train_steps="$STEPS" \
+  --steps_per_loop=50 --log_steps="$LOG_STEPS" --save_steps=200 --learning_rate=2e-3 \
+  --warmup_steps=$((STEPS / 10)) --weight_decay=0.01 --mem_len="$REUSE" --record_steps
+
+echo "== 5/5 loss against the unigram-entropy baseline"
+$PY - "$OUT" "$BATCH" <<'PY'
+import json, os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from xlnet_tf2.training.pretrain_job import unigram_entropy_baseline
+out, batch = sys.argv[1], int(sys.argv[2])
+steps = [json.loads(l) for l in open(os.path.join(out, "model", "steps.jsonl"))]
+n = len(steps)
+base = unigram_entropy_baseline([os.path.join(out, "data")], global_batch_size=batch,
+                                max_steps=n)
+window = max(n // 10, 1)
+first = sum(s["loss"] for s in steps[:window]) / window
+last = sum(s["loss"] for s in steps[-window:]) / window
+print(f"unigram-entropy baseline of the {base['targets']} targets trained on: "
+      f"{base['entropy_nats']:.3f} nats (perplexity {base['perplexity']:.1f})")
+for k in range(0, n, max(n // 6, 1)):
+    chunk = steps[k:k + window]
+    print(f"  steps {chunk[0]['step']:>4d}-{chunk[-1]['step']:<4d} mean loss "
+          f"{sum(s['loss'] for s in chunk) / len(chunk):.3f}")
+print(f"first {window} steps: {first:.3f} nats; last {window} steps: {last:.3f} nats; "
+      f"baseline {base['entropy_nats']:.3f}; below baseline by {base['entropy_nats'] - last:.3f}")
+json.dump({"baseline_nats": base["entropy_nats"], "first_loss": first, "last_loss": last,
+           "steps": n}, open(os.path.join(out, "demo_summary.json"), "w"), indent=2)
+if not last < base["entropy_nats"] - 0.3:
+    sys.exit("FAILED: the final loss is not well below the unigram-entropy baseline.")
+PY
+
+echo "== export"
+echo "Export is not available yet (the export issue is still open); the trained checkpoint is"
+echo "in $OUT/model (ckpt-*, xlnet_config.json) and the vocabulary in $OUT/spiece.model."
+echo "Demo finished in $(( $(date +%s) - START )) s."
