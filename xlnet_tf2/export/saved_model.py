@@ -52,6 +52,10 @@ class ServingModule(tf.Module):
             raise ValueError(f"--task must be one of {EXPORT_TASKS}, got {task!r}.")
         self.task = task
         self.model = model
+        # Keras 3 variables are not tracked by tf.Module; track the tf.Variables explicitly so
+        # the SavedModel restores them (the TF1 session loader of saved_model_cli and TF
+        # Serving needs them in the object graph, not only captured by the functions).
+        self.model_variables = [v.value for v in model.variables]
         self.spec = spec
         self.seq_len = spec.seq_len
         self.tokenizer = InGraphTokenizer(spm_model, lower=spec.lower)
