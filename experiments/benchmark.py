@@ -135,13 +135,27 @@ def _inference_rows(batch_size, peak):
     return _compare(f"inference B={batch_size}", workload, ours, theirs, flops, peak)
 
 
-def _data_rows():
-    try:
-        from data_prep_benchmark import run_data_benchmark  # noqa: F401
-    except ImportError:
-        print("data workload: see docs/DATA.md for the data-preparation benchmark command.")
-        return []
-    return run_data_benchmark()
+def _data_report(train_rows):
+    """Data preparation tokens/s and input-pipeline examples/s at the pretraining step's
+    shape, set against what the timed training step consumes."""
+    import tempfile
+
+    from xlnet_tf2.data.throughput import format_report, measure_data_throughput
+
+    with tempfile.TemporaryDirectory() as workdir:
+        result = measure_data_throughput(
+            workdir, seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len,
+            num_predict=FLAGS.num_predict, num_streams=2 * FLAGS.batch_size,
+            global_batch_size=FLAGS.batch_size)
+    print(format_report(result))
+    fastest = max((r for r in train_rows if r["workload"].startswith("pretrain step")),
+                  key=lambda r: r["tokens_per_s"], default=None)
+    if fastest is not None:
+        consumed = fastest["tokens_per_s"] / FLAGS.seq_len
+        produced = result["pipeline"]["examples_per_s"]
+        print(f"input pipeline {produced:.0f} examples/s vs. {consumed:.1f} examples/s consumed by "
+              f"the fastest training step ({produced / consumed:.0f}x headroom)")
+    return result
 
 
 def _print_table(rows):
@@ -169,7 +183,10 @@ def main(argv):
             sys.exit("--reference needs torch and transformers: pip install -r "
                      "requirements-reference.txt, or pass --noreference.")
     _configure_threads(threads)
+    import logging
     import platform
+
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
 
     import tensorflow as tf
 
@@ -203,12 +220,12 @@ def main(argv):
             rows += _pretrain_rows(Workload(
                 batch_size=base.batch_size, seq_len=base.seq_len, mem_len=mem_len,
                 reuse_len=base.reuse_len, num_predict=base.num_predict, bi_data=base.bi_data), peak)
-    if "data" in FLAGS.workloads:
-        rows += _data_rows()
     _print_table(rows)
+    data = _data_report(rows) if "data" in FLAGS.workloads else None
     if FLAGS.output_json:
         with open(FLAGS.output_json, "w") as f:
-            json.dump({"peak_flops": peak, "threads": threads, "rows": rows}, f, indent=2)
+            json.dump({"peak_flops": peak, "threads": threads, "rows": rows, "data": data}, f,
+                      indent=2)
 
 
 if __name__ == "__main__":
