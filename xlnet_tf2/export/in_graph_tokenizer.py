@@ -102,7 +102,7 @@ class InGraphTokenizer(tf.Module):
         """Pieces [B, (T)] of normalized texts [B], with the digit-comma re-split."""
         pieces = self._pieces.tokenize(texts)                       # [B, (T)]
         flat = pieces.flat_values                                   # [T_all]
-        split = tf.strings.regex_full_match(flat, "(?s).+" + self._digit + ",")
+        split = tf.strings.regex_full_match(flat, "(?s).*" + self._digit + ",")
         # Re-encode piece[:-1] without underlines (only for split pieces; "" gives no pieces).
         body = tf.strings.regex_replace(tf.strings.regex_replace(flat, ",$", ""), _UNDERLINE, "")
         body = tf.where(split, body, "")
