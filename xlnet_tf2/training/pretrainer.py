@@ -157,7 +157,13 @@ class Pretrainer:
             start = context.replica_id_in_sync_group * b
             return [tf.identity(m[start:start + b]) for m in host]
 
-        return self.strategy.experimental_distribute_values_from_function(per_replica)
+        mems = self.strategy.experimental_distribute_values_from_function(per_replica)
+        local = [self.strategy.experimental_local_results(m) for m in mems]
+        if all(len(values) == 1 for values in local):
+            # One local replica: strategy.run returns plain tensors, so the loop variable
+            # must be plain tensors too (its structure may not change between iterations).
+            mems = [values[0] for values in local]
+        return mems
 
     def gather_memory(self, mems) -> None:
         """Stores per-replica memories into the checkpoint copy (replica r -> slots r*b...)."""
@@ -189,7 +195,16 @@ class Pretrainer:
         grads = tape.gradient(loss, self._trainable)
         return grads, list(outputs["new_mems"]), ce_sum
 
+    def _static_features(self, features):
+        """Pins the per-replica batch shapes: some strategies' iterators (multi-worker) hand
+        out batches with an unknown batch dimension, and XLA/TPU need static shapes."""
+        b, L, P = self.replica_batch, self.data_shape.seq_len, self.data_shape.num_predict
+        shapes = {"input_ids": [b, L], "segment_ids": [b, L], "perm_mask": [b, L, L],
+                  "target_mapping": [b, P, L], "target": [b, P], "target_mask": [b, P]}
+        return {k: tf.ensure_shape(v, shapes[k]) for k, v in features.items()}
+
     def _replica_step(self, features, mems):
+        features = self._static_features(features)
         context = tf.distribute.get_replica_context()
         local_count = tf.reduce_sum(tf.cast(features["target_mask"], tf.float32))
         global_count = tf.maximum(
