@@ -7,20 +7,16 @@ assets.extra/task.json}; TF Serving loads EXPORT_BASE as a model base path.
 Text inputs are normalized and tokenized in-graph (InGraphTokenizer: same ids as
 xlnet_tf2.tokenization) and laid out as in training (serving_inputs.py). Over-long inputs are
 truncated exactly as in training: pairs drop tokens from the end of the longer text, a single
-text keeps its first seq_len-2 tokens; SQuAD keeps the first max_query_length question tokens
-and the first seq_len - 3 - question tokens of the context (one window); RACE keeps the last
-max_qa_length tokens of question+option and cuts the article. An empty string is valid input.
+text keeps its first seq_len-2 tokens; RACE keeps the last max_qa_length tokens of
+question+option and the first seq_len-3-len(qa) tokens of the article. An empty string is valid input.
 
 Outputs per task:
   classification: probabilities [B, C] float32, label_id [B] int32, label [B] string
   regression:     score [B] float32
   features:       token_features [B, L, D], pooled [B, D] (mean over real tokens),
                   input_ids / attention_mask [B, L] (which positions are real, left padded)
-  race:           probabilities [B, C], label_id [B] (index of the chosen option)
-  squad:          answer_text [B] string ("" when predicted unanswerable), has_answer [B] bool,
-                  start_index / end_index [B] int32 (token positions in input_ids),
-                  answer_log_prob [B], no_answer_logit [B]; `serve_token_ids` also takes
-                  p_mask and cls_index and returns the spans without text.
+  race:           probabilities [B, C], label_id [B] (index of the chosen option); text
+                  inputs article [B], question [B], options [B, C]
 """
 
 from __future__ import annotations
@@ -36,7 +32,7 @@ from xlnet_tf2.export.in_graph_tokenizer import InGraphTokenizer
 from xlnet_tf2.export import serving_inputs
 from xlnet_tf2.finetuning.task_spec import SPM_FILE, TaskSpec
 
-EXPORT_TASKS = ("classification", "regression", "squad", "race", "features")
+EXPORT_TASKS = ("classification", "regression", "race", "features")
 
 
 def _ids_spec(name, rank=2):
@@ -118,11 +114,8 @@ class ServingModule(tf.Module):
                     return self._outputs(inputs)
             return {"serving_default": serve_text.get_concrete_function(),
                     "serve_token_ids": serve_token_ids.get_concrete_function()}
-        if self.task == "race":
-            from xlnet_tf2.export import serving_tasks
-            return serving_tasks.race_signatures(self)
         from xlnet_tf2.export import serving_tasks
-        return serving_tasks.squad_signatures(self)
+        return serving_tasks.race_signatures(self)
 
 
 def next_version(export_base: str) -> int:
@@ -183,15 +176,13 @@ def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
         return model, spec, spm_model
     spec = TaskSpec.read(model_dir)
     expected = {"classification": "classification", "regression": "regression",
-                "squad": "squad", "race": "race"}[task]
+                "race": "race"}[task]
     if spec.task != expected:
         raise ValueError(f"--task={task} but {model_dir}/task.json says {spec.task!r}.")
     if task in ("classification", "regression"):
         model = task_models.SequenceClassifier(
             config, 1 if task == "regression" else len(spec.label_list), spec.summary_type,
             head_dropout=0.0)
-    elif task == "squad":
-        model = task_models.SquadModel(config, spec.start_n_top, spec.end_n_top, head_dropout=0.0)
     else:
         model = task_models.MultipleChoiceModel(config, spec.num_choices, spec.summary_type,
                                                 head_dropout=0.0)

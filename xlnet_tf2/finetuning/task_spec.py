@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-TASKS = ("classification", "regression", "squad", "race")
+TASKS = ("classification", "regression", "race")
 TASK_FILE = "task.json"
 SPM_FILE = "spiece.model"
 
@@ -28,12 +28,7 @@ class TaskSpec:
     paired: bool = False            # classification/regression: a second text input
     lower: bool = False
     num_choices: int = 4            # race
-    max_query_length: int = 64      # squad
-    doc_stride: int = 128           # squad
-    start_n_top: int = 5            # squad
-    end_n_top: int = 5              # squad
-    max_answer_length: int = 64     # squad
-    null_score_threshold: Optional[float] = None  # squad 2.0, from the threshold search
+    max_qa_length: int = 128        # race: question+option keeps its LAST tokens
 
     def __post_init__(self):
         if self.task not in TASKS:
@@ -52,7 +47,7 @@ class TaskSpec:
         path = os.path.join(model_dir, TASK_FILE)
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(f"{path} does not exist: --model_dir must be a directory "
-                                    "written by run_classifier.py, run_squad.py or run_race.py.")
+                                    "written by run_classifier.py or run_race.py.")
         with tf.io.gfile.GFile(path) as f:
             values = json.load(f)
         known = {f.name for f in dataclasses.fields(cls)}
