@@ -8,18 +8,20 @@
 #   6. the loss against the unigram-entropy baseline of the same targets, both printed
 #   7. export (once the export issue lands)
 #
-# Environment knobs (defaults give the README run): OUT (runs/demo), STEPS (600), SEQ_LEN (128),
-# BATCH (16), VOCAB (2000), MAX_BYTES (corpus cap, empty = the whole library), SKIP_SETUP=1.
+# Environment knobs (defaults give the README run): OUT (runs/demo), STEPS (1200), SEQ_LEN (64),
+# BATCH (32), VOCAB (1000), MAX_BYTES (corpus cap, empty = the whole library), SKIP_SETUP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-runs/demo}"
-STEPS="${STEPS:-600}"
-SEQ_LEN="${SEQ_LEN:-128}"
-BATCH="${BATCH:-16}"
-VOCAB="${VOCAB:-2000}"
+STEPS="${STEPS:-1200}"
+SEQ_LEN="${SEQ_LEN:-64}"
+BATCH="${BATCH:-32}"
+VOCAB="${VOCAB:-1000}"
 MIN_BYTES="${MIN_BYTES:-1000000}"
 MAX_BYTES="${MAX_BYTES:-}"
-LOG_STEPS="${LOG_STEPS:-50}"
+LOG_STEPS="${LOG_STEPS:-100}"
+# The final loss must be at least MIN_MARGIN nats below the baseline (shortened test runs lower it).
+MIN_MARGIN="${MIN_MARGIN:-0.3}"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 START=$(date +%s)
 
@@ -48,21 +50,21 @@ $PY data_prep/create_tfrecords.py --input="$OUT/corpus.txt" --spm_model="$OUT/sp
 
 echo "== 4/5 pretraining a tiny XLNet for $STEPS steps"
 cat > "$OUT/model_config.json" <<JSON
-{"n_layer": 4, "d_model": 128, "n_head": 4, "d_head": 32, "d_inner": 512,
- "ff_activation": "gelu", "untie_r": true, "n_token": $VOCAB, "dropout": 0.1, "dropatt": 0.1}
+{"n_layer": 3, "d_model": 128, "n_head": 4, "d_head": 32, "d_inner": 512,
+ "ff_activation": "gelu", "untie_r": true, "n_token": $VOCAB, "dropout": 0.0, "dropatt": 0.0}
 JSON
 rm -rf "$OUT/model"
 $PY experiments/run_pretrain.py --data_dir="$OUT/data" --model_dir="$OUT/model" \
   --model_config="$OUT/model_config.json" --train_batch_size="$BATCH" --train_steps="$STEPS" \
-  --steps_per_loop=50 --log_steps="$LOG_STEPS" --save_steps=200 --learning_rate=2e-3 \
-  --warmup_steps=$((STEPS / 10)) --weight_decay=0.01 --mem_len="$REUSE" --record_steps
+  --steps_per_loop=50 --log_steps="$LOG_STEPS" --learning_rate=1e-3 \
+  --warmup_steps=$((STEPS / 10)) --save_steps=$((STEPS / 3 > 0 ? STEPS / 3 : 1)) --weight_decay=0.01 --mem_len="$REUSE" --record_steps
 
 echo "== 5/5 loss against the unigram-entropy baseline"
-$PY - "$OUT" "$BATCH" <<'PY'
+$PY - "$OUT" "$BATCH" "$MIN_MARGIN" <<'PY'
 import json, os, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 from xlnet_tf2.training.pretrain_job import unigram_entropy_baseline
-out, batch = sys.argv[1], int(sys.argv[2])
+out, batch, margin = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 steps = [json.loads(l) for l in open(os.path.join(out, "model", "steps.jsonl"))]
 n = len(steps)
 base = unigram_entropy_baseline([os.path.join(out, "data")], global_batch_size=batch,
@@ -80,8 +82,8 @@ print(f"first {window} steps: {first:.3f} nats; last {window} steps: {last:.3f} 
       f"baseline {base['entropy_nats']:.3f}; below baseline by {base['entropy_nats'] - last:.3f}")
 json.dump({"baseline_nats": base["entropy_nats"], "first_loss": first, "last_loss": last,
            "steps": n}, open(os.path.join(out, "demo_summary.json"), "w"), indent=2)
-if not last < base["entropy_nats"] - 0.3:
-    sys.exit("FAILED: the final loss is not well below the unigram-entropy baseline.")
+if not last < base["entropy_nats"] - margin:
+    sys.exit(f"FAILED: the final loss is not {margin} nats below the unigram-entropy baseline.")
 PY
 
 echo "== export"
