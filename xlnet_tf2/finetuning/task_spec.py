@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-TASKS = ("classification", "regression", "race")
+TASKS = ("classification", "regression", "race", "squad")
 TASK_FILE = "task.json"
 SPM_FILE = "spiece.model"
 
@@ -29,10 +29,24 @@ class TaskSpec:
     lower: bool = False
     num_choices: int = 4            # race
     max_qa_length: int = 128        # race: question+option keeps its LAST tokens
+    # squad (see xlnet_tf2/finetuning/squad_data.py and squad.py)
+    version_2_with_negative: bool = False
+    doc_stride: int = 128           # tokens between the starts of consecutive windows
+    max_query_length: int = 64      # the question keeps its FIRST tokens
+    max_answer_length: int = 64     # longest answer span, in tokens
+    n_best_size: int = 5            # beam: top-n starts x top-n ends
+    null_score_threshold: float = 0.0  # SQuAD 2.0: answer-class logit above it -> no answer
 
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"task must be one of {TASKS}, got {self.task!r}.")
+        if self.task == "squad":
+            for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
+                if getattr(self, name) <= 0:
+                    raise ValueError(f"--{name} must be positive, got {getattr(self, name)}.")
+            if self.max_query_length + 4 > self.seq_len:
+                raise ValueError(f"--max_query_length={self.max_query_length} leaves no room "
+                                 f"for the document in --seq_len={self.seq_len}.")
 
     def replace(self, **changes) -> "TaskSpec":
         return dataclasses.replace(self, **changes)
@@ -47,7 +61,7 @@ class TaskSpec:
         path = os.path.join(model_dir, TASK_FILE)
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(f"{path} does not exist: --model_dir must be a directory "
-                                    "written by run_classifier.py or run_race.py.")
+                                    "written by run_classifier.py, run_race.py or run_squad.py.")
         with tf.io.gfile.GFile(path) as f:
             values = json.load(f)
         known = {f.name for f in dataclasses.fields(cls)}

@@ -8,8 +8,10 @@ distribution conditioned on that start, and its top-e ends (a k x e beam). The a
 logit (SQuAD 2.0: larger = more likely unanswerable) reads the `<cls>` feature and the
 start-probability-weighted feature, as the original.
 
-`p_mask` [B, L] is 1 where a token cannot be part of an answer (question, separators,
-`<cls>`, padding); those logits are pushed to -1e30.
+`p_mask` [B, L] is 1 where a token cannot be a start or end (question, separators, padding);
+those logits are pushed to -1e30. `<cls>` stays unmasked (p_mask 0): it is the start/end
+label of windows that do not contain the answer, as in the original, so its logit must be
+finite for the cross-entropy; post-processing never returns it as an answer.
 """
 
 from __future__ import annotations

@@ -1,0 +1,207 @@
+"""SQuAD 1.1/2.0 fine-tuning: windows (squad_data.py) -> SquadModel -> beam post-processing
+-> official metrics (squad_eval.py) and the prediction files.
+
+Post-processing, per question over all its windows: every (start, end) pair of the head's
+top-k starts x top-e ends (k = e = n_best_size) whose start and end are document tokens of
+the window, end >= start, end - start + 1 <= max_answer_length, and whose start has its most
+context in this window; score = start log-prob + end log-prob. The answer text is the RAW
+context substring from the start token's first character to the end token's last one. The
+no-answer score (`null_odds`) is the smallest answer-class logit over the question's windows
+(larger = more likely unanswerable).
+
+Files written to the output directory (model_dir by default):
+  predictions.json        {qid: answer text}; SQuAD 2.0: "" when null_odds > the threshold
+  null_odds.json          {qid: null_odds} (SQuAD 2.0)
+  nbest_predictions.json  {qid: [{"text", "score", "start_token", "end_token"}...]}
+The metrics are those of the official script run on the best non-null answers with these
+null_odds and the threshold, so `best_exact`/`best_f1` search over all thresholds.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf2.finetuning import squad_eval
+from xlnet_tf2.finetuning.errors import TaskDataError
+from xlnet_tf2.finetuning.squad_data import (MODEL_INPUTS, SquadExample, SquadWindow,
+                                             TokenizedContext, build_all_windows, read_squad,
+                                             stack_windows)
+from xlnet_tf2.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
+
+BEAM_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
+                "cls_logits")
+
+
+@dataclasses.dataclass(frozen=True)
+class Candidate:
+    text: str
+    score: float
+    start_token: int   # document token indices (of the whole context)
+    end_token: int
+
+
+def piece_text(pieces: Sequence[str], start: int, end: int) -> str:
+    """The normalized text of pieces[start..end] (inclusive), as the SavedModel returns it."""
+    return "".join(pieces[start:end + 1]).replace(SPIECE_UNDERLINE, " ").strip()
+
+
+def window_candidates(window: SquadWindow, outputs: Dict[str, np.ndarray],
+                      example: SquadExample, context: TokenizedContext,
+                      max_answer_length: int) -> List[Candidate]:
+    """Valid spans of one window's k x e beam (outputs: one row of BEAM_OUTPUTS)."""
+    found = []
+    k, e = outputs["end_top_index"].shape
+    for i in range(k):
+        start = int(outputs["start_top_index"][i])
+        for j in range(e):
+            end = int(outputs["end_top_index"][i, j])
+            if start >= window.doc_length or end >= window.doc_length:
+                continue
+            if not window.max_context[start] or end < start or end - start + 1 > max_answer_length:
+                continue
+            first, last = window.doc_offset + start, window.doc_offset + end
+            text = example.context[context.char_start[first]:context.char_end[last]]
+            found.append(Candidate(text, float(outputs["start_top_log_probs"][i]
+                                               + outputs["end_top_log_probs"][i, j]),
+                                   first, last))
+    return found
+
+
+def postprocess(examples: Sequence[SquadExample], windows: Sequence[SquadWindow],
+                contexts: Sequence[TokenizedContext], outputs: Dict[str, np.ndarray],
+                max_answer_length: int, n_best_size: int):
+    """(best non-null text per qid, null_odds per qid, n-best candidates per qid)."""
+    by_example = collections.defaultdict(list)
+    for row, window in enumerate(windows):
+        by_example[window.example_index].append(row)
+    best, null_odds, nbest = {}, {}, {}
+    for index, example in enumerate(examples):
+        rows = by_example[index]
+        candidates = []
+        for row in rows:
+            candidates += window_candidates(windows[row], {k: v[row] for k, v in outputs.items()},
+                                            example, contexts[index], max_answer_length)
+        candidates.sort(key=lambda c: -c.score)  # stable: beam order breaks ties
+        kept, texts = [], set()
+        for c in candidates:
+            if c.text not in texts:
+                texts.add(c.text)
+                kept.append(c)
+            if len(kept) == n_best_size:
+                break
+        best[example.qid] = kept[0].text if kept else ""
+        null_odds[example.qid] = float(min(outputs["cls_logits"][r] for r in rows))
+        nbest[example.qid] = kept
+    return best, null_odds, nbest
+
+
+def final_predictions(best: Dict[str, str], null_odds: Dict[str, float], version_2: bool,
+                      null_threshold: float) -> Dict[str, str]:
+    if not version_2:
+        return dict(best)
+    return {q: ("" if null_odds[q] > null_threshold else text) for q, text in best.items()}
+
+
+def write_predictions(output_dir: str, predictions, null_odds, nbest, version_2: bool) -> None:
+    tf.io.gfile.makedirs(output_dir)
+    files = {"predictions.json": predictions,
+             "nbest_predictions.json": {q: [dataclasses.asdict(c) for c in cs]
+                                        for q, cs in nbest.items()}}
+    if version_2:
+        files["null_odds.json"] = null_odds
+    for name, value in files.items():
+        with tf.io.gfile.GFile(os.path.join(output_dir, name), "w") as f:
+            f.write(json.dumps(value, indent=1, ensure_ascii=False) + "\n")
+
+
+@dataclasses.dataclass
+class SquadEvalSet:
+    """A prediction file, tokenized once: examples, their windows and model inputs."""
+    examples: List[SquadExample]
+    windows: List[SquadWindow]
+    contexts: List[TokenizedContext]
+    features: Dict[str, np.ndarray]
+
+    @classmethod
+    def build(cls, path: str, tokenizer: SentencePieceTokenizer, spec) -> "SquadEvalSet":
+        examples = read_squad(path, spec.version_2_with_negative)
+        windows, contexts = build_all_windows(examples, tokenizer, spec.seq_len,
+                                              spec.doc_stride, spec.max_query_length, path)
+        return cls(examples, windows, contexts, stack_windows(windows, with_labels=False))
+
+
+def predict_and_evaluate(model, data: SquadEvalSet, spec, batch_size: int,
+                         output_dir: Optional[str]) -> Dict[str, float]:
+    """Runs the model over all windows, writes the prediction files (if output_dir) and
+    returns the official metrics (exact, f1[, HasAns_*, NoAns_*, best_*])."""
+    from xlnet_tf2.finetuning.classification import predict
+
+    outputs = predict(model, data.features, batch_size, output_keys=BEAM_OUTPUTS)
+    best, null_odds, nbest = postprocess(data.examples, data.windows, data.contexts, outputs,
+                                         spec.max_answer_length, spec.n_best_size)
+    version_2 = spec.version_2_with_negative
+    predictions = final_predictions(best, null_odds, version_2, spec.null_score_threshold)
+    if output_dir:
+        write_predictions(output_dir, predictions, null_odds, nbest, version_2)
+    golds = {e.qid: ([] if e.is_impossible else e.answer_texts) for e in data.examples}
+    if version_2:
+        return squad_eval.evaluate(golds, best, null_odds, spec.null_score_threshold)
+    return squad_eval.evaluate(golds, predictions)
+
+
+def train_features(path: str, tokenizer, spec) -> Dict[str, np.ndarray]:
+    examples = read_squad(path, spec.version_2_with_negative)
+    windows, _ = build_all_windows(examples, tokenizer, spec.seq_len, spec.doc_stride,
+                                   spec.max_query_length, path)
+    return stack_windows(windows, with_labels=True)
+
+
+def run(*, cfg, model_config, spec, spm_model: str, train_file: str,
+        predict_file: Optional[str], eval_batch_size: int, output_dir: Optional[str] = None,
+        strategy=None, head_dropout: float = 0.1):
+    """Trains on train_file, evaluating on predict_file every cfg.eval_every steps (the
+    prediction files of each evaluation overwrite the previous ones)."""
+    from xlnet_tf2.finetuning import classification
+    from xlnet_tf2.finetuning.task_models import SquadModel, squad_loss
+    from xlnet_tf2.finetuning.task_spec import copy_spm_model
+    from xlnet_tf2.finetuning.trainer import FinetuneRunner
+
+    tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
+    if tokenizer.vocab_size > model_config.n_token:
+        raise ValueError(f"--spm_model has {tokenizer.vocab_size} pieces but the model's n_token "
+                         f"is {model_config.n_token}.")
+    train = train_features(train_file, tokenizer, spec)
+    evaluation = SquadEvalSet.build(predict_file, tokenizer, spec) if predict_file else None
+    spec.write(cfg.model_dir)
+    copy_spm_model(spm_model, cfg.model_dir)
+
+    eval_fn = None
+    if evaluation is not None:
+        def eval_fn(model):
+            return predict_and_evaluate(model, evaluation, spec, eval_batch_size,
+                                        output_dir or cfg.model_dir)
+
+    runner = FinetuneRunner(
+        cfg, lambda: SquadModel(model_config, spec.n_best_size, spec.n_best_size,
+                                head_dropout=head_dropout),
+        squad_loss, classification.train_dataset_fn(train, cfg.train_batch_size, cfg.seed),
+        eval_fn, spec.seq_len, strategy)
+    return runner.train()
+
+
+def predict_only(*, model_dir: str, predict_file: str, eval_batch_size: int,
+                 output_dir: Optional[str] = None, checkpoint: str = "best") -> Dict[str, float]:
+    """Predicts and evaluates a trained model_dir on predict_file (no training)."""
+    from xlnet_tf2.export.saved_model import load_task_model
+
+    model, spec, spm_model = load_task_model(model_dir, "squad", checkpoint)
+    tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
+    data = SquadEvalSet.build(predict_file, tokenizer, spec)
+    return predict_and_evaluate(model, data, spec, eval_batch_size, output_dir or model_dir)
