@@ -9,10 +9,10 @@ TF Serving loads: EXPORT_DIR/<version>/ with `serving_default` (raw UTF-8 text i
 from absl import app, flags
 
 FLAGS = flags.FLAGS
-flags.DEFINE_string("model_dir", None, "A directory written by run_classifier.py / "
-                    "run_race.py, or for --task=features any directory with "
+flags.DEFINE_string("model_dir", None, "A directory written by run_classifier.py, "
+                    "run_race.py or run_squad.py, or for --task=features any directory with "
                     "xlnet_config.json, spiece.model and a backbone checkpoint.")
-flags.DEFINE_enum("task", None, ["classification", "regression", "race", "features"],
+flags.DEFINE_enum("task", None, ["classification", "regression", "race", "squad", "features"],
                   "What the exported model computes; must match the model_dir's task.json "
                   "(except features).")
 flags.DEFINE_string("export_dir", None, "Base directory; the SavedModel goes to "

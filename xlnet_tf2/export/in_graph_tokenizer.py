@@ -131,3 +131,7 @@ class InGraphTokenizer(tf.Module):
         texts = tf.convert_to_tensor(texts, tf.string)
         pieces = self.encode_pieces(self.preprocess(texts))
         return tf.cast(self._pieces.string_to_id(pieces), tf.int32)
+
+    def id_to_piece(self, ids: tf.Tensor) -> tf.Tensor:
+        """Piece strings of int32 ids (any shape); control ids give their piece, e.g. <cls>."""
+        return self._pieces.id_to_string(ids)

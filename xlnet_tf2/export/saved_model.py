@@ -17,6 +17,12 @@ Outputs per task:
                   input_ids / attention_mask [B, L] (which positions are real, left padded)
   race:           probabilities [B, C], label_id [B] (index of the chosen option); text
                   inputs article [B], question [B], options [B, C]
+  squad:          text inputs question [B], context [B] (first window only: the context keeps
+                  its first seq_len-3-len(question) tokens, the question its first
+                  max_query_length); start_index / end_index [B] int32 (context token indices,
+                  -1 = none), answer [B] string (the normalized context's span, see
+                  serving_tasks.squad_signatures), answer_score, no_answer_score [B] float32,
+                  no_answer [B] bool, null_score_threshold [B]
 """
 
 from __future__ import annotations
@@ -29,10 +35,10 @@ import tensorflow as tf
 
 from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.export.in_graph_tokenizer import InGraphTokenizer
-from xlnet_tf2.export import serving_inputs
+from xlnet_tf2.export import feature_extraction, serving_inputs
 from xlnet_tf2.finetuning.task_spec import SPM_FILE, TaskSpec
 
-EXPORT_TASKS = ("classification", "regression", "race", "features")
+EXPORT_TASKS = ("classification", "regression", "race", "squad", "features")
 
 
 def _ids_spec(name, rank=2):
@@ -60,6 +66,8 @@ class ServingModule(tf.Module):
 
     # ------------------------------------------------------------------ shared pieces
     def _outputs(self, inputs):
+        if self.task == "features":
+            return feature_extraction.feature_outputs(self.model, inputs)
         outputs = self.model(inputs, training=False)
         if self.task == "classification":
             probabilities = tf.nn.softmax(outputs["logits"], axis=-1)
@@ -72,13 +80,6 @@ class ServingModule(tf.Module):
             probabilities = tf.nn.softmax(outputs["logits"], axis=-1)
             return {"probabilities": probabilities,
                     "label_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
-        if self.task == "features":
-            hidden = tf.cast(outputs["hidden"], tf.float32)
-            mask = tf.cast(inputs["attention_mask"], tf.float32)
-            pooled = tf.einsum("bld,bl->bd", hidden, mask) / tf.maximum(
-                tf.reduce_sum(mask, axis=1, keepdims=True), 1.0)
-            return {"token_features": hidden, "pooled": pooled,
-                    "input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"]}
         raise AssertionError(self.task)
 
     def _check_ids(self, input_ids):
@@ -115,6 +116,8 @@ class ServingModule(tf.Module):
             return {"serving_default": serve_text.get_concrete_function(),
                     "serve_token_ids": serve_token_ids.get_concrete_function()}
         from xlnet_tf2.export import serving_tasks
+        if self.task == "squad":
+            return serving_tasks.squad_signatures(self)
         return serving_tasks.race_signatures(self)
 
 
@@ -147,6 +150,11 @@ def export(module: ServingModule, export_base: str, version: Optional[int] = Non
                                 for k, s in signatures.items()})
         if module.task == "classification":
             info["label_list"] = list(module.spec.label_list)
+        if module.task == "squad":
+            info.update(max_query_length=module.spec.max_query_length,
+                        max_answer_length=module.spec.max_answer_length,
+                        version_2_with_negative=module.spec.version_2_with_negative,
+                        null_score_threshold=module.spec.null_score_threshold)
         f.write(json.dumps(info, indent=2) + "\n")
     return path
 
@@ -176,13 +184,16 @@ def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
         return model, spec, spm_model
     spec = TaskSpec.read(model_dir)
     expected = {"classification": "classification", "regression": "regression",
-                "race": "race"}[task]
+                "race": "race", "squad": "squad"}[task]
     if spec.task != expected:
         raise ValueError(f"--task={task} but {model_dir}/task.json says {spec.task!r}.")
     if task in ("classification", "regression"):
         model = task_models.SequenceClassifier(
             config, 1 if task == "regression" else len(spec.label_list), spec.summary_type,
             head_dropout=0.0)
+    elif task == "squad":
+        model = task_models.SquadModel(config, spec.n_best_size, spec.n_best_size,
+                                       head_dropout=0.0)
     else:
         model = task_models.MultipleChoiceModel(config, spec.num_choices, spec.summary_type,
                                                 head_dropout=0.0)

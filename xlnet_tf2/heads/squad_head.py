@@ -88,10 +88,13 @@ class SquadHead(keras.layers.Layer):
         without: start_top_log_probs / start_top_index [B, k],
                  end_top_log_probs / end_top_index [B, k, e].
         """
+        # Index inputs may arrive as floats (Keras traces a default float signature on save).
+        cls_index = tf.cast(cls_index, tf.int32)
         start_logits = _masked(tf.cast(self.start_logit(hidden)[..., 0], tf.float32), p_mask)
         start_probs = tf.nn.softmax(start_logits, axis=-1)                      # [B, L]
         outputs = {"start_logits": start_logits}
         if start_positions is not None:
+            start_positions = tf.cast(start_positions, tf.int32)
             start_feature = tf.gather(hidden, start_positions, batch_dims=1)    # [B, D]
             outputs["end_logits"] = self._end_logits(hidden, start_feature[:, None], p_mask)[:, 0]
         else:

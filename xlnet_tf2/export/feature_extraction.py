@@ -1,0 +1,65 @@
+"""Token and pooled features of texts: shared by the `features` SavedModel export and
+experiments/extract_features.py, so both compute the same numbers.
+
+Layout: each text alone, `text <sep> <cls>`, LEFT padded to seq_len (the classification
+layout, xlnet_tf2/finetuning/features.py); a text longer than seq_len - 2 tokens keeps its
+first seq_len - 2. pooled = mean of the last layer's hidden states over the real tokens
+(<sep> and <cls> included, padding excluded).
+"""
+
+from __future__ import annotations
+
+from typing import Dict, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf2.finetuning.features import encode_sequence_pair
+
+LAYOUT = "cls_last"
+
+
+def mean_pool(hidden: tf.Tensor, attention_mask: tf.Tensor) -> tf.Tensor:
+    """hidden [B, L, D], attention_mask [B, L] (1 = real) -> float32 [B, D]."""
+    hidden = tf.cast(hidden, tf.float32)
+    mask = tf.cast(attention_mask, tf.float32)
+    return tf.einsum("bld,bl->bd", hidden, mask) / tf.maximum(
+        tf.reduce_sum(mask, axis=1, keepdims=True), 1.0)
+
+
+def feature_outputs(model, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+    """token_features [B, L, D] float32, pooled [B, D], and the input_ids / attention_mask that
+    say which positions are real. `model` is any task model (its backbone's `hidden`)."""
+    hidden = model.transformer({k: inputs[k] for k in ("input_ids", "segment_ids",
+                                                        "attention_mask")},
+                               training=False)["hidden"]
+    return {"token_features": tf.cast(hidden, tf.float32),
+            "pooled": mean_pool(hidden, inputs["attention_mask"]),
+            "input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"]}
+
+
+def encode_texts(texts: Sequence[str], tokenizer, seq_len: int) -> Dict[str, np.ndarray]:
+    rows = [encode_sequence_pair(tokenizer.encode_ids(t), None, seq_len, LAYOUT) for t in texts]
+    return {k: np.stack([r[k] for r in rows]) for k in ("input_ids", "segment_ids",
+                                                         "attention_mask")}
+
+
+def extract(model, tokenizer, texts: Sequence[str], seq_len: int,
+            batch_size: int = 32) -> Dict[str, np.ndarray]:
+    """Features of `texts` in fixed-size batches (the last padded, so shapes stay static):
+    token_features [N, L, D], pooled [N, D], input_ids / attention_mask [N, L]."""
+    inputs = encode_texts(texts, tokenizer, seq_len)
+    step = tf.function(lambda batch: feature_outputs(model, batch))
+    collected: Dict[str, list] = {}
+    n = len(texts)
+    for start in range(0, n, batch_size):
+        stop = min(start + batch_size, n)
+        batch = {}
+        for k, v in inputs.items():
+            chunk = v[start:stop]
+            if stop - start < batch_size:
+                chunk = np.concatenate([chunk, np.repeat(v[:1], batch_size - (stop - start), 0)])
+            batch[k] = tf.constant(chunk)
+        for k, v in step(batch).items():
+            collected.setdefault(k, []).append(v.numpy()[:stop - start])
+    return {k: np.concatenate(v) for k, v in collected.items()}
