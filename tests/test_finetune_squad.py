@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from squad_fixtures import STDLIB, write_squad
+from test_finetune_squad_fixtures import STDLIB, write_squad
 from test_finetune_data import train_tiny_spm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -394,6 +394,7 @@ def test_squad_train_predict_evaluate_export_reload(tmp_path):
                                        atol=1e-4)
             assert bool(out["no_answer"][n]) == (odds[e.qid] > spec.null_score_threshold
                                                  or top is None)
+    assert sum(bool(nbest[e.qid]) for e in subset.examples) >= len(chosen) // 2
     # an empty question and context: a defined "no answer", not a crash
     empty = loaded.signatures["serving_default"](question=tf.constant([""]),
                                                  context=tf.constant([""]))
