@@ -8,12 +8,12 @@
 #   6. the loss against the unigram-entropy baseline of the same targets, both printed
 #   7. export (once the export issue lands)
 #
-# Environment knobs (defaults give the README run): OUT (runs/demo), STEPS (2000), SEQ_LEN (64),
+# Environment knobs (defaults give the README run): OUT (runs/demo), STEPS (1200), SEQ_LEN (64),
 # BATCH (32), VOCAB (1000), MAX_BYTES (corpus cap, empty = the whole library), SKIP_SETUP=1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-runs/demo}"
-STEPS="${STEPS:-2000}"
+STEPS="${STEPS:-1200}"
 SEQ_LEN="${SEQ_LEN:-64}"
 BATCH="${BATCH:-32}"
 VOCAB="${VOCAB:-1000}"
