@@ -395,6 +395,27 @@ def test_squad_train_predict_evaluate_export_reload(tmp_path):
             assert bool(out["no_answer"][n]) == (odds[e.qid] > spec.null_score_threshold
                                                  or top is None)
     assert sum(bool(nbest[e.qid]) for e in subset.examples) >= len(chosen) // 2
+    # a fresh process with only TensorFlow and tensorflow-text gets the same answers
+    client = tmp_path / "client.py"
+    client.write_text(
+        "import json, sys\n"
+        "import tensorflow as tf\n"
+        "import tensorflow_text  # noqa: F401\n"
+        "pairs = json.loads(sys.argv[2])\n"
+        "out = tf.saved_model.load(sys.argv[1]).signatures['serving_default'](\n"
+        "    question=tf.constant([q for q, _ in pairs]), context=tf.constant([c for _, c in pairs]))\n"
+        "assert not any(m.startswith('xlnet_tf2') for m in sys.modules)\n"
+        "print(json.dumps([[int(s), int(e), a.decode()] for s, e, a in zip(\n"
+        "    out['start_index'].numpy(), out['end_index'].numpy(), out['answer'].numpy())]))\n")
+    pairs = [[e.question, e.context] for e in subset.examples]
+    run = subprocess.run([sys.executable, str(client), os.path.join(export_base, "1"),
+                          json.dumps(pairs)], capture_output=True, text=True, env=ENV,
+                         cwd=str(tmp_path))
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert json.loads(run.stdout.strip().splitlines()[-1]) == [
+        [int(s), int(e), a.decode()] for s, e, a in zip(served["start_index"].numpy(),
+                                                        served["end_index"].numpy(),
+                                                        served["answer"].numpy())]
     # an empty question and context: a defined "no answer", not a crash
     empty = loaded.signatures["serving_default"](question=tf.constant([""]),
                                                  context=tf.constant([""]))
