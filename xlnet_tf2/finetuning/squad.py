@@ -29,10 +29,8 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.finetuning import squad_eval
-from xlnet_tf2.finetuning.errors import TaskDataError
-from xlnet_tf2.finetuning.squad_data import (MODEL_INPUTS, SquadExample, SquadWindow,
-                                             TokenizedContext, build_all_windows, read_squad,
-                                             stack_windows)
+from xlnet_tf2.finetuning.squad_data import (SquadExample, SquadWindow, TokenizedContext,
+                                             build_all_windows, read_squad, stack_windows)
 from xlnet_tf2.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
 
 BEAM_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
