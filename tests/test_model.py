@@ -182,3 +182,16 @@ def test_bad_inputs_get_clear_errors():
         model({"input_ids": np.zeros((2, L), np.int32), "token_type_ids": np.zeros((2, L))})
     with pytest.raises(ValueError, match="one tensor per layer"):
         model({"input_ids": np.zeros((2, L), np.int32), "mems": [np.zeros((2, M, 64))]})
+
+
+def test_unknown_batch_dimension_with_bi_data_and_memory():
+    """Multi-worker input pipelines can hide the batch size; the graph must still build."""
+    config = _config(bi_data=True)
+    model = _built(config)
+    inputs = _inputs(np.random.default_rng(6))
+    expected = model(inputs)["logits"].numpy()
+    spec = {k: tf.TensorSpec([None] + list(np.shape(v)[1:]), tf.as_dtype(np.asarray(v).dtype))
+            for k, v in inputs.items() if k != "mems"}
+    spec["mems"] = [tf.TensorSpec([None, M, 64], tf.float32)] * 2
+    fn = tf.function(lambda x: model(x)["logits"], input_signature=[spec])
+    np.testing.assert_allclose(fn(inputs).numpy(), expected, atol=1e-5)

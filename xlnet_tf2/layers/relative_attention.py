@@ -111,7 +111,8 @@ class RelativeAttention(keras.layers.Layer):
         s = tf.shape(q_r)[2] if s is None else s
         halves = tf.reshape(q_r, [2, b // 2, n, s, h])
         scores = tf.einsum("xbnsh,xtnh->xbnst", halves, k_r)
-        return tf.reshape(scores, [b, n, s, -1])
+        # T stays static even when the batch is not (multi-worker input): later steps slice by it.
+        return tf.reshape(scores, [b, n, s, k_r.shape[1]])
 
     def _segment_scores(self, q_s, different_segment):
         """(q + r_s) . seg_embed[s_ij]; q_s [B, N, S, H], different_segment bool [B, S, K]."""
