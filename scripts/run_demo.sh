@@ -6,7 +6,7 @@
 #   4. pretraining TFRecords + record_info.json
 #   5. a few hundred steps of XLNet pretraining (tiny model) with memory, bi_data, AdamW
 #   6. the loss against the unigram-entropy baseline of the same targets, both printed
-#   7. export (once the export issue lands)
+#   7. export as a SavedModel (features) and one call of it from a fresh process
 #
 # Environment knobs (defaults give the README run): OUT (runs/demo), STEPS (1200), SEQ_LEN (64),
 # BATCH (32), VOCAB (1000), MAX_BYTES (corpus cap, empty = the whole library), SKIP_SETUP=1.
@@ -35,20 +35,20 @@ NUM_PREDICT=$((SEQ_LEN / 6))
 # bi_data: each step reads BATCH/2 streams forward and the same ones backward.
 STREAMS=$((BATCH / 2))
 
-echo "== 1/5 corpus: standard-library docstrings"
+echo "== 1/6 corpus: standard-library docstrings"
 $PY data_prep/build_corpus.py --output="$OUT/corpus.txt" --min_bytes="$MIN_BYTES" \
   ${MAX_BYTES:+--max_bytes=$MAX_BYTES}
 
-echo "== 2/5 SentencePiece model ($VOCAB pieces)"
+echo "== 2/6 SentencePiece model ($VOCAB pieces)"
 $PY data_prep/train_sentencepiece.py --input="$OUT/corpus.txt" --vocab_size="$VOCAB" \
   --model_prefix="$OUT/spiece"
 
-echo "== 3/5 TFRecords (seq_len $SEQ_LEN, reuse_len $REUSE, num_predict $NUM_PREDICT, bi_data)"
+echo "== 3/6 TFRecords (seq_len $SEQ_LEN, reuse_len $REUSE, num_predict $NUM_PREDICT, bi_data)"
 $PY data_prep/create_tfrecords.py --input="$OUT/corpus.txt" --spm_model="$OUT/spiece.model" \
   --output_dir="$OUT/data" --seq_len="$SEQ_LEN" --reuse_len="$REUSE" \
   --num_predict="$NUM_PREDICT" --num_streams="$STREAMS" --bi_data --overwrite
 
-echo "== 4/5 pretraining a tiny XLNet for $STEPS steps"
+echo "== 4/6 pretraining a tiny XLNet for $STEPS steps"
 cat > "$OUT/model_config.json" <<JSON
 {"n_layer": 3, "d_model": 128, "n_head": 4, "d_head": 32, "d_inner": 512,
  "ff_activation": "gelu", "untie_r": true, "n_token": $VOCAB, "dropout": 0.0, "dropatt": 0.0}
@@ -59,7 +59,7 @@ $PY experiments/run_pretrain.py --data_dir="$OUT/data" --model_dir="$OUT/model" 
   --steps_per_loop=50 --log_steps="$LOG_STEPS" --learning_rate=1e-3 \
   --warmup_steps=$((STEPS / 10)) --save_steps=$((STEPS / 3 > 0 ? STEPS / 3 : 1)) --weight_decay=0.01 --mem_len="$REUSE" --record_steps
 
-echo "== 5/5 loss against the unigram-entropy baseline"
+echo "== 5/6 loss against the unigram-entropy baseline"
 $PY - "$OUT" "$BATCH" "$MIN_MARGIN" <<'PY'
 import json, os, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -86,7 +86,23 @@ if not last < base["entropy_nats"] - margin:
     sys.exit(f"FAILED: the final loss is not {margin} nats below the unigram-entropy baseline.")
 PY
 
-echo "== export"
-echo "Export is not available yet (the export issue is still open); the trained checkpoint is"
-echo "in $OUT/model (ckpt-*, xlnet_config.json) and the vocabulary in $OUT/spiece.model."
+echo "== 6/6 export: SavedModel for TF Serving (token and pooled features, text in)"
+# The export reads the backbone config and the vocabulary beside the checkpoint.
+cp "$OUT/spiece.model" "$OUT/model/spiece.model"
+cp "$OUT/model_config.json" "$OUT/model/xlnet_config.json"
+rm -rf "$OUT/export"
+$PY experiments/export_saved_model.py --model_dir="$OUT/model" --task=features \
+  --checkpoint=latest --seq_len="$SEQ_LEN" --export_dir="$OUT/export"
+# Call it the way a client would: a fresh process with TensorFlow and tensorflow-text only.
+$PY - "$OUT/export/1" <<'PY'
+import os, sys
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece op)
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+text = "Return a new list containing all items from the iterable in ascending order."
+out = serve(**{name: tf.constant([text]) for name in serve.structured_input_signature[1]})
+print("exported model at", sys.argv[1], "answers:",
+      {k: tuple(v.shape) for k, v in sorted(out.items())})
+PY
 echo "Demo finished in $(( $(date +%s) - START )) s."
