@@ -90,7 +90,7 @@ def main(argv):
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from xlnet_tf2.training import distribution
     from xlnet_tf2.training.pretrain_job import run_pretraining
-    from xlnet_tf2.training.pretrainer import DataExhaustedError, TrainingDivergedError
+    from xlnet_tf2.training.trainer import DataExhaustedError, TrainingDivergedError
     from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
     from xlnet_tf2.config import ConfigError
     from xlnet_tf2.data.manifest import ManifestError

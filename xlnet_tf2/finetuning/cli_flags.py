@@ -35,6 +35,9 @@ def define_common_flags(default_best_metric: str) -> None:
                        "(e.g. 0.75 for SQuAD with XLNet-large).")
     flags.DEFINE_integer("eval_every", 500, "Evaluate (and keep the best checkpoint) every this "
                          "many steps, and at the end.")
+    flags.DEFINE_integer("steps_per_loop", 1, "Training steps run inside one tf.function call "
+                         "between returns to Python (the pretraining loop's setting); loops end "
+                         "at evaluation and log steps. Larger values cut host overhead on TPU.")
     flags.DEFINE_integer("log_steps", 50, "Log loss, learning rate, tokens/s and MFU every this "
                          "many steps.")
     flags.DEFINE_string("best_metric", None, "The evaluation metric that picks the best "
@@ -75,7 +78,8 @@ def finetune_config(default_metric: str):
         train_batch_size=FLAGS.train_batch_size, learning_rate=FLAGS.learning_rate,
         warmup_steps=FLAGS.warmup_steps, weight_decay=FLAGS.weight_decay,
         adam_epsilon=FLAGS.adam_epsilon, clip_norm=FLAGS.clip_norm, layer_decay=FLAGS.layer_decay,
-        eval_every=FLAGS.eval_every, log_steps=FLAGS.log_steps, precision=FLAGS.precision,
+        eval_every=FLAGS.eval_every, log_steps=FLAGS.log_steps,
+        steps_per_loop=FLAGS.steps_per_loop, precision=FLAGS.precision,
         jit_compile=FLAGS.jit_compile, seed=FLAGS.seed, init_checkpoint=FLAGS.init_checkpoint,
         best_metric=metric, best_mode="min" if metric in ("mse", "loss") else "max")
 

@@ -9,20 +9,18 @@ outside the backbone (the head) is on top. Nothing matches variable names.
   block i (0 = lowest)     decay ** (n_layer - 1 - i)     (the original's exponents)
   embeddings & co.         decay ** n_layer               (the original left them at 1)
 
-The multiplier scales the learning rate of that variable's Adam update
-(`LayerwiseAdamW.update_step`). The original multiplied the clipped gradient instead, which
-Adam's normalization almost entirely cancels (XLNET_REFERENCE.md §5). Decoupled weight decay is
+The multiplier scales the learning rate of that variable's Adam update: the multipliers go to
+the one optimizer of the project, `XLNetAdamW.set_lr_multipliers` (xlnet_tf2/training/
+optimization.py). The original multiplied the clipped gradient instead, which Adam's
+normalization almost entirely cancels (XLNET_REFERENCE.md §5). Decoupled weight decay is
 applied by Keras with the base rate.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict
 
 import keras
-import tensorflow as tf
-
-from xlnet_tf2.training.optimization import XLNetAdamW
 
 
 def layer_lr_multipliers(model: keras.Model, decay: float) -> Dict[int, float]:
@@ -39,34 +37,3 @@ def layer_lr_multipliers(model: keras.Model, decay: float) -> Dict[int, float]:
         for v in block.trainable_variables:
             multipliers[id(v)] = decay ** (n_layer - 1 - block.layer_index)
     return multipliers
-
-
-@keras.saving.register_keras_serializable(package="xlnet_tf2")
-class LayerwiseAdamW(XLNetAdamW):
-    """XLNetAdamW whose per-variable learning rate is lr(step) * multiplier(variable).
-
-    Call `set_lr_multipliers(layer_lr_multipliers(model, decay))` before `build`.
-    """
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self._multiplier_by_id: Dict[int, float] = {}
-        self._multipliers: List[float] = []
-
-    def set_lr_multipliers(self, multipliers: Dict[int, float]) -> None:
-        if self.built:
-            raise RuntimeError("set_lr_multipliers must be called before the optimizer is built.")
-        self._multiplier_by_id = dict(multipliers)
-
-    def build(self, var_list):
-        if self.built:
-            return
-        super().build(var_list)
-        self._multipliers = [self._multiplier_by_id.get(id(v), 1.0) for v in var_list]
-
-    def update_step(self, gradient, variable, learning_rate):
-        multiplier = self._multipliers[self._get_variable_index(variable)]
-        if multiplier != 1.0:
-            learning_rate = tf.convert_to_tensor(learning_rate)
-            learning_rate = learning_rate * tf.cast(multiplier, learning_rate.dtype)
-        super().update_step(gradient, variable, learning_rate)

@@ -1,14 +1,14 @@
 """The fine-tuning driver: task model + per-example loss + dataset -> trained, evaluated,
 best checkpoint kept.
 
-It is built from the pretraining library's parts (xlnet_tf2/training): the strategy
-resolution, the AdamW and its warmup/linear-decay schedule and weight-decay exemptions, the
-metrics logger (loss, tokens/s, MFU), and the pretraining checkpoint layout for
-`--init_checkpoint`. The step is the same shape as the pretraining step: per-replica
-gradients of the replica's share of the global-mean loss, summed across replicas, clipped to a
-global norm, applied once. (Pretrainer is specialised to the LM loss and the memory; when
-xlnet_tf2/training grows a generic `train(model, loss_fn, dataset_fn, ...)`, this module
-should shrink to a call of it.)
+The loop is the pretraining one (xlnet_tf2/training/trainer.py `Trainer`): the same strategy
+handling, step (per-replica gradients of the replica's share of the global-mean loss, summed
+across replicas, clipped to a global norm, applied once; loss scaling under mixed_float16),
+`steps_per_loop` steps per tf.function call, NaN stop, checkpoint manager with
+corrupt-checkpoint fallback and metrics logger (loss, tokens/s, MFU). This module adds the
+task's loss (a mean over examples), layer-wise learning-rate decay (layer_decay.py, applied by
+the optimizer's per-variable multipliers), `--init_checkpoint` into the backbone, and the
+evaluation every `eval_every` steps with best-checkpoint keeping (the loop's callback).
 
 model_dir layout:
   ckpt-N.*            latest training checkpoints (model, optimizer, step) for resuming
@@ -23,20 +23,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Optional
 
 import keras
-import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from xlnet_tf2.finetuning.layer_decay import LayerwiseAdamW, layer_lr_multipliers
-from xlnet_tf2.training.flops import measure_matmul_peak, device_peak_flops, pretrain_step_flops
-from xlnet_tf2.training.metrics_logger import MetricsLogger
-from xlnet_tf2.training.optimization import LinearWarmupLinearDecay, decay_exempt_variables
-
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+from xlnet_tf2.finetuning.layer_decay import layer_lr_multipliers
+from xlnet_tf2.training import optimization
+from xlnet_tf2.training.flops import pretrain_step_flops
+from xlnet_tf2.training.trainer import PRECISIONS, Trainer, TrainerConfig
 
 
 @dataclasses.dataclass(frozen=True)
@@ -61,10 +57,11 @@ class FinetuneConfig:
     init_checkpoint: Optional[str] = None
     best_metric: str = "accuracy"
     best_mode: str = "max"
+    steps_per_loop: int = 1
 
     def __post_init__(self):
         for name in ("train_steps", "train_batch_size", "eval_every", "log_steps",
-                     "keep_checkpoints"):
+                     "keep_checkpoints", "steps_per_loop"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"--{name} must be positive, got {getattr(self, name)}.")
         if self.precision not in PRECISIONS:
@@ -92,14 +89,21 @@ def init_backbone(model: keras.Model, path: str) -> str:
     return resolved
 
 
-def create_optimizer(model: keras.Model, cfg: FinetuneConfig) -> LayerwiseAdamW:
-    schedule = LinearWarmupLinearDecay(cfg.learning_rate, cfg.warmup_steps, cfg.train_steps)
-    optimizer = LayerwiseAdamW(learning_rate=schedule, epsilon=cfg.adam_epsilon,
-                               weight_decay=cfg.weight_decay)
-    optimizer.exclude_from_weight_decay(var_list=decay_exempt_variables(model))
-    optimizer.set_lr_multipliers(layer_lr_multipliers(model, cfg.layer_decay))
-    optimizer.build([v for v in model.trainable_variables
-                     if v is not model.transformer.mask_emb])
+def trainable_variables(model: keras.Model):
+    """Every trainable variable but mask_emb, which only feeds the pretraining query stream
+    and gets no gradient in fine-tuning."""
+    unused = {id(model.transformer.mask_emb)}
+    return [v for v in model.trainable_variables if id(v) not in unused]
+
+
+def create_optimizer(model: keras.Model, cfg: FinetuneConfig) -> keras.optimizers.Optimizer:
+    """The fine-tuning AdamW (layer-wise learning rates) for `model`, built; wrapped in a
+    LossScaleOptimizer under mixed_float16. Call inside the strategy's scope."""
+    optimizer, _ = optimization.create_optimizer(
+        model, learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
+        total_steps=cfg.train_steps, weight_decay=cfg.weight_decay, epsilon=cfg.adam_epsilon,
+        loss_scaling=cfg.precision == "mixed_float16", variables=trainable_variables(model),
+        lr_multipliers=layer_lr_multipliers(model, cfg.layer_decay))
     return optimizer
 
 
@@ -112,7 +116,7 @@ class FinetuneResult:
 
 
 class FinetuneRunner:
-    """Owns the task model, optimizer and checkpoints of one fine-tuning run.
+    """Owns the task model's Trainer, the evaluations and the best checkpoint of one run.
 
     Args:
       cfg: run settings.
@@ -130,74 +134,63 @@ class FinetuneRunner:
                  seq_len: int, strategy: Optional[tf.distribute.Strategy] = None,
                  tokens_per_example: Optional[int] = None):
         self.cfg = cfg
-        self.loss_fn = loss_fn
-        self.dataset_fn = dataset_fn
+        self.task_loss_fn = loss_fn
         self.eval_fn = eval_fn
         self.seq_len = seq_len
         self.tokens_per_example = tokens_per_example or seq_len
-        self.strategy = strategy or tf.distribute.get_strategy()
-        self.num_replicas = self.strategy.num_replicas_in_sync
-        if cfg.train_batch_size % self.num_replicas:
-            raise ValueError(f"--train_batch_size={cfg.train_batch_size} must be divisible by "
-                             f"the number of replicas ({self.num_replicas}).")
-        keras.mixed_precision.set_global_policy(cfg.precision)
-        keras.utils.set_random_seed(cfg.seed)
-        self.loss_scaling = cfg.precision == "mixed_float16"
-        with self.strategy.scope():
-            self.model = model_fn()
-            self.model(self.model.dummy_inputs(seq_len), training=False)
-            optimizer = create_optimizer(self.model, cfg)
-            self.schedule = optimizer._learning_rate  # the LinearWarmupLinearDecay instance
-            if self.loss_scaling:
-                optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-                optimizer.build([v for v in self.model.trainable_variables
-                                 if v is not self.model.transformer.mask_emb])
-            self.optimizer = optimizer
-            self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
-                                           aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
-        # mask_emb only feeds the pretraining query stream; it gets no gradient here.
-        unused = {id(self.model.transformer.mask_emb)}
-        self._trainable = [v for v in self.model.trainable_variables if id(v) not in unused]
-        self.checkpoint = tf.train.Checkpoint(model=self.model, optimizer=self.optimizer,
-                                              global_step=self.global_step)
-        self.manager = tf.train.CheckpointManager(self.checkpoint, cfg.model_dir,
-                                                  max_to_keep=cfg.keep_checkpoints)
-        self._grads = tf.function(self._forward_backward, jit_compile=cfg.jit_compile,
-                                  reduce_retracing=True)
-        self._step = tf.function(self._distributed_step)
+        self._best: Optional[dict] = None
+        self._evaluations: list = []
+        strategy = strategy or tf.distribute.get_strategy()
 
-    # ------------------------------------------------------------------ the step
-    def _forward_backward(self, features, global_count):
-        with tf.GradientTape() as tape:
-            outputs = self.model(features, training=True)
-            per_example = tf.cast(self.loss_fn(outputs, features), tf.float32)
-            loss_sum = tf.reduce_sum(per_example)
-            loss = loss_sum / global_count
-            if self.loss_scaling:
-                loss = self.optimizer.scale_loss(loss)
-        return tape.gradient(loss, self._trainable), loss_sum
+        def build_model():
+            model = model_fn()
+            model(model.dummy_inputs(seq_len), training=False)
+            return model
 
-    def _replica_step(self, features):
-        context = tf.distribute.get_replica_context()
+        self.trainer = Trainer(
+            TrainerConfig(
+                model_dir=cfg.model_dir, train_steps=cfg.train_steps,
+                global_batch_size=cfg.train_batch_size, steps_per_loop=cfg.steps_per_loop,
+                learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
+                weight_decay=cfg.weight_decay, adam_epsilon=cfg.adam_epsilon,
+                clip_norm=cfg.clip_norm, precision=cfg.precision, jit_compile=cfg.jit_compile,
+                seed=cfg.seed, log_steps=cfg.log_steps, save_steps=cfg.eval_every,
+                keep_checkpoints=cfg.keep_checkpoints,
+                callback_steps=cfg.eval_every if eval_fn is not None else None),
+            model_fn=build_model, loss_fn=self._loss_sum, count_fn=self._example_count,
+            dataset_fn=lambda context, start_step: dataset_fn(context), strategy=strategy,
+            trainable_fn=trainable_variables,
+            lr_multipliers_fn=lambda model: layer_lr_multipliers(model, cfg.layer_decay),
+            init_fn=self._load_init_checkpoint,
+            callback=self._evaluate if eval_fn is not None else None,
+            tokens_per_step=cfg.train_batch_size * self.tokens_per_example,
+            flops_per_step=0.0)
+        self.strategy = self.trainer.strategy
+        self.num_replicas = self.trainer.num_replicas
+        self.model = self.trainer.model
+        self.optimizer = self.trainer.optimizer
+        self.global_step = self.trainer.global_step
+        self.trainer.run_files = {"xlnet_config.json": self.model.config.to_json_string()}
+        self.trainer.flops_per_step = pretrain_step_flops(
+            self.model.config, seq_len=seq_len, mem_len=0, num_predict=0,
+            global_batch_size=cfg.train_batch_size * max(1, self.tokens_per_example // seq_len),
+            num_replicas=self.num_replicas).train_per_step
+
+    # ------------------------------------------------------------------ hooks of the loop
+    def _loss_sum(self, features, state):
+        outputs = self.model(features, training=True)
+        per_example = tf.cast(self.task_loss_fn(outputs, features), tf.float32)
+        return tf.reduce_sum(per_example), state
+
+    @staticmethod
+    def _example_count(features):
         first = next(iter(features.values()))
-        local_count = tf.cast(tf.shape(first)[0], tf.float32)
-        global_count = context.all_reduce(tf.distribute.ReduceOp.SUM, local_count)
-        grads, loss_sum = self._grads(features, global_count)
-        grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
-        scale = (tf.cast(self.optimizer.dynamic_scale, tf.float32) if self.loss_scaling
-                 else tf.constant(1.0, tf.float32))
-        norm = tf.linalg.global_norm(grads)
-        grads, _ = tf.clip_by_global_norm(grads, self.cfg.clip_norm * scale, use_norm=norm)
-        self.optimizer.apply(grads, self._trainable)
-        return loss_sum / global_count, norm / scale
+        return tf.cast(tf.shape(first)[0], tf.float32)
 
-    def _distributed_step(self, iterator):
-        features = next(iterator)
-        rate = tf.cast(self.schedule(self.optimizer.iterations), tf.float32)
-        loss, norm = self.strategy.run(self._replica_step, args=(features,))
-        self.global_step.assign_add(1)
-        return (self.strategy.reduce(tf.distribute.ReduceOp.SUM, loss, axis=None),
-                self.strategy.reduce(tf.distribute.ReduceOp.MEAN, norm, axis=None), rate)
+    def _load_init_checkpoint(self) -> Optional[str]:
+        if not self.cfg.init_checkpoint:
+            return None
+        return init_backbone(self.model, self.cfg.init_checkpoint)
 
     # ------------------------------------------------------------------ evaluation
     def _is_better(self, value: float, best: Optional[dict]) -> bool:
@@ -205,19 +198,23 @@ class FinetuneRunner:
             return True
         return value > best["metric"] if self.cfg.best_mode == "max" else value < best["metric"]
 
-    def _evaluate(self, step: int, best: Optional[dict]) -> (dict, Optional[dict]):
+    def _evaluate(self, step: int) -> None:
+        """The loop's callback: evaluate, record, keep the best model weights."""
         cfg = self.cfg
         metrics = {k: float(v) for k, v in self.eval_fn(self.model).items()}
         if cfg.best_metric not in metrics:
             raise ValueError(f"--best_metric={cfg.best_metric!r} is not among the evaluation "
                              f"metrics {sorted(metrics)}.")
         record = {"step": step, **metrics}
+        self._evaluations.append(record)
+        if not self.trainer.is_chief:
+            return
         with tf.io.gfile.GFile(os.path.join(cfg.model_dir, "eval_results.jsonl"), "a") as f:
             f.write(json.dumps(record) + "\n")
         logging.info("eval at step %d: %s", step, record)
         print(f"eval step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()),
               flush=True)
-        if self._is_better(metrics[cfg.best_metric], best):
+        if self._is_better(metrics[cfg.best_metric], self._best):
             best = {"step": step, "metric": metrics[cfg.best_metric],
                     "metric_name": cfg.best_metric, **metrics}
             best_dir = os.path.join(cfg.model_dir, "best")
@@ -227,69 +224,22 @@ class FinetuneRunner:
                 os.path.join(best_dir, f"ckpt-{step}"))
             with tf.io.gfile.GFile(os.path.join(cfg.model_dir, "best_eval.json"), "w") as f:
                 f.write(json.dumps(best, indent=2) + "\n")
-        return record, best
+            self._best = best
 
     # ------------------------------------------------------------------ the run
     def restore(self) -> Optional[str]:
-        if self.manager.latest_checkpoint:
-            self.checkpoint.read(self.manager.latest_checkpoint).assert_consumed()
-            return self.manager.latest_checkpoint
-        if self.cfg.init_checkpoint:
-            return init_backbone(self.model, self.cfg.init_checkpoint)
-        return None
-
-    def _peak_flops(self) -> float:
-        peak = device_peak_flops(self.cfg.precision)
-        return (peak or measure_matmul_peak()) * self.num_replicas
+        return self.trainer.restore()
 
     def train(self) -> FinetuneResult:
         cfg = self.cfg
         tf.io.gfile.makedirs(cfg.model_dir)
-        restored = self.restore()
-        step = int(self.global_step.numpy())
-        if restored:
-            logging.info("Starting from %s at step %d", restored, step)
-        self.model.config.to_json_file(os.path.join(cfg.model_dir, "xlnet_config.json"))
         best_path = os.path.join(cfg.model_dir, "best_eval.json")
-        best = None
+        self._best, self._evaluations = None, []
         if tf.io.gfile.exists(best_path):
             with tf.io.gfile.GFile(best_path) as f:
-                best = json.load(f)
-        flops = pretrain_step_flops(self.model.config, seq_len=self.seq_len, mem_len=0,
-                                    num_predict=0, global_batch_size=cfg.train_batch_size *
-                                    max(1, self.tokens_per_example // self.seq_len),
-                                    num_replicas=self.num_replicas)
-        logger = MetricsLogger(cfg.model_dir, enabled=True, total_steps=cfg.train_steps,
-                               tokens_per_step=cfg.train_batch_size * self.tokens_per_example,
-                               flops_per_step=flops.train_per_step, peak_flops=self._peak_flops())
-        dataset = self.strategy.distribute_datasets_from_function(self.dataset_fn)
-        iterator = iter(dataset)
-        evaluations, last_log, first = [], None, True
-        try:
-            while step < cfg.train_steps:
-                t0 = time.perf_counter()
-                loss, norm, rate = self._step(iterator)
-                loss = float(loss)
-                elapsed = time.perf_counter() - t0
-                step += 1
-                if not np.isfinite(loss):
-                    raise FloatingPointError(
-                        f"The fine-tuning loss became {loss} at step {step}; lower "
-                        "--learning_rate or raise --warmup_steps.")
-                logger.record_loop(step, [{"step": step, "loss": loss, "grad_norm": float(norm),
-                                           "learning_rate": float(rate)}], elapsed, compiled=first)
-                first = False
-                if step % cfg.log_steps == 0 or step == cfg.train_steps:
-                    last_log = logger.write(step)
-                if self.eval_fn is not None and (step % cfg.eval_every == 0
-                                                 or step == cfg.train_steps):
-                    record, best = self._evaluate(step, best)
-                    evaluations.append(record)
-                if step % cfg.eval_every == 0 or step == cfg.train_steps:
-                    self.manager.save(checkpoint_number=step)
-        finally:
-            logger.close()
-        return FinetuneResult(step, best, evaluations, last_log)
+                self._best = json.load(f)
+        result = self.trainer.train()
+        return FinetuneResult(result.final_step, self._best, self._evaluations, result.last_log)
 
 
 def restore_for_inference(model: keras.Model, model_dir: str, which: str = "best") -> str:

@@ -1,4 +1,5 @@
-"""Checkpoints of a pretraining run: model, optimizer, step (= data position) and memory.
+"""Checkpoints of a training run: model, optimizer, step (= data position) and, in
+pretraining, the memory.
 
 * The memory is saved as one [GB, M, D] variable per layer (global batch slot order, replica r
   owning slots r*b .. r*b + b - 1) so a run resumes with exactly the memory it stopped with,
@@ -15,7 +16,7 @@
 from __future__ import annotations
 
 import os
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 import tensorflow as tf
 from absl import logging
@@ -26,24 +27,56 @@ class CheckpointRestoreError(RuntimeError):
 
 
 class MemoryState(tf.Module):
-    """The checkpoint copy of the Transformer-XL memory: `layers[i]` is [GB, M, D]."""
+    """The checkpoint copy of the Transformer-XL memory: `layers[i]` is [GB, M, D].
+
+    It is the Trainer's carried state in pretraining: `distribute` cuts it into per-replica
+    values (replica r holds global batch slots r*b .. r*b + b - 1, which are the slots its input
+    pipeline feeds), `gather` stores the values the replicas returned.
+    """
 
     def __init__(self, n_layer: int, global_batch: int, mem_len: int, d_model: int, dtype):
         super().__init__(name="memory")
+        self.global_batch = global_batch
         with tf.device("/cpu:0"):
             self.layers = [tf.Variable(tf.zeros([global_batch, mem_len, d_model], dtype),
                                        trainable=False, name=f"layer_{i}")
                            for i in range(n_layer)] if mem_len else []
 
+    def distribute(self, strategy: tf.distribute.Strategy):
+        """Per-replica memory values cut from the global [GB, M, D] copy ([] without memory)."""
+        if not self.layers:
+            return []
+        b = self.global_batch // strategy.num_replicas_in_sync
+        host = [v.read_value() for v in self.layers]
+
+        def per_replica(context):
+            start = context.replica_id_in_sync_group * b
+            return [tf.identity(m[start:start + b]) for m in host]
+
+        mems = strategy.experimental_distribute_values_from_function(per_replica)
+        local = [strategy.experimental_local_results(m) for m in mems]
+        if all(len(values) == 1 for values in local):
+            # One local replica: strategy.run returns plain tensors, so the loop variable
+            # must be plain tensors too (its structure may not change between iterations).
+            mems = [values[0] for values in local]
+        return mems
+
+    def gather(self, strategy: tf.distribute.Strategy, mems) -> None:
+        """Stores per-replica memories into the global copy (replica r -> slots r*b...)."""
+        for variable, per_replica in zip(self.layers, mems):
+            variable.assign(tf.cast(strategy.gather(per_replica, axis=0), variable.dtype))
+
 
 class CheckpointKeeper:
     """tf.train.CheckpointManager plus corrupt-checkpoint fallback and multi-worker saving."""
 
-    def __init__(self, model_dir: str, *, model, optimizer, global_step, memory: MemoryState,
-                 max_to_keep: int, is_chief: bool = True, worker_id: int = 0):
+    def __init__(self, model_dir: str, *, model, optimizer, global_step,
+                 extra: Optional[Dict[str, tf.Module]] = None, max_to_keep: int,
+                 is_chief: bool = True, worker_id: int = 0):
+        """`extra`: further objects saved under their keys (pretraining: {"memory": ...})."""
         self.model_dir = model_dir
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
-                                              global_step=global_step, memory=memory)
+                                              global_step=global_step, **(extra or {}))
         self.global_step = global_step
         self.is_chief = is_chief
         directory = model_dir if is_chief else os.path.join(model_dir, f".worker_{worker_id}_tmp")

@@ -15,13 +15,18 @@ Which AdamW this is, deliberately:
   output bias. The relative attention biases r_w, r_r, r_s are parameters of the score, not
   additive output biases, and are decayed (XLNET_REFERENCE.md §5). The exemptions are found
   structurally, by layer type and attribute (`decay_exempt_variables`), never by matching names.
+* **Per-variable learning-rate multipliers** (optional): the Adam update of a variable uses
+  lr(step) * multiplier(variable); fine-tuning's layer-wise decay sets them from the layer
+  structure (xlnet_tf2/finetuning/layer_decay.py). Decoupled weight decay keeps the base rate.
+  The original multiplied the clipped gradient instead, which Adam's normalization almost
+  entirely cancels (XLNET_REFERENCE.md §5).
 * Gradients reach `apply` already summed over replicas and clipped to a global norm by the
-  training step (`pretrainer.py`), so this optimizer does not all-reduce them again.
+  training step (`trainer.py`), so this optimizer does not all-reduce them again.
 """
 
 from __future__ import annotations
 
-from typing import List
+from typing import Dict, List, Optional, Sequence
 
 import keras
 import tensorflow as tf
@@ -65,7 +70,9 @@ class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 class XLNetAdamW(keras.optimizers.Optimizer):
     """Adam with decoupled weight decay, optionally without bias correction (see module doc).
 
-    Call `exclude_from_weight_decay(var_list=decay_exempt_variables(model))` before building.
+    Call `exclude_from_weight_decay(var_list=decay_exempt_variables(model))` and, for
+    per-variable learning rates, `set_lr_multipliers({id(variable): multiplier})` before
+    building; variables without a multiplier learn at the base rate.
     """
 
     def __init__(self, learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
@@ -76,6 +83,14 @@ class XLNetAdamW(keras.optimizers.Optimizer):
         self.beta_2 = beta_2
         self.epsilon = epsilon
         self.bias_correction = bool(bias_correction)
+        self._multiplier_by_id: Dict[int, float] = {}
+        self._multipliers: List[float] = []
+
+    def set_lr_multipliers(self, multipliers: Dict[int, float]) -> None:
+        """{id(variable): multiplier} of the learning rate; must precede `build`."""
+        if self.built:
+            raise RuntimeError("set_lr_multipliers must be called before the optimizer is built.")
+        self._multiplier_by_id = dict(multipliers)
 
     def build(self, var_list):
         if self.built:
@@ -86,9 +101,14 @@ class XLNetAdamW(keras.optimizers.Optimizer):
         for var in var_list:
             self._momentums.append(self.add_variable_from_reference(var, "momentum"))
             self._velocities.append(self.add_variable_from_reference(var, "velocity"))
+        self._multipliers = [self._multiplier_by_id.get(id(v), 1.0) for v in var_list]
 
     def update_step(self, gradient, variable, learning_rate):
         index = self._get_variable_index(variable)
+        multiplier = self._multipliers[index]
+        if multiplier != 1.0:
+            learning_rate = tf.convert_to_tensor(learning_rate)
+            learning_rate = learning_rate * tf.cast(multiplier, learning_rate.dtype)
         m = self._momentums[index]
         v = self._velocities[index]
         dtype = variable.dtype
@@ -143,20 +163,26 @@ def decay_exempt_variables(model: keras.Model) -> List[tf.Variable]:
 
 def create_optimizer(model: keras.Model, *, learning_rate: float, warmup_steps: int,
                      total_steps: int, weight_decay: float, epsilon: float,
-                     bias_correction: bool = False, loss_scaling: bool = False):
-    """(optimizer, schedule): the pretraining optimizer for `model`, built on its trainable
-    variables, and its learning-rate schedule (a function of the applied-update count).
+                     bias_correction: bool = False, loss_scaling: bool = False,
+                     variables: Optional[Sequence[tf.Variable]] = None,
+                     lr_multipliers: Optional[Dict[int, float]] = None):
+    """(optimizer, schedule): the AdamW for `model`, built on `variables` (default: all its
+    trainable variables), and its learning-rate schedule (a function of the applied-update
+    count). `lr_multipliers`: {id(variable): multiplier} (see XLNetAdamW).
 
     Must be called inside the distribution strategy's scope. With `loss_scaling`
     (mixed_float16) the AdamW is wrapped in Keras' dynamic `LossScaleOptimizer`, which skips
     steps whose gradients overflow.
     """
+    variables = list(model.trainable_variables if variables is None else variables)
     schedule = LinearWarmupLinearDecay(learning_rate, warmup_steps, total_steps)
     optimizer = XLNetAdamW(learning_rate=schedule, epsilon=epsilon, weight_decay=weight_decay,
                            bias_correction=bias_correction)
     optimizer.exclude_from_weight_decay(var_list=decay_exempt_variables(model))
-    optimizer.build(model.trainable_variables)
+    if lr_multipliers:
+        optimizer.set_lr_multipliers(lr_multipliers)
+    optimizer.build(variables)
     if loss_scaling:
         optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
-        optimizer.build(model.trainable_variables)
+        optimizer.build(variables)
     return optimizer, schedule

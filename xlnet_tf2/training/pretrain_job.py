@@ -16,8 +16,9 @@ import tensorflow as tf
 from xlnet_tf2.config import PRESETS, XLNetConfig
 from xlnet_tf2.data import manifest as manifest_lib
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
-from xlnet_tf2.training.pretrainer import DataShape, Pretrainer, TrainResult
+from xlnet_tf2.training.pretrainer import DataShape, Pretrainer
 from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
+from xlnet_tf2.training.trainer import TrainResult
 
 
 def data_shape_and_vocab(data_dirs: Sequence[str]):

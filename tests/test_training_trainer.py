@@ -1,0 +1,165 @@
+"""The one training loop (xlnet_tf2/training/trainer.py): pretraining and fine-tuning both run
+through it; fine-tuning honours steps_per_loop and gives the same result on two replicas as
+on one; the callback and loop boundaries of a toy regression."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xlnet_tf2.training.trainer import Trainer, TrainerConfig, TrainingDivergedError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# A tiny classifier run; imported by the two-replica subprocess below as well.
+FINETUNE_RUN = textwrap.dedent("""
+    import numpy as np
+    import tensorflow as tf
+    from xlnet_tf2.config import XLNetConfig
+    from xlnet_tf2.finetuning.task_models import SequenceClassifier, classification_loss
+    from xlnet_tf2.finetuning.trainer import FinetuneConfig, FinetuneRunner
+
+    def finetune(model_dir, steps_per_loop=1, strategy=None, eval_fn=None, wrap_loop=None):
+        config = XLNetConfig.preset("tiny", n_layer=2, d_model=32, n_head=2, d_head=16,
+                                    d_inner=64, n_token=300, dropout=0.0, dropatt=0.0)
+        ids = np.random.RandomState(0).randint(9, 300, [32, 16]).astype(np.int32)
+        features = {"input_ids": ids, "segment_ids": np.zeros_like(ids),
+                    "attention_mask": np.ones_like(ids),
+                    "label": (ids[:, 0] > 150).astype(np.int32)}
+
+        def dataset_fn(context):  # no shuffle: replica r of n gets rows r, r+n, ... of a batch
+            batch = context.get_per_replica_batch_size(8)
+            return tf.data.Dataset.from_tensor_slices(features).repeat().batch(
+                batch, drop_remainder=True)
+
+        cfg = FinetuneConfig(model_dir=model_dir, train_steps=4, train_batch_size=8,
+                             learning_rate=1e-3, warmup_steps=1, weight_decay=0.01,
+                             layer_decay=0.5, eval_every=4, log_steps=2,
+                             steps_per_loop=steps_per_loop, best_metric="lsum")
+        runner = FinetuneRunner(cfg, lambda: SequenceClassifier(config, 2, head_dropout=0.0),
+                                classification_loss, dataset_fn, eval_fn, 16, strategy)
+        if wrap_loop is not None:
+            runner.trainer._loop = wrap_loop(runner.trainer._loop)
+        return runner, runner.train()
+""")
+exec(FINETUNE_RUN)
+
+
+def test_pretraining_and_finetuning_share_the_trainer(tmp_path):
+    from xlnet_tf2.training.pretrainer import Pretrainer
+
+    assert issubclass(Pretrainer, Trainer)
+    for name in ("_train_loop", "_replica_step", "_forward_backward", "train"):
+        assert getattr(Pretrainer, name) is getattr(Trainer, name), name
+    runner, _ = finetune(str(tmp_path / "x"), eval_fn=lambda m: {"lsum": 0.0})
+    assert type(runner.trainer) is Trainer
+
+
+def test_finetuning_honours_steps_per_loop(tmp_path):
+    """Four steps as one loop (one call of the loop's tf.function) give the same evaluations
+    and weights as four single-step loops."""
+    results = {}
+    for steps_per_loop in (1, 4):
+        calls = []
+
+        def eval_fn(model, calls=calls):
+            logits = model({"input_ids": tf.fill([2, 16], 11),
+                            "segment_ids": tf.zeros([2, 16], tf.int32),
+                            "attention_mask": tf.ones([2, 16], tf.int32)})["logits"]
+            return {"lsum": float(tf.reduce_sum(logits))}
+
+        def counted(original):
+            def loop(*args):
+                calls.append(int(args[-1]))
+                return original(*args)
+            return loop
+
+        runner, result = finetune(str(tmp_path / f"spl{steps_per_loop}"), steps_per_loop,
+                                  eval_fn=eval_fn, wrap_loop=counted)
+        results[steps_per_loop] = (calls, result, [v.numpy() for v in runner.model.variables])
+    # steps_per_loop=1: a loop per step; 4 with log_steps=2: loops end at the log step.
+    assert results[1][0] == [1, 1, 1, 1] and results[4][0] == [2, 2]
+    one, four = results[1][1], results[4][1]
+    assert one.final_step == four.final_step == 4
+    assert [e["step"] for e in four.evaluations] == [4]
+    assert four.evaluations[0]["lsum"] == pytest.approx(one.evaluations[0]["lsum"], abs=1e-5)
+    assert four.last_log["train/loss"] == pytest.approx(one.last_log["train/loss"], abs=1e-6)
+    for a, b in zip(results[1][2], results[4][2]):
+        np.testing.assert_allclose(a, b, atol=1e-6)
+
+
+MIRRORED_FINETUNE = FINETUNE_RUN + textwrap.dedent("""
+    import json, sys
+    cpu = tf.config.list_physical_devices("CPU")[0]
+    tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    out = {}
+    for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
+                           ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
+        runner, result = finetune(sys.argv[1] + "/" + name, steps_per_loop=2, strategy=strategy)
+        out[name] = {"replicas": strategy.num_replicas_in_sync,
+                     "loss": result.last_log["train/loss"],
+                     "weights": float(sum(np.abs(v.numpy()).sum()
+                                          for v in runner.model.trainable_variables))}
+    print("RESULT" + json.dumps(out))
+""")
+
+
+def test_finetuning_on_two_replicas_matches_one_device(tmp_path):
+    proc = subprocess.run([sys.executable, "-c", MIRRORED_FINETUNE, str(tmp_path)], cwd=ROOT,
+                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""),
+                          capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = json.loads(proc.stdout.split("RESULT", 1)[1])
+    assert out["mirrored"]["replicas"] == 2
+    assert out["mirrored"]["loss"] == pytest.approx(out["one"]["loss"], abs=1e-5)
+    assert out["mirrored"]["weights"] == pytest.approx(out["one"]["weights"], rel=1e-5)
+
+
+def _toy_trainer(model_dir, callback=None, **overrides):
+    """y = x . w + 1 regression with a per-example squared error."""
+    x = np.random.RandomState(0).normal(size=[64, 3]).astype(np.float32)
+    y = x @ np.array([1.0, -2.0, 0.5], np.float32) + 1.0
+
+    def model_fn():
+        model = keras.Sequential([keras.Input([3]), keras.layers.Dense(1)])
+        return model
+
+    def dataset_fn(context, start_step):
+        return tf.data.Dataset.from_tensor_slices({"x": x, "y": y}).repeat().batch(8)
+
+    values = dict(model_dir=str(model_dir), train_steps=10, global_batch_size=8,
+                  steps_per_loop=4, learning_rate=0.1, log_steps=5, save_steps=10,
+                  callback_steps=3, peak_tflops=1.0)
+    values.update(overrides)
+    trainer = Trainer(TrainerConfig(**values), model_fn=model_fn, dataset_fn=dataset_fn,
+                      loss_fn=lambda f, s: (tf.reduce_sum(
+                          tf.square(trainer.model(f["x"])[:, 0] - f["y"])), s),
+                      count_fn=lambda f: tf.cast(tf.shape(f["x"])[0], tf.float32),
+                      callback=callback)
+    return trainer
+
+
+def test_toy_regression_callbacks_loop_boundaries_and_nan_stop(tmp_path):
+    called = []
+    trainer = _toy_trainer(tmp_path / "a", callback=called.append)
+    lengths = []
+    loop = trainer._loop
+    trainer._loop = lambda *args: (lengths.append(int(args[-1])), loop(*args))[1]
+    result = trainer.train()
+    assert called == [3, 6, 9, 10]  # every callback_steps and at the end
+    assert lengths == [3, 2, 1, 3, 1]  # loops end at callback (3, 6, 9) and log (5, 10) steps
+    losses = [s["loss"] for s in result.steps]
+    assert losses[-1] < 0.5 * losses[0]  # it learns
+    assert tf.train.latest_checkpoint(str(tmp_path / "a")).endswith("ckpt-10")
+
+    bad = _toy_trainer(tmp_path / "b", learning_rate=float("inf"))
+    # Step 1's loss is computed before its (non-finite) update, step 2's after it.
+    with pytest.raises(FloatingPointError, match="at step 2"):
+        bad.train()
+    assert issubclass(TrainingDivergedError, FloatingPointError)
