@@ -43,8 +43,13 @@ flags.DEFINE_integer("repeats", 7, "Timed calls of each workload (the median is 
 flags.DEFINE_integer("threads", None, "CPU threads for both frameworks; default: all cores.")
 flags.DEFINE_bool("reference", True, "Also run HuggingFace's PyTorch XLNet (needs "
                   "requirements-reference.txt) and print the ratio.")
-flags.DEFINE_string("saved_model", None, "Optional exported SavedModel directory (one with a "
-                    "serve_token_ids signature) to time in the inference workload.")
+flags.DEFINE_bool("saved_model", True, "Also time the exported SavedModel (the features "
+                  "export, called through its serve_token_ids signature) in the inference "
+                  "workload.")
+flags.DEFINE_integer("inference_vocab_size", 2000, "Vocabulary of the inference workload's "
+                     "model: the SentencePiece model shipped in the SavedModel is trained with "
+                     "this many pieces on a standard-library corpus. Features do not touch the "
+                     "LM head, so only the embedding table's size depends on it.")
 flags.DEFINE_string("output_json", None, "Optional path to write all rows as JSON.")
 
 
@@ -59,12 +64,12 @@ def _configure_threads(threads):
         torch.set_num_threads(threads)
 
 
-def _model_config(workload):
+def _model_config(workload, vocab_size=None):
     from xlnet_tf2 import XLNetConfig
 
     return XLNetConfig.from_dict(dict(
         n_layer=FLAGS.n_layer, d_model=FLAGS.d_model, n_head=FLAGS.n_head, d_head=FLAGS.d_head,
-        d_inner=FLAGS.d_inner, n_token=FLAGS.vocab_size, dropout=0.1, dropatt=0.1,
+        d_inner=FLAGS.d_inner, n_token=vocab_size or FLAGS.vocab_size, dropout=0.1, dropatt=0.1,
         mem_len=workload.mem_len, reuse_len=workload.reuse_len, bi_data=workload.bi_data))
 
 
@@ -114,17 +119,17 @@ def _pretrain_rows(workload, peak):
     return _compare(title, workload, ours, theirs, flops, peak)
 
 
-def _inference_rows(batch_size, peak):
+def _inference_rows(batch_size, peak, export_dir):
     from xlnet_tf2.benchmarking import Workload, make_batch, saved_model_inference, tf_inference
     from xlnet_tf2.training.flops import pretrain_step_flops
 
     workload = Workload(batch_size=batch_size, seq_len=FLAGS.inference_seq_len)
-    config = _model_config(workload)
+    config = _model_config(workload, FLAGS.inference_vocab_size)
     batch = make_batch(workload, config)
     ours = {"xlnet-tf2 (XLA)": tf_inference(config, batch, mode="xla"),
             "xlnet-tf2 (eager Keras)": tf_inference(config, batch, mode="eager")}
-    if FLAGS.saved_model:
-        ours["xlnet-tf2 SavedModel"] = saved_model_inference(FLAGS.saved_model, batch)
+    if export_dir:
+        ours["xlnet-tf2 SavedModel"] = saved_model_inference(export_dir, batch)
     theirs = None
     if FLAGS.reference:
         from benchmark_reference import hf_inference
@@ -206,8 +211,18 @@ def main(argv):
     if "pretrain" in FLAGS.workloads:
         rows += _pretrain_rows(base, peak)
     if "inference" in FLAGS.workloads:
-        rows += _inference_rows(1, peak)
-        rows += _inference_rows(FLAGS.inference_batch_size, peak)
+        import tempfile
+
+        from xlnet_tf2.benchmarking import export_features_saved_model
+
+        with tempfile.TemporaryDirectory() as workdir:
+            export_dir = None
+            if FLAGS.saved_model:
+                export_dir = export_features_saved_model(
+                    _model_config(Workload(1, FLAGS.inference_seq_len), FLAGS.inference_vocab_size),
+                    FLAGS.inference_seq_len, workdir)
+            rows += _inference_rows(1, peak, export_dir)
+            rows += _inference_rows(FLAGS.inference_batch_size, peak, export_dir)
     if "scaling" in FLAGS.workloads:
         for seq_len in (128, 256, 512):
             if seq_len == base.seq_len and "pretrain" in FLAGS.workloads:

@@ -115,15 +115,35 @@ def tf_inference(config: XLNetConfig, batch, *, mode: str = "xla") -> Callable[[
     return lambda: forward(tensors).numpy()
 
 
+def export_features_saved_model(config: XLNetConfig, seq_len: int, workdir: str) -> str:
+    """Exports a randomly initialized backbone of `config` as the `features` SavedModel that
+    `experiments/export_saved_model.py --task=features` writes (with a SentencePiece model of
+    `config.n_token` pieces trained on a standard-library corpus); returns its directory."""
+    import os
+
+    from xlnet_tf2.data.corpus import build_stdlib_corpus
+    from xlnet_tf2.export.saved_model import ServingModule, export
+    from xlnet_tf2.finetuning.task_models import SequenceClassifier
+    from xlnet_tf2.finetuning.task_spec import TaskSpec
+    from xlnet_tf2.tokenization import train_sentencepiece
+
+    corpus = os.path.join(workdir, "corpus.txt")
+    build_stdlib_corpus(corpus, min_bytes=300_000, max_bytes=600_000)
+    spm_model = train_sentencepiece([corpus], vocab_size=config.n_token,
+                                    model_prefix=os.path.join(workdir, "spiece"))
+    model = SequenceClassifier(config, 1)
+    model(model.dummy_inputs(seq_len))
+    return export(ServingModule("features", model, TaskSpec(task="classification", seq_len=seq_len),
+                                spm_model), os.path.join(workdir, "export"))
+
+
 def saved_model_inference(export_dir: str, batch) -> Callable[[], None]:
     """The exported SavedModel's `serve_token_ids` signature on the batch's ids."""
     loaded = tf.saved_model.load(export_dir)
     signature = loaded.signatures["serve_token_ids"]
     ids = tf.constant(batch["input_ids"])
     args = {"input_ids": ids, "segment_ids": tf.constant(batch["segment_ids"]),
-            "input_mask": tf.ones_like(ids)}
-    accepted = set(signature.structured_input_signature[1])
-    args = {k: v for k, v in args.items() if k in accepted}
+            "attention_mask": tf.ones_like(ids)}
     return lambda: [v.numpy() for v in signature(**args).values()]
 
 
@@ -170,10 +190,14 @@ class PeakMemory:
         return False
 
 
-def interleaved(runs: Dict[str, Callable[[], object]], *, warmup: int, repeats: int
-                ) -> Dict[str, Measurement]:
+def interleaved(runs: Dict[str, Callable[[], object]], *, warmup: int, repeats: int,
+                settle_seconds: float = 0.3) -> Dict[str, Measurement]:
     """Times several callables alternately (a, b, a, b, ...) so background load hits all of
-    them alike; the first `warmup` calls of each (tracing, compilation) are not timed."""
+    them alike; the first `warmup` calls of each (tracing, compilation) are not timed.
+
+    Before each timed call the process idles `settle_seconds`: TensorFlow's and PyTorch's
+    (OpenMP) worker threads spin for a while after finishing, and would otherwise steal cores
+    from whichever framework runs next."""
     for fn in runs.values():
         for _ in range(warmup):
             fn()
@@ -181,6 +205,7 @@ def interleaved(runs: Dict[str, Callable[[], object]], *, warmup: int, repeats: 
     peaks = {}
     for _ in range(repeats):
         for name, fn in runs.items():
+            time.sleep(settle_seconds)
             with PeakMemory() as memory:
                 start = time.perf_counter()
                 fn()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_attention import normal_initializer
 
 SUMMARY_TYPES = ("last", "first", "mean", "attn")
@@ -45,7 +46,7 @@ class SequenceSummary(keras.layers.Layer):
                 n_head, d_model // n_head, kernel_initializer=init, name="attention")
         self.proj = keras.layers.Dense(d_model, activation="tanh", kernel_initializer=init,
                                        name="summary")
-        self.dropout = keras.layers.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def build(self, input_shape=None):
         d = self.d_model

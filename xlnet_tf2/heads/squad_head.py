@@ -19,6 +19,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_attention import normal_initializer
 
 _NEG = -1e30
@@ -51,7 +52,7 @@ class SquadHead(keras.layers.Layer):
                                                 name="answer_class_0")
         self.answer_logit = keras.layers.Dense(1, use_bias=False, kernel_initializer=init,
                                                name="answer_class_1")
-        self.dropout = keras.layers.Dropout(dropout)
+        self.dropout = Dropout(dropout)
 
     def build(self, input_shape=None):
         d = self.d_model

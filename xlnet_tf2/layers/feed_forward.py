@@ -5,6 +5,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_attention import normal_initializer
 
 
@@ -34,7 +35,7 @@ class PositionwiseFeedForward(keras.layers.Layer):
         init = normal_initializer(initializer_range)
         self.layer_1 = keras.layers.Dense(d_inner, kernel_initializer=init, name="layer_1")
         self.layer_2 = keras.layers.Dense(d_model, kernel_initializer=init, name="layer_2")
-        self.dropout = keras.layers.Dropout(dropout, name="dropout")
+        self.dropout = Dropout(dropout, name="dropout")
         self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
         self._activation = _ACTIVATIONS[activation]
 

@@ -26,6 +26,7 @@ from typing import Optional
 import keras
 import tensorflow as tf
 
+from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_position import gather_relative_scores, rel_shift
 
 # Large negative for blocked scores. Scores are masked in float32 (never in float16/bfloat16),
@@ -60,8 +61,8 @@ class RelativeAttention(keras.layers.Layer):
         self.own_biases = own_biases
         self.layer_norm_epsilon = layer_norm_epsilon
         self.scale = 1.0 / (d_head ** 0.5)
-        self.output_dropout = keras.layers.Dropout(dropout, name="dropout")
-        self.attention_dropout = keras.layers.Dropout(dropatt, name="dropatt")
+        self.output_dropout = Dropout(dropout, name="dropout")
+        self.attention_dropout = Dropout(dropatt, name="dropatt")
         self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
 
     def build(self, input_shape=None):

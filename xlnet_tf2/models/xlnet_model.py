@@ -19,6 +19,7 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.layers.attention_masks import build_attention_masks, segment_matrix
+from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_attention import normal_initializer
 from xlnet_tf2.layers.relative_position import relative_position_encoding
 from xlnet_tf2.layers.xlnet_block import XLNetBlock
@@ -57,7 +58,7 @@ class XLNetModel(keras.Model):
         init = normal_initializer(c.initializer_range)
         self.word_embedding = keras.layers.Embedding(c.n_token, c.d_model, embeddings_initializer=init,
                                                      name="word_embedding")
-        self.dropout = keras.layers.Dropout(c.dropout, name="dropout")
+        self.dropout = Dropout(c.dropout, name="dropout")
         # One attribute per layer (not a list) so tf.train.Checkpoint tracks every block too.
         for i in range(c.n_layer):
             setattr(self, f"layer_{i}", XLNetBlock(
