@@ -312,13 +312,16 @@ class Trainer:
                          start_step, cfg.train_steps)
             return TrainResult(start_step, start_step, [], restored)
 
+        # Measure the peak before the input pipeline starts: its prefetch threads would
+        # otherwise share the cores with the measurement and inflate the MFU.
+        peak_flops = self._peak_flops()
         dataset = self.strategy.distribute_datasets_from_function(
             lambda context: self.dataset_fn(context, start_step))
         iterator = iter(dataset)
         state = self.distribute_state()
         logger = MetricsLogger(cfg.model_dir, enabled=self.is_chief, total_steps=cfg.train_steps,
                                tokens_per_step=self.tokens_per_step,
-                               flops_per_step=self.flops_per_step, peak_flops=self._peak_flops())
+                               flops_per_step=self.flops_per_step, peak_flops=peak_flops)
         step_log = (tf.io.gfile.GFile(os.path.join(cfg.model_dir, "steps.jsonl"), "a")
                     if cfg.record_steps and self.is_chief else None)
         history: List[dict] = []
