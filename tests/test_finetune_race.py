@@ -20,16 +20,17 @@ PACKAGES = ("email", "asyncio", "unittest", "xml")
 
 
 def write_race_dir(directory, passages_per_package, seed):
-    """Each passage: 3 paragraphs of one package; each question is another paragraph of it
-    with a blank; the right option is a paragraph of the same package, the others come from
-    the three other packages (the signal: topic agreement)."""
+    """Each passage: 3 paragraphs of the `email` package; each question is another paragraph
+    of it with a blank; the right option is a paragraph of `email` too, the three others come
+    from the other packages. The signal (the option that shares the article's topic, always
+    email) is one a tiny model learns in a hundred steps, as the classifier learns its topics."""
     rng = random.Random(seed)
     pools = {p: docstring_paragraphs(p, 30, 200) for p in PACKAGES}
     for pool in pools.values():
         rng.shuffle(pool)
     os.makedirs(directory, exist_ok=True)
     for n in range(passages_per_package * len(PACKAGES)):
-        package = PACKAGES[n % len(PACKAGES)]
+        package = PACKAGES[0]
         take = lambda p: pools[p][rng.randrange(len(pools[p]))]
         passage = {"id": f"p{n}", "article": " ".join(take(package) for _ in range(3)),
                    "questions": [], "options": [], "answers": []}
@@ -78,9 +79,8 @@ def test_race_trains_evaluates_and_export_matches(trained):
 
     with open(os.path.join(trained["model_dir"], "best_eval.json")) as f:
         best = json.load(f)
-    # This tiny run does not learn the topic-agreement signal (accuracy stays near 0.25);
-    # what is checked is the pipeline: evaluation, best-keeping, export equality.
-    assert best["step"] in (75, 150) and 0.0 <= best["accuracy"] <= 1.0
+    assert best["step"] in (75, 150)
+    assert best["accuracy"] > 0.5, best  # chance is 0.25
     model, spec, spm = load_task_model(trained["model_dir"], "race")
     examples = race.read_race(trained["dev"])[:6]
     features = race.build_features(examples, SentencePieceTokenizer.from_file(spm), spec.seq_len,
