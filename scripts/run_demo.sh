@@ -56,7 +56,7 @@ JSON
 rm -rf "$OUT/model"
 $PY experiments/run_pretrain.py --data_dir="$OUT/data" --model_dir="$OUT/model" \
   --model_config="$OUT/model_config.json" --train_batch_size="$BATCH" --train_steps="$STEPS" \
-  --steps_per_loop=50 --log_steps="$LOG_STEPS" --learning_rate=1e-3 \
+  --steps_per_loop=50 --log_steps="$LOG_STEPS" --learning_rate=5e-4 \
   --warmup_steps=$((STEPS / 10)) --save_steps=$((STEPS / 3 > 0 ? STEPS / 3 : 1)) --weight_decay=0.01 --mem_len="$REUSE" --record_steps
 
 echo "== 5/6 loss against the unigram-entropy baseline"
