@@ -43,21 +43,32 @@ def save_pretrained(model, output_dir: str, spm_model: Optional[str] = None) -> 
     return prefix
 
 
-def restore_weights(model, checkpoint_path: str) -> None:
-    """Restores `model` (XLNetLMHeadModel or XLNetModel, built) from a checkpoint prefix or a
-    converted directory. Every variable of `model` must be found, else ValueError."""
-    model.build()
+def restore_weights(model, checkpoint_path: str, source: str = "checkpoint") -> str:
+    """Restores `model` (XLNetLMHeadModel or XLNetModel) from a checkpoint prefix or a
+    directory: one of our training runs (its latest checkpoint) or a converted release.
+
+    Every variable of `model` must be found, else ValueError; values the model does not have
+    (optimizer slots, memory, the LM bias for a backbone, task heads) are ignored. `source`
+    names the path in error messages (e.g. "--init_checkpoint"). Returns the prefix read.
+    """
+    if not model.built:
+        model.build()
+    resolved = checkpoint_path
     if tf.io.gfile.isdir(checkpoint_path):
-        directory = checkpoint_path
-        checkpoint_path = tf.train.latest_checkpoint(directory) or os.path.join(directory, CHECKPOINT_PREFIX)
-    if not tf.io.gfile.exists(checkpoint_path + ".index"):
-        raise FileNotFoundError(f"No checkpoint at {checkpoint_path!r} (expected {checkpoint_path}.index).")
-    status = checkpoint_for(model).read(checkpoint_path)
+        resolved = (tf.train.latest_checkpoint(checkpoint_path)
+                    or os.path.join(checkpoint_path, CHECKPOINT_PREFIX))
+    if not tf.io.gfile.exists(resolved + ".index"):
+        raise FileNotFoundError(
+            f"{source}={checkpoint_path!r} names no checkpoint (expected a prefix such as "
+            f".../ckpt-1000, or a directory holding one; {resolved}.index does not exist).")
     try:
+        status = checkpoint_for(model).read(resolved)  # raises ValueError on a shape mismatch
         status.assert_existing_objects_matched()
-    except AssertionError as e:
-        raise ValueError(f"Checkpoint {checkpoint_path!r} does not match the model: {e}") from e
+    except (AssertionError, ValueError) as e:
+        raise ValueError(f"{source}={checkpoint_path!r} does not hold this model's weights "
+                         f"(is the model config the same?): {e}") from None
     status.expect_partial()
+    return resolved
 
 
 def load_pretrained(directory: str, **config_overrides):

@@ -29,6 +29,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
+from xlnet_tf2.conversion.pretrained import restore_weights
 from xlnet_tf2.finetuning.layer_decay import layer_lr_multipliers
 from xlnet_tf2.training import optimization
 from xlnet_tf2.training.flops import pretrain_step_flops
@@ -75,18 +76,7 @@ def init_backbone(model: keras.Model, path: str) -> str:
     a converted release directory (xlnet_tf2.load_pretrained layout) or a fine-tuned model_dir.
     Task heads are left as initialized; unmatched checkpoint values (LM bias, optimizer) are
     ignored. Raises if the backbone's weights are not all in the checkpoint."""
-    resolved = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path
-    if not resolved or not tf.io.gfile.exists(resolved + ".index"):
-        raise FileNotFoundError(f"--init_checkpoint={path!r} names no checkpoint (expected a "
-                                "prefix such as .../ckpt-1000 or a directory holding one).")
-    status = tf.train.Checkpoint(model=tf.train.Checkpoint(transformer=model.transformer)).read(resolved)
-    try:
-        status.assert_existing_objects_matched()
-    except AssertionError as e:
-        raise ValueError(f"--init_checkpoint={path!r} does not hold this backbone's weights "
-                         f"(same model config?): {e}") from None
-    status.expect_partial()
-    return resolved
+    return restore_weights(model.transformer, path, source="--init_checkpoint")
 
 
 def trainable_variables(model: keras.Model):

@@ -21,6 +21,8 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 from absl import logging
 
+from xlnet_tf2.conversion.pretrained import restore_weights
+
 
 class CheckpointRestoreError(RuntimeError):
     """No checkpoint in model_dir could be restored; the message lists what failed."""
@@ -123,15 +125,5 @@ class CheckpointKeeper:
 def load_model_weights(model, path: str) -> None:
     """Initializes `model` from a checkpoint holding it under the key `model` (one of ours, or
     a converted release); the optimizer and memory of that checkpoint are ignored."""
-    resolved = tf.train.latest_checkpoint(path) if tf.io.gfile.isdir(path) else path
-    if not resolved or not (tf.io.gfile.exists(resolved + ".index")):
-        raise FileNotFoundError(f"--init_checkpoint={path!r} names no checkpoint (expected a "
-                                "checkpoint prefix such as .../ckpt-1000 or a directory holding one).")
-    status = tf.train.Checkpoint(model=model).read(resolved)
-    try:
-        status.assert_existing_objects_matched()
-    except AssertionError as e:
-        raise ValueError(f"--init_checkpoint={path!r} does not hold this model's weights "
-                         f"(is the model config the same?): {e}") from e
-    status.expect_partial()
+    resolved = restore_weights(model, path, source="--init_checkpoint")
     logging.info("Initialized the model from %s", resolved)
