@@ -7,7 +7,6 @@ with the reference implementation so both frameworks see the same numbers.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import statistics
 import time
@@ -213,11 +212,3 @@ def interleaved(runs: Dict[str, Callable[[], object]], *, warmup: int, repeats: 
             if memory.peak_mb is not None:
                 peaks[name] = max(peaks.get(name, 0.0), memory.peak_mb)
     return {name: Measurement(times[name], peaks.get(name)) for name in runs}
-
-
-@contextlib.contextmanager
-def timer():
-    out = {}
-    start = time.perf_counter()
-    yield out
-    out["seconds"] = time.perf_counter() - start
