@@ -12,11 +12,12 @@ Load the result with `xlnet_tf2.load_pretrained("converted/base")`.
 """
 
 import os
-import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
-from absl import app, flags, logging  # noqa: E402
+from absl import flags  # noqa: E402
+
+from xlnet_tf2 import cli  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("source", None, ["original", "huggingface"],
@@ -36,18 +37,17 @@ flags.mark_flags_as_required(["source", "checkpoint", "output_dir"])
 
 def main(argv):
     del argv
-    from xlnet_tf2.config import ConfigError
-    from xlnet_tf2.conversion import CheckpointReadError, WeightMismatchError, convert_checkpoint
+    from xlnet_tf2.conversion import convert_checkpoint
 
-    try:
-        report = convert_checkpoint(FLAGS.source, FLAGS.checkpoint, FLAGS.output_dir,
-                                    config_path=FLAGS.config, spm_model=FLAGS.spm_model)
-    except (CheckpointReadError, WeightMismatchError, ConfigError, FileNotFoundError, ValueError) as e:
-        logging.error("Conversion failed: %s", e)
-        sys.exit(1)
-    logging.info("Converted %d tensors; skipped %d optimizer/step variables; %d unused tensors.",
-                 report["converted"], len(report["skipped"]), len(report["unused"]))
+    report = convert_checkpoint(FLAGS.source, FLAGS.checkpoint, FLAGS.output_dir,
+                                config_path=FLAGS.config, spm_model=FLAGS.spm_model)
+    print(f"Converted {report['converted']} tensors into {FLAGS.output_dir}; skipped "
+          f"{len(report['skipped'])} optimizer/step variables; {len(report['unused'])} task-head "
+          f"tensors not converted; {len(report['initialized'])} pretraining-only tensors absent "
+          "(left initialized).", flush=True)
+    for note in report["notes"]:
+        print(f"note: {note}", flush=True)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -1,17 +1,24 @@
-"""Exports a fine-tuned (or, with --task=features, any) model directory as a SavedModel that
-TF Serving loads: EXPORT_DIR/<version>/ with `serving_default` (raw UTF-8 text in) and
-`serve_token_ids` (int32 ids, segment ids, mask in).
+"""Exports a model directory as a SavedModel that TF Serving loads: EXPORT_DIR/<version>/ with
+`serving_default` (raw UTF-8 text in) and `serve_token_ids` (int32 ids, segment ids, mask in).
 
   python experiments/export_saved_model.py --model_dir=runs/sst2 --task=classification \
       --export_dir=exports/sst2
+  python experiments/export_saved_model.py --model_dir=runs/pretrain --task=features \
+      --export_dir=exports/features
+
+--model_dir is a fine-tuning run (its task.json says what it computes), or for --task=features
+any model directory: a pretraining run, a fine-tuning run or a converted release. Everything
+needed (architecture, SentencePiece model, weights, sequence length) is read from it.
 """
 
-from absl import app, flags
+from absl import flags
+
+from xlnet_tf2 import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "A directory written by run_classifier.py, "
-                    "run_race.py or run_squad.py, or for --task=features any directory with "
-                    "xlnet_config.json, spiece.model and a backbone checkpoint.")
+                    "run_race.py or run_squad.py, or for --task=features any model directory "
+                    "(pretraining run, fine-tuning run or converted release).")
 flags.DEFINE_enum("task", None, ["classification", "regression", "race", "squad", "features"],
                   "What the exported model computes; must match the model_dir's task.json "
                   "(except features).")
@@ -22,7 +29,8 @@ flags.DEFINE_integer("version", None, "Version sub-directory (default: one more 
 flags.DEFINE_enum("checkpoint", "best", ["best", "latest"], "Export the best-evaluation "
                   "weights (best/) or the latest training checkpoint.")
 flags.DEFINE_integer("seq_len", None, "features only: tokens per input (default: the "
-                     "model_dir's task.json seq_len, else 512).")
+                     "model_dir's task.json seq_len, else the pretraining data's seq_len from "
+                     "run_config.json, else 512).")
 flags.mark_flags_as_required(["model_dir", "task", "export_dir"])
 
 
@@ -39,4 +47,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

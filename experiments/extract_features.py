@@ -3,8 +3,9 @@
   python experiments/extract_features.py --model_dir=converted/xlnet_cased_L-24_H-1024_A-16 \
       --input_file=texts.txt --output_file=features.npz --seq_len=128
 
---model_dir: any directory with xlnet_config.json, spiece.model and a backbone checkpoint (a
-converted release, a pretraining run or a fine-tuning run). Each line is encoded alone as
+--model_dir: any model directory (a converted release, a pretraining run or a fine-tuning
+run): its xlnet_config.json, spiece.model and checkpoint are used, with no dropout, memory or
+bi_data (a pretraining run's data layout does not carry over). Each line is encoded alone as
 `text <sep> <cls>`, left padded to --seq_len (longer lines keep their first seq_len-2 tokens);
 the numbers are those of `export_saved_model.py --task=features` (same code,
 xlnet_tf2/export/feature_extraction.py). Output by extension:
@@ -18,6 +19,8 @@ import io
 import json
 
 from absl import app, flags
+
+from xlnet_tf2 import cli
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Directory with xlnet_config.json, spiece.model and a "
@@ -40,14 +43,14 @@ def main(argv):
 
     from xlnet_tf2.export.feature_extraction import extract
     from xlnet_tf2.export.saved_model import load_task_model
+    from xlnet_tf2.finetuning.readers import read_utf8_text
     from xlnet_tf2.tokenization import SentencePieceTokenizer
 
     if not FLAGS.output_file.endswith((".npz", ".jsonl")):
         raise app.UsageError(f"--output_file={FLAGS.output_file!r} must end in .npz or .jsonl.")
     if not tf.io.gfile.exists(FLAGS.input_file):
         raise app.UsageError(f"--input_file={FLAGS.input_file!r} does not exist.")
-    with tf.io.gfile.GFile(FLAGS.input_file) as f:
-        texts = f.read().splitlines()
+    texts = read_utf8_text(FLAGS.input_file).splitlines()
     model, spec, spm_model = load_task_model(FLAGS.model_dir, "features")
     seq_len = FLAGS.seq_len or spec.seq_len
     tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
@@ -70,4 +73,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

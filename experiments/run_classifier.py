@@ -2,20 +2,23 @@
 
   python experiments/run_classifier.py --task=classification \
       --train_file=train.tsv --eval_file=dev.tsv --text_a_column=sentence --label_column=label \
-      --spm_model=spiece.model --model_config=xlnet_cased_L-24_H-1024_A-16/xlnet_config.json \
-      --init_checkpoint=converted/ --model_dir=runs/sst2 --seq_len=128 --train_steps=1200
+      --init_checkpoint=converted/large --model_dir=runs/sst2 --seq_len=128 --train_steps=1200
+
+--init_checkpoint may be a converted release or a pretraining --model_dir: its
+xlnet_config.json and spiece.model are the defaults of --model_config and --spm_model.
 
 or `--tfds_name=glue/sst2` instead of the files. Writes checkpoints, best/ (best evaluation),
 best_eval.json, eval_results.jsonl and task.json into --model_dir; export it with
 experiments/export_saved_model.py.
 """
 
-from absl import app, flags
+from absl import flags
 
+from xlnet_tf2 import cli
 from xlnet_tf2.finetuning import cli_flags as finetune_flags
 
 FLAGS = flags.FLAGS
-finetune_flags.define_common_flags(default_best_metric="accuracy")
+finetune_flags.define_common_flags()
 flags.DEFINE_enum("task", "classification", ["classification", "regression"],
                   "Classification (softmax over the label set) or regression (one score, MSE).")
 flags.DEFINE_string("train_file", None, "Training data: a .tsv/.csv with a header row or a "
@@ -47,24 +50,26 @@ def main(argv):
     from xlnet_tf2.finetuning.features import layout_for_summary
     from xlnet_tf2.finetuning.task_spec import TaskSpec
 
-    strategy = finetune_flags.strategy_from_flags()
+    default_metric = "pearson" if FLAGS.task == "regression" else "accuracy"
+    cfg = finetune_flags.finetune_config(default_metric)
+    model_config, spm_model = finetune_flags.model_config(cfg), finetune_flags.spm_model(cfg)
+    strategy = finetune_flags.strategy_from_flags(cfg)
     train, evaluation, label_list, train_source, eval_source = classification.load_examples(
         task=FLAGS.task, train_file=FLAGS.train_file, eval_file=FLAGS.eval_file,
         tfds_name=FLAGS.tfds_name, tfds_train_split=FLAGS.tfds_train_split,
         tfds_eval_split=FLAGS.tfds_eval_split, tfds_data_dir=FLAGS.tfds_data_dir,
         text_a_column=FLAGS.text_a_column, text_b_column=FLAGS.text_b_column,
         label_column=FLAGS.label_column, labels=FLAGS.labels)
-    spec = TaskSpec(task=FLAGS.task, seq_len=FLAGS.seq_len, summary_type=FLAGS.summary_type,
+    spec = TaskSpec(task=FLAGS.task, seq_len=cfg.seq_len, summary_type=FLAGS.summary_type,
                     layout=layout_for_summary(FLAGS.summary_type), label_list=label_list,
-                    paired=any(e.text_b is not None for e in train), lower=FLAGS.lower)
-    default_metric = "pearson" if FLAGS.task == "regression" else "accuracy"
+                    paired=any(e.text_b is not None for e in train), lower=cfg.lower)
     result = classification.run(
-        cfg=finetune_flags.finetune_config(default_metric), model_config=finetune_flags.model_config(),
-        spec=spec, spm_model=FLAGS.spm_model, train_examples=train, eval_examples=evaluation,
-        train_source=train_source, eval_source=eval_source,
-        eval_batch_size=FLAGS.eval_batch_size, strategy=strategy, head_dropout=FLAGS.head_dropout)
+        cfg=cfg, model_config=model_config, spec=spec, spm_model=spm_model,
+        train_examples=train, eval_examples=evaluation, train_source=train_source,
+        eval_source=eval_source, eval_batch_size=cfg.eval_batch_size, strategy=strategy,
+        head_dropout=cfg.head_dropout)
     finetune_flags.report(result)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -1,8 +1,7 @@
 """Fine-tunes XLNet on SQuAD 1.1 or 2.0 (span extraction with a no-answer class).
 
   python experiments/run_squad.py --train_file=train-v2.0.json --predict_file=dev-v2.0.json \
-      --version_2_with_negative --spm_model=spiece.model \
-      --model_config=xlnet_cased_L-24_H-1024_A-16/xlnet_config.json --init_checkpoint=converted/ \
+      --version_2_with_negative --init_checkpoint=converted/large \
       --model_dir=runs/squad2 --seq_len=512 --doc_stride=128 --max_query_length=64 \
       --train_batch_size=48 --learning_rate=3e-5 --layer_decay=0.75 --train_steps=8000 \
       --warmup_steps=1000
@@ -17,10 +16,11 @@ import json
 
 from absl import app, flags
 
+from xlnet_tf2 import cli
 from xlnet_tf2.finetuning import cli_flags
 
 FLAGS = flags.FLAGS
-cli_flags.define_common_flags(default_best_metric="f1")
+cli_flags.define_common_flags()
 flags.DEFINE_string("train_file", None, "Training data: a SQuAD-format JSON file "
                     "(train-v1.1.json or train-v2.0.json). Required when --do_train.")
 flags.DEFINE_string("predict_file", None, "Evaluation data: a SQuAD-format JSON file "
@@ -64,19 +64,20 @@ def main(argv):
         return
     if not FLAGS.train_file:
         raise app.UsageError("--train_file is required when training (--do_train).")
-    strategy = cli_flags.strategy_from_flags()
-    spec = TaskSpec(task="squad", seq_len=FLAGS.seq_len, layout="squad", lower=FLAGS.lower,
+    cfg = cli_flags.finetune_config("f1")
+    model_config, spm_model = cli_flags.model_config(cfg), cli_flags.spm_model(cfg)
+    strategy = cli_flags.strategy_from_flags(cfg)
+    spec = TaskSpec(task="squad", seq_len=cfg.seq_len, layout="squad", lower=cfg.lower,
                     version_2_with_negative=FLAGS.version_2_with_negative,
                     doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
                     max_answer_length=FLAGS.max_answer_length, n_best_size=FLAGS.n_best_size,
                     null_score_threshold=FLAGS.null_score_threshold)
-    result = squad.run(cfg=cli_flags.finetune_config("f1"), model_config=cli_flags.model_config(),
-                       spec=spec, spm_model=FLAGS.spm_model, train_file=FLAGS.train_file,
-                       predict_file=FLAGS.predict_file, eval_batch_size=FLAGS.eval_batch_size,
-                       output_dir=FLAGS.output_dir, strategy=strategy,
-                       head_dropout=FLAGS.head_dropout)
+    result = squad.run(cfg=cfg, model_config=model_config, spec=spec, spm_model=spm_model,
+                       train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
+                       eval_batch_size=cfg.eval_batch_size, output_dir=FLAGS.output_dir,
+                       strategy=strategy, head_dropout=cfg.head_dropout)
     cli_flags.report(result)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

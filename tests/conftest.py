@@ -6,6 +6,12 @@ os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402
+import tensorflow as tf  # noqa: E402
+
+# Bit-reproducible execution for every in-process test (xlnet_tf2/training/determinism.py):
+# determinism and resume tests compare runs bit for bit, and the setting must precede the
+# first TensorFlow op of the process.
+tf.config.threading.set_inter_op_parallelism_threads(1)
 
 
 @pytest.fixture(autouse=True)

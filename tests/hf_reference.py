@@ -55,7 +55,9 @@ def hf_state_numpy(hf_model) -> dict:
 def ours_from_hf(hf_model, config: xlnet_tf2.XLNetConfig):
     model = xlnet_tf2.XLNetLMHeadModel(config)
     model.build()
-    unused = assign_weights(huggingface_weight_map(model), hf_state_numpy(hf_model), "test")
+    result = assign_weights(huggingface_weight_map(model), hf_state_numpy(hf_model), "test")
+    unused = result.unused
+    assert result.initialized == []
     # lm_loss.weight is tied to the embedding; with untie_r=False only layer 0's bias copy is read.
     expected_unused = {"lm_loss.weight"} | {
         f"transformer.layer.{i}.rel_attn.{name}" for i in range(1, config.n_layer)

@@ -29,7 +29,7 @@ def _update_sizes(layer_decay):
     # Distinct tokens (identical ones would make attention uniform and the query gradient 0).
     inputs["input_ids"] = tf.constant(np.random.RandomState(0).randint(9, 300, [4, 16]), tf.int32)
     model(inputs)
-    cfg = FinetuneConfig(model_dir="/unused", train_steps=10, learning_rate=1e-3,
+    cfg = FinetuneConfig.flat(model_dir="/unused", train_steps=10, learning_rate=1e-3,
                          layer_decay=layer_decay)
     optimizer = create_optimizer(model, cfg)
     variables = [v for v in model.trainable_variables if v is not model.transformer.mask_emb]

@@ -106,7 +106,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     results = {}
     for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
                            ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
-        config = PretrainConfig(model_dir=os.path.join(out, name), data_dirs=(data_dir,),
+        config = PretrainConfig.flat(model_dir=os.path.join(out, name), data_dir=(data_dir,),
                                 model_config="tiny", train_batch_size=4, train_steps=6,
                                 steps_per_loop=3, learning_rate=3e-3, warmup_steps=2,
                                 mem_len=16, save_steps=3, log_steps=3, peak_tflops=0.1,

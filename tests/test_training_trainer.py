@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from xlnet_tf2 import config_flags
+from xlnet_tf2.training.run_config import LoopConfig, OptimizerConfig
 from xlnet_tf2.training.trainer import Trainer, TrainerConfig, TrainingDivergedError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -38,7 +40,7 @@ FINETUNE_RUN = textwrap.dedent("""
             return tf.data.Dataset.from_tensor_slices(features).repeat().batch(
                 batch, drop_remainder=True)
 
-        cfg = FinetuneConfig(model_dir=model_dir, train_steps=4, train_batch_size=8,
+        cfg = FinetuneConfig.flat(model_dir=model_dir, train_steps=4, train_batch_size=8,
                              learning_rate=1e-3, warmup_steps=1, weight_decay=0.01,
                              layer_decay=0.5, eval_every=4, log_steps=2,
                              steps_per_loop=steps_per_loop, best_metric="lsum")
@@ -133,11 +135,15 @@ def _toy_trainer(model_dir, callback=None, **overrides):
     def dataset_fn(context, start_step):
         return tf.data.Dataset.from_tensor_slices({"x": x, "y": y}).repeat().batch(8)
 
-    values = dict(model_dir=str(model_dir), train_steps=10, global_batch_size=8,
+    values = dict(model_dir=str(model_dir), train_steps=10, train_batch_size=8,
                   steps_per_loop=4, learning_rate=0.1, log_steps=5, save_steps=10,
-                  callback_steps=3, peak_tflops=1.0)
+                  peak_tflops=1.0)
     values.update(overrides)
-    trainer = Trainer(TrainerConfig(**values), model_fn=model_fn, dataset_fn=dataset_fn,
+    loop = {k: v for k, v in values.items() if k not in ("learning_rate",)}
+    trainer = Trainer(TrainerConfig(loop=config_flags.from_flat(LoopConfig, loop),
+                                    optimizer=OptimizerConfig(learning_rate=values["learning_rate"],
+                                                              warmup_steps=0, weight_decay=0.0),
+                                    callback_steps=3), model_fn=model_fn, dataset_fn=dataset_fn,
                       loss_fn=lambda f, s: (tf.reduce_sum(
                           tf.square(trainer.model(f["x"])[:, 0] - f["y"])), s),
                       count_fn=lambda f: tf.cast(tf.shape(f["x"])[0], tf.float32),

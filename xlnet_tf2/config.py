@@ -1,8 +1,14 @@
-"""Typed, strict model configuration.
+"""Typed, strict model configuration: the architecture apart from the run-time settings.
 
-`XLNetConfig` accepts the original `xlnet_config.json` keys as they are (n_layer, d_model,
-n_head, d_head, d_inner, ff_activation, untie_r, n_token) plus run-time fields. Unknown keys
-raise: a typo must never silently fall back to a default.
+`XLNetConfig` is what a model is built from: the architecture (the original
+`xlnet_config.json` keys: n_layer, d_model, n_head, d_head, d_inner, ff_activation, untie_r,
+n_token) plus the run-time settings of one use of it (dropout, memory, bi_data, clamp, attention
+type). Only the architecture belongs to a model: `xlnet_config.json` files are written with the
+architecture keys alone, and run-time keys found in one (older model_dirs wrote them) are
+ignored with a note, so that pretraining's data layout (bi_data, reuse_len, mem_len) never
+leaks into fine-tuning, extraction or export. Each stage sets the run-time fields from its own
+run configuration (xlnet_tf2/training/run_config.py, xlnet_tf2/finetuning/run_config.py).
+Unknown keys raise: a typo must never silently fall back to a default.
 """
 
 from __future__ import annotations
@@ -12,12 +18,22 @@ import json
 import os
 from typing import Any, Mapping
 
+from absl import logging
+
 _ACTIVATIONS = ("gelu", "relu")
 _ATTN_TYPES = ("bi", "uni")
 
 
 class ConfigError(ValueError):
     """A configuration value or key is invalid; the message says which and what to do."""
+
+
+# The keys of the original xlnet_config.json: what a checkpoint's weights depend on.
+ARCHITECTURE_KEYS = ("n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation",
+                     "untie_r", "n_token")
+# Settings of one use of a model (set by each stage's run configuration, never stored with it).
+RUNTIME_KEYS = ("dropout", "dropatt", "mem_len", "reuse_len", "bi_data", "clamp_len",
+                "attn_type", "same_length", "initializer_range")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,8 +122,16 @@ class XLNetConfig:
         return cls(**dict(values))
 
     @classmethod
+    def from_architecture(cls, values: Mapping[str, Any], **runtime) -> "XLNetConfig":
+        """Architecture keys from `values` (run-time keys there are ignored) + `runtime`."""
+        arch = {k: v for k, v in values.items() if k not in RUNTIME_KEYS}
+        return cls.from_dict({**arch, **runtime})
+
+    @classmethod
     def from_json_file(cls, path: str, **overrides) -> "XLNetConfig":
-        """Reads an `xlnet_config.json` (original or ours); `overrides` replace fields."""
+        """Reads an `xlnet_config.json` (original or ours): its architecture keys, with
+        `overrides` setting run-time fields (defaults otherwise). Run-time keys found in the
+        file (written by older versions of this project) are ignored with a note."""
         import tensorflow as tf  # gfile reads local paths and gs:// alike
 
         if not tf.io.gfile.exists(path):
@@ -119,9 +143,13 @@ class XLNetConfig:
                 raise ConfigError(f"Model config file {path!r} is not valid JSON: {e}.") from e
         if not isinstance(values, dict):
             raise ConfigError(f"Model config file {path!r} must hold a JSON object.")
-        values.update(overrides)
+        stored_runtime = sorted(k for k in values if k in RUNTIME_KEYS)
+        if stored_runtime:
+            logging.info("%s holds run-time setting(s) %s (written by an older version); they "
+                         "are ignored: each stage sets them from its own flags.", path,
+                         stored_runtime)
         try:
-            return cls.from_dict(values)
+            return cls.from_architecture(values, **overrides)
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from e
 
@@ -146,10 +174,19 @@ class XLNetConfig:
 
     # ------------------------------------------------------------------ serialization
     def to_dict(self) -> dict:
+        """Every field, architecture and run-time (Keras `get_config`)."""
         return dataclasses.asdict(self)
 
+    def architecture(self) -> dict:
+        """The architecture keys alone (what `xlnet_config.json` holds)."""
+        return {k: getattr(self, k) for k in ARCHITECTURE_KEYS}
+
+    def same_architecture(self, other: "XLNetConfig") -> bool:
+        return self.architecture() == other.architecture()
+
     def to_json_string(self) -> str:
-        return json.dumps(self.to_dict(), indent=2, sort_keys=True) + "\n"
+        """`xlnet_config.json` text: the architecture keys alone, as the original release."""
+        return json.dumps(self.architecture(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str) -> None:
         import tensorflow as tf
@@ -165,6 +202,6 @@ PRESETS = {
     "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072,
                  ff_activation="gelu", untie_r=True, n_token=32000),
     "tiny": dict(n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128,
-                 ff_activation="gelu", untie_r=True, n_token=1000,
-                 dropout=0.0, dropatt=0.0),
+                 ff_activation="gelu", untie_r=True, n_token=1000),
 }
+# Presets are architectures only: run-time settings (dropout included) come from each stage.

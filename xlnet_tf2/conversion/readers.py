@@ -56,16 +56,27 @@ def read_original_checkpoint(checkpoint: str, config_path: Optional[str] = None
         if name in _SKIPPED_NAMES or any(marker in name for marker in _OPTIMIZER_MARKERS):
             skipped.append(name)
             continue
-        tensors[name] = reader.get_tensor(name)
+        try:
+            tensors[name] = reader.get_tensor(name)
+        except (tf.errors.OpError, ValueError, IndexError) as e:  # IndexError: short read
+            raise CheckpointReadError(
+                f"TF1 checkpoint {checkpoint!r} is truncated or corrupt: tensor {name!r} cannot "
+                f"be read ({type(e).__name__}: {str(e).splitlines()[0][:200]}). Download or "
+                "copy the checkpoint again.") from None
     return config_values, tensors, skipped
 
 
-# HuggingFace config keys -> ours. Keys not listed are HuggingFace-only (task heads, generation).
+# HuggingFace config keys -> ours: the architecture, and run-time settings (reported by the
+# converter, never stored with the converted architecture). Keys not listed are HuggingFace-only
+# (task heads, generation).
 _HF_CONFIG_KEYS = {
     "vocab_size": "n_token", "d_model": "d_model", "n_layer": "n_layer", "n_head": "n_head",
     "d_head": "d_head", "d_inner": "d_inner", "ff_activation": "ff_activation",
-    "untie_r": "untie_r", "attn_type": "attn_type", "bi_data": "bi_data",
-    "clamp_len": "clamp_len", "same_length": "same_length", "initializer_range": "initializer_range",
+    "untie_r": "untie_r",
+}
+_HF_RUNTIME_KEYS = {
+    "mem_len": "mem_len", "reuse_len": "reuse_len", "attn_type": "attn_type",
+    "bi_data": "bi_data", "clamp_len": "clamp_len", "same_length": "same_length",
     "dropout": "dropout",
 }
 # HuggingFace's "gelu" is the exact erf GELU and "gelu_new" the tanh form the original XLNet
@@ -73,11 +84,13 @@ _HF_CONFIG_KEYS = {
 _HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu"}
 
 
-def read_huggingface_directory(directory: str) -> Tuple[dict, Dict[str, np.ndarray], list]:
+def read_huggingface_directory(directory: str
+                               ) -> Tuple[dict, dict, Dict[str, np.ndarray], list]:
     """Reads a `save_pretrained` directory: config.json plus model.safetensors (read without
     torch) or pytorch_model.bin (needs torch).
 
-    Returns (config values, tensors keyed like XLNetLMHeadModel's state dict, notes).
+    Returns (architecture values, run-time settings the config sets, tensors keyed like
+    XLNetLMHeadModel's state dict, notes).
     """
     hf = _read_json(os.path.join(directory, "config.json"))
     notes = []
@@ -94,9 +107,8 @@ def read_huggingface_directory(directory: str) -> Tuple[dict, Dict[str, np.ndarr
         notes.append("HuggingFace ff_activation 'gelu' is the exact erf form; this model uses the "
                      "original XLNet's tanh GELU (differences of about 1e-3 in activations).")
     config_values["ff_activation"] = _HF_ACTIVATIONS[activation]
-    dropatt = hf.get("dropout")
-    if dropatt is not None:
-        config_values["dropatt"] = dropatt
+    runtime = {our_key: hf[hf_key] for hf_key, our_key in _HF_RUNTIME_KEYS.items()
+               if hf.get(hf_key) is not None}
 
     safetensors_path = os.path.join(directory, "model.safetensors")
     bin_path = os.path.join(directory, "pytorch_model.bin")
@@ -122,4 +134,5 @@ def read_huggingface_directory(directory: str) -> Tuple[dict, Dict[str, np.ndarr
     # A bare XLNetModel is saved without the "transformer." prefix.
     if not any(k.startswith("transformer.") for k in tensors):
         tensors = {("transformer." + k): v for k, v in tensors.items()}
-    return config_values, {k: np.asarray(v, np.float32) for k, v in tensors.items()}, notes
+    return (config_values, runtime, {k: np.asarray(v, np.float32) for k, v in tensors.items()},
+            notes)

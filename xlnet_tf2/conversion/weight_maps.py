@@ -16,9 +16,14 @@ import numpy as np
 
 @dataclasses.dataclass(frozen=True)
 class WeightSource:
+    """`optional`: tensors only pretraining uses (mask_emb, the LM bias), which fine-tuned
+    checkpoints do not hold; when missing, the variable keeps its initial value and is
+    reported."""
+
     name: str
     variable: object  # keras.Variable
     extract: Callable[[np.ndarray], np.ndarray] = lambda array: array
+    optional: bool = False
 
 
 class WeightMismatchError(ValueError):
@@ -26,7 +31,12 @@ class WeightMismatchError(ValueError):
 
 
 def _layer_slice(i):
-    return lambda array: array[i]
+    def extract(array):
+        if array.ndim == 0 or array.shape[0] <= i:
+            raise WeightMismatchError(f"holds {array.shape[0] if array.ndim else 0} layers, "
+                                      f"the model needs layer {i}")
+        return array[i]
+    return extract
 
 
 def _transpose(array):
@@ -38,8 +48,8 @@ def huggingface_weight_map(lm_model) -> List[WeightSource]:
     backbone = lm_model.transformer
     entries = [
         WeightSource("transformer.word_embedding.weight", backbone.word_embedding.embeddings),
-        WeightSource("transformer.mask_emb", backbone.mask_emb),
-        WeightSource("lm_loss.bias", lm_model.lm_bias),
+        WeightSource("transformer.mask_emb", backbone.mask_emb, optional=True),
+        WeightSource("lm_loss.bias", lm_model.lm_bias, optional=True),
     ]
     for i, block in enumerate(backbone.blocks):
         attn, ff = block.rel_attn, block.ff
@@ -70,8 +80,8 @@ def original_weight_map(lm_model) -> List[WeightSource]:
     root = "model/transformer/"
     entries = [
         WeightSource(root + "word_embedding/lookup_table", backbone.word_embedding.embeddings),
-        WeightSource(root + "mask_emb/mask_emb", backbone.mask_emb),
-        WeightSource("model/lm_loss/bias", lm_model.lm_bias),
+        WeightSource(root + "mask_emb/mask_emb", backbone.mask_emb, optional=True),
+        WeightSource("model/lm_loss/bias", lm_model.lm_bias, optional=True),
     ]
     for i, block in enumerate(backbone.blocks):
         attn, ff = block.rel_attn, block.ff
@@ -98,20 +108,34 @@ def original_weight_map(lm_model) -> List[WeightSource]:
     return entries
 
 
-def assign_weights(weight_map: Sequence[WeightSource], tensors: Mapping[str, np.ndarray],
-                   source: str) -> List[str]:
-    """Assigns every mapped tensor; returns the names in `tensors` that were not used.
+@dataclasses.dataclass
+class AssignResult:
+    unused: List[str]             # checkpoint tensors the model has no place for
+    initialized: List[str]        # optional tensors the checkpoint lacks (left as initialized)
 
-    Raises WeightMismatchError naming the first missing or misshaped tensor (all are checked
-    before anything is assigned, so a failed load leaves the model untouched).
+
+def assign_weights(weight_map: Sequence[WeightSource], tensors: Mapping[str, np.ndarray],
+                   source: str) -> AssignResult:
+    """Assigns every mapped tensor.
+
+    Raises WeightMismatchError naming every missing (non-optional) or misshaped tensor (all
+    are checked before anything is assigned, so a failed load leaves the model untouched).
     """
     values = []
     problems = []
+    initialized = []
     for entry in weight_map:
         if entry.name not in tensors:
-            problems.append(f"missing tensor {entry.name!r}")
+            if entry.optional:
+                initialized.append(entry.name)
+            else:
+                problems.append(f"missing tensor {entry.name!r}")
             continue
-        value = np.asarray(entry.extract(np.asarray(tensors[entry.name])))
+        try:
+            value = np.asarray(entry.extract(np.asarray(tensors[entry.name])))
+        except WeightMismatchError as e:
+            problems.append(f"tensor {entry.name!r} {e}")
+            continue
         expected = tuple(entry.variable.shape)
         if value.shape != expected:
             problems.append(f"tensor {entry.name!r} gives shape {value.shape}, "
@@ -119,8 +143,21 @@ def assign_weights(weight_map: Sequence[WeightSource], tensors: Mapping[str, np.
             continue
         values.append((entry.variable, value))
     if problems:
-        raise WeightMismatchError(f"{source}: " + "; ".join(problems))
+        raise WeightMismatchError(f"{source}: " + "; ".join(problems[:5])
+                                  + (f" (and {len(problems) - 5} more)" if len(problems) > 5
+                                     else "") + ". Check that the config (n_layer, d_model, "
+                                  "n_head, d_head, d_inner, n_token) is the checkpoint's.")
     for variable, value in values:
         variable.assign(value.astype(variable.dtype))
     used = {entry.name for entry in weight_map}
-    return sorted(name for name in tensors if name not in used)
+    return AssignResult(sorted(name for name in tensors if name not in used), initialized)
+
+
+def extra_layers(names: Sequence[str], pattern: str, n_layer: int) -> List[int]:
+    """Layer indices >= n_layer that tensor names refer to (`pattern` has one group, the
+    index): a config with fewer layers than the checkpoint would silently drop them."""
+    import re
+
+    regex = re.compile(pattern)
+    found = {int(m.group(1)) for m in map(regex.match, names) if m}
+    return sorted(i for i in found if i >= n_layer)

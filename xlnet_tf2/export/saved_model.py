@@ -159,6 +159,22 @@ def export(module: ServingModule, export_base: str, version: Optional[int] = Non
     return path
 
 
+def default_seq_len(model_dir: str) -> int:
+    """The sequence length a model_dir was trained with: task.json's (fine-tuning), else
+    run_config.json's data seq_len (pretraining), else 512."""
+    from xlnet_tf2 import run_dir
+
+    if tf.io.gfile.exists(os.path.join(model_dir, run_dir.TASK_FILE)):
+        return TaskSpec.read(model_dir).seq_len
+    record_path = os.path.join(model_dir, run_dir.RUN_CONFIG_FILE)
+    if tf.io.gfile.exists(record_path):
+        with tf.io.gfile.GFile(record_path) as f:
+            seq_len = json.load(f).get("derived", {}).get("seq_len")
+        if seq_len:
+            return int(seq_len)
+    return 512
+
+
 def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
     """(model, spec, spm_model path) of a fine-tuned model_dir, or for task "features" of any
     directory holding an xlnet_config.json, spiece.model and a backbone checkpoint (converted
@@ -167,16 +183,16 @@ def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
     from xlnet_tf2.finetuning import task_models
     from xlnet_tf2.finetuning.trainer import init_backbone, restore_for_inference
 
-    config = XLNetConfig.from_json_file(os.path.join(model_dir, "xlnet_config.json"),
+    from xlnet_tf2 import run_dir
+
+    # Inference settings: the architecture of the directory, no dropout, no memory, no
+    # bi_data (a pretraining run's data layout never carries over).
+    run_dir.require_model_dir(model_dir)
+    config = XLNetConfig.from_json_file(os.path.join(model_dir, run_dir.ARCH_FILE),
                                         dropout=0.0, dropatt=0.0, mem_len=0)
-    spm_model = os.path.join(model_dir, SPM_FILE)
-    if not tf.io.gfile.exists(spm_model):
-        raise FileNotFoundError(f"{spm_model} does not exist (the fine-tuning runners copy the "
-                                "SentencePiece model there; for a converted release it is "
-                                "spiece.model).")
+    spm_model = run_dir.model_spm_file(model_dir)
     if task == "features":
-        spec_path = os.path.join(model_dir, "task.json")
-        seq_len = TaskSpec.read(model_dir).seq_len if tf.io.gfile.exists(spec_path) else 512
+        seq_len = default_seq_len(model_dir)
         spec = TaskSpec(task="classification", seq_len=seq_len)
         model = task_models.SequenceClassifier(config, 1)
         model(model.dummy_inputs(seq_len))
@@ -186,7 +202,10 @@ def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
     expected = {"classification": "classification", "regression": "regression",
                 "race": "race", "squad": "squad"}[task]
     if spec.task != expected:
-        raise ValueError(f"--task={task} but {model_dir}/task.json says {spec.task!r}.")
+        from xlnet_tf2.config_flags import RunConfigError
+
+        raise RunConfigError(f"--task={task} but {model_dir}/task.json says {spec.task!r}; "
+                             f"pass --task={spec.task} (or --task=features).")
     if task in ("classification", "regression"):
         model = task_models.SequenceClassifier(
             config, 1 if task == "regression" else len(spec.label_list), spec.summary_type,

@@ -53,13 +53,25 @@ def file_format(path: str) -> str:
     return ext
 
 
+def read_utf8_text(path: str) -> str:
+    """The text of a UTF-8 file; invalid bytes raise TaskDataError naming the line."""
+    if not tf.io.gfile.exists(path):
+        raise TaskDataError(path, None, "file does not exist.")
+    with tf.io.gfile.GFile(path, "rb") as f:
+        data = f.read()
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise TaskDataError(path, f"line {line}", f"is not valid UTF-8 (byte "
+                            f"{data[e.start:e.start + 1]!r} at offset {e.start}); convert the "
+                            "file to UTF-8.") from None
+
+
 def _rows(path: str):
     """Yields (record number, dict of column -> value); record = 1-based data line."""
     fmt = file_format(path)
-    if not tf.io.gfile.exists(path):
-        raise TaskDataError(path, None, "file does not exist.")
-    with tf.io.gfile.GFile(path, "r") as f:
-        text = f.read()
+    text = read_utf8_text(path)
     if fmt == "jsonl":
         for number, line in enumerate(text.splitlines(), start=1):
             if not line.strip():

@@ -13,6 +13,8 @@ from typing import List, Optional
 
 import tensorflow as tf
 
+from xlnet_tf2.config_flags import RunConfigError
+
 TASKS = ("classification", "regression", "race", "squad")
 TASK_FILE = "task.json"
 SPM_FILE = "spiece.model"
@@ -39,13 +41,13 @@ class TaskSpec:
 
     def __post_init__(self):
         if self.task not in TASKS:
-            raise ValueError(f"task must be one of {TASKS}, got {self.task!r}.")
+            raise RunConfigError(f"task must be one of {TASKS}, got {self.task!r}.")
         if self.task == "squad":
             for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
                 if getattr(self, name) <= 0:
-                    raise ValueError(f"--{name} must be positive, got {getattr(self, name)}.")
+                    raise RunConfigError(f"--{name} must be positive, got {getattr(self, name)}.")
             if self.max_query_length + 4 > self.seq_len:
-                raise ValueError(f"--max_query_length={self.max_query_length} leaves no room "
+                raise RunConfigError(f"--max_query_length={self.max_query_length} leaves no room "
                                  f"for the document in --seq_len={self.seq_len}.")
 
     def replace(self, **changes) -> "TaskSpec":
@@ -67,7 +69,7 @@ class TaskSpec:
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
-            raise ValueError(f"{path}: unknown key(s) {unknown}.")
+            raise RunConfigError(f"{path}: unknown key(s) {unknown}.")
         return cls(**values)
 
 

@@ -33,42 +33,8 @@ from xlnet_tf2.conversion.pretrained import restore_weights
 from xlnet_tf2.finetuning.layer_decay import layer_lr_multipliers
 from xlnet_tf2.training import optimization
 from xlnet_tf2.training.flops import pretrain_step_flops
-from xlnet_tf2.training.trainer import PRECISIONS, Trainer, TrainerConfig
-
-
-@dataclasses.dataclass(frozen=True)
-class FinetuneConfig:
-    """Settings of one fine-tuning run (see experiments/run_classifier.py for each flag)."""
-
-    model_dir: str
-    train_steps: int
-    train_batch_size: int = 32
-    learning_rate: float = 2e-5
-    warmup_steps: int = 0
-    weight_decay: float = 0.0
-    adam_epsilon: float = 1e-6
-    clip_norm: float = 1.0
-    layer_decay: float = 1.0
-    eval_every: int = 1000
-    log_steps: int = 100
-    keep_checkpoints: int = 1
-    precision: str = "float32"
-    jit_compile: bool = False
-    seed: int = 0
-    init_checkpoint: Optional[str] = None
-    best_metric: str = "accuracy"
-    best_mode: str = "max"
-    steps_per_loop: int = 1
-
-    def __post_init__(self):
-        for name in ("train_steps", "train_batch_size", "eval_every", "log_steps",
-                     "keep_checkpoints", "steps_per_loop"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"--{name} must be positive, got {getattr(self, name)}.")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"--precision must be one of {PRECISIONS}, got {self.precision!r}.")
-        if self.best_mode not in ("max", "min"):
-            raise ValueError(f"best_mode must be 'max' or 'min', got {self.best_mode!r}.")
+from xlnet_tf2.finetuning.run_config import FinetuneConfig  # noqa: F401 (re-export)
+from xlnet_tf2.training.trainer import RunSettings, Trainer, TrainerConfig
 
 
 def init_backbone(model: keras.Model, path: str) -> str:
@@ -89,10 +55,12 @@ def trainable_variables(model: keras.Model):
 def create_optimizer(model: keras.Model, cfg: FinetuneConfig) -> keras.optimizers.Optimizer:
     """The fine-tuning AdamW (layer-wise learning rates) for `model`, built; wrapped in a
     LossScaleOptimizer under mixed_float16. Call inside the strategy's scope."""
+    opt = cfg.optimizer
     optimizer, _ = optimization.create_optimizer(
-        model, learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
-        total_steps=cfg.train_steps, weight_decay=cfg.weight_decay, epsilon=cfg.adam_epsilon,
-        loss_scaling=cfg.precision == "mixed_float16", variables=trainable_variables(model),
+        model, learning_rate=opt.learning_rate, warmup_steps=opt.warmup_steps,
+        total_steps=cfg.loop.train_steps, weight_decay=opt.weight_decay,
+        epsilon=opt.adam_epsilon, bias_correction=opt.adam_bias_correction,
+        loss_scaling=cfg.loop.precision == "mixed_float16", variables=trainable_variables(model),
         lr_multipliers=layer_lr_multipliers(model, cfg.layer_decay))
     return optimizer
 
@@ -137,22 +105,18 @@ class FinetuneRunner:
             model(model.dummy_inputs(seq_len), training=False)
             return model
 
+        if cfg.best_metric is None:
+            raise ValueError("FinetuneConfig.best_metric must be set (with_default_metric).")
         self.trainer = Trainer(
-            TrainerConfig(
-                model_dir=cfg.model_dir, train_steps=cfg.train_steps,
-                global_batch_size=cfg.train_batch_size, steps_per_loop=cfg.steps_per_loop,
-                learning_rate=cfg.learning_rate, warmup_steps=cfg.warmup_steps,
-                weight_decay=cfg.weight_decay, adam_epsilon=cfg.adam_epsilon,
-                clip_norm=cfg.clip_norm, precision=cfg.precision, jit_compile=cfg.jit_compile,
-                seed=cfg.seed, log_steps=cfg.log_steps, save_steps=cfg.eval_every,
-                keep_checkpoints=cfg.keep_checkpoints,
-                callback_steps=cfg.eval_every if eval_fn is not None else None),
+            TrainerConfig(loop=cfg.loop, optimizer=cfg.optimizer,
+                          callback_steps=cfg.eval_every if eval_fn is not None else None),
             model_fn=build_model, loss_fn=self._loss_sum, count_fn=self._example_count,
             dataset_fn=lambda context, start_step: dataset_fn(context), strategy=strategy,
             trainable_fn=trainable_variables,
             lr_multipliers_fn=lambda model: layer_lr_multipliers(model, cfg.layer_decay),
             init_fn=self._load_init_checkpoint,
             callback=self._evaluate if eval_fn is not None else None,
+            run_settings=RunSettings(type(cfg), cfg, {"seq_len": seq_len}),
             tokens_per_step=cfg.train_batch_size * self.tokens_per_example,
             flops_per_step=0.0)
         self.strategy = self.trainer.strategy

@@ -1,16 +1,32 @@
-"""Inverted dropout whose mask comes from a counter-based hash that XLA vectorizes.
+"""Inverted dropout whose mask comes from a counter-based hash that XLA vectorizes, keyed so that
+a training run's masks are a pure function of (seed, step, example), whatever the topology.
 
 Same semantics as `keras.layers.Dropout`: while training, each element is zeroed with
 probability `rate` and the kept ones are scaled by 1 / (1 - rate); identity at inference.
 
-Only the random numbers differ. Element n of a call gets the 32-bit value
-    fmix32(fmix32(n * 0x9E3779B9 + k0 * 0x85EBCA77 + k1) ^ k0)
-(fmix32 is MurmurHash3's finalizer: an invertible mixing of all 32 bits), where the key
-(k0, k1) comes from a Keras `SeedGenerator` (a new key per call, restored from checkpoints)
-plus the replica id (the replicas of a distributed step draw different masks). The element is
-kept when the value is >= rate * 2**32. This is the counter-based construction of Philox and
-Threefry with a cheaper round function; tests check the drop rate, the independence of
-neighbouring elements and of successive calls.
+Random bits. Element n of a draw with key (k0, k1) gets the 32-bit value
+    fmix32(fmix32(n * 0x9E3779B9 + k0 * 0x85EBCA77 + k1) ^ fmix32(k1 ^ fmix32(k0)))
+(fmix32 is MurmurHash3's finalizer: an invertible mixing of all 32 bits). The key enters twice,
+additively and through a hash, so two different keys never give shifted copies of one stream
+(unless their 32-bit hashes collide). The element is kept when the value is >= rate * 2**32.
+This is the counter-based construction of Philox and Threefry with a cheaper round function;
+tests check the drop rate and the independence of neighbouring elements, calls and examples.
+
+Keys inside the training loop (`dropout_keys(...)`, set by xlnet_tf2/training/trainer.py):
+    k0 = hash(seed, the layer's place in the model, the call's place in the traced step)
+    k1 = step * examples_per_step + example       for a tensor with a batch dimension: each
+                                                  example row draws its own key, n counts
+                                                  within the row
+    k1 = step                                     for a tensor shared by the batch (the
+                                                  relative position embedding)
+`example` is the example's place in the global batch in an order that does not depend on the
+replicas or micro-batches (pretraining: its stream and direction), so one device, several
+replicas and gradient accumulation draw the same mask for the same example, and a run resumed
+from a checkpoint (which holds the step) draws exactly the masks of the uninterrupted run,
+whatever `steps_per_loop`. k1 is injective in (step, example) up to 2**32 draws. The layer's
+place is `salt`, given to every Dropout of a model in a fixed order (`assign_dropout_salts`).
+Outside the scope (a user calling `model(x, training=True)`), the key comes from the layer's
+Keras `SeedGenerator`, a new key per call.
 
 Why not a TensorFlow generator: on the 2-core CPU build machine a million uniforms with a
 run-time seed took 7.4 ms with tf.random.stateless_uniform(alg="philox") under XLA (and keras'
@@ -20,11 +36,16 @@ ten million elements per pretraining step of the benchmark model, a third of the
 
 from __future__ import annotations
 
+import contextlib
+import threading
+from typing import Optional
+
 import keras
 import tensorflow as tf
 
 _GOLDEN = 0x9E3779B9
 _KEY_MULTIPLIER = 0x85EBCA77
+_MASK32 = 0xFFFFFFFF
 
 
 def _fmix32(h: tf.Tensor) -> tf.Tensor:
@@ -36,13 +57,106 @@ def _fmix32(h: tf.Tensor) -> tf.Tensor:
     return tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
 
 
+def _fmix32_int(h: int) -> int:
+    """fmix32 on a Python int (for keys known when the step is traced)."""
+    h &= _MASK32
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & _MASK32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & _MASK32
+    return h ^ (h >> 16)
+
+
+def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
+    """uint32 [shape] pseudo-random bits. `k0` is a uint32 scalar; `k1` a uint32 scalar, or a
+    uint32 [shape[0]] vector giving every row its own key (n then counts within the row)."""
+    if k1.shape.rank == 0:
+        count = tf.reduce_prod(shape)
+        index = tf.cast(tf.reshape(tf.range(count, dtype=tf.int32), shape), tf.uint32)
+    else:
+        row_shape = shape[1:]
+        row_count = tf.reduce_prod(row_shape)
+        index = tf.cast(tf.reshape(tf.range(row_count, dtype=tf.int32), row_shape), tf.uint32)
+        index = index[None]                                         # [1, ...]
+        k1 = tf.reshape(k1, tf.concat([[-1], tf.ones_like(row_shape)], axis=0))  # [rows, 1...]
+    h = _fmix32(index * tf.constant(_GOLDEN, tf.uint32)
+                + k0 * tf.constant(_KEY_MULTIPLIER, tf.uint32) + k1)
+    return _fmix32(tf.bitwise.bitwise_xor(h, _fmix32(tf.bitwise.bitwise_xor(k1, _fmix32(k0)))))
+
+
 def hashed_uniform_bits(shape, key: tf.Tensor) -> tf.Tensor:
     """uint32 [shape] pseudo-random bits, a pure function of (element index, key [2] uint32)."""
-    count = tf.reduce_prod(shape)
-    index = tf.cast(tf.reshape(tf.range(count, dtype=tf.int32), shape), tf.uint32)
-    h = _fmix32(index * tf.constant(_GOLDEN, tf.uint32)
-                + key[0] * tf.constant(_KEY_MULTIPLIER, tf.uint32) + key[1])
-    return _fmix32(tf.bitwise.bitwise_xor(h, key[0]))
+    return hashed_bits(shape, key[0], key[1])
+
+
+# ---------------------------------------------------------------------------- the key scope
+class _KeyScope:
+    """The keys of the draws of one traced training (micro-)step."""
+
+    def __init__(self, seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor],
+                 examples_per_step: int):
+        self.seed = int(seed) & _MASK32
+        step = tf.cast(tf.math.floormod(tf.cast(step, tf.int64), 2 ** 32), tf.uint32)
+        self.shared_k1 = step
+        self.example_k1 = None
+        if example_ids is not None:
+            self.example_k1 = (step * tf.constant(examples_per_step & _MASK32, tf.uint32)
+                               + tf.cast(example_ids, tf.uint32))          # [b]
+        self.calls = {}  # salt -> calls so far in this trace
+
+    def keys(self, salt: int, shared: bool):
+        call = self.calls.get(salt, 0)
+        self.calls[salt] = call + 1
+        k0 = _fmix32_int(self.seed ^ _fmix32_int(salt * _GOLDEN + call * 0x27D4EB2F + 1))
+        k0 = tf.constant(k0, tf.uint32)
+        if shared or self.example_k1 is None:
+            return k0, self.shared_k1
+        return k0, self.example_k1
+
+
+_local = threading.local()
+
+
+@contextlib.contextmanager
+def dropout_keys(seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor] = None,
+                 examples_per_step: int = 1):
+    """While tracing a training step: every Dropout call draws from (seed, its salt, its call
+    number in this trace, `step` and, for batch tensors, each row's `example_ids` [b], the
+    rows' places among the `examples_per_step` examples of a step)."""
+    previous = getattr(_local, "scope", None)
+    _local.scope = _KeyScope(seed, step, example_ids, examples_per_step)
+    try:
+        yield _local.scope
+    finally:
+        _local.scope = previous
+
+
+def _current_scope() -> Optional[_KeyScope]:
+    return getattr(_local, "scope", None)
+
+
+def _rows_of(example_k1: tf.Tensor, rows: Optional[int]) -> tf.Tensor:
+    """Per-row keys when a model runs several rows per example (multiple choice: the
+    backbone sees [B * C, L]): row r of example e = r // C gets k1[e] * C + r % C."""
+    examples = example_k1.shape[0]
+    if rows is None or examples is None or rows == examples:
+        return example_k1
+    if rows % examples:
+        raise ValueError(f"Dropout on {rows} rows cannot be keyed by {examples} examples.")
+    per = rows // examples
+    return tf.reshape(example_k1[:, None] * tf.constant(per, tf.uint32)
+                      + tf.cast(tf.range(per), tf.uint32)[None, :], [rows])
+
+
+def assign_dropout_salts(model: keras.layers.Layer) -> int:
+    """Numbers every Dropout of `model` (0, 1, ... in the model's fixed layer order), so each
+    has its own keys inside `dropout_keys`; returns how many there are."""
+    count = 0
+    for layer in model._flatten_layers(include_self=True, recursive=True):  # noqa: SLF001
+        if isinstance(layer, Dropout):
+            layer.salt = count
+            count += 1
+    return count
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
@@ -55,6 +169,7 @@ class Dropout(keras.layers.Layer):
             raise ValueError(f"Dropout rate must be in [0, 1), got {rate!r}.")
         self.rate = float(rate)
         self.seed = seed
+        self.salt = 0
         self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
         self._threshold = min(int(round(self.rate * 2.0 ** 32)), 2 ** 32 - 1)
         self.built = True
@@ -64,15 +179,29 @@ class Dropout(keras.layers.Layer):
         config.update(rate=self.rate, seed=self.seed)
         return config
 
-    def call(self, inputs, training=None):
-        if not training or self.rate == 0.0:
-            return inputs
+    def _keys(self, shared: bool):
+        scope = _current_scope()
+        if scope is not None:
+            return scope.keys(self.salt, shared)
+        # Outside the training loop: the layer's own stream, a new key per call, with the
+        # replica id mixed into k0 so replicas differ.
         key = tf.cast(self.seed_generator.next(), tf.uint32)  # [2]
+        k0 = key[0]
         context = tf.distribute.get_replica_context()
         if context is not None:
             replica = tf.cast(context.replica_id_in_sync_group, tf.uint32)
-            key = key + tf.stack([tf.constant(0, tf.uint32), replica])
-        bits = hashed_uniform_bits(tf.shape(inputs), key)
+            k0 = _fmix32(tf.bitwise.bitwise_xor(k0, _fmix32(replica + 1)))
+        return k0, key[1]
+
+    def call(self, inputs, training=None, shared_over_batch: bool = False):
+        """`shared_over_batch`: the tensor has no batch dimension (one mask for all examples);
+        otherwise dimension 0 is the batch and every example draws its own mask."""
+        if not training or self.rate == 0.0:
+            return inputs
+        k0, k1 = self._keys(shared_over_batch)
+        if k1.shape.rank == 1:
+            k1 = _rows_of(k1, inputs.shape[0])
+        bits = hashed_bits(tf.shape(inputs), k0, k1)
         keep = bits >= tf.constant(self._threshold, tf.uint32)
         scaled = inputs / tf.cast(1.0 - self.rate, inputs.dtype)
         return tf.where(keep, scaled, tf.zeros_like(inputs))

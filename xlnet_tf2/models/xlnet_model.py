@@ -42,7 +42,8 @@ class XLNetModel(keras.Model):
       perm_mask: [B, L, L], 1 = position i may NOT attend to position j (optional).
       target_mapping: [B, P, L], one-hot rows (or all-zero rows for unused predictions);
         turns on the query stream (optional).
-      mems: list of n_layer tensors [B, M, D] (optional).
+      mems: list of n_layer tensors [B, M, D] (optional; an empty list means no memory, so a
+        model with mem_len 0 can be fed its own `new_mems`).
     Returns a dict:
       hidden: [B, L, D] content stream, or [B, P, D] query stream when target_mapping is given.
       content_hidden: [B, L, D] content stream output (always).
@@ -111,6 +112,8 @@ class XLNetModel(keras.Model):
             raise ValueError(f"bi_data needs an even batch (forward and backward halves), got {batch_size}.")
 
         mems = inputs.get("mems")
+        if mems is not None and len(mems) == 0:
+            mems = None  # what a model without memory returns as new_mems: no memory
         if mems is not None and len(mems) != c.n_layer:
             raise ValueError(f"mems must hold one tensor per layer ({c.n_layer}), got {len(mems)}.")
         m_len = 0 if mems is None else mems[0].shape[1]
@@ -126,7 +129,8 @@ class XLNetModel(keras.Model):
 
         pos_emb = relative_position_encoding(q_len, k_len, c.d_model, c.attn_type, c.bi_data,
                                              c.clamp_len)
-        pos_emb = self.dropout(tf.cast(pos_emb, self.compute_dtype), training=training)
+        pos_emb = self.dropout(tf.cast(pos_emb, self.compute_dtype), training=training,
+                               shared_over_batch=True)  # [K, D]: one mask for every example
 
         h = self.dropout(self.word_embedding(input_ids), training=training)
 

@@ -69,6 +69,17 @@ class MemoryState(tf.Module):
             variable.assign(tf.cast(strategy.gather(per_replica, axis=0), variable.dtype))
 
 
+class RandomState(tf.Module):
+    """The states of the model's Keras `SeedGenerator`s (dropout outside the training loop's
+    key scope, see layers/dropout.py), checkpointed so a restored model continues their
+    streams. Inside the loop dropout keys come from the seed and the checkpointed step."""
+
+    def __init__(self, model):
+        super().__init__(name="random_state")
+        self.seed_states = [v.value for v in model.variables
+                            if v.path.endswith("seed_generator_state")]
+
+
 class CheckpointKeeper:
     """tf.train.CheckpointManager plus corrupt-checkpoint fallback and multi-worker saving."""
 
@@ -77,8 +88,10 @@ class CheckpointKeeper:
                  is_chief: bool = True, worker_id: int = 0):
         """`extra`: further objects saved under their keys (pretraining: {"memory": ...})."""
         self.model_dir = model_dir
+        self.random_state = RandomState(model)
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
-                                              global_step=global_step, **(extra or {}))
+                                              global_step=global_step,
+                                              random_state=self.random_state, **(extra or {}))
         self.global_step = global_step
         self.is_chief = is_chief
         directory = model_dir if is_chief else os.path.join(model_dir, f".worker_{worker_id}_tmp")

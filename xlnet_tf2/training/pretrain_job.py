@@ -3,11 +3,17 @@
 The data decides the example shape (seq_len, reuse_len, num_predict, bi_data) and the
 vocabulary: they are read from `record_info.json` and checked again by the input pipeline,
 so data and training cannot silently disagree.
+
+The model_dir is made self-contained: besides checkpoints it receives `xlnet_config.json` (the
+architecture), `spiece.model` (the SentencePiece model the data was encoded with, found through
+the manifest and checked against its sha256) and `run_config.json`, so fine-tuning, feature
+extraction and export work from it with no other flag.
 """
 
 from __future__ import annotations
 
 import math
+import os
 from typing import Optional, Sequence
 
 import numpy as np
@@ -19,6 +25,9 @@ from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
 from xlnet_tf2.training.pretrainer import DataShape, Pretrainer
 from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
 from xlnet_tf2.training.trainer import TrainResult
+from xlnet_tf2.tokenization import model_checksum
+
+SPM_FILE = "spiece.model"
 
 
 def data_shape_and_vocab(data_dirs: Sequence[str]):
@@ -47,21 +56,73 @@ def resolve_model_config(name_or_path: str, vocab_size: int) -> XLNetConfig:
     return config
 
 
+def _sha256_of(path: str) -> str:
+    with tf.io.gfile.GFile(path, "rb") as f:
+        return model_checksum(f.read())
+
+
+def resolve_spm_model(spm_model: Optional[str], data_dirs: Sequence[str]) -> str:
+    """The SentencePiece model the data was encoded with: `spm_model` if given, else
+    DATA_DIR/spiece.model, else the path the manifest records; checked against the
+    manifest's sha256 so a run directory never ships a tokenizer that does not match its data.
+    """
+    manifest = manifest_lib.read_manifest(data_dirs[0])
+    expected = manifest["spm_sha256"]
+    if spm_model:
+        candidates = [spm_model]
+    else:
+        recorded = manifest.get("spm_model") or ""
+        candidates = [os.path.join(data_dirs[0], SPM_FILE)]
+        if recorded:
+            candidates += [recorded, os.path.join(data_dirs[0], recorded)]
+    for path in candidates:
+        if not tf.io.gfile.exists(path):
+            continue
+        if _sha256_of(path) == expected:
+            return path
+        if spm_model:
+            raise RunConfigError(
+                f"--spm_model={spm_model!r} is not the SentencePiece model {data_dirs[0]} was "
+                f"encoded with (sha256 {_sha256_of(path)[:12]}..., the manifest records "
+                f"{expected[:12]}...). Pass the model given to data_prep/create_tfrecords.py.")
+    raise RunConfigError(
+        f"Cannot find the SentencePiece model {data_dirs[0]} was encoded with (looked at "
+        f"{', '.join(candidates)}; the manifest's sha256 is {expected[:12]}...). Pass it with "
+        "--spm_model: it is copied into --model_dir so fine-tuning and export can use it.")
+
+
+def copy_spm_model(spm_model: str, model_dir: str) -> str:
+    """Copies the SentencePiece model into model_dir (unless an identical one is there)."""
+    target = os.path.join(model_dir, SPM_FILE)
+    tf.io.gfile.makedirs(model_dir)
+    if tf.io.gfile.exists(target) and _sha256_of(target) == _sha256_of(spm_model):
+        return target
+    tmp = target + ".tmp"
+    tf.io.gfile.copy(spm_model, tmp, overwrite=True)
+    tf.io.gfile.rename(tmp, target, overwrite=True)
+    return target
+
+
 def build_pretrainer(config: PretrainConfig,
                      strategy: Optional[tf.distribute.Strategy] = None) -> Pretrainer:
     shape, vocab_size = data_shape_and_vocab(config.data_dirs)
     model_config = resolve_model_config(config.model_config, vocab_size)
+    spm_model = resolve_spm_model(config.spm_model, config.data_dirs)
 
     def dataset_fn(input_context, start_step):
         return build_pretrain_dataset(
             list(config.data_dirs), seq_len=shape.seq_len, reuse_len=shape.reuse_len,
             num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
-            global_batch_size=config.train_batch_size, input_context=input_context,
-            start_step=start_step, seed=config.seed)
+            global_batch_size=config.loop.train_batch_size, input_context=input_context,
+            start_step=start_step, online_permutation=config.online_permutation,
+            seed=config.loop.seed)
 
     # Fail on a bad layout now, with the pipeline's own message, not inside the first loop.
     dataset_fn(None, 0)
-    return Pretrainer(config, model_config, shape, dataset_fn, strategy)
+    pretrainer = Pretrainer(config, model_config, shape, dataset_fn, strategy)
+    if pretrainer.is_chief:
+        copy_spm_model(spm_model, config.model_dir)
+    return pretrainer
 
 
 def run_pretraining(config: PretrainConfig,

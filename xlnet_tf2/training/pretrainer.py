@@ -6,7 +6,9 @@ Dimension glossary: GB global batch, b per-replica batch (GB / replicas), L seq_
 P num_predict, M mem_len, D d_model, V vocabulary.
 
 What this file adds to the loop:
-  * the model (XLNetLMHeadModel) with the run's mem_len, reuse_len, bi_data and dropout;
+  * the model (XLNetLMHeadModel): the architecture of --model_config with the run-time
+    settings of this run (mem_len, dropout, clamp from the flags; reuse_len and bi_data from
+    the data's manifest);
   * the loss: the token-weighted mean over all replicas, i.e. the sum of per-target
     cross-entropy over real targets (target_mask) divided by the global number of real targets
     (the loop all-reduces `target_mask`'s sum), so each replica's gradient is its share of the
@@ -32,13 +34,17 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import XLNetLMHeadModel
 from xlnet_tf2.training import checkpointing
 from xlnet_tf2.training.flops import pretrain_step_flops
-from xlnet_tf2.training.run_config import PretrainConfig
-from xlnet_tf2.training.trainer import (DataExhaustedError, Trainer, TrainerConfig,  # noqa: F401
-                                        TrainingDivergedError, TrainResult)
+from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
+from xlnet_tf2.training.trainer import (DataExhaustedError, RunSettings,  # noqa: F401
+                                        Trainer, TrainerConfig, TrainingDivergedError,
+                                        TrainResult)
 
 # Features the model consumes; the rest of a batch is loss inputs or bookkeeping.
 MODEL_FEATURES = ("input_ids", "segment_ids", "perm_mask", "target_mapping")
 LOSS_FEATURES = ("target", "target_mask")
+# Which stream and direction each row reads: its place in the global batch, independent of
+# the replicas (keys its dropout masks, see layers/dropout.py).
+SLOT_FEATURES = ("stream_id", "direction")
 # Bookkeeping ids of each example (which stream slot, which chunk of it, which direction and
 # pass), recorded per step when `record_steps` is on, to audit what was consumed.
 EXAMPLE_ID_FEATURES = ("stream_id", "chunk_index", "direction", "pass_id")
@@ -62,52 +68,58 @@ def set_precision(precision: str) -> None:
 
 
 class Pretrainer(Trainer):
-    """The Trainer of one pretraining run: LM model and loss, memory, data position."""
+    """The Trainer of one pretraining run: LM model and loss, memory, data position.
+
+    Args:
+      config: the run's settings.
+      model_config: the architecture (its run-time fields are ignored: they come from
+        `config.model` and, for reuse_len and bi_data, from the data).
+      data_shape: the prepared data's example shape.
+      dataset_fn: (input_context, start_step) -> per-replica batches.
+      strategy: the tf.distribute strategy (default: the current one).
+    """
 
     def __init__(self, config: PretrainConfig, model_config: XLNetConfig, data_shape: DataShape,
                  dataset_fn: DatasetFn, strategy: Optional[tf.distribute.Strategy] = None):
         self.config = config
         self.data_shape = data_shape
+        loop = config.loop
         strategy = strategy or tf.distribute.get_strategy()
         num_replicas = strategy.num_replicas_in_sync
-        if config.train_batch_size % num_replicas:
-            raise ValueError(f"--train_batch_size={config.train_batch_size} must be divisible by "
-                             f"the number of replicas ({num_replicas}).")
-        replica_batch = config.train_batch_size // num_replicas
-        if data_shape.bi_data and replica_batch % 2:
-            raise ValueError(
-                f"bi_data needs an even per-replica batch (a forward and a backward half on every "
-                f"replica), but --train_batch_size={config.train_batch_size} over "
-                f"{num_replicas} replicas gives {replica_batch}.")
-        overrides = dict(mem_len=config.mem_len, reuse_len=data_shape.reuse_len,
-                         bi_data=data_shape.bi_data)
-        for name in ("dropout", "dropatt"):
-            if getattr(config, name) is not None:
-                overrides[name] = getattr(config, name)
-        self.model_config = model_config.replace(**overrides)
+        if loop.train_batch_size % (num_replicas * loop.grad_accum_steps):
+            raise RunConfigError(
+                f"--train_batch_size={loop.train_batch_size} must be divisible by the number of "
+                f"replicas ({num_replicas}) times --grad_accum_steps={loop.grad_accum_steps}.")
+        micro_batch = loop.train_batch_size // num_replicas // loop.grad_accum_steps
+        if data_shape.bi_data and micro_batch % 2:
+            raise RunConfigError(
+                f"bi_data needs an even batch on every replica and micro-batch (a forward and a "
+                f"backward half), but --train_batch_size={loop.train_batch_size} over "
+                f"{num_replicas} replicas and --grad_accum_steps={loop.grad_accum_steps} gives "
+                f"{micro_batch}.")
+        runtime = config.model.runtime(reuse_len=data_shape.reuse_len, bi_data=data_shape.bi_data)
+        self.model_config = XLNetConfig.from_architecture(model_config.architecture(), **runtime)
         self.step_flops = pretrain_step_flops(
             self.model_config, seq_len=data_shape.seq_len, mem_len=self.model_config.mem_len,
-            num_predict=data_shape.num_predict, global_batch_size=config.train_batch_size,
+            num_predict=data_shape.num_predict, global_batch_size=loop.train_batch_size,
             num_replicas=num_replicas)
+        derived = {"seq_len": data_shape.seq_len, "reuse_len": data_shape.reuse_len,
+                   "num_predict": data_shape.num_predict, "bi_data": data_shape.bi_data,
+                   **self.model_config.architecture()}
+        sources = {k: "the data's record_info.json" for k in
+                   ("seq_len", "reuse_len", "num_predict", "bi_data")}
+        sources.update({k: "--model_config" for k in self.model_config.architecture()})
         super().__init__(
-            TrainerConfig(
-                model_dir=config.model_dir, train_steps=config.train_steps,
-                global_batch_size=config.train_batch_size, steps_per_loop=config.steps_per_loop,
-                learning_rate=config.learning_rate, warmup_steps=config.warmup_steps,
-                weight_decay=config.weight_decay, adam_epsilon=config.adam_epsilon,
-                adam_bias_correction=config.adam_bias_correction, clip_norm=config.clip_norm,
-                precision=config.precision, jit_compile=config.jit_compile, seed=config.seed,
-                log_steps=config.log_steps, save_steps=config.save_steps,
-                keep_checkpoints=config.keep_checkpoints, peak_tflops=config.peak_tflops,
-                record_steps=config.record_steps),
+            TrainerConfig(loop=loop, optimizer=config.optimizer),
             model_fn=self._build_model, loss_fn=self._lm_loss, count_fn=self._target_count,
             dataset_fn=dataset_fn, strategy=strategy, carried_state_fn=self._memory_state,
-            feature_keys=MODEL_FEATURES + LOSS_FEATURES, replica_features=self._static_features,
-            record_features=EXAMPLE_ID_FEATURES if config.record_steps else (),
+            feature_keys=MODEL_FEATURES + LOSS_FEATURES + SLOT_FEATURES,
+            replica_features=self._static_features, example_ids_fn=self._slot_example_ids,
+            record_features=EXAMPLE_ID_FEATURES if loop.record_steps else (),
             init_fn=self._load_init_checkpoint,
-            run_files={"xlnet_config.json": self.model_config.to_json_string(),
-                       "run_config.json": config.to_json_string()},
-            tokens_per_step=config.train_batch_size * data_shape.seq_len,
+            run_files={"xlnet_config.json": self.model_config.to_json_string()},
+            run_settings=RunSettings(type(config), config, derived, sources),
+            tokens_per_step=loop.train_batch_size * data_shape.seq_len,
             flops_per_step=self.step_flops.train_per_step,
             exhausted_hint="Prepare more data or passes (data_prep/create_tfrecords.py "
                            "--num_passes) or lower --train_steps.")
@@ -122,7 +134,7 @@ class Pretrainer(Trainer):
     def _memory_state(self, model: keras.Model) -> checkpointing.MemoryState:
         """The memory's checkpoint copy: [GB, M, D] per layer, on the host."""
         return checkpointing.MemoryState(
-            self.model_config.n_layer, self.config.train_batch_size, self.model_config.mem_len,
+            self.model_config.n_layer, self.config.loop.train_batch_size, self.model_config.mem_len,
             self.model_config.d_model, tf.as_dtype(model.compute_dtype))
 
     def _load_init_checkpoint(self) -> Optional[str]:
@@ -136,8 +148,17 @@ class Pretrainer(Trainer):
         out batches with an unknown batch dimension, and XLA/TPU need static shapes."""
         b, L, P = self.replica_batch, self.data_shape.seq_len, self.data_shape.num_predict
         shapes = {"input_ids": [b, L], "segment_ids": [b, L], "perm_mask": [b, L, L],
-                  "target_mapping": [b, P, L], "target": [b, P], "target_mask": [b, P]}
+                  "target_mapping": [b, P, L], "target": [b, P], "target_mask": [b, P],
+                  "stream_id": [b], "direction": [b]}
         return {k: tf.ensure_shape(v, shapes[k]) for k, v in features.items()}
+
+    def _slot_example_ids(self, features):
+        """int32 [rows]: direction * F + stream within the step's group (F streams per step),
+        the same for an example on any number of replicas or micro-batches. Stream ids are
+        unique across directories by multiples of num_streams, a multiple of F."""
+        streams = self.config.loop.train_batch_size // (2 if self.data_shape.bi_data else 1)
+        return (tf.cast(features["direction"], tf.int32) * streams
+                + tf.math.floormod(tf.cast(features["stream_id"], tf.int32), streams))
 
     @staticmethod
     def _target_count(features):

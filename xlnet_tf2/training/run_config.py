@@ -1,80 +1,320 @@
-"""The typed, strict configuration of one pretraining run (the CLI flags, validated)."""
+"""The typed configuration tree of a training run; the command-line flags are derived from it.
+
+    PretrainConfig
+      data_dir, model_config, init_checkpoint, spm_model, online_permutation
+      loop          LoopConfig          steps, batch, accumulation, checkpoints, logging, precision
+      optimizer     OptimizerConfig     AdamW and its schedule, clipping
+      model         PretrainModelConfig the model's run-time settings (dropout, memory, clamp)
+      evaluation    PretrainEvalConfig  held-out loss every --eval_steps
+      distribution  DistributionConfig  strategy and TPU
+
+Fine-tuning uses the same `LoopConfig`, `OptimizerConfig` and `DistributionConfig` with its own
+defaults (xlnet_tf2/finetuning/run_config.py). Every leaf is one flag of the same name, with its
+help text and its resume policy (xlnet_tf2/config_flags.py): a checkpointed run cannot resume
+under another value of a "fixed" setting.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-import json
 from typing import Optional, Tuple
 
+from xlnet_tf2.config_flags import RunConfigError, section, setting  # noqa: F401 (re-export)
+
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "one_device")
 
 
-class RunConfigError(ValueError):
-    """A run setting is invalid; the message names the flag and what to do."""
+def _positive(config, *names):
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            raise RunConfigError(f"--{name} must be a positive integer, got {value!r}.")
+
+
+def _non_negative(config, *names):
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise RunConfigError(f"--{name} must be an integer >= 0, got {value!r}.")
+
+
+def _rate(config, *names):
+    for name in names:
+        value = getattr(config, name)
+        if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+            raise RunConfigError(f"--{name} must be in [0, 1), got {value!r}.")
+
+
+def with_defaults(cls, name: str, **defaults):
+    """A subclass of config class `cls` whose leaves in `defaults` default differently (the
+    same help, validation and resume policy): fine-tuning's loop is pretraining's loop with
+    fine-tuning's defaults."""
+    fields = []
+    for field in dataclasses.fields(cls):
+        if field.name in defaults:
+            new = dataclasses.field(default=defaults.pop(field.name), metadata=field.metadata)
+        elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            new = dataclasses.field(default_factory=field.default_factory,  # type: ignore[misc]
+                                    metadata=field.metadata)
+        else:
+            new = dataclasses.field(default=field.default, metadata=field.metadata)
+        fields.append((field.name, field.type, new))
+    if defaults:
+        raise TypeError(f"{cls.__name__} has no setting(s) {sorted(defaults)}")
+    derived = dataclasses.make_dataclass(name, fields, bases=(cls,), frozen=True)
+    derived.__module__ = cls.__module__
+    derived.__doc__ = f"{cls.__doc__}\n\n    ({name}: the same settings with other defaults.)"
+    return derived
+
+
+@dataclasses.dataclass(frozen=True)
+class DistributionConfig:
+    """Where the run executes."""
+
+    strategy: str = setting(
+        "auto", "The tf.distribute strategy: 'auto' picks tpu when --tpu is given, multi_worker "
+        "when TF_CONFIG lists several workers, mirrored with several GPUs and one_device "
+        "otherwise.", choices=STRATEGIES, resume="free")
+    tpu: Optional[str] = setting(
+        None, "Name or grpc:// address of the Cloud TPU to train on ('local' on a TPU VM); the "
+        "run resolves it, connects, initializes the TPU system and uses TPUStrategy, and fails "
+        "within --tpu_timeout seconds if nothing answers.", resume="free")
+    tpu_timeout: int = setting(
+        60, "Seconds to wait for the TPU named by --tpu before giving up with an error.",
+        resume="free")
+
+    def __post_init__(self):
+        _positive(self, "tpu_timeout")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopConfig:
+    """The training loop: steps, batch, checkpoints, logging, numerics."""
+
+    model_dir: str = setting(
+        None, "Directory for checkpoints, TensorBoard logs, the model's xlnet_config.json, "
+        "spiece.model and run_config.json; if it already holds checkpoints the run resumes "
+        "from them (with the settings it was started with: a changed setting that the "
+        "checkpoint depends on is an error naming the flag).", required=True, resume="free")
+    train_steps: int = setting(
+        500_000, "Total number of optimizer steps of the run, counted from the start of "
+        "training (not from the resume point); the learning rate decays to zero at this step.",
+        resume="warn")
+    train_batch_size: int = setting(
+        8192, "Global batch size of one optimizer step, summed over all replicas and "
+        "accumulation micro-batches (the paper uses 8192); it must divide evenly over the "
+        "replicas and --grad_accum_steps, into even halves with bi_data.")
+    grad_accum_steps: int = setting(
+        1, "Micro-batches per optimizer step: each replica runs --train_batch_size / "
+        "(replicas * grad_accum_steps) examples at a time and sums the gradients before one "
+        "update, so a large batch fits on few devices (the result equals the large batch). "
+        "Each micro-batch slot carries its own Transformer-XL memory.")
+    steps_per_loop: int = setting(
+        1000, "Number of training steps run inside one tf.function call between returns to "
+        "Python; larger values cut host overhead, especially on TPU.", resume="free")
+    precision: str = setting(
+        "float32", "Numeric precision: float32, mixed_bfloat16 (TPU, recent GPUs), or "
+        "mixed_float16 with dynamic loss scaling (older GPUs).", choices=PRECISIONS)
+    jit_compile: bool = setting(
+        False, "Compile the forward and backward pass of each step with XLA (on TPU "
+        "everything is compiled regardless).", resume="free")
+    seed: int = setting(
+        0, "Seed of the weight initialization, dropout and online permutations; the same "
+        "seed, data and flags give the same run, across restarts and topologies (bit for bit "
+        "with --deterministic).", resume="warn")
+    deterministic: bool = setting(
+        False, "Run TensorFlow ops in a reproducible order (one inter-op thread, "
+        "tf.config.experimental.enable_op_determinism), so a run and every resume of it give "
+        "bit-identical losses and weights. Without it, results agree to float rounding "
+        "(about 1e-6). Costs about 15% on CPU without --jit_compile, nothing measurable with "
+        "it; deterministic GPU kernels can be slower.", resume="free")
+    save_steps: int = setting(
+        10_000, "Save a checkpoint (weights, optimizer, step, memory, data position) every "
+        "this many steps, and always at the end.", resume="free")
+    keep_checkpoints: int = setting(
+        5, "Number of most recent checkpoints to keep in --model_dir.", resume="free")
+    log_steps: int = setting(
+        100, "Write TensorBoard scalars and a console line (loss, learning rate, gradient "
+        "norm, tokens/s, step time, MFU, ETA) every this many steps.", resume="free")
+    peak_tflops: Optional[float] = setting(
+        None, "Peak TFLOP/s of one device for the MFU figure; unset uses the data sheet of "
+        "known GPUs/TPUs, or the CPU's cached measured peak.", resume="free")
+    record_steps: bool = setting(
+        False, "Append every step's loss and the ids (stream, chunk, direction, pass) of the "
+        "examples it consumed to model_dir/steps.jsonl, to audit exactly what was trained on.",
+        resume="free")
+
+    def __post_init__(self):
+        if not self.model_dir:
+            raise RunConfigError("--model_dir is required: the directory for checkpoints and "
+                                 "logs.")
+        _positive(self, "train_steps", "train_batch_size", "grad_accum_steps", "steps_per_loop",
+                  "save_steps", "keep_checkpoints", "log_steps")
+        _non_negative(self, "seed")
+        if self.precision not in PRECISIONS:
+            raise RunConfigError(f"--precision must be one of {PRECISIONS}, got "
+                                 f"{self.precision!r}.")
+        if self.train_batch_size % self.grad_accum_steps:
+            raise RunConfigError(
+                f"--train_batch_size={self.train_batch_size} must be divisible by "
+                f"--grad_accum_steps={self.grad_accum_steps}.")
+        if self.peak_tflops is not None and not self.peak_tflops > 0:
+            raise RunConfigError(f"--peak_tflops must be positive, got {self.peak_tflops}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class OptimizerConfig:
+    """AdamW (xlnet_tf2/training/optimization.py), its schedule and gradient clipping."""
+
+    learning_rate: float = setting(
+        4e-4, "Peak learning rate, reached at the end of warmup and then decayed linearly to "
+        "zero at --train_steps (the paper uses 4e-4 for pretraining).", resume="warn")
+    warmup_steps: int = setting(
+        40_000, "Number of steps of linear learning-rate warmup from zero (the paper uses "
+        "40000 for pretraining).", resume="warn")
+    weight_decay: float = setting(
+        0.01, "Decoupled weight decay rate; LayerNorm parameters and dense and output biases "
+        "are exempt (the paper uses 0.01).", resume="warn")
+    adam_epsilon: float = setting(
+        1e-6, "Epsilon added to the square root of Adam's second moment (the paper uses "
+        "1e-6).", resume="warn")
+    adam_bias_correction: bool = setting(
+        False, "Use Adam's bias correction; off by default to match the original XLNet "
+        "optimizer, which has none.", resume="warn")
+    clip_norm: float = setting(
+        1.0, "Clip the gradient, summed over all replicas, to this global norm (the original "
+        "uses 1.0).", resume="warn")
+
+    def __post_init__(self):
+        _non_negative(self, "warmup_steps")
+        if not self.learning_rate > 0:
+            raise RunConfigError(f"--learning_rate must be positive, got {self.learning_rate}.")
+        if self.weight_decay < 0:
+            raise RunConfigError(f"--weight_decay must be >= 0, got {self.weight_decay}.")
+        if not self.adam_epsilon > 0:
+            raise RunConfigError(f"--adam_epsilon must be positive, got {self.adam_epsilon}.")
+        if not self.clip_norm > 0:
+            raise RunConfigError(f"--clip_norm must be positive (the original clips to 1.0), "
+                                 f"got {self.clip_norm}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class DropoutConfig:
+    """Dropout of the backbone (a run-time setting of each stage, never of the model)."""
+
+    dropout: float = setting(
+        0.1, "Dropout rate on the embeddings, attention output and feed-forward layers (the "
+        "paper uses 0.1).", resume="warn")
+    dropatt: float = setting(
+        0.1, "Dropout rate on the attention probabilities (the paper uses 0.1).",
+        resume="warn")
+
+    def __post_init__(self):
+        _rate(self, "dropout", "dropatt")
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainModelConfig(DropoutConfig):
+    """The model's run-time settings in pretraining. `reuse_len` and `bi_data` are not here:
+    they are properties of the prepared data, read from its manifest."""
+
+    mem_len: int = setting(
+        384, "Number of Transformer-XL memory positions per layer carried from one step of a "
+        "stream to the next (the paper uses 384 with seq_len 512); 0 disables memory.")
+    clamp_len: int = setting(
+        -1, "Clamp relative distances to [-clamp_len, clamp_len]; -1 disables clamping (the "
+        "paper's setting).")
+    initializer_range: float = setting(
+        0.02, "Standard deviation of the normal initializer of fresh weights.", resume="free")
+
+    def __post_init__(self):
+        super().__post_init__()
+        _non_negative(self, "mem_len")
+        if not isinstance(self.clamp_len, int) or self.clamp_len < -1:
+            raise RunConfigError(f"--clamp_len must be -1 or >= 0, got {self.clamp_len!r}.")
+        if not self.initializer_range > 0:
+            raise RunConfigError(f"--initializer_range must be positive, got "
+                                 f"{self.initializer_range}.")
+
+    def runtime(self, *, reuse_len: int, bi_data: bool) -> dict:
+        """The XLNetConfig run-time fields of pretraining."""
+        return dict(dropout=self.dropout, dropatt=self.dropatt, mem_len=self.mem_len,
+                    reuse_len=reuse_len, bi_data=bi_data, clamp_len=self.clamp_len,
+                    attn_type="bi", same_length=False,
+                    initializer_range=self.initializer_range)
+
+
+@dataclasses.dataclass(frozen=True)
+class PretrainEvalConfig:
+    """Held-out evaluation during pretraining."""
+
+    eval_data_dir: Tuple[str, ...] = setting(
+        (), "Prepared directories of held-out text (data_prep/create_tfrecords.py "
+        "--eval_fraction or --eval_input writes DATA_DIR/eval); default: the eval/ directory "
+        "beside each --data_dir when it exists.", resume="free")
+    eval_steps: int = setting(
+        0, "Evaluate the held-out loss and perplexity every this many training steps and at "
+        "the end (0: never).", resume="free")
+    eval_batches: int = setting(
+        20, "Batches per held-out evaluation (memory carried across them, from zero).",
+        resume="free")
+    eval_batch_size: int = setting(
+        0, "Global batch size of held-out evaluation (0: the training batch size).",
+        resume="free")
+
+    def __post_init__(self):
+        _non_negative(self, "eval_steps", "eval_batch_size")
+        _positive(self, "eval_batches")
 
 
 @dataclasses.dataclass(frozen=True)
 class PretrainConfig:
-    """Settings of a pretraining run. Defaults follow the paper's pretraining setup where that
-    makes sense (XLNET_REFERENCE.md §5); see experiments/run_pretrain.py for each flag's help."""
+    """Settings of one pretraining run."""
 
-    model_dir: str
-    data_dirs: Tuple[str, ...]
-    model_config: str = "base"
-    train_batch_size: int = 8192
-    train_steps: int = 500_000
-    steps_per_loop: int = 1000
-    learning_rate: float = 4e-4
-    warmup_steps: int = 40_000
-    weight_decay: float = 0.01
-    adam_epsilon: float = 1e-6
-    adam_bias_correction: bool = False
-    clip_norm: float = 1.0
-    mem_len: int = 384
-    precision: str = "float32"
-    jit_compile: bool = False
-    save_steps: int = 10_000
-    keep_checkpoints: int = 5
-    log_steps: int = 100
-    init_checkpoint: Optional[str] = None
-    seed: int = 0
-    dropout: Optional[float] = None
-    dropatt: Optional[float] = None
-    peak_tflops: Optional[float] = None
-    record_steps: bool = False
+    data_dir: Tuple[str, ...] = setting(
+        (), "One or more comma-separated directories written by data_prep/create_tfrecords.py "
+        "(local paths or gs://); their record_info.json manifests fix seq_len, reuse_len, "
+        "num_predict, bi_data and the vocabulary.", required=True, resume="warn")
+    model_config: str = setting(
+        "base", "The model architecture: a preset name (base, large, tiny), whose vocabulary "
+        "size is taken from the data, or the path of an xlnet_config.json file, whose n_token "
+        "must match the data. Only its architecture keys are used.")
+    init_checkpoint: Optional[str] = setting(
+        None, "Checkpoint (prefix or directory) to initialize the model weights from when "
+        "--model_dir holds no checkpoint yet, e.g. a converted release; its optimizer state is "
+        "ignored.", resume="free")
+    spm_model: Optional[str] = setting(
+        None, "The SentencePiece model the data was encoded with, copied into --model_dir so "
+        "fine-tuning and export need nothing else. Default: the one the data manifest names "
+        "(checked against the manifest's sha256).", resume="free")
+    online_permutation: bool = setting(
+        False, "Draw a new factorization order for every example in every pass over the data "
+        "(in the input pipeline, deterministic from --seed and the step, exact on resume) "
+        "instead of the order stored by data preparation.", resume="warn")
+    loop: LoopConfig = section(LoopConfig)
+    optimizer: OptimizerConfig = section(OptimizerConfig)
+    model: PretrainModelConfig = section(PretrainModelConfig)
+    evaluation: PretrainEvalConfig = section(PretrainEvalConfig)
+    distribution: DistributionConfig = section(DistributionConfig)
 
     def __post_init__(self):
-        def fail(msg):
-            raise RunConfigError(msg)
+        if not self.data_dir:
+            raise RunConfigError("--data_dir is required: one or more directories written by "
+                                 "data_prep/create_tfrecords.py.")
 
-        if not self.model_dir:
-            fail("--model_dir is required: the directory for checkpoints and TensorBoard logs.")
-        if not self.data_dirs:
-            fail("--data_dir is required: one or more directories written by "
-                 "data_prep/create_tfrecords.py.")
-        for name in ("train_batch_size", "train_steps", "steps_per_loop", "save_steps",
-                     "keep_checkpoints", "log_steps"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value <= 0:
-                fail(f"--{name} must be a positive integer, got {value!r}.")
-        for name in ("warmup_steps", "mem_len", "seed"):
-            if getattr(self, name) < 0:
-                fail(f"--{name} must be >= 0, got {getattr(self, name)!r}.")
-        if not self.learning_rate > 0:
-            fail(f"--learning_rate must be positive, got {self.learning_rate}.")
-        if self.weight_decay < 0:
-            fail(f"--weight_decay must be >= 0, got {self.weight_decay}.")
-        if not self.adam_epsilon > 0:
-            fail(f"--adam_epsilon must be positive, got {self.adam_epsilon}.")
-        if not self.clip_norm > 0:
-            fail(f"--clip_norm must be positive (the original clips to 1.0), got {self.clip_norm}.")
-        if self.precision not in PRECISIONS:
-            fail(f"--precision must be one of {PRECISIONS}, got {self.precision!r}.")
-        if self.peak_tflops is not None and not self.peak_tflops > 0:
-            fail(f"--peak_tflops must be positive, got {self.peak_tflops}.")
+    @classmethod
+    def flat(cls, **values) -> "PretrainConfig":
+        """Built from flat setting names (as the flags): PretrainConfig.flat(model_dir=...)."""
+        from xlnet_tf2 import config_flags
 
-    def to_json_string(self) -> str:
-        return json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n"
+        return config_flags.from_flat(cls, values)
 
-    def replace(self, **changes) -> "PretrainConfig":
-        return dataclasses.replace(self, **changes)
+    # Short names for the settings everything reads.
+    @property
+    def data_dirs(self) -> Tuple[str, ...]:
+        return tuple(self.data_dir)
+
+    @property
+    def model_dir(self) -> str:
+        return self.loop.model_dir

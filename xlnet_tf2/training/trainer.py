@@ -40,12 +40,13 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from xlnet_tf2.training import checkpointing, distribution
+from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
+from xlnet_tf2.training import checkpointing, determinism, distribution, run_record
 from xlnet_tf2.training.flops import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
 from xlnet_tf2.training.optimization import create_optimizer
-
-PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
+from xlnet_tf2.training.run_config import PRECISIONS, LoopConfig, OptimizerConfig  # noqa: F401
 
 # dataset_fn(input_context, start_step) -> tf.data.Dataset of per-replica batches.
 DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
@@ -66,38 +67,28 @@ class DataExhaustedError(RuntimeError):
 
 @dataclasses.dataclass(frozen=True)
 class TrainerConfig:
-    """The loop and optimizer settings every run has (PretrainConfig and FinetuneConfig map
-    onto it; see their flags for each setting's meaning)."""
+    """The loop and optimizer settings every run has (PretrainConfig and FinetuneConfig hold
+    them as their `loop` and `optimizer` sections; see run_config.py for each setting)."""
 
-    model_dir: str
-    train_steps: int
-    global_batch_size: int
-    steps_per_loop: int = 1
-    learning_rate: float = 1e-4
-    warmup_steps: int = 0
-    weight_decay: float = 0.0
-    adam_epsilon: float = 1e-6
-    adam_bias_correction: bool = False
-    clip_norm: float = 1.0
-    precision: str = "float32"
-    jit_compile: bool = False
-    seed: int = 0
-    log_steps: int = 100
-    save_steps: int = 1000
-    keep_checkpoints: int = 5
+    loop: LoopConfig
+    optimizer: OptimizerConfig
     callback_steps: Optional[int] = None  # None: no callback
-    peak_tflops: Optional[float] = None  # per device; None: data sheet or measured matmul peak
-    record_steps: bool = False  # append every step's record to model_dir/steps.jsonl
 
     def __post_init__(self):
-        for name in ("train_steps", "global_batch_size", "steps_per_loop", "log_steps",
-                     "save_steps", "keep_checkpoints"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"--{name} must be positive, got {getattr(self, name)}.")
         if self.callback_steps is not None and self.callback_steps <= 0:
             raise ValueError(f"callback_steps must be positive, got {self.callback_steps}.")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"--precision must be one of {PRECISIONS}, got {self.precision!r}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RunSettings:
+    """A run's configuration tree and derived values (data shape, architecture) for
+    run_config.json and the resume check; `derived_sources` names where a derived value comes
+    from (e.g. "seq_len": "the data manifest") for error messages."""
+
+    config_cls: type
+    config: Any
+    derived: Dict[str, Any]
+    derived_sources: Optional[Dict[str, str]] = None
 
 
 @dataclasses.dataclass
@@ -137,6 +128,10 @@ class Trainer:
       callback: (step) -> None, every `callback_steps` and at the end, before that step's
         checkpoint is saved.
       run_files: {file name: text} the chief writes into model_dir at the start.
+      run_settings: the run's configuration tree for run_config.json and the resume check.
+      example_ids_fn: per replica and micro-batch: features -> int32 [rows], each row's place
+        in the global batch in an order independent of the topology (keys its dropout masks);
+        default replica * b + row.
       tokens_per_step, flops_per_step: for tokens/s and MFU.
       exhausted_hint: appended to the error when the data runs out before train_steps.
     """
@@ -153,37 +148,54 @@ class Trainer:
                  init_fn: Optional[Callable[[], Optional[str]]] = None,
                  callback: Optional[Callable[[int], None]] = None,
                  run_files: Optional[Dict[str, str]] = None,
+                 run_settings: Optional["RunSettings"] = None,
+                 example_ids_fn: Optional[Callable[[dict], tf.Tensor]] = None,
                  tokens_per_step: int = 0, flops_per_step: float = 0.0,
                  exhausted_hint: str = ""):
         self.trainer_config = config
+        self.loop_config, self.optimizer_config = config.loop, config.optimizer
+        loop = config.loop
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
-        if config.global_batch_size % self.num_replicas:
-            raise ValueError(f"--train_batch_size={config.global_batch_size} must be divisible "
-                             f"by the number of replicas ({self.num_replicas}).")
-        self.replica_batch = config.global_batch_size // self.num_replicas
+        if loop.train_batch_size % (self.num_replicas * loop.grad_accum_steps):
+            raise RunConfigError(
+                f"--train_batch_size={loop.train_batch_size} must be divisible by the number "
+                f"of replicas ({self.num_replicas}) times --grad_accum_steps="
+                f"{loop.grad_accum_steps}.")
+        self.replica_batch = loop.train_batch_size // self.num_replicas
+        self.micro_batches = loop.grad_accum_steps
+        self.micro_batch = self.replica_batch // self.micro_batches
         self.loss_fn, self.count_fn, self.dataset_fn = loss_fn, count_fn, dataset_fn
         self.feature_keys = tuple(feature_keys) if feature_keys is not None else None
         self.replica_features = replica_features
         self.record_features = tuple(record_features)
         self.init_fn, self.callback = init_fn, callback
         self.run_files = dict(run_files or {})
+        self.run_settings = run_settings
+        self.example_ids_fn = example_ids_fn
         self.tokens_per_step, self.flops_per_step = tokens_per_step, flops_per_step
         self.exhausted_hint = exhausted_hint
         self.is_chief = distribution.is_chief(self.strategy)
-        self.loss_scaling = config.precision == "mixed_float16"
+        self.loss_scaling = loop.precision == "mixed_float16"
+        self.attempt: Optional[int] = None
+        self._changed_settings: list = []
+        self._resumed = False
 
-        keras.mixed_precision.set_global_policy(config.precision)
-        keras.utils.set_random_seed(config.seed)
+        if loop.deterministic:
+            determinism.enable()
+        keras.mixed_precision.set_global_policy(loop.precision)
+        keras.utils.set_random_seed(loop.seed)
+        opt = config.optimizer
         with self.strategy.scope():
             self.model = model_fn()
+            self.num_dropout_layers = assign_dropout_salts(self.model)
             self._trainable = list(trainable_fn(self.model) if trainable_fn
                                    else self.model.trainable_variables)
             self.optimizer, self.schedule = create_optimizer(
-                self.model, learning_rate=config.learning_rate,
-                warmup_steps=config.warmup_steps, total_steps=config.train_steps,
-                weight_decay=config.weight_decay, epsilon=config.adam_epsilon,
-                bias_correction=config.adam_bias_correction, loss_scaling=self.loss_scaling,
+                self.model, learning_rate=opt.learning_rate,
+                warmup_steps=opt.warmup_steps, total_steps=loop.train_steps,
+                weight_decay=opt.weight_decay, epsilon=opt.adam_epsilon,
+                bias_correction=opt.adam_bias_correction, loss_scaling=self.loss_scaling,
                 variables=self._trainable,
                 lr_multipliers=lr_multipliers_fn(self.model) if lr_multipliers_fn else None)
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
@@ -191,38 +203,91 @@ class Trainer:
         # Host-side (outside the strategy): e.g. the memory, [GB, M, D] per layer.
         self.carried_state = carried_state_fn(self.model) if carried_state_fn else None
         self.checkpoints = checkpointing.CheckpointKeeper(
-            config.model_dir, model=self.model, optimizer=self.optimizer,
+            loop.model_dir, model=self.model, optimizer=self.optimizer,
             global_step=self.global_step, extra=({self.carried_state.name: self.carried_state}
                                                  if self.carried_state is not None else None),
-            max_to_keep=config.keep_checkpoints, is_chief=self.is_chief,
+            max_to_keep=loop.keep_checkpoints, is_chief=self.is_chief,
             worker_id=distribution.worker_id(self.strategy))
-        self._compute_grads = tf.function(self._forward_backward, jit_compile=config.jit_compile,
+        self._compute_grads = tf.function(self._forward_backward, jit_compile=loop.jit_compile,
                                           reduce_retracing=True)
         self._loop = tf.function(self._train_loop)
 
     # ------------------------------------------------------------------ the step
-    def _forward_backward(self, features, state, global_count):
-        """One replica's gradients; pure computation (XLA-compilable with static shapes).
+    def _forward_backward(self, features, state, global_count, step, example_ids):
+        """One replica's gradients for one (micro-)batch; pure computation (XLA-compilable
+        with static shapes). The dropout masks are keyed by the run's seed, the step and each
+        row's place in the global batch, `example_ids` int32 [rows] (layers/dropout.py).
 
         Returns (grads, new_state, loss_sum); the gradients are of loss_sum / global_count
         (times the loss scale under mixed_float16).
         """
-        with tf.GradientTape() as tape:
-            loss_sum, new_state = self.loss_fn(features, state)
-            loss = loss_sum / global_count
-            if self.loss_scaling:
-                loss = self.optimizer.scale_loss(loss)
+        with dropout_keys(self.loop_config.seed, step, example_ids,
+                          self.loop_config.train_batch_size):
+            with tf.GradientTape() as tape:
+                loss_sum, new_state = self.loss_fn(features, state)
+                loss = loss_sum / global_count
+                if self.loss_scaling:
+                    loss = self.optimizer.scale_loss(loss)
         grads = tape.gradient(loss, self._trainable)
         return grads, new_state, loss_sum
 
-    def _replica_step(self, features, state):
+    def _example_ids(self, features, replica, micro):
+        """int32 [mb]: the rows' places in the global batch (the stage's `example_ids_fn`,
+        else replica * b + micro * mb + row)."""
+        if self.example_ids_fn is not None:
+            return self.example_ids_fn(features)
+        return (tf.cast(replica, tf.int32) * self.replica_batch + micro * self.micro_batch
+                + tf.range(self.micro_batch, dtype=tf.int32))
+
+    def _accumulated_gradients(self, features, state, global_count, step, replica):
+        """Gradients summed over `micro_batches` consecutive slices of the replica batch.
+
+        Micro-batch i holds rows [i * mb, (i + 1) * mb) of every feature and of the carried
+        state (whose rows follow the batch rows), so each row's state continues its own
+        stream; the input pipeline lays the rows out so that each slice is a well-formed
+        batch (e.g. forward and backward halves with bi_data). The sum of the slices'
+        gradients of loss_sum / global_count is the gradient of the whole batch.
+        """
+        mb, num = self.micro_batch, self.micro_batches
+
+        def rows(tensor, i):
+            return tf.reshape(tensor, [num, mb] + tensor.shape[1:].as_list())[i]
+
+        zero_grads = [tf.zeros(v.shape, v.dtype) for v in self._trainable]
+        state_parts = [tf.TensorArray(s.dtype, size=num, element_shape=[mb] + s.shape[1:].as_list())
+                       for s in state]
+
+        def body(i, grads, loss_sum, parts):
+            micro_features = {k: rows(v, i) for k, v in features.items()}
+            micro_state = [rows(s, i) for s in state]
+            g, new_state, l_sum = self._compute_grads(
+                micro_features, micro_state, global_count, step,
+                self._example_ids(micro_features, replica, i))
+            grads = [a if b is None else a + tf.convert_to_tensor(b) for a, b in zip(grads, g)]
+            parts = [p.write(i, s) for p, s in zip(parts, new_state)]
+            return i + 1, grads, loss_sum + l_sum, parts
+
+        _, grads, loss_sum, parts = tf.while_loop(
+            lambda i, *_: i < num, body,
+            (tf.constant(0), zero_grads, tf.constant(0.0, tf.float32), state_parts))
+        new_state = [tf.reshape(p.stack(), [num * mb] + p.element_shape[1:].as_list())
+                     for p in parts]
+        return grads, new_state, loss_sum
+
+    def _replica_step(self, features, state, step):
         if self.replica_features is not None:
             features = self.replica_features(features)
         context = tf.distribute.get_replica_context()
+        replica = context.replica_id_in_sync_group
         local_count = tf.cast(self.count_fn(features), tf.float32)
         global_count = tf.maximum(
             context.all_reduce(tf.distribute.ReduceOp.SUM, local_count), 1.0)
-        grads, new_state, loss_sum = self._compute_grads(features, state, global_count)
+        if self.micro_batches == 1:
+            grads, new_state, loss_sum = self._compute_grads(
+                features, state, global_count, step, self._example_ids(features, replica, 0))
+        else:
+            grads, new_state, loss_sum = self._accumulated_gradients(
+                features, state, global_count, step, replica)
         # The global gradient: every replica's share of the global mean, summed.
         grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
         scaled_norm = tf.linalg.global_norm(grads)
@@ -231,7 +296,7 @@ class Trainer:
         # the LossScaleOptimizer, which then lowers the scale.
         scale = (tf.cast(self.optimizer.dynamic_scale, tf.float32) if self.loss_scaling
                  else tf.constant(1.0, tf.float32))
-        grads, _ = tf.clip_by_global_norm(grads, self.trainer_config.clip_norm * scale,
+        grads, _ = tf.clip_by_global_norm(grads, self.optimizer_config.clip_norm * scale,
                                           use_norm=scaled_norm)
         self.optimizer.apply(grads, self._trainable)
         return new_state, loss_sum / global_count, scaled_norm / scale
@@ -248,8 +313,9 @@ class Trainer:
             rates = rates.write(i, tf.cast(self.schedule(self.optimizer.iterations), tf.float32))
             step_features = (features if self.feature_keys is None
                              else {k: features[k] for k in self.feature_keys})
-            state, loss_share, grad_norm = self.strategy.run(self._replica_step,
-                                                             args=(step_features, state))
+            step = self.global_step.read_value()  # the step being trained, 0-based
+            state, loss_share, grad_norm = self.strategy.run(
+                self._replica_step, args=(step_features, state, step))
             losses = losses.write(i, self.strategy.reduce(tf.distribute.ReduceOp.SUM,
                                                           loss_share, axis=None))
             norms = norms.write(i, self.strategy.reduce(tf.distribute.ReduceOp.MEAN,
@@ -279,14 +345,36 @@ class Trainer:
 
     # ------------------------------------------------------------------ the run
     def restore(self) -> Optional[str]:
-        """Newest readable checkpoint of model_dir, else `init_fn()`; returns what was used."""
+        """Newest readable checkpoint of model_dir, else `init_fn()`; returns what was used.
+
+        A model_dir with checkpoints is first checked against its run_config.json: a changed
+        setting the checkpoints depend on raises RunConfigError naming the flag."""
+        self._changed_settings = []
+        if self.checkpoints.latest_path() and self.run_settings is not None:
+            rs = self.run_settings
+            self._changed_settings = run_record.check_resume(
+                rs.config_cls, rs.config, rs.derived, self.loop_config.model_dir,
+                rs.derived_sources)
         path = self.checkpoints.restore_latest()
+        self._resumed = path is not None
         if path is None and self.init_fn is not None:
             path = self.init_fn()
         return path
 
+    def _write_run_files(self, resumed: bool) -> None:
+        """The chief's files in model_dir: the stage's run_files and, for a run that is not a
+        resume, run_config.json (a resumed run keeps the one it was started with)."""
+        model_dir = self.loop_config.model_dir
+        for name, text in self.run_files.items():
+            with tf.io.gfile.GFile(os.path.join(model_dir, name), "w") as f:
+                f.write(text)
+        record_path = os.path.join(model_dir, run_record.RUN_CONFIG_FILE)
+        if self.run_settings is not None and (not resumed or not tf.io.gfile.exists(record_path)):
+            run_record.write_run_config(model_dir, self.run_settings.config,
+                                        self.run_settings.derived)
+
     def _peak_flops(self) -> float:
-        cfg = self.trainer_config
+        cfg = self.loop_config
         if cfg.peak_tflops:
             return cfg.peak_tflops * 1e12 * self.num_replicas
         peak = device_peak_flops(cfg.precision)
@@ -297,16 +385,21 @@ class Trainer:
         return peak * self.num_replicas
 
     def train(self) -> TrainResult:
-        cfg = self.trainer_config
+        cfg = self.loop_config
+        if self.is_chief:
+            run_record.clean_stale_files(cfg.model_dir)
         restored = self.restore()
         start_step = int(self.global_step.numpy())
+        resumed = self._resumed
         if restored:
             logging.info("Resuming from %s at step %d", restored, start_step)
         tf.io.gfile.makedirs(cfg.model_dir)
         if self.is_chief:
-            for name, text in self.run_files.items():
-                with tf.io.gfile.GFile(os.path.join(cfg.model_dir, name), "w") as f:
-                    f.write(text)
+            self._write_run_files(resumed)
+            self.attempt = run_record.start_attempt(
+                cfg.model_dir, start_step=start_step, restored_from=restored,
+                changed=self._changed_settings)
+            run_record.prune_steps_log(cfg.model_dir, start_step)
         if start_step >= cfg.train_steps:
             logging.info("model_dir already holds step %d >= --train_steps=%d; nothing to do.",
                          start_step, cfg.train_steps)
@@ -322,7 +415,7 @@ class Trainer:
         logger = MetricsLogger(cfg.model_dir, enabled=self.is_chief, total_steps=cfg.train_steps,
                                tokens_per_step=self.tokens_per_step,
                                flops_per_step=self.flops_per_step, peak_flops=peak_flops)
-        step_log = (tf.io.gfile.GFile(os.path.join(cfg.model_dir, "steps.jsonl"), "a")
+        step_log = (tf.io.gfile.GFile(os.path.join(cfg.model_dir, run_record.STEPS_FILE), "a")
                     if cfg.record_steps and self.is_chief else None)
         history: List[dict] = []
         last_log = None
@@ -352,14 +445,15 @@ class Trainer:
                 step += num_steps
                 if step_log is not None:
                     for r in records:
-                        step_log.write(json.dumps(r) + "\n")
+                        step_log.write(json.dumps({**r, "attempt": self.attempt}) + "\n")
                     step_log.flush()
                 logger.record_loop(step, records, elapsed, compiled=(len(history) == num_steps))
                 final = step == cfg.train_steps
                 if step % cfg.log_steps == 0 or final:
                     last_log = logger.write(step)
+                callback_steps = self.trainer_config.callback_steps
                 if self.callback is not None and (
-                        (cfg.callback_steps and step % cfg.callback_steps == 0) or final):
+                        (callback_steps and step % callback_steps == 0) or final):
                     self.callback(step)
                 if step % cfg.save_steps == 0 or final:
                     self.gather_state(state)
@@ -372,9 +466,9 @@ class Trainer:
 
     def _next_loop_length(self, step: int) -> int:
         """Loops end exactly at log, callback, save and final steps."""
-        cfg = self.trainer_config
+        cfg = self.loop_config
         boundaries = [cfg.train_steps]
-        for every in (cfg.log_steps, cfg.save_steps, cfg.callback_steps):
+        for every in (cfg.log_steps, cfg.save_steps, self.trainer_config.callback_steps):
             if every:
                 boundaries.append((step // every + 1) * every)
         return min(cfg.steps_per_loop, min(boundaries) - step)

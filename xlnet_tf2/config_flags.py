@@ -1,0 +1,299 @@
+"""Typed run configurations as trees of frozen dataclasses, and the absl flags derived from them.
+
+Every stage (pretraining, fine-tuning, export) has one configuration tree: a frozen dataclass
+whose fields are settings or nested dataclasses (the loop, the optimizer, the distribution, the
+model's run-time settings). The command-line flags are derived from that tree, so a setting's
+name, type, default, help text and resume policy are written exactly once:
+
+    @dataclasses.dataclass(frozen=True)
+    class LoopConfig:
+        train_steps: int = setting(1000, "Number of optimizer steps.")
+
+    define_flags(PretrainConfig)               # in the CLI, at import time
+    config = config_from_flags(PretrainConfig)  # in main()
+
+Leaf names must be unique across a tree: the flag `--train_steps` is the leaf `train_steps`
+wherever it sits. `from_flat(PretrainConfig, train_steps=10, ...)` builds a tree from the same
+flat names (tests and library callers), `to_dict`/`from_dict` round-trip a tree through JSON
+(`run_config.json`), and `changed_settings(old, new)` lists the leaves that differ with their
+resume policy:
+
+  "fixed"  the checkpoint cannot be resumed under another value (batch size, memory length,
+           precision, ...): a changed value is an error naming the flag;
+  "warn"   resuming is possible but the run is no longer the one that was started (learning
+           rate, seed, ...): logged and recorded;
+  "free"   bookkeeping that may change between attempts (logging, steps per loop, ...).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type
+
+from absl import flags as absl_flags
+
+# Flags defined here belong to the command that asked for them (its --help lists them).
+absl_flags.disclaim_key_flags()
+
+RESUME_POLICIES = ("fixed", "warn", "free")
+
+
+class RunConfigError(ValueError):
+    """A run setting is invalid; the message names the flag and what to do."""
+
+
+def setting(default: Any = dataclasses.MISSING, help: str = "", *,  # noqa: A002 - absl's word
+            choices: Optional[Sequence[str]] = None, resume: str = "fixed",
+            required: bool = False, default_factory: Any = dataclasses.MISSING):
+    """A leaf setting of a run configuration (a dataclass field with flag metadata).
+
+    Args:
+      default: the default value (None for optional settings).
+      help: the flag's full-sentence help.
+      choices: for string settings, the allowed values (an enum flag).
+      resume: "fixed", "warn" or "free" (see the module docstring).
+      required: the flag must be given on the command line.
+    """
+    if resume not in RESUME_POLICIES:
+        raise ValueError(f"resume policy must be one of {RESUME_POLICIES}, got {resume!r}")
+    metadata = {"help": help, "choices": tuple(choices) if choices else None,
+                "resume": resume, "required": required}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=metadata)
+    return dataclasses.field(default=default, metadata=metadata)
+
+
+def section(cls: Type):
+    """A nested configuration of class `cls` (its leaves become flags too). The annotation
+    may name a base class; `cls` (e.g. one made by `with_defaults`) is what gets built."""
+    return dataclasses.field(default_factory=cls, metadata={"section": cls})
+
+
+# ---------------------------------------------------------------------------- introspection
+def _hints(cls: Type) -> Dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _is_section(cls: Type, field: dataclasses.Field) -> bool:
+    return dataclasses.is_dataclass(_hints(cls)[field.name])
+
+
+def _section_class(cls: Type, field: dataclasses.Field) -> Type:
+    return field.metadata.get("section") or _hints(cls)[field.name]
+
+
+def _base_type(annotation) -> Tuple[type, bool, bool]:
+    """(scalar type, optional?, sequence?) of an annotation like Optional[Tuple[str, ...]]."""
+    optional = False
+    origin = typing.get_origin(annotation)
+    if origin is typing.Union:
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        optional = len(args) != len(typing.get_args(annotation))
+        annotation = args[0]
+        origin = typing.get_origin(annotation)
+    if origin in (tuple, list, Tuple, List):
+        return typing.get_args(annotation)[0], optional, True
+    return annotation, optional, False
+
+
+def leaves(cls: Type, prefix: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str, ...],
+                                                                      dataclasses.Field, Any]]:
+    """(path, field, annotation) of every leaf setting of a config class, depth first."""
+    hints = _hints(cls)
+    for field in dataclasses.fields(cls):
+        if _is_section(cls, field):
+            yield from leaves(_section_class(cls, field), prefix + (field.name,))
+        else:
+            yield prefix + (field.name,), field, hints[field.name]
+
+
+def _check_unique(cls: Type) -> None:
+    seen: Dict[str, Tuple[str, ...]] = {}
+    for path, _, _ in leaves(cls):
+        name = path[-1]
+        if name in seen:
+            raise TypeError(f"{cls.__name__}: setting {name!r} appears at {seen[name]} and "
+                            f"{path}; flag names must be unique in a config tree.")
+        seen[name] = path
+
+
+def _default_of(field: dataclasses.Field):
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return field.default_factory()  # type: ignore[misc]
+    return None
+
+
+# ---------------------------------------------------------------------------- building trees
+def from_flat(cls: Type, values: Optional[Mapping[str, Any]] = None, **kwargs):
+    """Builds a config tree from flat leaf names; unknown names raise RunConfigError."""
+    flat = dict(values or {})
+    flat.update(kwargs)
+    _check_unique(cls)
+    known = {path[-1] for path, _, _ in leaves(cls)}
+    unknown = sorted(set(flat) - known)
+    if unknown:
+        raise RunConfigError(f"Unknown {cls.__name__} setting(s) {unknown}.")
+    return _build(cls, flat)
+
+
+def _build(cls: Type, flat: Mapping[str, Any]):
+    hints = _hints(cls)
+    args = {}
+    for field in dataclasses.fields(cls):
+        if _is_section(cls, field):
+            args[field.name] = _build(_section_class(cls, field), flat)
+        elif field.name in flat:
+            args[field.name] = _coerce(flat[field.name], hints[field.name])
+    return cls(**args)
+
+
+def _coerce(value, annotation):
+    """Lists from flags or JSON become tuples where the field is a tuple."""
+    _, _, sequence = _base_type(annotation)
+    if sequence and isinstance(value, list):
+        return tuple(value)
+    return value
+
+
+def to_flat(config) -> Dict[str, Any]:
+    """{leaf name: value} of a config tree."""
+    out = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            out.update(to_flat(value))
+        else:
+            out[field.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def to_dict(config) -> Dict[str, Any]:
+    """The nested JSON-able dict of a config tree."""
+    out = {}
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if dataclasses.is_dataclass(value):
+            out[field.name] = to_dict(value)
+        else:
+            out[field.name] = list(value) if isinstance(value, tuple) else value
+    return out
+
+
+def from_dict(cls: Type, values: Mapping[str, Any], *, source: str = "config"):
+    """Rebuilds a tree from `to_dict` output; leaves missing from `values` take defaults
+    (settings added by a later version), unknown keys raise RunConfigError naming `source`."""
+    hints = _hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    unknown = sorted(set(values) - known)
+    if unknown:
+        raise RunConfigError(f"{source}: unknown setting(s) {unknown}.")
+    args = {}
+    for field in dataclasses.fields(cls):
+        if field.name not in values:
+            continue
+        if _is_section(cls, field):
+            args[field.name] = from_dict(_section_class(cls, field), values[field.name],
+                                         source=source)
+        else:
+            args[field.name] = _coerce(values[field.name], hints[field.name])
+    return cls(**args)
+
+
+def replace_flat(config, **changes):
+    """A copy of the tree with leaves replaced by flat name."""
+    flat = to_flat(config)
+    unknown = sorted(set(changes) - set(flat))
+    if unknown:
+        raise RunConfigError(f"Unknown {type(config).__name__} setting(s) {unknown}.")
+    flat.update(changes)
+    return from_flat(type(config), flat)
+
+
+# ---------------------------------------------------------------------------- comparing trees
+@dataclasses.dataclass(frozen=True)
+class ChangedSetting:
+    name: str
+    old: Any
+    new: Any
+    resume: str
+
+    def describe(self) -> str:
+        return f"--{self.name}: the run was started with {self.old!r}, now {self.new!r}"
+
+
+def changed_settings(cls: Type, old: Mapping[str, Any], new) -> List[ChangedSetting]:
+    """Leaves whose value differs between a stored flat dict (`old`) and a tree (`new`).
+    Leaves the stored dict lacks (added by a later version) are not reported."""
+    new_flat = to_flat(new)
+    changes = []
+    for path, field, _ in leaves(cls):
+        name = path[-1]
+        if name not in old:
+            continue
+        before, after = old[name], new_flat[name]
+        if before != after:
+            changes.append(ChangedSetting(name, before, after, field.metadata.get("resume", "fixed")))
+    return changes
+
+
+# ---------------------------------------------------------------------------- absl flags
+def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
+                 defaults: Optional[Mapping[str, Any]] = None) -> List[str]:
+    """Defines one absl flag per leaf of `cls` (names, types, defaults, help from the fields).
+
+    `exclude`: leaves that get no flag (the CLI sets them otherwise); `defaults`: different
+    defaults for this command. Returns the names defined.
+    """
+    from absl import flags
+
+    fv = flag_values if flag_values is not None else flags.FLAGS
+    _check_unique(cls)
+    defaults = dict(defaults or {})
+    names = []
+    for path, field, annotation in leaves(cls):
+        name = path[-1]
+        if name in exclude:
+            continue
+        meta = field.metadata
+        help_text = meta.get("help") or name
+        default = defaults.get(name, _default_of(field))
+        base, optional, sequence = _base_type(annotation)
+        if meta.get("required"):
+            default = None
+        if sequence:
+            flags.DEFINE_list(name, list(default) if default else None, help_text, flag_values=fv)
+        elif meta.get("choices"):
+            flags.DEFINE_enum(name, default, list(meta["choices"]), help_text, flag_values=fv)
+        elif base is bool:
+            flags.DEFINE_bool(name, default, help_text, flag_values=fv)
+        elif base is int:
+            flags.DEFINE_integer(name, default, help_text, flag_values=fv)
+        elif base is float:
+            flags.DEFINE_float(name, default, help_text, flag_values=fv)
+        elif base is str:
+            flags.DEFINE_string(name, default, help_text, flag_values=fv)
+        else:
+            raise TypeError(f"{cls.__name__}.{name}: no flag type for {annotation!r}")
+        del optional
+        if meta.get("required"):
+            flags.mark_flag_as_required(name, flag_values=fv)
+        names.append(name)
+    return names
+
+
+def config_from_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (), **extra):
+    """The config tree from parsed flags (leaves in `exclude` come from `extra` or defaults)."""
+    from absl import flags
+
+    fv = flag_values if flag_values is not None else flags.FLAGS
+    flat = {}
+    for path, _, _ in leaves(cls):
+        name = path[-1]
+        if name in exclude or name not in fv:
+            continue
+        flat[name] = fv[name].value
+    flat.update(extra)
+    return from_flat(cls, flat)

@@ -1,0 +1,102 @@
+"""What a model directory holds, and finding a backbone's architecture and tokenizer from it.
+
+Every directory this project writes is self-contained:
+
+  pretraining model_dir   ckpt-N.* (model, optimizer, step, memory), xlnet_config.json (the
+                          architecture alone), spiece.model, run_config.json, attempts.jsonl
+  fine-tuning model_dir   ckpt-N.*, best/, xlnet_config.json, spiece.model, task.json,
+                          run_config.json
+  converted release       model.ckpt.*, xlnet_config.json, spiece.model
+
+so fine-tuning (`--init_checkpoint=DIR`), feature extraction and export (`--model_dir=DIR`)
+find the architecture and the tokenizer there, with no other flag. A checkpoint prefix
+(DIR/ckpt-1000) stands for its directory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import tensorflow as tf
+
+ARCH_FILE = "xlnet_config.json"
+SPM_FILE = "spiece.model"
+TASK_FILE = "task.json"
+RUN_CONFIG_FILE = "run_config.json"
+
+
+class RunDirError(FileNotFoundError):
+    """A model directory lacks what the command needs; the message names the file and flag."""
+
+
+def directory_of(path: str) -> str:
+    """The directory of a checkpoint directory or prefix."""
+    if tf.io.gfile.isdir(path):
+        return path
+    return os.path.dirname(path) or "."
+
+
+def find_file(path: Optional[str], name: str) -> Optional[str]:
+    """DIR/name for the directory of `path` (a directory or checkpoint prefix), if it exists."""
+    if not path:
+        return None
+    candidate = os.path.join(directory_of(path), name)
+    return candidate if tf.io.gfile.exists(candidate) else None
+
+
+def require_model_dir(model_dir: str, flag: str = "--model_dir") -> str:
+    """Checks that `model_dir` exists and holds a model; returns it."""
+    if not model_dir:
+        raise RunDirError(f"{flag} is required.")
+    if not tf.io.gfile.isdir(model_dir):
+        raise RunDirError(f"{flag}={model_dir!r} does not exist or is not a directory; pass a "
+                          "pretraining or fine-tuning --model_dir or a converted release "
+                          "directory.")
+    if not tf.io.gfile.exists(os.path.join(model_dir, ARCH_FILE)):
+        raise RunDirError(f"{flag}={model_dir!r} holds no {ARCH_FILE}: it is not a directory "
+                          "written by this project's pretraining, fine-tuning or conversion.")
+    return model_dir
+
+
+def architecture_file(model_config: Optional[str], init_checkpoint: Optional[str]) -> str:
+    """--model_config, else the xlnet_config.json beside --init_checkpoint."""
+    if model_config:
+        return model_config
+    found = find_file(init_checkpoint, ARCH_FILE)
+    if found:
+        return found
+    if init_checkpoint:
+        raise RunDirError(
+            f"--model_config is not set and {directory_of(init_checkpoint)} has no {ARCH_FILE}; "
+            "pass --model_config (a preset name or an xlnet_config.json).")
+    raise RunDirError("--model_config is required without --init_checkpoint (a preset name "
+                      "such as base or large, or the path of an xlnet_config.json).")
+
+
+def spm_model_file(spm_model: Optional[str], init_checkpoint: Optional[str]) -> str:
+    """--spm_model, else the spiece.model beside --init_checkpoint."""
+    if spm_model:
+        if not tf.io.gfile.exists(spm_model):
+            raise RunDirError(f"--spm_model={spm_model!r} does not exist.")
+        return spm_model
+    found = find_file(init_checkpoint, SPM_FILE)
+    if found:
+        return found
+    if init_checkpoint:
+        raise RunDirError(
+            f"--spm_model is not set and {directory_of(init_checkpoint)} has no {SPM_FILE}; "
+            "pass --spm_model (the SentencePiece model the backbone was pretrained with).")
+    raise RunDirError("--spm_model is required without --init_checkpoint (the SentencePiece "
+                      "model the backbone was pretrained with).")
+
+
+def model_spm_file(model_dir: str) -> str:
+    """DIR/spiece.model of a model directory, or an error saying how to get one there."""
+    path = os.path.join(model_dir, SPM_FILE)
+    if not tf.io.gfile.exists(path):
+        raise RunDirError(
+            f"{path} does not exist: the directory has no SentencePiece model. Pretraining, "
+            "fine-tuning and conversion (with --spm_model) put it there; copy the model the "
+            "backbone was trained with to that path.")
+    return path
