@@ -9,7 +9,10 @@
 #   7. export as a SavedModel (features) and one call of it from a fresh process
 #
 # Environment knobs (defaults give the README run): OUT (runs/demo), STEPS (1200), SEQ_LEN (64),
-# BATCH (32), VOCAB (1000), MAX_BYTES (corpus cap, empty = the whole library), SKIP_SETUP=1.
+# BATCH (32), VOCAB (1000), DROPOUT (0.1, the paper's), MAX_BYTES (corpus cap, empty = the whole
+# library), SKIP_SETUP=1.
+# Each stage reads only what the previous one wrote: the pretraining model_dir holds the
+# architecture, the SentencePiece model and the run settings, and export needs nothing else.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-runs/demo}"
@@ -17,6 +20,7 @@ STEPS="${STEPS:-1200}"
 SEQ_LEN="${SEQ_LEN:-64}"
 BATCH="${BATCH:-32}"
 VOCAB="${VOCAB:-1000}"
+DROPOUT="${DROPOUT:-0.1}"
 MIN_BYTES="${MIN_BYTES:-1000000}"
 MAX_BYTES="${MAX_BYTES:-}"
 LOG_STEPS="${LOG_STEPS:-100}"
@@ -48,16 +52,18 @@ $PY data_prep/create_tfrecords.py --input="$OUT/corpus.txt" --spm_model="$OUT/sp
   --output_dir="$OUT/data" --seq_len="$SEQ_LEN" --reuse_len="$REUSE" \
   --num_predict="$NUM_PREDICT" --num_streams="$STREAMS" --bi_data --overwrite
 
-echo "== 4/6 pretraining a tiny XLNet for $STEPS steps"
+echo "== 4/6 pretraining a tiny XLNet for $STEPS steps (dropout $DROPOUT, memory, bi_data)"
+# The architecture (the original xlnet_config.json keys); run-time settings are flags.
 cat > "$OUT/model_config.json" <<JSON
 {"n_layer": 3, "d_model": 128, "n_head": 4, "d_head": 32, "d_inner": 512,
- "ff_activation": "gelu", "untie_r": true, "n_token": $VOCAB, "dropout": 0.0, "dropatt": 0.0}
+ "ff_activation": "gelu", "untie_r": true, "n_token": $VOCAB}
 JSON
 rm -rf "$OUT/model"
 $PY experiments/run_pretrain.py --data_dir="$OUT/data" --model_dir="$OUT/model" \
   --model_config="$OUT/model_config.json" --train_batch_size="$BATCH" --train_steps="$STEPS" \
   --steps_per_loop=50 --log_steps="$LOG_STEPS" --learning_rate=5e-4 \
-  --warmup_steps=$((STEPS / 10)) --save_steps=$((STEPS / 3 > 0 ? STEPS / 3 : 1)) --weight_decay=0.01 --mem_len="$REUSE" --record_steps
+  --warmup_steps=$((STEPS / 10)) --save_steps=$((STEPS / 3 > 0 ? STEPS / 3 : 1)) --weight_decay=0.01 --mem_len="$REUSE" --dropout="$DROPOUT" --dropatt="$DROPOUT" \
+  --record_steps
 
 echo "== 5/6 loss against the unigram-entropy baseline"
 $PY - "$OUT" "$BATCH" "$MIN_MARGIN" <<'PY'
@@ -87,12 +93,10 @@ if not last < base["entropy_nats"] - margin:
 PY
 
 echo "== 6/6 export: SavedModel for TF Serving (token and pooled features, text in)"
-# The export reads the backbone config and the vocabulary beside the checkpoint.
-cp "$OUT/spiece.model" "$OUT/model/spiece.model"
-cp "$OUT/model_config.json" "$OUT/model/xlnet_config.json"
+# Straight from the pretraining model_dir: architecture, vocabulary and seq_len are there.
 rm -rf "$OUT/export"
 $PY experiments/export_saved_model.py --model_dir="$OUT/model" --task=features \
-  --checkpoint=latest --seq_len="$SEQ_LEN" --export_dir="$OUT/export"
+  --checkpoint=latest --export_dir="$OUT/export"
 # Call it the way a client would: a fresh process with TensorFlow and tensorflow-text only.
 $PY - "$OUT/export/1" <<'PY'
 import os, sys

@@ -28,8 +28,10 @@ FINETUNE_RUN = textwrap.dedent("""
     from xlnet_tf2.finetuning.trainer import FinetuneConfig, FinetuneRunner
 
     def finetune(model_dir, steps_per_loop=1, strategy=None, eval_fn=None, wrap_loop=None):
+        # The paper's fine-tuning dropout: masks are keyed by each row's place in the global
+        # batch, so one device and two replicas draw the same ones.
         config = XLNetConfig.preset("tiny", n_layer=2, d_model=32, n_head=2, d_head=16,
-                                    d_inner=64, n_token=300, dropout=0.0, dropatt=0.0)
+                                    d_inner=64, n_token=300, dropout=0.1, dropatt=0.1)
         ids = np.random.RandomState(0).randint(9, 300, [32, 16]).astype(np.int32)
         features = {"input_ids": ids, "segment_ids": np.zeros_like(ids),
                     "attention_mask": np.ones_like(ids),
@@ -44,7 +46,7 @@ FINETUNE_RUN = textwrap.dedent("""
                              learning_rate=1e-3, warmup_steps=1, weight_decay=0.01,
                              layer_decay=0.5, eval_every=4, log_steps=2,
                              steps_per_loop=steps_per_loop, best_metric="lsum")
-        runner = FinetuneRunner(cfg, lambda: SequenceClassifier(config, 2, head_dropout=0.0),
+        runner = FinetuneRunner(cfg, lambda: SequenceClassifier(config, 2, head_dropout=0.1),
                                 classification_loss, dataset_fn, eval_fn, 16, strategy)
         if wrap_loop is not None:
             runner.trainer._loop = wrap_loop(runner.trainer._loop)
@@ -100,6 +102,7 @@ MIRRORED_FINETUNE = FINETUNE_RUN + textwrap.dedent("""
     import json, sys
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
     out = {}
     for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
                            ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):

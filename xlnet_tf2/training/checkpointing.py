@@ -114,7 +114,12 @@ class CheckpointKeeper:
         return path
 
     def restore_latest(self) -> Optional[str]:
-        """Restores the newest readable checkpoint; returns its path or None if there is none."""
+        """Restores the newest readable checkpoint; returns its path or None if there is none.
+
+        A checkpoint that cannot be read (truncated, corrupt, missing shards) is reported and
+        the one before it tried. One that reads but does not fit this run's model (another
+        architecture, batch or memory length) is an error at once: older checkpoints of the
+        same run would not fit either, and nothing is broken."""
         candidates: List[str] = list(reversed(self.reader.checkpoints))
         failures = []
         for path in candidates:
@@ -123,16 +128,37 @@ class CheckpointKeeper:
                 if failures:
                     logging.warning("Fell back to checkpoint %s after: %s", path, "; ".join(failures))
                 return path
+            except (ValueError, AssertionError) as e:
+                if not _is_corruption(e):
+                    raise CheckpointRestoreError(
+                        f"Checkpoint {path} does not fit this run's model: "
+                        f"{str(e).splitlines()[0][:300]}. The run in {self.model_dir} was "
+                        "trained with other settings (see its run_config.json and "
+                        "xlnet_config.json): resume with those, or start a new --model_dir.") \
+                        from None
+                failures.append(self._unreadable(path, e))
             except Exception as e:  # noqa: BLE001 - corrupt files raise many error types
-                message = f"checkpoint {path} is unreadable ({type(e).__name__}: {str(e)[:200]})"
-                logging.error("%s; trying the previous one.", message)
-                print(f"[checkpoint] WARNING: {message}; trying the previous one.", flush=True)
-                failures.append(message)
+                failures.append(self._unreadable(path, e))
         if failures:
             raise CheckpointRestoreError(
-                f"No checkpoint in {self.model_dir} could be restored: {'; '.join(failures)}. "
-                "Delete the broken files or point --model_dir at a new directory.")
+                f"No checkpoint in {self.model_dir} could be read: {'; '.join(failures)}. "
+                "The files are damaged (e.g. cut short by a full disk or a copy): restore them "
+                "from a backup, or point --model_dir at a new directory.")
         return None
+
+    @staticmethod
+    def _unreadable(path: str, error: Exception) -> str:
+        message = f"checkpoint {path} is unreadable ({type(error).__name__}: {str(error)[:200]})"
+        logging.error("%s; trying the previous one.", message)
+        print(f"[checkpoint] WARNING: {message}; trying the previous one.", flush=True)
+        return message
+
+
+def _is_corruption(error: Exception) -> bool:
+    """A ValueError/AssertionError from reading damaged files (vs. a model mismatch)."""
+    text = str(error).lower()
+    return any(word in text for word in ("corrupt", "truncat", "data loss", "checksum",
+                                         "read less bytes", "unable to open", "not found"))
 
 
 def load_model_weights(model, path: str) -> None:
