@@ -178,6 +178,14 @@ def test_multi_worker_two_local_workers_train_checkpoint_and_resume(data_dir, tm
     assert "started at 0" in first[0]
     assert (model_dir / "ckpt-4.index").exists()
     assert not any(name.startswith(".worker") for name in os.listdir(model_dir))
+    # Each worker saved its own replica's memory rows, nothing gathered: 2 of the 4 slots each.
+    import tensorflow as tf
+    slots = []
+    for worker in ("worker-000", "worker-001"):
+        reader = tf.train.load_checkpoint(str(model_dir / "memory" / worker / "ckpt-4"))
+        slots.append(sorted(reader.get_tensor("slots/.ATTRIBUTES/VARIABLE_VALUE").tolist()))
+        assert reader.get_tensor("layers/0/.ATTRIBUTES/VARIABLE_VALUE").shape == (2, 16, 64)
+    assert sorted(slots[0] + slots[1]) == [0, 1, 2, 3] and len(slots[0]) == 2
     second = _run_workers(common + ["--train_steps=6"])
     assert "Finished at step 6 (started at 4)" in second[0]
     assert "Finished at step 6 (started at 4)" in second[1]

@@ -1,6 +1,7 @@
 """The pretraining loop on a tiny model and the synthetic pipeline: loss against an eager
 computation, memory continuation, resume, determinism, checkpoint coverage, failure handling."""
 
+import json
 import os
 
 import numpy as np
@@ -153,3 +154,65 @@ def test_jit_compiled_step_and_mixed_precision(tmp_path, precision):
         keras.mixed_precision.set_global_policy("float32")
     tolerance = 1e-4 if precision == "float32" else 5e-2
     assert losses == pytest.approx(reference, abs=tolerance)
+
+
+def test_memory_resets_where_a_slot_starts_a_new_stream(tmp_path):
+    """At chunk 0 (a block boundary of the schedule) a slot's memory holds another stream's
+    text: the step must see zero memory there, and the carried memory elsewhere."""
+    def blocks_of_two(context, start_step):  # chunk 0 at every even step
+        return dataset_fn(context, start_step).map(
+            lambda b: {**b, "chunk_index": b["chunk_index"] % 2})
+
+    def make_blocks(model_dir, train_steps):
+        values = dict(model_dir=str(model_dir), data_dir=("synthetic",), train_batch_size=4,
+                      train_steps=train_steps, steps_per_loop=1, learning_rate=1e-2,
+                      warmup_steps=0, mem_len=8, save_steps=1, log_steps=100, seed=7,
+                      initializer_range=0.3, peak_tflops=1.0, dropout=0.0, dropatt=0.0)
+        return Pretrainer(PretrainConfig.flat(**values), MODEL, SHAPE, blocks_of_two)
+
+    a = make_blocks(tmp_path, 2)
+    a.train()  # steps 1 (chunk 0) and 2 (chunk 1): the memory after step 2 is not zero
+    mems = [tf.constant(v.numpy()) for v in a.memory_state.layers]
+    assert all(float(tf.reduce_max(tf.abs(m))) > 0 for m in mems)
+    batch3 = next(iter(blocks_of_two(None, 2)))
+    assert set(batch3["chunk_index"].numpy().tolist()) == {0}
+    with_memory = eager_loss(a, batch3, mems)
+    zero_memory = eager_loss(a, batch3, a.model.transformer.initial_memory(4))
+    assert abs(with_memory - zero_memory) > 1e-3
+    b = make_blocks(tmp_path, 3)
+    loss3 = b.train().steps[0]["loss"]
+    assert loss3 == pytest.approx(zero_memory, abs=1e-5)
+
+
+def test_held_out_evaluation_matches_an_eager_pass(tmp_path):
+    """Every eval_steps and at the end: the mean cross-entropy of the first eval_batches
+    held-out batches, memory carried from zero, no dropout; logged to eval_results.jsonl."""
+    def held_out(context, start_step=0):
+        return synthetic_pretrain_dataset(seq_len=16, reuse_len=8, num_predict=4, bi_data=True,
+                                          vocab_size=200, global_batch_size=4,
+                                          input_context=context, start_step=start_step, seed=11)
+
+    values = dict(model_dir=str(tmp_path), data_dir=("synthetic",), train_batch_size=4,
+                  train_steps=4, steps_per_loop=2, learning_rate=1e-2, warmup_steps=0,
+                  mem_len=8, save_steps=100, log_steps=100, seed=7, initializer_range=0.3,
+                  peak_tflops=1.0, eval_steps=2, eval_batches=3)
+    p = Pretrainer(PretrainConfig.flat(**values), MODEL, SHAPE, dataset_fn,
+                   eval_dataset_fn=lambda context: held_out(context))
+    p.train()
+    results = [json.loads(line) for line in open(tmp_path / "eval_results.jsonl")]
+    assert [r["step"] for r in results] == [2, 4]
+    # The last evaluation used the final weights: redo it eagerly.
+    mems = p.model.transformer.initial_memory(4)
+    total, count = 0.0, 0.0
+    for batch in held_out(None).take(3):
+        inputs = {k: batch[k] for k in ("input_ids", "segment_ids", "perm_mask",
+                                        "target_mapping")}
+        out = p.model({**inputs, "mems": mems}, training=False)
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=batch["target"],
+                                                            logits=out["logits"])
+        total += float(tf.reduce_sum(ce * batch["target_mask"]))
+        count += float(tf.reduce_sum(batch["target_mask"]))
+        mems = out["new_mems"]
+    assert results[-1]["loss"] == pytest.approx(total / count, abs=1e-5)
+    assert results[-1]["perplexity"] == pytest.approx(np.exp(total / count), rel=1e-5)
+    assert results[-1]["targets"] == int(count)

@@ -1,11 +1,7 @@
-"""Checkpoints of a training run: model, optimizer, step (= data position) and, in
-pretraining, the memory.
+"""Checkpoints of a training run: model, optimizer, step (= data position), random state.
 
-* The memory is saved as one [GB, M, D] variable per layer (global batch slot order, replica r
-  owning slots r*b .. r*b + b - 1) so a run resumes with exactly the memory it stopped with,
-  on any replica count that divides the batch the same way. These variables live on the host,
-  outside the strategy: at paper scale they are large (n_layer * GB * M * D values), which is
-  the price of not resetting the memory on restart.
+* Pretraining's memory is saved beside them, per host (memory_state.py), before the main
+  checkpoint of the same step is written.
 * The data position is the step counter: the input pipeline is deterministic in the step.
 * Restoring tries the newest checkpoint first; one that cannot be read (truncated, corrupt,
   missing shards) is reported and the one before it is used.
@@ -28,47 +24,6 @@ class CheckpointRestoreError(RuntimeError):
     """No checkpoint in model_dir could be restored; the message lists what failed."""
 
 
-class MemoryState(tf.Module):
-    """The checkpoint copy of the Transformer-XL memory: `layers[i]` is [GB, M, D].
-
-    It is the Trainer's carried state in pretraining: `distribute` cuts it into per-replica
-    values (replica r holds global batch slots r*b .. r*b + b - 1, which are the slots its input
-    pipeline feeds), `gather` stores the values the replicas returned.
-    """
-
-    def __init__(self, n_layer: int, global_batch: int, mem_len: int, d_model: int, dtype):
-        super().__init__(name="memory")
-        self.global_batch = global_batch
-        with tf.device("/cpu:0"):
-            self.layers = [tf.Variable(tf.zeros([global_batch, mem_len, d_model], dtype),
-                                       trainable=False, name=f"layer_{i}")
-                           for i in range(n_layer)] if mem_len else []
-
-    def distribute(self, strategy: tf.distribute.Strategy):
-        """Per-replica memory values cut from the global [GB, M, D] copy ([] without memory)."""
-        if not self.layers:
-            return []
-        b = self.global_batch // strategy.num_replicas_in_sync
-        host = [v.read_value() for v in self.layers]
-
-        def per_replica(context):
-            start = context.replica_id_in_sync_group * b
-            return [tf.identity(m[start:start + b]) for m in host]
-
-        mems = strategy.experimental_distribute_values_from_function(per_replica)
-        local = [strategy.experimental_local_results(m) for m in mems]
-        if all(len(values) == 1 for values in local):
-            # One local replica: strategy.run returns plain tensors, so the loop variable
-            # must be plain tensors too (its structure may not change between iterations).
-            mems = [values[0] for values in local]
-        return mems
-
-    def gather(self, strategy: tf.distribute.Strategy, mems) -> None:
-        """Stores per-replica memories into the global copy (replica r -> slots r*b...)."""
-        for variable, per_replica in zip(self.layers, mems):
-            variable.assign(tf.cast(strategy.gather(per_replica, axis=0), variable.dtype))
-
-
 class RandomState(tf.Module):
     """The states of the model's Keras `SeedGenerator`s (dropout outside the training loop's
     key scope, see layers/dropout.py), checkpointed so a restored model continues their
@@ -86,7 +41,7 @@ class CheckpointKeeper:
     def __init__(self, model_dir: str, *, model, optimizer, global_step,
                  extra: Optional[Dict[str, tf.Module]] = None, max_to_keep: int,
                  is_chief: bool = True, worker_id: int = 0):
-        """`extra`: further objects saved under their keys (pretraining: {"memory": ...})."""
+        """`extra`: further objects saved under their keys."""
         self.model_dir = model_dir
         self.random_state = RandomState(model)
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
@@ -104,6 +59,15 @@ class CheckpointKeeper:
 
     def latest_path(self) -> Optional[str]:
         return self.reader.latest_checkpoint
+
+    def saved_steps(self) -> List[int]:
+        """Steps of the checkpoints in model_dir (read from the directory, on every worker)."""
+        steps = []
+        for path in tf.io.gfile.glob(os.path.join(self.model_dir, "ckpt-*.index")):
+            name = os.path.basename(path)[len("ckpt-"):-len(".index")]
+            if name.isdigit():
+                steps.append(int(name))
+        return sorted(steps)
 
     def save(self, step: int) -> str:
         path = self.manager.save(checkpoint_number=step)

@@ -128,6 +128,15 @@ def is_chief(strategy: tf.distribute.Strategy) -> bool:
                                     and "chief" not in resolver.cluster_spec().as_dict())
 
 
+def num_workers(strategy: tf.distribute.Strategy) -> int:
+    """Worker processes of a MultiWorkerMirroredStrategy cluster; 1 for single-client
+    strategies (one device, mirrored, TPU: one Python process drives every device)."""
+    if not isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy):
+        return 1
+    spec = strategy.cluster_resolver.cluster_spec().as_dict()
+    return len(spec.get("worker", [])) + len(spec.get("chief", []))
+
+
 def worker_id(strategy: tf.distribute.Strategy) -> int:
     resolver = getattr(strategy, "cluster_resolver", None)
     if resolver is None or resolver.task_id is None:

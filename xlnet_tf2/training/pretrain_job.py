@@ -22,7 +22,8 @@ import tensorflow as tf
 from xlnet_tf2.config import PRESETS, XLNetConfig
 from xlnet_tf2.data import manifest as manifest_lib
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
-from xlnet_tf2.training.pretrainer import DataShape, Pretrainer
+from xlnet_tf2.training.pretrain_eval import default_eval_dirs
+from xlnet_tf2.training.pretrainer import DataShape, Pretrainer, eval_batch_size
 from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
 from xlnet_tf2.training.trainer import TrainResult
 from xlnet_tf2.tokenization import model_checksum
@@ -103,6 +104,37 @@ def copy_spm_model(spm_model: str, model_dir: str) -> str:
     return target
 
 
+def held_out_dirs(config: PretrainConfig) -> list:
+    """--eval_data_dir, else DATA_DIR/eval of every --data_dir that has one."""
+    if config.evaluation.eval_data_dir:
+        for d in config.evaluation.eval_data_dir:
+            manifest_lib.read_manifest(d)
+        return list(config.evaluation.eval_data_dir)
+    return default_eval_dirs(config.data_dirs, manifest_lib.read_manifest)
+
+
+def held_out_dataset_fn(config: PretrainConfig, shape: DataShape, vocab_size: int):
+    """(input_context) -> held-out batches, or None without --eval_steps."""
+    if not config.evaluation.eval_steps:
+        return None
+    dirs = held_out_dirs(config)
+    if not dirs:
+        raise RunConfigError(
+            f"--eval_steps={config.evaluation.eval_steps} needs held-out data, but no --data_dir "
+            "has an eval/ directory: prepare the data with data_prep/create_tfrecords.py "
+            "--eval_fraction=0.01 (or --eval_input), or pass --eval_data_dir.")
+    batch = eval_batch_size(config)
+
+    def eval_dataset_fn(input_context):
+        return build_pretrain_dataset(
+            dirs, seq_len=shape.seq_len, reuse_len=shape.reuse_len,
+            num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
+            global_batch_size=batch, input_context=input_context, start_step=0)
+
+    eval_dataset_fn(None)  # a bad layout fails now, naming the directory
+    return eval_dataset_fn
+
+
 def build_pretrainer(config: PretrainConfig,
                      strategy: Optional[tf.distribute.Strategy] = None) -> Pretrainer:
     shape, vocab_size = data_shape_and_vocab(config.data_dirs)
@@ -119,7 +151,8 @@ def build_pretrainer(config: PretrainConfig,
 
     # Fail on a bad layout now, with the pipeline's own message, not inside the first loop.
     dataset_fn(None, 0)
-    pretrainer = Pretrainer(config, model_config, shape, dataset_fn, strategy)
+    eval_dataset_fn = held_out_dataset_fn(config, shape, vocab_size)
+    pretrainer = Pretrainer(config, model_config, shape, dataset_fn, strategy, eval_dataset_fn)
     if pretrainer.is_chief:
         copy_spm_model(spm_model, config.model_dir)
     return pretrainer

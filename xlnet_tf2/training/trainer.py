@@ -4,24 +4,29 @@
 How one run goes:
   1. Under the strategy's scope: the model (`model_fn`), the AdamW and its schedule
      (optimization.py), the step counter.
-  2. Restore the newest readable checkpoint in model_dir (a corrupt one is reported and the one
-     before it used), else `init_fn()` (e.g. --init_checkpoint), else fresh weights.
+  2. Check run_config.json of a model_dir with checkpoints (a changed setting the checkpoints
+     depend on is an error naming the flag), then restore the newest readable checkpoint (a
+     corrupt one is reported and the one before it used), else `init_fn()` (e.g.
+     --init_checkpoint), else fresh weights.
   3. An optional carried state (pretraining's Transformer-XL memory) comes back from its
-     checkpoint variables and is cut into per-replica values (`carried_state.distribute`).
+     per-host files and is cut into per-replica values (`carried_state.distribute`).
   4. Loops of at most `steps_per_loop` steps run inside one tf.function; each step goes through
      `strategy.run`. The carried state is a loop variable of that function and its return
      value, so it continues across steps and loops.
   5. After each loop: a NaN/inf loss stops the run before anything is saved (the last
      checkpoint stays good); every `log_steps` TensorBoard scalars and a console line (loss,
      tokens/s, MFU); every `callback_steps` the callback (fine-tuning's evaluation and
-     best-checkpoint keeping); every `save_steps` and at the end a checkpoint, with the
-     carried state gathered back (`carried_state.gather`). Loops end exactly at those steps.
+     best-checkpoint keeping); every `save_steps` and at the end the carried state (each host
+     its own replicas' share) and then the checkpoint. Loops end exactly at those steps.
 
 The step (one replica's share, `_replica_step`):
   count    = all-reduced sum of `count_fn(features)` (real targets, or examples), at least 1
   loss     = loss_fn(features, state)[0] / count    -- this replica's share of the global mean
-  gradient = d loss / d variables, summed over replicas, clipped to `clip_norm` (global norm),
-             applied once by the optimizer.
+  gradient = d loss / d variables, summed over `grad_accum_steps` micro-batches (consecutive
+             row slices of the replica batch and of its carried state) and over replicas,
+             clipped to `clip_norm` (global norm), applied once by the optimizer.
+  dropout  = masks keyed by (seed, step, each row's place in the global batch): the same on
+             any topology and across restarts (layers/dropout.py).
 So each replica's gradient is its share of the global token- (or example-) weighted mean and
 their sum is the gradient of that mean, whatever the replica count. Under mixed_float16 the
 loss is scaled by the LossScaleOptimizer's dynamic scale before differentiation.
@@ -116,9 +121,11 @@ class Trainer:
       strategy: a tf.distribute strategy (distribution.resolve_strategy); default: current.
       trainable_fn: model -> the variables to train (default: all trainable ones).
       lr_multipliers_fn: model -> {id(variable): learning-rate multiplier} (layer decay).
-      carried_state_fn: model -> a tf.Module whose variables are checkpointed under its
-        `name`, with `distribute(strategy)` -> per-replica values handed to loss_fn and
-        `gather(strategy, values)` storing the values loss_fn returned.
+      carried_state_fn: model -> the carried state (memory_state.MemoryState): its
+        `distribute(strategy)` gives the per-replica values handed to loss_fn, `gather(strategy,
+        values)` stores the values loss_fn returned, and `save(model_dir, step)`,
+        `restore(model_dir, step)`, `prune(model_dir, keep_steps)` keep it beside the
+        checkpoints, each host its own share.
       feature_keys: the batch features handed to the replica step (default: all).
       replica_features: per replica, before count_fn and loss_fn: features -> features
         (e.g. pinning static shapes).
@@ -204,10 +211,8 @@ class Trainer:
         self.carried_state = carried_state_fn(self.model) if carried_state_fn else None
         self.checkpoints = checkpointing.CheckpointKeeper(
             loop.model_dir, model=self.model, optimizer=self.optimizer,
-            global_step=self.global_step, extra=({self.carried_state.name: self.carried_state}
-                                                 if self.carried_state is not None else None),
-            max_to_keep=loop.keep_checkpoints, is_chief=self.is_chief,
-            worker_id=distribution.worker_id(self.strategy))
+            global_step=self.global_step, max_to_keep=loop.keep_checkpoints,
+            is_chief=self.is_chief, worker_id=distribution.worker_id(self.strategy))
         self._compute_grads = tf.function(self._forward_backward, jit_compile=loop.jit_compile,
                                           reduce_retracing=True)
         self._loop = tf.function(self._train_loop)
@@ -357,8 +362,27 @@ class Trainer:
                 rs.derived_sources)
         path = self.checkpoints.restore_latest()
         self._resumed = path is not None
+        if path is not None and self.carried_state is not None:
+            step = int(self.global_step.numpy())
+            if not self.carried_state.restore(self.loop_config.model_dir, step):
+                logging.warning("Checkpoint %s has no saved memory (an older format): the memory "
+                                "starts from zero.", path)
+                print(f"[checkpoint] note: {path} has no saved memory; it starts from zero.",
+                      flush=True)
         if path is None and self.init_fn is not None:
             path = self.init_fn()
+        return path
+
+    def save_checkpoint(self, step: int, state) -> str:
+        """The carried state (each host its own share) first, then the main checkpoint: a main
+        checkpoint on disk always has its state. Old state files are pruned after."""
+        model_dir = self.loop_config.model_dir
+        if self.carried_state is not None:
+            self.gather_state(state)
+            self.carried_state.save(model_dir, step)
+        path = self.checkpoints.save(step)
+        if self.carried_state is not None:
+            self.carried_state.prune(model_dir, self.checkpoints.saved_steps() + [step])
         return path
 
     def _write_run_files(self, resumed: bool) -> None:
@@ -456,8 +480,7 @@ class Trainer:
                         (callback_steps and step % callback_steps == 0) or final):
                     self.callback(step)
                 if step % cfg.save_steps == 0 or final:
-                    self.gather_state(state)
-                    self.checkpoints.save(step)
+                    self.save_checkpoint(step, state)
         finally:
             if step_log is not None:
                 step_log.close()
