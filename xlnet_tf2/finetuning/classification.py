@@ -9,6 +9,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.finetuning import metrics as metrics_lib
+from xlnet_tf2.finetuning.batches import global_batches_fn
 from xlnet_tf2.finetuning.features import encode_sequence_pair
 from xlnet_tf2.finetuning.readers import TextExample
 from xlnet_tf2.tokenization import SentencePieceTokenizer
@@ -30,17 +31,10 @@ def build_features(examples: Sequence[TextExample], tokenizer: SentencePieceToke
 
 
 def train_dataset_fn(features: Dict[str, np.ndarray], global_batch_size: int,
-                     seed: int) -> Callable[[tf.distribute.InputContext], tf.data.Dataset]:
-    """Shuffled, repeated per-replica batches with a static batch dimension."""
-
-    def dataset_fn(context: tf.distribute.InputContext) -> tf.data.Dataset:
-        batch = context.get_per_replica_batch_size(global_batch_size)
-        ds = tf.data.Dataset.from_tensor_slices(features)
-        ds = ds.shard(context.num_input_pipelines, context.input_pipeline_id)
-        ds = ds.shuffle(len(next(iter(features.values()))), seed=seed, reshuffle_each_iteration=True)
-        return ds.repeat().batch(batch, drop_remainder=True).prefetch(2)
-
-    return dataset_fn
+                     seed: int) -> Callable[[tf.distribute.InputContext, int], tf.data.Dataset]:
+    """(input_context, start_step) -> shuffled per-replica batches with a static batch
+    dimension, a function of the step alone (exact resume; see batches.py)."""
+    return global_batches_fn(features, global_batch_size, seed)
 
 
 def predict(model, features: Dict[str, np.ndarray], batch_size: int,

@@ -71,6 +71,8 @@ class FinetuneResult:
     best: Optional[dict]
     evaluations: list
     last_log: Optional[dict]
+    start_step: int = 0
+    steps: list = dataclasses.field(default_factory=list)  # one record per step run
 
 
 class FinetuneRunner:
@@ -80,8 +82,10 @@ class FinetuneRunner:
       cfg: run settings.
       model_fn: () -> task model with a `transformer` attribute and `dummy_inputs(seq_len)`.
       loss_fn: (outputs, features) -> per-example float32 loss [b].
-      dataset_fn: (input_context) -> tf.data.Dataset of per-replica training batches (repeated,
-        static shapes); `features` holds the model inputs and the loss inputs.
+      dataset_fn: (input_context, start_step) -> tf.data.Dataset of per-replica training
+        batches from that step on (repeated, static shapes; batches.global_batches_fn), or
+        (input_context) -> batches from the start (then a resumed run re-reads the data from
+        its beginning); `features` holds the model inputs and the loss inputs.
       eval_fn: (model) -> dict of metrics (must include cfg.best_metric), or None.
       seq_len: tokens per example (for tokens/s and MFU).
       strategy: a tf.distribute strategy (xlnet_tf2.training.distribution.resolve_strategy).
@@ -111,7 +115,7 @@ class FinetuneRunner:
             TrainerConfig(loop=cfg.loop, optimizer=cfg.optimizer,
                           callback_steps=cfg.eval_every if eval_fn is not None else None),
             model_fn=build_model, loss_fn=self._loss_sum, count_fn=self._example_count,
-            dataset_fn=lambda context, start_step: dataset_fn(context), strategy=strategy,
+            dataset_fn=_with_start_step(dataset_fn), strategy=strategy,
             trainable_fn=trainable_variables,
             lr_multipliers_fn=lambda model: layer_lr_multipliers(model, cfg.layer_decay),
             init_fn=self._load_init_checkpoint,
@@ -193,7 +197,17 @@ class FinetuneRunner:
             with tf.io.gfile.GFile(best_path) as f:
                 self._best = json.load(f)
         result = self.trainer.train()
-        return FinetuneResult(result.final_step, self._best, self._evaluations, result.last_log)
+        return FinetuneResult(result.final_step, self._best, self._evaluations, result.last_log,
+                              result.start_step, result.steps)
+
+
+def _with_start_step(dataset_fn: Callable) -> Callable:
+    """dataset_fn(context, start_step), also for a dataset_fn that takes only the context."""
+    import inspect
+
+    if len(inspect.signature(dataset_fn).parameters) >= 2:
+        return dataset_fn
+    return lambda context, start_step: dataset_fn(context)
 
 
 def restore_for_inference(model: keras.Model, model_dir: str, which: str = "best") -> str:
