@@ -48,18 +48,8 @@ def extract(model, tokenizer, texts: Sequence[str], seq_len: int,
             batch_size: int = 32) -> Dict[str, np.ndarray]:
     """Features of `texts` in fixed-size batches (the last padded, so shapes stay static):
     token_features [N, L, D], pooled [N, D], input_ids / attention_mask [N, L]."""
+    from xlnet_tf2.finetuning.inference import batched_outputs
+
     inputs = encode_texts(texts, tokenizer, seq_len)
-    step = tf.function(lambda batch: feature_outputs(model, batch))
-    collected: Dict[str, list] = {}
-    n = len(texts)
-    for start in range(0, n, batch_size):
-        stop = min(start + batch_size, n)
-        batch = {}
-        for k, v in inputs.items():
-            chunk = v[start:stop]
-            if stop - start < batch_size:
-                chunk = np.concatenate([chunk, np.repeat(v[:1], batch_size - (stop - start), 0)])
-            batch[k] = tf.constant(chunk)
-        for k, v in step(batch).items():
-            collected.setdefault(k, []).append(v.numpy()[:stop - start])
-    return {k: np.concatenate(v) for k, v in collected.items()}
+    return batched_outputs(lambda batch: feature_outputs(model, batch), inputs, batch_size,
+                           label="extracting features", unit="texts")

@@ -10,6 +10,7 @@ import tensorflow as tf
 
 from xlnet_tf2.finetuning import metrics as metrics_lib
 from xlnet_tf2.finetuning.batches import global_batches_fn
+from xlnet_tf2.finetuning.inference import batched_outputs
 from xlnet_tf2.finetuning.features import encode_sequence_pair
 from xlnet_tf2.finetuning.readers import TextExample
 from xlnet_tf2.tokenization import SentencePieceTokenizer
@@ -39,31 +40,17 @@ def train_dataset_fn(features: Dict[str, np.ndarray], global_batch_size: int,
 
 def predict(model, features: Dict[str, np.ndarray], batch_size: int,
             output_keys: Sequence[str] = ("logits",)) -> Dict[str, np.ndarray]:
-    """Runs `model` over all rows in batches of exactly `batch_size` (the last is padded by
-    repeating row 0 and the padding outputs are dropped), so every call has the same shapes."""
+    """Runs `model` over all rows in batches of exactly `batch_size` (the last is padded and
+    the padding outputs dropped), so every call has the same shapes; inside the current
+    distribution strategy (inference.py), with a progress line on long sets."""
     inputs = {k: v for k, v in features.items() if k != "label" and not k.endswith("positions")
               and k != "is_impossible"}
-    n = len(next(iter(inputs.values())))
 
-    @tf.function
-    def step(batch):
+    def outputs_of(batch):
         outputs = model(batch, training=False)
         return {k: outputs[k] for k in output_keys}
 
-    collected = {k: [] for k in output_keys}
-    for start in range(0, n, batch_size):
-        stop = min(start + batch_size, n)
-        batch = {}
-        for k, v in inputs.items():
-            chunk = v[start:stop]
-            if stop - start < batch_size:
-                pad = np.repeat(v[:1], batch_size - (stop - start), axis=0)
-                chunk = np.concatenate([chunk, pad], axis=0)
-            batch[k] = tf.constant(chunk)
-        out = step(batch)
-        for k in output_keys:
-            collected[k].append(out[k].numpy()[:stop - start])
-    return {k: np.concatenate(v, axis=0) for k, v in collected.items()}
+    return batched_outputs(outputs_of, inputs, batch_size, label="evaluating")
 
 
 def evaluate(model, features: Dict[str, np.ndarray], batch_size: int, regression: bool,

@@ -159,7 +159,8 @@ class FinetuneRunner:
     def _evaluate(self, step: int) -> None:
         """The loop's callback: evaluate, record, keep the best model weights."""
         cfg = self.cfg
-        metrics = {k: float(v) for k, v in self.eval_fn(self.model).items()}
+        with self.strategy.scope():  # evaluation runs on the run's replicas (inference.py)
+            metrics = {k: float(v) for k, v in self.eval_fn(self.model).items()}
         if cfg.best_metric not in metrics:
             raise ValueError(f"--best_metric={cfg.best_metric!r} is not among the evaluation "
                              f"metrics {sorted(metrics)}.")
