@@ -3,12 +3,18 @@ evaluation (accuracy, F1, MCC; Pearson, Spearman)."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import json
 from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.finetuning import feature_cache
 from xlnet_tf2.finetuning import metrics as metrics_lib
+from xlnet_tf2.training import distribution
 from xlnet_tf2.finetuning.batches import global_batches_fn
 from xlnet_tf2.finetuning.inference import batched_outputs
 from xlnet_tf2.finetuning.features import encode_sequence_pair
@@ -82,9 +88,9 @@ def load_examples(*, task: str, train_file: Optional[str], eval_file: Optional[s
         return (train, evaluation, list(labels) if labels else names,
                 f"tfds:{tfds_name}[{tfds_train_split}]", f"tfds:{tfds_name}[{eval_split}]")
     if not train_file:
-        raise ValueError("Give --train_file (TSV/CSV/JSONL) or --tfds_name.")
+        raise RunConfigError("Give --train_file (TSV/CSV/JSONL) or --tfds_name.")
     if not text_a_column or not label_column:
-        raise ValueError("Local files need --text_a_column and --label_column.")
+        raise RunConfigError("Local files need --text_a_column and --label_column.")
     train = readers.read_text_file(train_file, text_a_column, text_b_column, label_column,
                                    regression)
     evaluation = (readers.read_text_file(eval_file, text_a_column, text_b_column, label_column,
@@ -93,6 +99,14 @@ def load_examples(*, task: str, train_file: Optional[str], eval_file: Optional[s
     if not regression:
         label_list = list(labels) if labels else sorted({e.label for e in train})
     return train, evaluation, label_list, train_file, eval_file
+
+
+def examples_fingerprint(examples: Sequence) -> str:
+    """sha256 of the examples' texts and labels (what their features depend on)."""
+    digest = hashlib.sha256()
+    for e in examples:
+        digest.update(json.dumps(dataclasses.astuple(e), default=str).encode("utf-8"))
+    return digest.hexdigest()
 
 
 def run(*, cfg, model_config, spec, spm_model: str, train_examples, eval_examples,
@@ -108,19 +122,25 @@ def run(*, cfg, model_config, spec, spm_model: str, train_examples, eval_example
     regression = spec.task == "regression"
     tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
     if tokenizer.vocab_size > model_config.n_token:
-        raise ValueError(f"--spm_model has {tokenizer.vocab_size} pieces but the model's n_token "
-                         f"is {model_config.n_token}.")
+        raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the model's "
+                             f"n_token is {model_config.n_token}.")
 
     def labels_of(examples, source):
         if regression:
             return [e.label for e in examples]
         return readers.label_ids(examples, spec.label_list, source)
 
-    train = build_features(train_examples, tokenizer, spec.seq_len, spec.layout,
-                           labels_of(train_examples, train_source), regression)
-    evaluation = (build_features(eval_examples, tokenizer, spec.seq_len, spec.layout,
-                                 labels_of(eval_examples, eval_source), regression)
-                  if eval_examples else None)
+    def features_of(name, examples, source):
+        labels = labels_of(examples, source)  # checked every run: errors name the record
+        return feature_cache.cached_features(
+            name, {"examples": examples_fingerprint(examples), "spm": tokenizer.checksum,
+                   "spec": dataclasses.asdict(spec), "regression": regression},
+            lambda: build_features(examples, tokenizer, spec.seq_len, spec.layout, labels,
+                                   regression),
+            cfg.feature_cache_dir, distribution.is_chief(strategy or tf.distribute.get_strategy()))
+
+    train = features_of("train", train_examples, train_source)
+    evaluation = features_of("eval", eval_examples, eval_source) if eval_examples else None
     spec.write(cfg.model_dir)
     copy_spm_model(spm_model, cfg.model_dir)
     num_outputs = 1 if regression else len(spec.label_list)

@@ -113,18 +113,27 @@ def build_features(examples: Sequence[RaceExample], tokenizer, seq_len: int,
 
 def run(*, cfg, model_config, spec, spm_model: str, train_path: str, eval_path: Optional[str],
         eval_batch_size: int, strategy=None, head_dropout: float = 0.1):
-    from xlnet_tf2.finetuning import classification, metrics
+    from xlnet_tf2.finetuning import classification, feature_cache, metrics
+    from xlnet_tf2.training import distribution
     from xlnet_tf2.finetuning.task_models import MultipleChoiceModel, multiple_choice_loss
     from xlnet_tf2.finetuning.task_spec import copy_spm_model
     from xlnet_tf2.finetuning.trainer import FinetuneRunner
 
     tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-    train = build_features(read_race(train_path, spec.num_choices), tokenizer, spec.seq_len,
-                           spec.max_qa_length)
+    is_chief = distribution.is_chief(strategy or tf.distribute.get_strategy())
+
+    def features_of(name, path):
+        examples = read_race(path, spec.num_choices)
+        return feature_cache.cached_features(
+            name, {"examples": classification.examples_fingerprint(examples),
+                   "spm": tokenizer.checksum, "spec": dataclasses.asdict(spec)},
+            lambda: build_features(examples, tokenizer, spec.seq_len, spec.max_qa_length),
+            cfg.feature_cache_dir, is_chief)
+
+    train = features_of("train", train_path)
     if "label" not in train:
         raise TaskDataError(train_path, None, "training passages need \"answers\".")
-    evaluation = (build_features(read_race(eval_path, spec.num_choices), tokenizer, spec.seq_len,
-                                 spec.max_qa_length) if eval_path else None)
+    evaluation = features_of("eval", eval_path) if eval_path else None
     spec.write(cfg.model_dir)
     copy_spm_model(spm_model, cfg.model_dir)
 

@@ -71,6 +71,10 @@ class FinetuneConfig:
     head_dropout: float = setting(
         0.1, "Dropout rate in the task head.", resume="warn")
     lower: bool = setting(False, "Lowercase text (only for uncased models).")
+    feature_cache_dir: Optional[str] = setting(
+        None, "Where tokenized features are cached as TFRecords, so the same data is tokenized "
+        "once across runs and workers (default: $XLNET_TF2_CACHE or "
+        "~/.cache/xlnet_tf2/features); 'off' disables the cache.", resume="free")
     loop: LoopConfig = section(FinetuneLoopConfig)
     optimizer: OptimizerConfig = section(FinetuneOptimizerConfig)
     model: DropoutConfig = section(DropoutConfig)
