@@ -179,7 +179,7 @@ def test_bad_inputs_get_clear_errors():
     with pytest.raises(ValueError, match="even batch"):
         model({"input_ids": np.zeros((3, L), np.int32)})
     with pytest.raises(ValueError, match="unknown input key"):
-        model({"input_ids": np.zeros((2, L), np.int32), "token_type_ids": np.zeros((2, L))})
+        model({"input_ids": np.zeros((2, L), np.int32), "position_ids": np.zeros((2, L))})
     with pytest.raises(ValueError, match="one tensor per layer"):
         model({"input_ids": np.zeros((2, L), np.int32), "mems": [np.zeros((2, M, 64))]})
 

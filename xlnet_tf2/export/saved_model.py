@@ -4,11 +4,13 @@
 Layout written: EXPORT_BASE/<version>/{saved_model.pb, variables/, assets/spiece.model,
 assets.extra/task.json}; TF Serving loads EXPORT_BASE as a model base path.
 
-Text inputs are normalized and tokenized in-graph (InGraphTokenizer: same ids as
-xlnet_tf2.tokenization) and laid out as in training (serving_inputs.py). Over-long inputs are
-truncated exactly as in training: pairs drop tokens from the end of the longer text, a single
-text keeps its first seq_len-2 tokens; RACE keeps the last max_qa_length tokens of
-question+option and the first seq_len-3-len(qa) tokens of the article. An empty string is valid input.
+Text inputs are normalized, tokenized and laid out in-graph by the Keras preprocessing layer
+`XLNetPreprocessor` (the in-graph SentencePiece op: same ids as xlnet_tf2.tokenization, same
+layout as training; SQuAD and RACE lay out their windows with serving_inputs.py). Over-long
+inputs are truncated exactly as in training: pairs drop tokens from the end of the longer
+text, a single text keeps its first seq_len-2 tokens; RACE keeps the last max_qa_length tokens
+of question+option and the first seq_len-3-len(qa) tokens of the article. An empty string is
+valid input.
 
 Outputs per task:
   classification: probabilities [B, C] float32, label_id [B] int32, label [B] string
@@ -34,9 +36,9 @@ from typing import Optional
 import tensorflow as tf
 
 from xlnet_tf2 import special_ids as sid
-from xlnet_tf2.export.in_graph_tokenizer import InGraphTokenizer
-from xlnet_tf2.export import feature_extraction, serving_inputs
+from xlnet_tf2.export import feature_extraction
 from xlnet_tf2.finetuning.task_spec import SPM_FILE, TaskSpec
+from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
 
 EXPORT_TASKS = ("classification", "regression", "race", "squad", "features")
 
@@ -60,7 +62,11 @@ class ServingModule(tf.Module):
         self.model_variables = [v.value for v in model.variables]
         self.spec = spec
         self.seq_len = spec.seq_len
-        self.tokenizer = InGraphTokenizer(spm_model, lower=spec.lower)
+        # The Keras preprocessing layer users can also put in tf.data or their own models;
+        # SQuAD and RACE build their layouts from its tokenizer's ids.
+        self.preprocessor = XLNetPreprocessor(spm_model, spec.seq_len, spec.layout,
+                                              lower=spec.lower)
+        self.tokenizer = self.preprocessor.tokenizer
         if task == "classification":
             self.label_names = tf.constant(list(spec.label_list))
 
@@ -99,20 +105,15 @@ class ServingModule(tf.Module):
                           "attention_mask": tf.ensure_shape(attention_mask, [None, L])}
                 return self._outputs(inputs)
 
-            layout = self.spec.layout
             if self.task != "features" and self.spec.paired:
                 @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
                                               tf.TensorSpec([None], tf.string, name="text_b")])
                 def serve_text(text, text_b):
-                    inputs = serving_inputs.encode_sequence_pair(
-                        self.tokenizer.encode_ids(text), self.tokenizer.encode_ids(text_b), L, layout)
-                    return self._outputs(inputs)
+                    return self._outputs(self.preprocessor(text, text_b))
             else:
                 @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
                 def serve_text(text):
-                    inputs = serving_inputs.encode_sequence_pair(
-                        self.tokenizer.encode_ids(text), None, L, layout)
-                    return self._outputs(inputs)
+                    return self._outputs(self.preprocessor(text))
             return {"serving_default": serve_text.get_concrete_function(),
                     "serve_token_ids": serve_token_ids.get_concrete_function()}
         from xlnet_tf2.export import serving_tasks

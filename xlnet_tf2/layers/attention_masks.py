@@ -3,7 +3,8 @@
 Dimension glossary: B batch, L query length, M memory length, K = M + L keys, P predicted
 positions. Polarity: every mask here is boolean and True means "query i may NOT attend to
 key j" (the original's and HuggingFace's `perm_mask` polarity). Memory keys (the first M
-columns) are always visible unless the causal mask of unidirectional attention hides them.
+columns) are visible unless the causal mask of unidirectional attention or a `memory_mask`
+(empty memory slots, e.g. in generation) hides them.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def causal_mask(q_len: int, m_len: int, same_length: bool = False) -> tf.Tensor:
 def build_attention_masks(
     *, batch_size, q_len: int, m_len: int, attn_type: str, same_length: bool,
     attention_mask: Optional[tf.Tensor] = None, perm_mask: Optional[tf.Tensor] = None,
+    memory_mask: Optional[tf.Tensor] = None,
 ) -> Tuple[Optional[tf.Tensor], Optional[tf.Tensor]]:
     """The content-stream and query-stream masks.
 
@@ -38,6 +40,8 @@ def build_attention_masks(
       batch_size: B (int or scalar tensor).
       attention_mask: [B, L], 1 = real token, 0 = padding; padding keys are blocked.
       perm_mask: [B, L, L], 1 = query i may not attend to key j (factorization order).
+      memory_mask: [B, M], 1 = a real memory entry, 0 = an empty slot no query may see
+        (same polarity as attention_mask).
     Returns:
       (content_mask, query_mask), each bool [B, L, K] with True = blocked, or (None, None)
       when nothing is masked (bidirectional attention with no padding and no permutation).
@@ -56,9 +60,15 @@ def build_attention_masks(
     if perm_mask is not None:
         perm = tf.cast(perm_mask, tf.float32) > 0.0
         data_blocked = perm if data_blocked is None else tf.logical_or(data_blocked, perm)
+    if memory_mask is not None and data_blocked is None:
+        data_blocked = tf.zeros([batch_size, q_len, q_len], dtype=tf.bool)
     if data_blocked is not None:
-        memory_visible = tf.zeros([batch_size, q_len, m_len], dtype=tf.bool)
-        data_blocked = tf.concat([memory_visible, data_blocked], axis=2)  # [B, L, K]
+        if memory_mask is None:
+            memory_blocked = tf.zeros([batch_size, q_len, m_len], dtype=tf.bool)
+        else:
+            empty = tf.equal(tf.cast(memory_mask, tf.int32), 0)[:, None, :]  # [B, 1, M]
+            memory_blocked = tf.broadcast_to(empty, [batch_size, q_len, m_len])
+        data_blocked = tf.concat([memory_blocked, data_blocked], axis=2)  # [B, L, K]
         blocked = data_blocked if blocked is None else tf.logical_or(blocked, data_blocked)
     if blocked is None:
         return None, None

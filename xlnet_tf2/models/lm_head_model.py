@@ -35,10 +35,26 @@ class XLNetLMHeadModel(keras.Model):
     def from_config(cls, config):
         return cls(**config)
 
-    def call(self, inputs, training=None):
-        outputs = dict(self.transformer(inputs, training=training))
+    @classmethod
+    def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetLMHeadModel":
+        """`xlnet_tf2.from_pretrained`: a directory (converted, HuggingFace or original
+        release) or a name; keyword arguments are run-time settings (mem_len=...)."""
+        from xlnet_tf2.hub import from_pretrained
+
+        return from_pretrained(name_or_dir, **kwargs)
+
+    def call(self, inputs, training=None, output_hidden_states=False):
+        outputs = dict(self.transformer(inputs, training=training,
+                                        output_hidden_states=output_hidden_states))
         outputs["logits"] = self.lm_logits(outputs["hidden"])
         return outputs
+
+    def generate(self, input_ids, **kwargs):
+        """Text generation with memory: `xlnet_tf2.generation.generate(self, input_ids, ...)`
+        (greedy, or do_sample with temperature / top_k / top_p); returns int32 [B, P + n]."""
+        from xlnet_tf2.generation import generate
+
+        return generate(self, input_ids, **kwargs)
 
     def lm_logits(self, hidden):
         """hidden [B, S, D] -> float32 logits [B, S, n_token]."""

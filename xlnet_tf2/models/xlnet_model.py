@@ -24,11 +24,22 @@ from xlnet_tf2.layers.relative_attention import normal_initializer
 from xlnet_tf2.layers.relative_position import relative_position_encoding
 from xlnet_tf2.layers.xlnet_block import XLNetBlock
 
-INPUT_KEYS = ("input_ids", "segment_ids", "attention_mask", "perm_mask", "target_mapping", "mems")
+INPUT_KEYS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask", "perm_mask",
+              "target_mapping", "mems", "memory_mask")
 
 
 def _config_of(config) -> XLNetConfig:
     return config if isinstance(config, XLNetConfig) else XLNetConfig.from_dict(config)
+
+
+def _segment_ids(inputs) -> Optional[tf.Tensor]:
+    """`segment_ids`, or HuggingFace's name for them, `token_type_ids` (not both)."""
+    if "token_type_ids" in inputs:
+        if "segment_ids" in inputs:
+            raise ValueError("Give segment_ids or token_type_ids (the same input under "
+                             "HuggingFace's name), not both.")
+        return inputs["token_type_ids"]
+    return inputs.get("segment_ids")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
@@ -38,17 +49,30 @@ class XLNetModel(keras.Model):
     Call with a dict:
       input_ids: int32 [B, L].
       segment_ids: int32 [B, L] (optional; only equality between ids matters).
+        `token_type_ids` (HuggingFace's name) is accepted instead.
       attention_mask: [B, L], 1 = real token, 0 = padding (optional).
       perm_mask: [B, L, L], 1 = position i may NOT attend to position j (optional).
       target_mapping: [B, P, L], one-hot rows (or all-zero rows for unused predictions);
         turns on the query stream (optional).
       mems: list of n_layer tensors [B, M, D] (optional; an empty list means no memory, so a
         model with mem_len 0 can be fed its own `new_mems`).
+      memory_mask: [B, M], 1 = real memory entry, 0 = empty slot that no query may see
+        (optional; without it every memory entry is visible, as in the original).
+    and optionally `output_hidden_states=True` (a Python bool, so it is fixed when traced).
     Returns a dict:
       hidden: [B, L, D] content stream, or [B, P, D] query stream when target_mapping is given.
+        Also under HuggingFace's name `last_hidden_state` (the same tensor).
       content_hidden: [B, L, D] content stream output (always).
       new_mems: list of n_layer tensors [B, min(M', mem_len), D] (M' = M + reuse length), with
-        stopped gradient; an empty list when mem_len is 0.
+        stopped gradient; an empty list when mem_len is 0. Also under HuggingFace's name `mems`.
+      hidden_states (only with output_hidden_states): n_layer + 1 tensors [B, L, D], the
+        content stream entering each layer (the word embedding first, which is also what the
+        memory caches) and the last layer's output, as HuggingFace's `hidden_states` without
+        a query stream.
+      query_hidden_states (only with output_hidden_states and target_mapping): n_layer + 1
+        tensors [B, P, D], the query stream entering each layer and the last layer's output.
+    Only references to tensors the forward pass computes anyway are added, so the default
+    path does no extra work.
     """
 
     def __init__(self, config, **kwargs):
@@ -93,8 +117,15 @@ class XLNetModel(keras.Model):
     def from_config(cls, config):
         return cls(**config)
 
+    @classmethod
+    def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetModel":
+        """The backbone of `xlnet_tf2.from_pretrained(name_or_dir, **kwargs)`."""
+        from xlnet_tf2.hub import from_pretrained
+
+        return from_pretrained(name_or_dir, **kwargs).transformer
+
     # ------------------------------------------------------------------ call
-    def call(self, inputs: Dict[str, tf.Tensor], training=None):
+    def call(self, inputs: Dict[str, tf.Tensor], training=None, output_hidden_states=False):
         c = self.config
         unknown = sorted(set(inputs) - set(INPUT_KEYS))
         if unknown:
@@ -119,12 +150,16 @@ class XLNetModel(keras.Model):
         m_len = 0 if mems is None else mems[0].shape[1]
         k_len = m_len + q_len
 
+        memory_mask = inputs.get("memory_mask")
+        if memory_mask is not None and mems is None:
+            raise ValueError("memory_mask was given without mems.")
+
         content_mask, query_mask = build_attention_masks(
             batch_size=batch_size, q_len=q_len, m_len=m_len, attn_type=c.attn_type,
             same_length=c.same_length, attention_mask=inputs.get("attention_mask"),
-            perm_mask=inputs.get("perm_mask"))
+            perm_mask=inputs.get("perm_mask"), memory_mask=memory_mask)
 
-        segment_ids = inputs.get("segment_ids")
+        segment_ids = _segment_ids(inputs)
         segment_mismatch = None if segment_ids is None else segment_matrix(segment_ids, m_len)
 
         pos_emb = relative_position_encoding(q_len, k_len, c.d_model, c.attn_type, c.bi_data,
@@ -157,16 +192,25 @@ class XLNetModel(keras.Model):
 
         shared_biases = None if c.untie_r else (self.r_w_bias, self.r_r_bias, self.r_s_bias)
         new_mems = []
+        hidden_states, query_hidden_states = [], []
         for i, block in enumerate(self.blocks):
             layer_mems = None if mems is None else mems[i]
             if c.mem_len > 0:
                 new_mems.append(self._cache_memory(h, layer_mems))
+            hidden_states.append(h)
+            query_hidden_states.append(g)
             h, g = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
                          segment_mismatch=segment_mismatch, biases=shared_biases,
                          training=training, **query_kwargs)
 
         output = self.dropout(h if g is None else g, training=training)
-        return {"hidden": output, "content_hidden": h, "new_mems": new_mems}
+        outputs = {"hidden": output, "last_hidden_state": output, "content_hidden": h,
+                   "new_mems": new_mems, "mems": new_mems}
+        if output_hidden_states:
+            outputs["hidden_states"] = hidden_states + [h]
+            if g is not None:
+                outputs["query_hidden_states"] = query_hidden_states + [g]
+        return outputs
 
     def _cache_memory(self, layer_input, previous: Optional[tf.Tensor]):
         """Memory for the next segment: the last mem_len of concat(previous, first reuse_len
