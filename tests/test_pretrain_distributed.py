@@ -233,9 +233,21 @@ def _final_state(model_dir):
     state) but the save counter, which counts the saves of each attempt."""
     import tensorflow as tf
 
-    reader = tf.train.load_checkpoint(tf.train.latest_checkpoint(str(model_dir)))
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()
-            if not name.startswith(("save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH"))}
+    def tensors(path, prefix=""):
+        reader = tf.train.load_checkpoint(path)
+        return {prefix + name: reader.get_tensor(name)
+                for name in reader.get_variable_to_shape_map()
+                if not name.startswith(("save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH"))}
+
+    main = tf.train.latest_checkpoint(str(model_dir))
+    state = tensors(main)
+    # The Transformer-XL memory is saved per host beside the main checkpoint, same step.
+    step = main.rsplit("-", 1)[1]
+    memory_root = os.path.join(str(model_dir), "memory")
+    for worker in sorted(os.listdir(memory_root)):
+        state.update(tensors(os.path.join(memory_root, worker, f"ckpt-{step}"),
+                             prefix=f"memory/{worker}/"))
+    return state
 
 
 def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path):

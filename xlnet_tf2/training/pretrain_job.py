@@ -22,6 +22,7 @@ import tensorflow as tf
 from xlnet_tf2.config import PRESETS, XLNetConfig
 from xlnet_tf2.data import manifest as manifest_lib
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
+from xlnet_tf2.training import baselines
 from xlnet_tf2.training.pretrain_eval import default_eval_dirs
 from xlnet_tf2.training.pretrainer import DataShape, Pretrainer, eval_batch_size
 from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
@@ -163,26 +164,38 @@ def run_pretraining(config: PretrainConfig,
     return build_pretrainer(config, strategy).train()
 
 
+def _stream_dataset(data_dirs: Sequence[str], global_batch_size: int) -> tf.data.Dataset:
+    shape, vocab_size = data_shape_and_vocab(data_dirs)
+    return build_pretrain_dataset(
+        list(data_dirs), seq_len=shape.seq_len, reuse_len=shape.reuse_len,
+        num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
+        global_batch_size=global_batch_size)
+
+
 def unigram_entropy_baseline(data_dirs: Sequence[str], *, global_batch_size: int,
                              max_steps: int = 2000) -> dict:
     """Cross-entropy (nats) of the best context-free predictor of the training targets.
 
-    Counts the target tokens (target_mask = 1) of the first `max_steps` training steps (the
-    data the model is trained on) and returns their unigram entropy: a model that has learned
-    nothing but token frequencies reaches this loss, so a pretraining loss well below it shows
-    the model uses context.
+    Counts the target tokens of the first `max_steps` training steps (the data the model is
+    trained on) and returns their unigram entropy: a model that has learned nothing but token
+    frequencies reaches this loss, so a pretraining loss well below it shows the model uses
+    context.
     """
-    shape, vocab_size = data_shape_and_vocab(data_dirs)
-    dataset = build_pretrain_dataset(
-        list(data_dirs), seq_len=shape.seq_len, reuse_len=shape.reuse_len,
-        num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
-        global_batch_size=global_batch_size)
-    counts = np.zeros([vocab_size], np.float64)
-    for batch in dataset.take(max_steps).map(lambda b: (b["target"], b["target_mask"])):
-        target, mask = batch[0].numpy().ravel(), batch[1].numpy().ravel()
-        np.add.at(counts, target[mask > 0], 1.0)
+    _, vocab_size = data_shape_and_vocab(data_dirs)
+    counts = baselines.target_counts(_stream_dataset(data_dirs, global_batch_size),
+                                     vocab_size, max_steps)
     total = counts.sum()
     p = counts[counts > 0] / total
     entropy = float(-(p * np.log(p)).sum())
     return {"entropy_nats": entropy, "perplexity": math.exp(entropy), "targets": int(total),
             "steps": max_steps}
+
+
+def held_out_unigram_baseline(data_dirs: Sequence[str], eval_dirs: Sequence[str], *,
+                              global_batch_size: int, max_steps: int = 2000) -> dict:
+    """The training unigram entropy and the held-out cross-entropy under the training unigram
+    (see training/baselines.py), from the first `max_steps` batches of each."""
+    _, vocab_size = data_shape_and_vocab(data_dirs)
+    return baselines.unigram_baselines(_stream_dataset(data_dirs, global_batch_size),
+                                       _stream_dataset(eval_dirs, global_batch_size),
+                                       vocab_size, max_steps)
