@@ -21,3 +21,28 @@ def test_model_api_example_runs():
     assert tuple(out["logits"].shape) == (2, 3, 1000)
     assert tuple(out["hidden"].shape) == (2, 3, 64)
     assert tuple(out["new_mems"][0].shape) == (2, 8, 64)
+
+
+def test_huggingface_style_example_runs(tmp_path, monkeypatch):
+    """The example as written, on a tiny converted directory standing in for converted/base."""
+    import xlnet_tf2
+    from test_finetune_data import train_tiny_spm
+
+    spm = train_tiny_spm(str(tmp_path))
+    config = xlnet_tf2.XLNetConfig.preset("tiny", n_token=500)
+    model = xlnet_tf2.XLNetLMHeadModel(config)
+    model.build()
+    xlnet_tf2.save_pretrained(model, str(tmp_path / "converted" / "base"), spm_model=spm)
+    monkeypatch.chdir(tmp_path)
+    block = next(b for b in _python_blocks() if "from_pretrained(path" in b)
+    namespace = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    out, batch = namespace["out"], namespace["batch"]
+    assert tuple(out["last_hidden_state"].shape) == (2, batch["input_ids"].shape[1],
+                                                     config.d_model)
+    assert len(out["hidden_states"]) == config.n_layer + 1 and len(out["mems"]) == config.n_layer
+    assert namespace["tokenizer"].decode(batch["input_ids"][0], skip_special_tokens=True) == \
+        "Sort the list in place."
+    text = namespace["generate_text"](namespace["model"], namespace["tokenizer"], "The list is",
+                                      max_new_tokens=8)
+    assert len(text) == 1 and text[0].startswith("The list is")
