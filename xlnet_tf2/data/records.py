@@ -26,6 +26,9 @@ from xlnet_tf2.data.examples import Example
 
 SEQUENCE_FEATURES = ("input_ids", "segment_ids", "perm_rank")
 SCALAR_FEATURES = ("stream_id", "chunk_index", "direction", "pass_id", "is_next")
+# TFRecord framing around each record: uint64 length, masked CRC32C of it, masked CRC32C of
+# the data.
+TFRECORD_OVERHEAD = 16
 
 
 def shard_name(pass_id: int, direction: int, stream_id: int) -> str:
