@@ -4,7 +4,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.data.masks import two_stream_masks
-from xlnet_tf2.data.permutation import online_ranks, sample_ranks
+from xlnet_tf2.data.permutation import online_ranks, sample_ranks_batch
 from test_data_fixtures import check_mask_semantics
 
 SEP, CLS = 4, 3
@@ -83,10 +83,17 @@ def test_generic_checker_agrees_with_hand_worked_case():
 
 
 def test_offline_ranks_are_block_permutations():
-    rng = np.random.default_rng(0)
-    ranks = sample_ranks(16, 8, 4, rng)
-    for start in range(0, 16, 4):
-        assert sorted(ranks[start:start + 4]) == list(range(start, start + 4))
+    keys = np.arange(4000, dtype=np.uint64)
+    ranks = sample_ranks_batch(keys, 16, 8, 4)
+    for row in ranks:
+        for start in range(0, 16, 4):
+            assert sorted(row[start:start + 4]) == list(range(start, start + 4))
+    # Uniform: each of the 4 ranks is equally likely at every position (1000 +- 5 sigma).
+    for position in range(16):
+        counts = np.bincount(ranks[:, position] % 4, minlength=4)
+        assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(4000 * 0.25 * 0.75)), counts
+    # A pure function of the key: one example at a time gives the same rows.
+    np.testing.assert_array_equal(sample_ranks_batch(keys[7:8], 16, 8, 4), ranks[7:8])
 
 
 def test_online_ranks_are_block_permutations_and_seeded():

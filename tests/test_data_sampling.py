@@ -4,7 +4,9 @@ import numpy as np
 import pytest
 
 from xlnet_tf2 import special_ids
-from xlnet_tf2.data.examples import build_example, num_chunks, split_a_and_b
+from xlnet_tf2.data import hashrand
+from xlnet_tf2.data.examples import (build_example, build_examples, num_chunks,
+                                     sentence_bounds, split_a_and_b)
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data.span_sampling import sample_span_mask, start_piece_table
 from test_data_fixtures import corpus_path, tokenizer
@@ -32,20 +34,19 @@ def _runs(mask):
 @pytest.mark.parametrize("mode", ["word", "original"])
 def test_exact_target_count(encoded, mode):
     ids, _, starts = encoded
-    rng = np.random.default_rng(0)
     for k in range(200):
         seg = ids[k * 256:(k + 1) * 256]
-        mask = sample_span_mask(seg, starts, 43, rng, span_mode=mode, reverse=k % 2 == 1)
+        mask = sample_span_mask(seg, starts, 43, k, span_mode=mode, reverse=k % 2 == 1)
         assert mask.sum() == 43
 
 
 def test_original_mode_spans_are_pieces(encoded):
     ids, _, starts = encoded
-    rng = np.random.default_rng(1)
     lengths = []
     for k in range(200):
         seg = ids[k * 512:(k + 1) * 512]
-        mask = sample_span_mask(seg, starts, 512, rng, span_mode="original", top_up=False)
+        mask = sample_span_mask(seg, starts, 512, 1000 + k, span_mode="original",
+                                top_up=False)
         for b, e in _runs(mask):
             assert starts[seg[b]], "a span starts on a word-start piece"
             assert e - b <= 5
@@ -56,11 +57,10 @@ def test_original_mode_spans_are_pieces(encoded):
 
 def test_word_mode_spans_are_whole_words(encoded):
     ids, _, starts = encoded
-    rng = np.random.default_rng(2)
     words = []
     for k in range(200):
         seg = ids[k * 512:(k + 1) * 512]
-        mask = sample_span_mask(seg, starts, 512, rng, span_mode="word", top_up=False)
+        mask = sample_span_mask(seg, starts, 512, 2000 + k, span_mode="word", top_up=False)
         for b, e in _runs(mask):
             assert starts[seg[b]]
             assert e == len(seg) or starts[seg[e]], "a span ends at a word boundary"
@@ -76,12 +76,11 @@ def test_spans_cover_one_in_k(encoded, alpha):
     # span of n pieces uses a window of n * alpha, plus the pieces skipped to reach a word
     # start. The top-up (on in data preparation) then brings every example to exactly P.
     ids, _, starts = encoded
-    rng = np.random.default_rng(3)
     covered = total = 0
     for k in range(300):
         seg = ids[k * 512:(k + 1) * 512]
-        mask = sample_span_mask(seg, starts, 512, rng, alpha=alpha, span_mode="original",
-                                top_up=False)
+        mask = sample_span_mask(seg, starts, 512, 3000 + k, alpha=alpha,
+                                span_mode="original", top_up=False)
         covered += mask.sum()
         total += len(seg)
     assert 0.75 / alpha < covered / total < 1 / alpha
@@ -89,21 +88,62 @@ def test_spans_cover_one_in_k(encoded, alpha):
 
 def test_split_a_and_b_lengths_and_labels(encoded):
     ids, sent, _ = encoded
-    rng = np.random.default_rng(4)
+    begins = 1000 + 97 * np.arange(300)
+    keys = hashrand.example_keys(0, 0, 0, 0, np.arange(300))
+    split = split_a_and_b(sentence_bounds(sent), len(ids), begins, 253, keys)
     labels = []
-    for k in range(300):
-        begin = 1000 + 97 * k
-        a, b, is_next = split_a_and_b(ids, sent, begin, 253, rng)
-        assert len(a) + len(b) == 253 and len(a) >= 1 and len(b) >= 1
-        np.testing.assert_array_equal(a, ids[begin:begin + len(a)])
-        if is_next:
+    for k, begin in enumerate(begins):
+        a_len, b_begin, b_len = split["a_len"][k], split["b_begin"][k], split["b_len"][k]
+        assert a_len + b_len == 253 and a_len >= 1 and b_len >= 1
+        b = ids[b_begin:b_begin + b_len]
+        if split["is_next"][k]:
             # B starts at the sentence boundary where A was cut (A may then lose its right
             # end to fit the total, as in the original).
-            cuts = [p for p in range(begin + len(a), begin + 254)
-                    if sent[p] != sent[p - 1] and np.array_equal(ids[p:p + len(b)], b)]
-            assert cuts, "B is the text right after A's sentence boundary"
-        labels.append(is_next)
+            assert sent[b_begin] != sent[b_begin - 1] and begin + a_len <= b_begin < begin + 254
+        else:
+            assert b_begin == 0 or sent[b_begin] != sent[b_begin - 1], "B starts a sentence"
+        assert len(b) == b_len
+        labels.append(split["is_next"][k])
     assert 0.4 < np.mean(labels) < 0.6
+
+
+def test_split_a_and_b_matches_the_original_loops(encoded):
+    """The closed form equals the original's token-by-token loops on the same draws."""
+    ids, sent, _ = encoded
+    bounds, length, total = sentence_bounds(sent), len(ids), 253
+    begins = 500 + 131 * np.arange(400)
+    keys = hashrand.example_keys(3, 1, 0, 2, np.arange(400))
+    split = split_a_and_b(bounds, length, begins, total, keys)
+    u = hashrand.uniform(keys, hashrand.TAG_AB, np.arange(3))
+    for k, begin in enumerate(begins):
+        end, cut_points = begin + 1, []
+        while end < length:
+            if sent[end] != sent[end - 1]:
+                if end - begin >= total:
+                    break
+                cut_points.append(end)
+            end += 1
+        if not cut_points or u[k, 0] < 0.5:
+            label = 0
+            a_end = end if not cut_points else cut_points[int(u[k, 1] * len(cut_points))]
+            b_len = max(1, total - (a_end - begin))
+            b_begin = int(u[k, 2] * (length - b_len))
+            b_end = b_begin + b_len
+            while b_begin > 0 and sent[b_begin - 1] == sent[b_begin]:
+                b_begin -= 1
+            while b_end < length - 1 and sent[b_end - 1] == sent[b_end]:
+                b_end += 1
+        else:
+            label = 1
+            a_end = cut_points[int(u[k, 1] * len(cut_points))]
+            b_begin, b_end = a_end, end
+        while a_end - begin + b_end - b_begin > total:
+            if a_end - begin > b_end - b_begin:
+                a_end -= 1
+            else:
+                b_end -= 1
+        assert (split["is_next"][k], split["a_len"][k], split["b_begin"][k],
+                split["b_len"][k]) == (label, a_end - begin, b_begin, b_end - b_begin), k
 
 
 def test_built_examples_layout_targets_and_ranks(encoded):
@@ -139,3 +179,8 @@ def test_examples_are_seeded_by_identity(encoded):
     np.testing.assert_array_equal(a.perm_rank, b.perm_rank)
     np.testing.assert_array_equal(a.target_positions, b.target_positions)
     assert not np.array_equal(a.perm_rank, c.perm_rank)
+    # Built alone or in a batch of chunks: the same example.
+    batch = build_examples(ids[:5000], sent[:5000], np.arange(2, 9), **kw)
+    for name in ("input_ids", "segment_ids", "target_positions", "perm_rank"):
+        np.testing.assert_array_equal(batch[name][2], getattr(a, name))
+    assert batch["is_next"][2] == a.is_next

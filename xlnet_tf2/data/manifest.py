@@ -3,6 +3,10 @@
 The manifest is written atomically (temporary file, then rename) after every TFRecord file
 is complete, and preparation deletes any old manifest before it starts, so a directory with
 a manifest always holds exactly the data it describes.
+
+`file_stats` = {file name: {"records": int, "bytes": int}} records every file's record count
+and byte size; `read_manifest` checks the sizes, so a truncated or partly copied file is
+refused by name instead of ending an epoch early.
 """
 
 from __future__ import annotations
@@ -49,6 +53,16 @@ def read_manifest(data_dir: str) -> dict:
     if missing:
         raise ManifestError(f"{data_dir} lacks {len(missing)} files listed in its manifest "
                             f"(first: {missing[0]}); copy the whole directory or re-prepare.")
+    # Manifests written before file_stats existed have none; they still load.
+    for name, stats in sorted(manifest.get("file_stats", {}).items()):
+        file_path = os.path.join(data_dir, name)
+        size = tf.io.gfile.stat(file_path).length
+        if size != stats["bytes"]:
+            raise ManifestError(
+                f"{file_path} has {size} bytes but its manifest records {stats['bytes']} "
+                f"({stats['records']} records): the file was "
+                f"{'truncated' if size < stats['bytes'] else 'changed'} after preparation; "
+                "re-prepare or re-copy the directory.")
     return manifest
 
 

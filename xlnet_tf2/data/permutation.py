@@ -19,14 +19,26 @@ from __future__ import annotations
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf2.data import hashrand
 
-def sample_ranks(seq_len: int, reuse_len: int, perm_size: int,
-                 rng: np.random.Generator) -> np.ndarray:
-    """Offline sampling: int32 [L], a permutation of 0..L-1 with the block structure above."""
-    ranks = np.empty(seq_len, dtype=np.int32)
-    for start in range(0, seq_len, perm_size):
-        ranks[start:start + perm_size] = start + rng.permutation(perm_size)
-    return ranks
+
+def sample_ranks_batch(keys: np.ndarray, seq_len: int, reuse_len: int,
+                       perm_size: int) -> np.ndarray:
+    """Offline sampling for C examples: int32 [C, L], each row a permutation of 0..L-1 with
+    the block structure above.
+
+    Position i of example c gets the 64-bit key `hashrand.bits(keys[c], TAG_PERM, i)`; the
+    stable argsort of the keys inside each block of S positions is a uniformly random
+    permutation of the block (a pure function of the example key).
+    """
+    del reuse_len  # the blocks of S positions never straddle R (S divides R)
+    keys = np.asarray(keys, np.uint64)
+    draws = hashrand.bits(keys, hashrand.TAG_PERM, np.arange(seq_len))       # [C, L]
+    blocks = draws.reshape(keys.shape[0], seq_len // perm_size, perm_size)
+    # Ties between 64-bit keys have probability ~ S^2 / 2^65; the sort is deterministic anyway.
+    ranks = np.argsort(blocks, axis=-1).astype(np.int32)
+    ranks += np.arange(0, seq_len, perm_size, dtype=np.int32)[None, :, None]
+    return ranks.reshape(keys.shape[0], seq_len)
 
 
 def online_ranks(row_keys: tf.Tensor, seq_len: int, perm_size: int) -> tf.Tensor:

@@ -1,29 +1,53 @@
 """Span target sampling for partial prediction (XLNET_REFERENCE.md §2, original `_sample_mask`).
 
-Glossary: n span length in units (1..max_span, p(n) proportional to 1/n); a *unit* is a whole
-word in "word" mode and one subword piece in "original" mode; "start piece" is a piece that
-begins a word (starts with the SentencePiece space marker "▁", is a `<...>` piece, or is one
-ASCII punctuation character).
+Glossary: N halves sampled together, T length of a half, G goal (targets per half), n span
+length in units (1..max_span, p(n) proportional to 1/n). A *unit* is one subword piece in
+"original" mode and a whole word in "word" mode; a *start piece* begins a word (see
+`is_start_piece`).
 
-The original span-end loop tests the *start* piece of the span on every step instead of the
-current piece, so its "n-gram" is n subword pieces whatever the word boundaries. `span_mode=
-"original"` reproduces that; `span_mode="word"` (our default) implements the evident intent,
-spans of n whole words. In "word" mode a span longer (in pieces) than the targets still
-missing is cut to that number, so the count is exact in both modes.
+The original algorithm, per half (reversed halves are flipped to reading order first and the
+mask flipped back):
+
+    cur = 0, count = 0
+    while cur < T and count < G:
+        n = draw from 1..max_span with p(n) ~ 1/n;  n = min(n, G - count)
+        window = n * alpha // beta;  left = uniform integer in [0, window)
+        begin = first start piece at or after cur + left      (stop if none)
+        end = begin + n                                       (stop if end >= T)
+        mark [begin, end);  count += n;  cur = end + window - left
+    top up with uniformly drawn positions, skipping marked ones, until count == G
+
+Its span-end loop tests the span's *first* piece on every step instead of the current one,
+so an "n-gram" is n subword pieces whatever the word boundaries. `span_mode="original"`
+(the default) reproduces exactly that. `span_mode="word"` implements the evident intent:
+`end` is the start of the (n+1)-th word after `begin` (stop if there is none), cut to
+`begin + G - count`. Measured statistics of both modes are in docs/DATA.md.
+
+Implementation: the loop runs in lock-step over all N halves with numpy (one iteration per
+span, at most G iterations); the k-th span of a half uses draws (tag, 2k) and (tag, 2k + 1)
+of its example key and the j-th top-up candidate draw (tag', j), so the result is a pure
+function of the key, independent of how halves are batched. `reference_sample_mask` in
+tests/test_data_span_reference.py runs the loop above one span at a time on the same draws.
 """
 
 from __future__ import annotations
 
-import string
+from typing import Optional
 
 import numpy as np
 
-_PUNCTUATION = frozenset(string.punctuation)
+from xlnet_tf2.data import hashrand
+
+# The original's set, written '!"#$%&\"()*+,-./:;?@[\\]^_`{|}~' in a single-quoted Python
+# string: the double quote appears twice and ', <, = and > are missing. "<" still counts
+# through the `startswith("<")` test; "'", "=" and ">" alone are *not* start pieces.
+ORIGINAL_SPECIAL_PIECES = frozenset('!"#$%&()*+,-./:;?@[\\]^_`{|}~')
 
 
 def is_start_piece(piece: str) -> bool:
-    """True if `piece` begins a word (the original `_is_start_piece`)."""
-    return piece.startswith("\u2581") or piece.startswith("<") or piece in _PUNCTUATION
+    """True if `piece` begins a word, exactly as the original `_is_start_piece`."""
+    return (piece.startswith("\u2581") or piece.startswith("<")
+            or piece in ORIGINAL_SPECIAL_PIECES)
 
 
 def start_piece_table(tokenizer) -> np.ndarray:
@@ -32,69 +56,161 @@ def start_piece_table(tokenizer) -> np.ndarray:
                      for i in range(tokenizer.vocab_size)], dtype=bool)
 
 
-def sample_span_mask(ids: np.ndarray, starts_word: np.ndarray, goal: int,
-                     rng: np.random.Generator, *, alpha: int = 6, beta: int = 1,
-                     max_span: int = 5, span_mode: str = "word",
-                     reverse: bool = False, top_up: bool = True) -> np.ndarray:
-    """Samples exactly `goal` target positions of `ids` in spans.
+def span_probabilities(max_span: int) -> np.ndarray:
+    """Cumulative p(n) ~ 1/n over 1..max_span, float64 [max_span] (last entry 1)."""
+    probs = 1.0 / np.arange(1, max_span + 1)
+    probs /= probs.sum()
+    cdf = np.cumsum(probs)
+    return cdf / cdf[-1]
+
+
+def draw_span_length(u: np.ndarray, cdf: np.ndarray) -> np.ndarray:
+    """n from uniforms u (numpy `choice(p=...)`'s inverse-CDF rule): int64, 1..len(cdf)."""
+    return np.minimum(np.searchsorted(cdf, u, side="right"), cdf.shape[0] - 1) + 1
+
+
+def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
+                      keys: np.ndarray, *, span_tag: int, topup_tag: int, alpha: int = 6,
+                      beta: int = 1, max_span: int = 5, span_mode: str = "original",
+                      reverse=False, top_up: bool = True) -> np.ndarray:
+    """Samples exactly `goal` target positions in each of N halves.
 
     Args:
-      ids: int [T], token ids of one half of an example.
+      segs: int [N, T] token ids of N halves.
       starts_word: bool [V], `start_piece_table` of the vocabulary.
-      goal: number of positions to mark (<= T).
-      rng: the example's random generator.
-      alpha, beta: the window of a span of n units is n * alpha // beta tokens; the span sits at
-        a random offset in it and sampling moves past the window.
+      goal: G, positions to mark per half (<= T).
+      keys: uint64 [N], the example key of each half (hashrand.example_keys).
+      span_tag, topup_tag: hashrand tags of the span draws and the top-up draws.
+      alpha, beta: the window of a span of n units is n * alpha // beta tokens.
       max_span: longest span in units.
-      span_mode: "word" or "original" (see module docstring).
-      reverse: `ids` is time-reversed text; spans are sampled on the forward text and the mask
-        reversed back, so word starts are detected in reading order.
-      top_up: fill the count up to `goal` with random single positions when the spans run
-        out (always on in data preparation; off only to measure the spans themselves).
+      span_mode: "original" or "word" (module docstring).
+      reverse: bool or bool [N]: the half is time-reversed text; spans are sampled in reading
+        order and the mask is reversed back.
+      top_up: fill every half up to G with single positions (off only to measure spans).
 
     Returns:
-      bool [T], exactly `goal` True entries (at most `goal` without top_up).
+      bool [N, T] with exactly G True entries per row (at most G without top_up).
     """
-    ids = np.asarray(ids)
-    if reverse:
-        ids = ids[::-1]
-    length = ids.shape[0]
-    is_start = starts_word[ids]
-    mask = np.zeros(length, dtype=bool)
-    lengths = np.arange(1, max_span + 1)
-    probs = 1.0 / lengths
-    probs /= probs.sum()
-    count = 0
-    cur = 0
-    while cur < length and count < goal:
-        n = min(int(rng.choice(lengths, p=probs)), goal - count)
-        ctx_size = (n * alpha) // beta
-        left_ctx = int(rng.integers(ctx_size))
-        right_ctx = ctx_size - left_ctx
-        begin = cur + left_ctx
-        while begin < length and not is_start[begin]:
-            begin += 1
-        if begin >= length:
-            break
-        end = begin + 1
-        units = 1
-        while end < length:
-            # "original": the bug tests the start piece, so every piece counts as a unit.
-            if span_mode == "original" or is_start[end]:
-                units += 1
-                if units > n:
-                    break
-            end += 1
-        if end >= length:
-            break
-        end = min(end, begin + goal - count)
-        mask[begin:end] = True
-        count += end - begin
-        cur = end + right_ctx
-    if top_up and count < goal:
-        # Top up with single random positions, as the original does.
-        free = np.flatnonzero(~mask)
-        mask[rng.choice(free, size=goal - count, replace=False)] = True
-    if reverse:
-        mask = mask[::-1]
-    return mask
+    segs = np.asarray(segs)
+    num, length = segs.shape
+    reverse = np.broadcast_to(np.asarray(reverse, dtype=bool), (num,))
+    forward = np.where(reverse[:, None], segs[:, ::-1], segs)
+    is_start = starts_word[forward]                                        # [N, T]
+    rows = np.arange(num)
+    positions = np.arange(length + 1)
+    # next_start[r, i]: first start piece at or after i (T if none); i in 0..T.
+    candidates = np.where(is_start, positions[None, :length], length)
+    next_start = np.full((num, length + 1), length, dtype=np.int64)
+    next_start[:, :length] = np.minimum.accumulate(candidates[:, ::-1], axis=1)[:, ::-1]
+    if span_mode == "word":
+        # start_rank[r, i]: start pieces before i; start_pos[r, k]: the k-th start piece.
+        start_rank = np.zeros((num, length + 1), dtype=np.int64)
+        np.cumsum(is_start, axis=1, out=start_rank[:, 1:])
+        num_starts = start_rank[:, -1]
+        order = np.argsort(~is_start, axis=1, kind="stable")
+        start_pos = np.concatenate([order, np.full((num, 1), length)], axis=1)
+    elif span_mode != "original":
+        raise ValueError(f"span_mode must be 'original' or 'word', got {span_mode!r}")
+    cdf = span_probabilities(max_span)
+    ratio_alpha, ratio_beta = int(alpha), int(beta)
+
+    cur = np.zeros(num, dtype=np.int64)
+    count = np.zeros(num, dtype=np.int64)
+    active = np.ones(num, dtype=bool) if goal > 0 else np.zeros(num, dtype=bool)
+    span_rows, span_begin, span_end = [], [], []
+    step = 0
+    while active.any():
+        idx = rows[active]
+        k = keys[idx]
+        n = draw_span_length(hashrand.uniform(k, span_tag, 2 * step), cdf)
+        n = np.minimum(n, goal - count[idx])
+        window = (n * ratio_alpha) // ratio_beta
+        left = (hashrand.uniform(k, span_tag, 2 * step + 1) * window).astype(np.int64)
+        begin = next_start[idx, np.minimum(cur[idx] + left, length)]
+        if span_mode == "original":
+            end = begin + n
+            ok = (begin < length) & (end < length)
+        else:
+            rank = start_rank[idx, np.minimum(begin, length)] + n
+            end = np.where(rank < num_starts[idx],
+                           start_pos[idx, np.minimum(rank, length)], length)
+            ok = (begin < length) & (end < length)
+            end = np.minimum(end, begin + goal - count[idx])
+        good = idx[ok]
+        span_rows.append(good)
+        span_begin.append(begin[ok])
+        span_end.append(end[ok])
+        count[good] += end[ok] - begin[ok]
+        cur[good] = end[ok] + window[ok] - left[ok]
+        active[idx[~ok]] = False
+        active[good] = (cur[good] < length) & (count[good] < goal)
+        step += 1
+
+    mask = _fill_spans(num, length, np.concatenate(span_rows) if span_rows else rows[:0],
+                       np.concatenate(span_begin) if span_begin else rows[:0],
+                       np.concatenate(span_end) if span_end else rows[:0])
+    if top_up:
+        _top_up(mask, count, goal, keys, topup_tag)
+    return np.where(reverse[:, None], mask[:, ::-1], mask)
+
+
+def _fill_spans(num: int, length: int, rows: np.ndarray, begin: np.ndarray,
+                end: np.ndarray) -> np.ndarray:
+    """bool [num, length] with [begin, end) of each span's row set (spans do not overlap)."""
+    width = length + 1
+    delta = (np.bincount(rows * width + begin, minlength=num * width)
+             - np.bincount(rows * width + end, minlength=num * width))
+    return np.cumsum(delta.reshape(num, width)[:, :length], axis=1) > 0
+
+
+def _top_up(mask: np.ndarray, count: np.ndarray, goal: int, keys: np.ndarray,
+            tag: int) -> None:
+    """Marks goal - count[r] more positions of each row, in place.
+
+    Candidate j of a row is floor(uniform(key, tag, j) * T); a candidate is taken if it is not
+    marked yet (by a span or an earlier candidate), as the original's rejection loop.
+    """
+    num, length = mask.shape
+    need = goal - count
+    todo = np.flatnonzero(need > 0)
+    if todo.size == 0:
+        return
+    draws = 2 * goal + 16
+    cand = (hashrand.uniform(keys[todo], tag, np.arange(draws)) * length).astype(np.int64)
+    fresh = ~mask[todo[:, None], cand]                                  # [M, K]
+    # First occurrence of each candidate within its row.
+    order = np.argsort(cand, axis=1, kind="stable")
+    sorted_cand = np.take_along_axis(cand, order, axis=1)
+    first_sorted = np.ones_like(sorted_cand, dtype=bool)
+    first_sorted[:, 1:] = sorted_cand[:, 1:] != sorted_cand[:, :-1]
+    first = np.empty_like(first_sorted)
+    np.put_along_axis(first, order, first_sorted, axis=1)
+    take = fresh & first
+    take &= np.cumsum(take, axis=1) <= need[todo][:, None]
+    rows = np.repeat(todo, take.sum(1))
+    mask[rows, cand[take]] = True
+    short = np.flatnonzero(take.sum(1) < need[todo])
+    for m in short:  # rare: continue the same candidate sequence one draw at a time
+        r = todo[m]
+        missing = int(need[r] - take[m].sum())
+        j = draws
+        while missing:
+            pos = int(hashrand.uniform(keys[r:r + 1], tag, np.arange(j, j + 1))[0, 0] * length)
+            if not mask[r, pos]:
+                mask[r, pos] = True
+                missing -= 1
+            j += 1
+
+
+def sample_span_mask(ids: np.ndarray, starts_word: np.ndarray, goal: int, key: int, *,
+                     span_tag: int = hashrand.TAG_SPANS_REUSED,
+                     topup_tag: int = hashrand.TAG_TOPUP_REUSED,
+                     alpha: int = 6, beta: int = 1, max_span: int = 5,
+                     span_mode: str = "original", reverse: bool = False,
+                     top_up: bool = True) -> np.ndarray:
+    """One half: bool [T]; see `sample_span_masks`. `key` is an integer example key."""
+    keys = np.array([key], dtype=np.uint64)
+    return sample_span_masks(np.asarray(ids)[None], starts_word, goal, keys,
+                             span_tag=span_tag, topup_tag=topup_tag, alpha=alpha, beta=beta,
+                             max_span=max_span, span_mode=span_mode, reverse=reverse,
+                             top_up=top_up)[0]
