@@ -401,11 +401,14 @@ class Trainer:
         cfg = self.loop_config
         if cfg.peak_tflops:
             return cfg.peak_tflops * 1e12 * self.num_replicas
+        # Data-sheet peak of a known accelerator, or the CPU's derived peak (flops.py).
         peak = device_peak_flops(cfg.precision)
-        if peak is None:  # CPU or an unknown device: measured matmul throughput
+        if peak is None:  # an accelerator missing from the table: measured matmul throughput
             peak = measure_matmul_peak()
             logging.info("MFU denominator: measured dense matmul peak %.1f GFLOP/s per device",
                          peak / 1e9)
+        else:
+            logging.info("MFU denominator: peak %.1f GFLOP/s per device", peak / 1e9)
         return peak * self.num_replicas
 
     def train(self) -> TrainResult:
