@@ -87,9 +87,11 @@ def test_records_are_what_the_check_expects():
     assert set(parsed["stream_id"].numpy()) == {6} and set(parsed["direction"].numpy()) == {1}
     assert set(parsed["pass_id"].numpy()) == {1}
     assert integrity.expected_records(m, records.shard_name(1, 1, 6)) == T
-    # An intact directory passes every check for a whole cycle and a bit.
+    # An intact directory passes every check, across block boundaries and the cycle's end.
     schedule = load_schedule(d, **CONFIG)
-    _drain(build_pretrain_dataset(d, **CONFIG), schedule.steps_per_cycle + 2)
+    assert schedule.steps_per_cycle == 4 * T  # 2 passes x 2 groups of 4 streams
+    for start in (T - 3, schedule.steps_per_cycle - 3):
+        _drain(build_pretrain_dataset(d, start_step=start, **CONFIG), 6)
 
 
 def test_file_cut_at_a_record_boundary_names_file_record_and_step(tmp_path):
@@ -156,22 +158,22 @@ def test_bad_crc_is_located_by_file_record_and_step(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("damage", ["crc", "cut"])
+@pytest.mark.parametrize("damage", ["crc", "misplaced"])
 def test_cli_prints_one_line_naming_file_and_step(tmp_path, damage):
     d = _copy(tmp_path)
     name = records.shard_name(0, 0, 3)
     path = os.path.join(d, name)
-    T = _manifest(d)["chunks_per_stream"]
     if damage == "crc":
         _flip_byte_in_record(path, 1)
-        record, steps = 1, 4
-    else:
-        _keep_records(path, T - 1)
-        record, steps = T - 1, T + 1
+        expected = f"{path}: record 1 (read at training step 2) is corrupted"
+    else:  # stream 2's file copied over stream 3's: the same checks as a truncated file
+        shutil.copy(os.path.join(d, records.shard_name(0, 0, 2)), path)
+        expected = (f"{path}: record 0 (read at training step 1) should be pass 0 direction 0 "
+                    "stream 3 chunk 0 but is pass 0 direction 0 stream 2 chunk 0")
     proc = subprocess.run(
         [sys.executable, "experiments/run_pretrain.py", f"--data_dir={d}",
          f"--model_dir={tmp_path}/model", "--model_config=tiny", "--train_batch_size=8",
-         f"--train_steps={steps}", "--steps_per_loop=1", "--mem_len=8", "--peak_tflops=0.1",
+         "--train_steps=4", "--steps_per_loop=1", "--mem_len=8", "--peak_tflops=0.1",
          "--strategy=one_device"],
         cwd=ROOT, capture_output=True, text=True, timeout=300,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""))
@@ -179,6 +181,4 @@ def test_cli_prints_one_line_naming_file_and_step(tmp_path, damage):
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if ": error: " in line]
     assert len(errors) == 1, proc.stderr[-3000:]
-    assert f"{path}: record {record} (read at training step {record + 1})" in errors[0], \
-        errors[0]
-    assert ("is corrupted" if damage == "crc" else "should be pass 0") in errors[0]
+    assert expected in errors[0], errors[0]
