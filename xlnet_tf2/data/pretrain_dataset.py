@@ -34,6 +34,7 @@ from typing import List, Optional, Sequence, Union
 
 import tensorflow as tf
 
+from xlnet_tf2.data import integrity
 from xlnet_tf2.data import manifest as manifest_lib
 from xlnet_tf2.data import records
 from xlnet_tf2.data.masks import two_stream_masks
@@ -197,7 +198,7 @@ def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int
     first_block, skip = schedule.locate(start_step)
     perm_size = schedule.manifests[0]["params"]["perm_size"]
 
-    slots = []
+    slots, slot_files, slot_streams = [], [], []
     for replica in replicas:
         for row in range(local):
             stream, direction = slot_assignment(replica, row, local, bi_data)
@@ -205,6 +206,11 @@ def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int
                 b.pass_id, direction, b.group * schedule.streams_per_step + stream))
                 for b in schedule.blocks]
             slots.append(_slot_dataset(files, first_block, skip))
+            slot_files.append(files)
+            slot_streams.append((stream, direction))
+    # File sizes against the manifest now; every record against the schedule while reading.
+    integrity.check_slot_files(schedule, slot_files)
+    check_records = integrity.RecordCheck(schedule, slot_files, slot_streams)
     block_dir = tf.constant([b.dir_index for b in schedule.blocks], tf.int32)
     block_offset = tf.constant([b.stream_offset for b in schedule.blocks], tf.int32)
     block_end = tf.constant([0] + [b.steps for b in schedule.blocks], tf.int64)
@@ -212,7 +218,8 @@ def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int
     cycle_steps = schedule.steps_per_cycle
 
     def to_batch(step, *serialized):
-        parsed = records.parse_batch(tf.stack(serialized), seq_len, num_predict)
+        parsed = check_records(records.parse_batch(tf.stack(serialized), seq_len, num_predict),
+                               step)
         position = step % cycle_steps
         block = tf.cast(tf.searchsorted(block_end, position[None], side="right")[0], tf.int32)
         cycle = step // cycle_steps

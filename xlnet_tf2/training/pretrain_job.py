@@ -20,8 +20,9 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.config import PRESETS, XLNetConfig
+from xlnet_tf2.data import integrity
 from xlnet_tf2.data import manifest as manifest_lib
-from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
+from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset, load_schedule
 from xlnet_tf2.training import baselines
 from xlnet_tf2.training.pretrain_eval import default_eval_dirs
 from xlnet_tf2.training.pretrainer import DataShape, Pretrainer, eval_batch_size
@@ -154,6 +155,12 @@ def build_pretrainer(config: PretrainConfig,
     dataset_fn(None, 0)
     eval_dataset_fn = held_out_dataset_fn(config, shape, vocab_size)
     pretrainer = Pretrainer(config, model_config, shape, dataset_fn, strategy, eval_dataset_fn)
+    # A corrupted record (DataLossError) is reported naming its file and step.
+    pretrainer.input_error_locator = integrity.CorruptRecordLocator(
+        load_schedule(list(config.data_dirs), seq_len=shape.seq_len, reuse_len=shape.reuse_len,
+                      num_predict=shape.num_predict, bi_data=shape.bi_data,
+                      vocab_size=vocab_size, global_batch_size=config.loop.train_batch_size),
+        bi_data=shape.bi_data)
     if pretrainer.is_chief:
         copy_spm_model(spm_model, config.model_dir)
     return pretrainer

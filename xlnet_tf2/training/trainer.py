@@ -46,6 +46,7 @@ import tensorflow as tf
 from absl import logging
 
 from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
 from xlnet_tf2.training import checkpointing, determinism, distribution, run_record
 from xlnet_tf2.training.flops import device_peak_flops, measure_matmul_peak
@@ -142,6 +143,10 @@ class Trainer:
       tokens_per_step, flops_per_step: for tokens/s and MFU.
       exhausted_hint: appended to the error when the data runs out before train_steps.
     """
+
+    # (first_step, last_step) -> (path, record, step) of the corrupt input record behind a
+    # DataLossError, or None; set by jobs that know their files (pretrain_job.py).
+    input_error_locator: Optional[Callable[[int, int], Optional[tuple]]] = None
 
     def __init__(self, config: TrainerConfig, *, model_fn: Callable[[], keras.Model],
                  loss_fn: LossFn, count_fn: CountFn, dataset_fn: DatasetFn,
@@ -401,11 +406,14 @@ class Trainer:
         cfg = self.loop_config
         if cfg.peak_tflops:
             return cfg.peak_tflops * 1e12 * self.num_replicas
+        # Data-sheet peak of a known accelerator, or the CPU's derived peak (flops.py).
         peak = device_peak_flops(cfg.precision)
-        if peak is None:  # CPU or an unknown device: measured matmul throughput
+        if peak is None:  # an accelerator missing from the table: measured matmul throughput
             peak = measure_matmul_peak()
             logging.info("MFU denominator: measured dense matmul peak %.1f GFLOP/s per device",
                          peak / 1e9)
+        else:
+            logging.info("MFU denominator: peak %.1f GFLOP/s per device", peak / 1e9)
         return peak * self.num_replicas
 
     def train(self) -> TrainResult:
@@ -455,6 +463,13 @@ class Trainer:
                     raise DataExhaustedError(
                         f"The input data ran out at step {step} of "
                         f"--train_steps={cfg.train_steps}. {self.exhausted_hint}") from e
+                except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
+                    # A corrupted or misplaced input record: one error naming file and step.
+                    translated = translate_input_error(e, step + 1, step + num_steps,
+                                                       self.input_error_locator)
+                    if translated is None:
+                        raise
+                    raise translated from e
                 elapsed = time.perf_counter() - t0
                 records = self._step_records(step, stats)
                 bad = [r for r in records if not np.isfinite(r["loss"])]
