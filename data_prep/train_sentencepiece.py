@@ -11,7 +11,7 @@ import sys
 
 from absl import app, flags
 
-from xlnet_tf2.data.inputs import expand_inputs
+from xlnet_tf2.data.inputs import check_text_files, expand_inputs
 from xlnet_tf2.data.params import DataPrepError
 from xlnet_tf2.tokenization import TokenizerError, train_sentencepiece
 
@@ -37,7 +37,10 @@ def main(argv):
         if FLAGS.vocab_size <= 9:
             raise DataPrepError(f"--vocab_size={FLAGS.vocab_size} leaves no room beside the 9 "
                                 "special pieces.")
-        path = train_sentencepiece(expand_inputs(FLAGS.input), vocab_size=FLAGS.vocab_size,
+        paths = expand_inputs(FLAGS.input)
+        # The same refusal as create_tfrecords.py: one line naming file and line.
+        check_text_files(paths, "fix the file or remove it from --input.")
+        path = train_sentencepiece(paths, vocab_size=FLAGS.vocab_size,
                                    model_prefix=FLAGS.model_prefix, lower=FLAGS.uncased,
                                    character_coverage=FLAGS.character_coverage,
                                    input_sentence_size=FLAGS.input_sentence_size)

@@ -127,3 +127,31 @@ def test_cli_reports_errors_without_traceback(tmp_path):
     assert out.returncode == 1
     assert "create_tfrecords: error: --perm_size=20 must divide" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"good line\ncaf\xe9 latin-1\n", ":2: line is not valid UTF-8"),
+    (b"text\n\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\n", ":2: line is not valid UTF-8"),
+    (b"text\nmore text\n\x00\x00\x00\x01binary\n", ":3: line holds NUL bytes"),
+])
+def test_train_sentencepiece_refuses_bad_text(tmp_path, content, message):
+    bad = tmp_path / "bad.txt"
+    bad.write_bytes(content)
+    out = subprocess.run(
+        [sys.executable, os.path.join(REPO, "data_prep/train_sentencepiece.py"),
+         f"--input={corpus_path()},{bad}", f"--model_prefix={tmp_path}/sp", "--vocab_size=300"],
+        capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 1
+    assert f"train_sentencepiece: error: {bad}{message}" in out.stderr
+    assert "remove it from --input" in out.stderr and "Traceback" not in out.stderr
+    assert not os.path.exists(tmp_path / "sp.model")
+
+
+def test_binary_input_is_refused_by_create_tfrecords(tmp_path):
+    with open(corpus_path(), "rb") as f:
+        good = f.read(20_000)
+    path = tmp_path / "bin.txt"
+    path.write_bytes(good[:good.rindex(b"\n") + 1] + b"\x00\x01\x02 binary\n")
+    lines = good[:good.rindex(b"\n") + 1].count(b"\n") + 1
+    with pytest.raises(DataPrepError, match=f"{path}:{lines}: line holds NUL bytes"):
+        _run(tmp_path, inputs=[str(path)])

@@ -54,23 +54,47 @@ def _split_documents(lines: Iterator[Tuple[int, str]]) -> Iterator[List[str]]:
         yield doc
 
 
+def decode_line(raw: bytes, path: str, number: int, fix: str) -> str:
+    """One line of a text file as str; DataPrepError naming file and line if it is not text.
+
+    A line that is not valid UTF-8, or holds NUL bytes (binary data), is refused with
+    "PATH:LINE: ...; FIX".
+    """
+    if b"\x00" in raw:
+        raise DataPrepError(f"{path}:{number}: line holds NUL bytes (binary data, not text); "
+                            f"{fix}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DataPrepError(f"{path}:{number}: line is not valid UTF-8 ({e.reason} at byte "
+                            f"{e.start}); {fix}") from None
+
+
+def check_text_files(paths: Sequence[str], fix: str) -> None:
+    """Raises DataPrepError at the first line of `paths` that `decode_line` refuses."""
+    for path in paths:
+        with tf.io.gfile.GFile(path, "rb") as f:
+            for number, raw in enumerate(f, start=1):
+                decode_line(raw, path, number, fix)
+
+
 def read_text_documents(index: int, path: str, skip_bad_lines: bool,
                         bad_line_counter=None) -> Iterator[Document]:
     """Yields ((index, doc number), lines) of one text file.
 
-    An undecodable (non UTF-8) line raises DataPrepError naming the file and line, unless
-    skip_bad_lines; then the line is dropped and `bad_line_counter.inc()` is called.
+    An undecodable (non UTF-8) or binary (NUL bytes) line raises DataPrepError naming the
+    file and line, unless skip_bad_lines; then the line is dropped and
+    `bad_line_counter.inc()` is called.
     """
     def decoded():
         with tf.io.gfile.GFile(path, "rb") as f:
             for number, raw in enumerate(f, start=1):
                 try:
-                    yield number, raw.decode("utf-8")
-                except UnicodeDecodeError as e:
+                    yield number, decode_line(raw, path, number,
+                                              "fix the file or pass --skip_bad_lines.")
+                except DataPrepError:
                     if not skip_bad_lines:
-                        raise DataPrepError(
-                            f"{path}:{number}: line is not valid UTF-8 ({e.reason} at byte "
-                            f"{e.start}); fix the file or pass --skip_bad_lines.") from None
+                        raise
                     if bad_line_counter is not None:
                         bad_line_counter.inc()
 

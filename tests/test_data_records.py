@@ -1,0 +1,45 @@
+"""Bulk serialization is byte-identical to tf.train.Example.SerializeToString."""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xlnet_tf2.data import records
+from xlnet_tf2.data.examples import Example
+
+
+def _batch(rng, num, seq_len, num_predict, big=False):
+    high = 2 ** 62 if big else 32000
+    return {
+        "input_ids": rng.integers(0, high, (num, seq_len)),
+        "segment_ids": rng.integers(0, 3, (num, seq_len)),
+        "perm_rank": rng.integers(0, seq_len, (num, seq_len)),
+        "target_positions": np.where(rng.random((num, num_predict)) < 0.3, -1,
+                                     rng.integers(0, seq_len, (num, num_predict))),
+        "stream_id": rng.integers(0, 100_000, num), "chunk_index": rng.integers(0, 10 ** 7, num),
+        "direction": rng.integers(0, 2, num), "pass_id": rng.integers(0, 4, num),
+        "is_next": rng.integers(0, 2, num)}
+
+
+@pytest.mark.parametrize("seq_len,num_predict,big", [(64, 10, False), (512, 85, False),
+                                                     (16, 3, True)])
+def test_serialize_batch_is_byte_identical(seq_len, num_predict, big):
+    rng = np.random.default_rng(seq_len)
+    batch = _batch(rng, 40, seq_len, num_predict, big)
+    fast = records.serialize_batch(batch)
+    assert len(fast) == 40
+    for c in range(40):
+        example = Example(**{name: batch[name][c] for name in records.ALL_FEATURES})
+        assert fast[c] == records.serialize(example), c
+    parsed = records.parse_batch(tf.constant(fast), seq_len, num_predict)
+    if not big:
+        for name in records.ALL_FEATURES:
+            np.testing.assert_array_equal(parsed[name].numpy(), batch[name])
+
+
+def test_varints_edge_values():
+    values = np.array([[0, 1, 127, 128, 16383, 16384, 2 ** 31 - 1, 2 ** 63 - 1, -1, -2]])
+    flat, lengths = records.varints(values)
+    expected = b"".join(records._varint_bytes(int(v) % 2 ** 64) for v in values[0])
+    assert flat.tobytes() == expected and lengths.tolist() == [len(expected)]
+    assert records.TFRECORD_OVERHEAD == 16
