@@ -5,12 +5,12 @@
 #   3. a small SentencePiece model trained on it
 #   4. pretraining TFRecords + record_info.json
 #   5. a few hundred steps of XLNet pretraining (tiny model) with memory, bi_data, AdamW
-#   6. the loss against the unigram-entropy baseline of the same targets, both printed
+#   6. the held-out loss (documents never trained on) against the unigram baselines
 #   7. export as a SavedModel (features) and one call of it from a fresh process
 #
 # Environment knobs (defaults give the README run): OUT (runs/demo), STEPS (1200), SEQ_LEN (64),
-# BATCH (32), VOCAB (1000), DROPOUT (0.1, the paper's), MAX_BYTES (corpus cap, empty = the whole
-# library), SKIP_SETUP=1.
+# BATCH (32), VOCAB (1000), DROPOUT (0.1, the paper's), EVAL_FRACTION (0.05 of the documents held
+# out), MAX_BYTES (corpus cap, empty = the whole library), SKIP_SETUP=1.
 # Each stage reads only what the previous one wrote: the pretraining model_dir holds the
 # architecture, the SentencePiece model and the run settings, and export needs nothing else.
 set -euo pipefail
@@ -24,7 +24,9 @@ DROPOUT="${DROPOUT:-0.1}"
 MIN_BYTES="${MIN_BYTES:-1000000}"
 MAX_BYTES="${MAX_BYTES:-}"
 LOG_STEPS="${LOG_STEPS:-100}"
-# The final loss must be at least MIN_MARGIN nats below the baseline (shortened test runs lower it).
+EVAL_FRACTION="${EVAL_FRACTION:-0.05}"
+# The final held-out loss must be at least MIN_MARGIN nats below the held-out unigram baseline
+# (shortened test runs lower it).
 MIN_MARGIN="${MIN_MARGIN:-0.3}"
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 START=$(date +%s)
@@ -47,10 +49,12 @@ echo "== 2/6 SentencePiece model ($VOCAB pieces)"
 $PY data_prep/train_sentencepiece.py --input="$OUT/corpus.txt" --vocab_size="$VOCAB" \
   --model_prefix="$OUT/spiece"
 
-echo "== 3/6 TFRecords (seq_len $SEQ_LEN, reuse_len $REUSE, num_predict $NUM_PREDICT, bi_data)"
+echo "== 3/6 TFRecords (seq_len $SEQ_LEN, reuse_len $REUSE, num_predict $NUM_PREDICT, bi_data;" \
+  "$EVAL_FRACTION of the documents held out in $OUT/data/eval)"
 $PY data_prep/create_tfrecords.py --input="$OUT/corpus.txt" --spm_model="$OUT/spiece.model" \
   --output_dir="$OUT/data" --seq_len="$SEQ_LEN" --reuse_len="$REUSE" \
-  --num_predict="$NUM_PREDICT" --num_streams="$STREAMS" --bi_data --overwrite
+  --num_predict="$NUM_PREDICT" --num_streams="$STREAMS" --bi_data --overwrite \
+  --eval_fraction="$EVAL_FRACTION"
 
 echo "== 4/6 pretraining a tiny XLNet for $STEPS steps (dropout $DROPOUT, memory, bi_data)"
 # The architecture (the original xlnet_config.json keys); run-time settings are flags.
@@ -63,33 +67,39 @@ $PY experiments/run_pretrain.py --data_dir="$OUT/data" --model_dir="$OUT/model" 
   --model_config="$OUT/model_config.json" --train_batch_size="$BATCH" --train_steps="$STEPS" \
   --steps_per_loop=50 --log_steps="$LOG_STEPS" --learning_rate=5e-4 \
   --warmup_steps=$((STEPS / 10)) --save_steps=$((STEPS / 3 > 0 ? STEPS / 3 : 1)) --weight_decay=0.01 --mem_len="$REUSE" --dropout="$DROPOUT" --dropatt="$DROPOUT" \
-  --record_steps
+  --record_steps --eval_steps=$((STEPS / 4 > 0 ? STEPS / 4 : 1)) --eval_batches=10
 
-echo "== 5/6 loss against the unigram-entropy baseline"
+echo "== 5/6 held-out loss against the unigram baselines"
 $PY - "$OUT" "$BATCH" "$MIN_MARGIN" <<'PY'
 import json, os, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from xlnet_tf2.training.pretrain_job import unigram_entropy_baseline
+from xlnet_tf2.training.pretrain_job import held_out_unigram_baseline
 out, batch, margin = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 steps = [json.loads(l) for l in open(os.path.join(out, "model", "steps.jsonl"))]
+evals = [json.loads(l) for l in open(os.path.join(out, "model", "eval_results.jsonl"))]
 n = len(steps)
-base = unigram_entropy_baseline([os.path.join(out, "data")], global_batch_size=batch,
-                                max_steps=n)
+base = held_out_unigram_baseline([os.path.join(out, "data")], [os.path.join(out, "data", "eval")],
+                                 global_batch_size=batch, max_steps=n)
 window = max(n // 10, 1)
 first = sum(s["loss"] for s in steps[:window]) / window
 last = sum(s["loss"] for s in steps[-window:]) / window
-print(f"unigram-entropy baseline of the {base['targets']} targets trained on: "
-      f"{base['entropy_nats']:.3f} nats (perplexity {base['perplexity']:.1f})")
-for k in range(0, n, max(n // 6, 1)):
-    chunk = steps[k:k + window]
-    print(f"  steps {chunk[0]['step']:>4d}-{chunk[-1]['step']:<4d} mean loss "
-          f"{sum(s['loss'] for s in chunk) / len(chunk):.3f}")
-print(f"first {window} steps: {first:.3f} nats; last {window} steps: {last:.3f} nats; "
-      f"baseline {base['entropy_nats']:.3f}; below baseline by {base['entropy_nats'] - last:.3f}")
-json.dump({"baseline_nats": base["entropy_nats"], "first_loss": first, "last_loss": last,
-           "steps": n}, open(os.path.join(out, "demo_summary.json"), "w"), indent=2)
-if not last < base["entropy_nats"] - margin:
-    sys.exit(f"FAILED: the final loss is not {margin} nats below the unigram-entropy baseline.")
+held_out = evals[-1]["loss"]
+print(f"unigram baselines (token frequencies of the training targets, nothing else): "
+      f"training entropy {base['train_entropy']:.3f} nats; held-out cross-entropy "
+      f"{base['heldout_cross_entropy']:.3f} nats ({base['heldout_targets']} held-out targets)")
+for e in evals:
+    print(f"  step {e['step']:>5d}: held-out loss {e['loss']:.3f} (perplexity "
+          f"{e['perplexity']:.1f})")
+print(f"training loss: first {window} steps {first:.3f}, last {window} steps {last:.3f}; "
+      f"held-out loss at step {evals[-1]['step']}: {held_out:.3f}, "
+      f"{base['heldout_cross_entropy'] - held_out:.3f} nats below the held-out unigram baseline")
+json.dump({"heldout_baseline_nats": base["heldout_cross_entropy"],
+           "train_entropy_nats": base["train_entropy"], "heldout_loss": held_out,
+           "first_loss": first, "last_loss": last, "steps": n, "evals": evals},
+          open(os.path.join(out, "demo_summary.json"), "w"), indent=2)
+if not held_out < base["heldout_cross_entropy"] - margin:
+    sys.exit(f"FAILED: the held-out loss is not {margin} nats below the held-out unigram "
+             "baseline.")
 PY
 
 echo "== 6/6 export: SavedModel for TF Serving (token and pooled features, text in)"
