@@ -22,6 +22,7 @@ import tensorflow as tf
 from xlnet_tf2.config import PRESETS, XLNetConfig
 from xlnet_tf2.data import manifest as manifest_lib
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
+from xlnet_tf2.training import baselines
 from xlnet_tf2.training.pretrain_eval import default_eval_dirs
 from xlnet_tf2.training.pretrainer import DataShape, Pretrainer, eval_batch_size
 from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
@@ -147,7 +148,7 @@ def build_pretrainer(config: PretrainConfig,
             num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
             global_batch_size=config.loop.train_batch_size, input_context=input_context,
             start_step=start_step, online_permutation=config.online_permutation,
-            seed=config.loop.seed)
+            seed=config.loop.seed, micro_batches=config.loop.grad_accum_steps)
 
     # Fail on a bad layout now, with the pipeline's own message, not inside the first loop.
     dataset_fn(None, 0)
@@ -177,10 +178,7 @@ def unigram_entropy_baseline(data_dirs: Sequence[str], *, global_batch_size: int
         list(data_dirs), seq_len=shape.seq_len, reuse_len=shape.reuse_len,
         num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
         global_batch_size=global_batch_size)
-    counts = np.zeros([vocab_size], np.float64)
-    for batch in dataset.take(max_steps).map(lambda b: (b["target"], b["target_mask"])):
-        target, mask = batch[0].numpy().ravel(), batch[1].numpy().ravel()
-        np.add.at(counts, target[mask > 0], 1.0)
+    counts = baselines.target_counts(dataset, vocab_size, max_steps)
     total = counts.sum()
     p = counts[counts > 0] / total
     entropy = float(-(p * np.log(p)).sum())
