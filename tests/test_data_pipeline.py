@@ -11,8 +11,9 @@ import tensorflow as tf
 from xlnet_tf2 import special_ids
 from xlnet_tf2.data import records
 from xlnet_tf2.data.manifest import ManifestError
+from xlnet_tf2.data.masks import dense_features
 from xlnet_tf2.data.pretrain_dataset import (OUTPUT_FEATURES, BatchLayoutError,
-                                             build_pretrain_dataset)
+                                             build_pretrain_dataset, bytes_per_example)
 from test_data_fixtures import SMALL, check_mask_semantics, prepared_dir, tokenizer
 
 CONFIG = dict(seq_len=SMALL.seq_len, reuse_len=SMALL.reuse_len, num_predict=SMALL.num_predict,
@@ -97,10 +98,18 @@ def test_backward_rows_are_reversed_text():
         np.testing.assert_array_equal(row[overlap], tail[:overlap.stop - overlap.start])
 
 
+def _dense(x):
+    """The batch with the dense masks the training step builds from its compact features."""
+    return {**x, **{k: v.numpy() for k, v in dense_features(x, R).items()}}
+
+
 def test_real_batches_follow_mask_semantics_and_target_counts():
     ds = build_pretrain_dataset(prepared_dir(), global_batch_size=4, **CONFIG)
     for x in _steps(ds, 3):
+        x = _dense(x)
         for n in range(4):
+            np.testing.assert_array_equal(x["perm_rank"][n], _stored_ranks(
+                x["stream_id"][n], x["direction"][n], x["pass_id"][n], x["chunk_index"][n]))
             ranks = _stored_ranks(x["stream_id"][n], x["direction"][n], x["pass_id"][n],
                                   x["chunk_index"][n])
             check_mask_semantics(x["perm_mask"][n], x["input_ids"][n], x["target_mapping"][n],
@@ -172,10 +181,21 @@ def test_online_permutation_resamples_valid_orders():
     offline = _steps(build_pretrain_dataset(prepared_dir(), global_batch_size=4, **CONFIG), 1)
     x = _steps(ds, 1)[0]
     np.testing.assert_array_equal(x["input_ids"], offline[0]["input_ids"])
-    assert not np.array_equal(x["perm_mask"], offline[0]["perm_mask"])
+    np.testing.assert_array_equal(x["target_positions"], offline[0]["target_positions"])
+    assert x["perm_rank"].dtype == np.int32 and x["perm_rank"].shape == (4, SMALL.seq_len)
+    assert not np.array_equal(x["perm_rank"], offline[0]["perm_rank"])
     again = _steps(build_pretrain_dataset(prepared_dir(), global_batch_size=4,
                                           online_permutation=True, seed=3, **CONFIG), 1)[0]
-    np.testing.assert_array_equal(x["perm_mask"], again["perm_mask"])
+    np.testing.assert_array_equal(x["perm_rank"], again["perm_rank"])
+    # Still a permutation of each half (compact, [L] per example).
+    for n in range(4):
+        np.testing.assert_array_equal(np.sort(x["perm_rank"][n][:R]), np.arange(R))
+        np.testing.assert_array_equal(np.sort(x["perm_rank"][n][R:]),
+                                      np.arange(R, SMALL.seq_len))
+    x = _dense(x)
+    for n in range(4):
+        check_mask_semantics(x["perm_mask"][n], x["input_ids"][n], x["target_mapping"][n],
+                             x["perm_rank"][n], R)
     # Recover each row's order from its mask and check the semantics with it.
     for n in range(4):
         ranked = (x["target_mapping"][n].sum(0) > 0) | np.isin(
@@ -211,11 +231,34 @@ def test_batch_rule_is_checked():
         build_pretrain_dataset(prepared_dir(), global_batch_size=8, input_context=ctx3, **CONFIG)
 
 
-def test_static_shapes():
+def test_static_shapes_and_compact_features():
     ds = build_pretrain_dataset(prepared_dir(), global_batch_size=8, **CONFIG)
     spec = ds.element_spec
     L, P = SMALL.seq_len, SMALL.num_predict
-    assert spec["perm_mask"].shape == (8, L, L) and spec["perm_mask"].dtype == tf.float32
-    assert spec["target_mapping"].shape == (8, P, L)
+    assert set(spec) == set(OUTPUT_FEATURES)
+    assert "perm_mask" not in spec and "target_mapping" not in spec  # built on the device
+    assert spec["perm_rank"].shape == (8, L) and spec["perm_rank"].dtype == tf.int32
+    assert spec["target_positions"].shape == (8, P)
     assert spec["input_ids"].shape == (8, L) and spec["input_ids"].dtype == tf.int32
-    assert spec["target"].shape == (8, P) and spec["stream_id"].shape == (8,)
+    assert spec["segment_ids"].dtype == tf.int8 and spec["stream_id"].shape == (8,)
+    shipped = sum(s.shape.num_elements() * s.dtype.size for s in spec.values()) // 8
+    assert shipped == bytes_per_example(L, P)
+    assert bytes_per_example(L, P, dense_masks=True) == (
+        4 * (2 * L + L * L + P * L + 2 * P + 4))
+
+
+def test_micro_batches_are_virtual_replicas():
+    """--grad_accum_steps 2 on 2 replicas: every micro-batch of 2 rows is [forward; backward]
+    of one stream, the step holds the same examples as without accumulation, and each row
+    keeps its stream from step to step."""
+    plain = _global_steps(8, 2, 1, num_steps=3)
+    micro = _global_steps(8, 2, 1, num_steps=3, micro_batches=2)
+    for t, batch in enumerate(micro):
+        for k in OUTPUT_FEATURES:
+            np.testing.assert_array_equal(_canonical(batch)[k], _canonical(plain[t])[k])
+        np.testing.assert_array_equal(batch["direction"], [0, 1] * 4)
+        np.testing.assert_array_equal(batch["stream_id"], [0, 0, 1, 1, 2, 2, 3, 3])
+    with pytest.raises(BatchLayoutError, match="micro-batch 1 .* must be even"):
+        build_pretrain_dataset(prepared_dir(), global_batch_size=4, micro_batches=4, **CONFIG)
+    with pytest.raises(BatchLayoutError, match="not divisible by --grad_accum_steps=3"):
+        build_pretrain_dataset(prepared_dir(), global_batch_size=4, micro_batches=3, **CONFIG)

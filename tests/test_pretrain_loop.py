@@ -38,6 +38,7 @@ def make(model_dir, **overrides):
 
 
 def eager_loss(pretrainer, batch, mems):
+    batch = pretrainer.model_features(batch)  # the dense masks, as the step builds them
     inputs = {k: batch[k] for k in ("input_ids", "segment_ids", "perm_mask", "target_mapping")}
     inputs["mems"] = mems
     logits = pretrainer.model(inputs, training=False)["logits"]
@@ -205,6 +206,7 @@ def test_held_out_evaluation_matches_an_eager_pass(tmp_path):
     mems = p.model.transformer.initial_memory(4)
     total, count = 0.0, 0.0
     for batch in held_out(None).take(3):
+        batch = p.model_features(batch)
         inputs = {k: batch[k] for k in ("input_ids", "segment_ids", "perm_mask",
                                         "target_mapping")}
         out = p.model({**inputs, "mems": mems}, training=False)

@@ -72,3 +72,29 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
         "target": target,
         "target_mask": target_mask,
     }
+
+
+# What the pretraining pipeline ships per example, with the dtype of each feature; the dense
+# masks are built from these on the device (`dense_features`).
+COMPACT_FEATURES = ("input_ids", "segment_ids", "perm_rank", "target_positions")
+
+
+def dense_features(features: dict, reuse_len: int) -> dict:
+    """The model and loss inputs of a batch of compact features (jit-compatible).
+
+    Args:
+      features: input_ids int [N, L], segment_ids int [N, L] (any integer dtype, e.g. int8),
+        perm_rank int [N, L], target_positions int [N, P] (ascending, padded with -1).
+      reuse_len: R.
+
+    Returns:
+      dict with input_ids int32 [N, L], segment_ids int32 [N, L] and the outputs of
+      `two_stream_masks` (perm_mask float32 [N, L, L], target_mapping float32 [N, P, L],
+      target int32 [N, P], target_mask float32 [N, P]).
+    """
+    input_ids = tf.cast(features["input_ids"], tf.int32)
+    out = two_stream_masks(input_ids, tf.cast(features["perm_rank"], tf.int32),
+                           tf.cast(features["target_positions"], tf.int32), reuse_len)
+    out["input_ids"] = input_ids
+    out["segment_ids"] = tf.cast(features["segment_ids"], tf.int32)
+    return out

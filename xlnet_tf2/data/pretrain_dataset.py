@@ -20,6 +20,20 @@ Layout rule. Global slot s of a step (s = replica * b + local row) reads
 Slot s always follows the same stream within a block, so Transformer-XL memory of slot s at
 step t + 1 continues exactly the text it held at step t, on every replica.
 
+Gradient accumulation (`micro_batches` N > 1): each replica's batch is N micro-batches of
+b / N consecutive rows, and each micro-batch is laid out as a *virtual replica* of its own
+(virtual replica replica * N + k for micro-batch k), i.e. the rule above applied to Rp * N
+replicas of b / N rows: with bi_data every micro-batch is [forward half; backward half]. Row
+k * b/N + j of a replica always reads the same stream, so micro-batch k of step t + 1
+continues the text micro-batch k held at step t. The slot of a row (direction * F + stream)
+names its text independently of Rp and N (memory_state.py restores by slot).
+
+What is shipped: the compact features only (`OUTPUT_FEATURES`, dtypes in `OUTPUT_DTYPES`):
+ids and segments [L], the factorization order as ranks [L] and the target positions [P]. The
+dense two-stream masks (perm_mask [L, L], target_mapping [P, L]) are built on the device
+inside the training step (masks.dense_features); `bytes_per_example` gives the
+host-to-device bytes of both formats.
+
 Rule relating streams and batch: every directory's num_streams must be a multiple of F; the
 global batch must be divisible by the replicas (and b even with bi_data). Prepare with
 num_streams = a multiple of B (or B/2) and the data trains on any topology with that global
@@ -37,11 +51,46 @@ import tensorflow as tf
 from xlnet_tf2.data import integrity
 from xlnet_tf2.data import manifest as manifest_lib
 from xlnet_tf2.data import records
-from xlnet_tf2.data.masks import two_stream_masks
 from xlnet_tf2.data.permutation import online_ranks
 
-OUTPUT_FEATURES = ("input_ids", "segment_ids", "perm_mask", "target_mapping", "target",
-                   "target_mask", "stream_id", "chunk_index", "direction", "pass_id")
+# Per example: (dtype, shape as a function of (L, P)). segment_ids fit int8 (0..4).
+OUTPUT_DTYPES = {
+    "input_ids": (tf.int32, lambda L, P: [L]),
+    "segment_ids": (tf.int8, lambda L, P: [L]),
+    "perm_rank": (tf.int32, lambda L, P: [L]),
+    "target_positions": (tf.int32, lambda L, P: [P]),
+    "stream_id": (tf.int32, lambda L, P: []),
+    "chunk_index": (tf.int32, lambda L, P: []),
+    "direction": (tf.int32, lambda L, P: []),
+    "pass_id": (tf.int32, lambda L, P: []),
+}
+OUTPUT_FEATURES = tuple(OUTPUT_DTYPES)
+# What the pipeline shipped while the host built the dense masks (for the comparison).
+DENSE_HOST_DTYPES = {
+    "input_ids": (tf.int32, lambda L, P: [L]),
+    "segment_ids": (tf.int32, lambda L, P: [L]),
+    "perm_mask": (tf.float32, lambda L, P: [L, L]),
+    "target_mapping": (tf.float32, lambda L, P: [P, L]),
+    "target": (tf.int32, lambda L, P: [P]),
+    "target_mask": (tf.float32, lambda L, P: [P]),
+    "stream_id": (tf.int32, lambda L, P: []),
+    "chunk_index": (tf.int32, lambda L, P: []),
+    "direction": (tf.int32, lambda L, P: []),
+    "pass_id": (tf.int32, lambda L, P: []),
+}
+
+
+def bytes_per_example(seq_len: int, num_predict: int, dense_masks: bool = False) -> int:
+    """Host-to-device bytes of one example: the compact features this pipeline ships, or
+    (`dense_masks`) the features of the former host-built dense masks."""
+    table = DENSE_HOST_DTYPES if dense_masks else OUTPUT_DTYPES
+    total = 0
+    for dtype, shape in table.values():
+        count = 1
+        for d in shape(seq_len, num_predict):
+            count *= d
+        total += count * dtype.size
+    return total
 
 
 class BatchLayoutError(ValueError):
@@ -124,7 +173,8 @@ def load_schedule(data_dirs: Union[str, Sequence[str]], *, seq_len: int, reuse_l
     return PretrainSchedule(blocks=blocks, streams_per_step=per_step, manifests=manifests)
 
 
-def _replica_layout(global_batch_size: int, bi_data: bool, input_context):
+def _replica_layout(global_batch_size: int, bi_data: bool, input_context,
+                    micro_batches: int = 1):
     """(local batch b, replica ids served by this input pipeline)."""
     replicas = input_context.num_replicas_in_sync if input_context else 1
     pipelines = input_context.num_input_pipelines if input_context else 1
@@ -137,6 +187,15 @@ def _replica_layout(global_batch_size: int, bi_data: bool, input_context):
         raise BatchLayoutError(
             f"With bi_data every replica's batch is half forward, half backward, so the local "
             f"batch {local} (= {global_batch_size} / {replicas} replicas) must be even.")
+    if micro_batches < 1 or local % micro_batches:
+        raise BatchLayoutError(
+            f"The local batch {local} (= {global_batch_size} / {replicas} replicas) is not "
+            f"divisible by --grad_accum_steps={micro_batches}.")
+    if bi_data and (local // micro_batches) % 2:
+        raise BatchLayoutError(
+            f"With bi_data every micro-batch is half forward, half backward, so the micro-batch "
+            f"{local // micro_batches} (= {global_batch_size} / {replicas} replicas / "
+            f"--grad_accum_steps={micro_batches}) must be even.")
     if replicas % pipelines:
         raise BatchLayoutError(f"{replicas} replicas cannot be split evenly over "
                                f"{pipelines} input pipelines.")
@@ -144,12 +203,19 @@ def _replica_layout(global_batch_size: int, bi_data: bool, input_context):
     return local, list(range(pipeline_id * per_pipeline, (pipeline_id + 1) * per_pipeline))
 
 
-def slot_assignment(replica: int, row: int, local_batch: int, bi_data: bool):
-    """(stream index inside the step's group, direction) of local row `row` of `replica`."""
+def slot_assignment(replica: int, row: int, local_batch: int, bi_data: bool,
+                    micro_batches: int = 1):
+    """(stream index inside the step's group, direction) of local row `row` of `replica`.
+
+    With `micro_batches` N the replica's b rows are N virtual replicas of b / N rows each
+    (see the module docstring)."""
+    micro = local_batch // micro_batches
+    virtual = replica * micro_batches + row // micro
+    row = row % micro
     if not bi_data:
-        return replica * local_batch + row, 0
-    half = local_batch // 2
-    return replica * half + row % half, int(row >= half)
+        return virtual * micro + row, 0
+    half = micro // 2
+    return virtual * half + row % half, int(row >= half)
 
 
 def _slot_dataset(files: List[str], first_block: int, skip: int) -> tf.data.Dataset:
@@ -169,7 +235,8 @@ def _row_keys(parsed: dict, dir_index: tf.Tensor, cycle: tf.Tensor, seed: int) -
 def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int,
                            reuse_len: int, num_predict: int, bi_data: bool, vocab_size: int,
                            global_batch_size: int, input_context=None, start_step: int = 0,
-                           online_permutation: bool = False, seed: int = 0) -> tf.data.Dataset:
+                           online_permutation: bool = False, seed: int = 0,
+                           micro_batches: int = 1) -> tf.data.Dataset:
     """Per-replica pretraining batches for `strategy.distribute_datasets_from_function`.
 
     Args:
@@ -183,25 +250,29 @@ def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int
       online_permutation: re-sample the factorization order in the graph (stateless, from
         `seed`, the row's identity and the cycle) instead of using the stored one.
       seed: seed of the online permutation.
+      micro_batches: --grad_accum_steps; lays each replica batch out as that many
+        micro-batches, each a well-formed batch (see the module docstring).
 
     Returns:
       A dataset whose k-th element is the batch of the k-th replica this pipeline serves at
-      the current step (replicas in order, then the next step). Each element is a dict:
-        input_ids int32 [b, L], segment_ids int32 [b, L], perm_mask float32 [b, L, L]
-        (1 = may not attend), target_mapping float32 [b, P, L], target int32 [b, P],
-        target_mask float32 [b, P], stream_id / chunk_index / direction / pass_id int32 [b].
+      the current step (replicas in order, then the next step). Each element is a dict of
+      compact features (the step builds the dense masks, masks.dense_features):
+        input_ids int32 [b, L], segment_ids int8 [b, L], perm_rank int32 [b, L] (the
+        factorization order), target_positions int32 [b, P] (ascending, -1 padded),
+        stream_id / chunk_index / direction / pass_id int32 [b].
     """
     schedule = load_schedule(data_dirs, seq_len=seq_len, reuse_len=reuse_len,
                              num_predict=num_predict, bi_data=bi_data, vocab_size=vocab_size,
                              global_batch_size=global_batch_size)
-    local, replicas = _replica_layout(global_batch_size, bi_data, input_context)
+    local, replicas = _replica_layout(global_batch_size, bi_data, input_context,
+                                      micro_batches)
     first_block, skip = schedule.locate(start_step)
     perm_size = schedule.manifests[0]["params"]["perm_size"]
 
     slots, slot_files, slot_streams = [], [], []
     for replica in replicas:
         for row in range(local):
-            stream, direction = slot_assignment(replica, row, local, bi_data)
+            stream, direction = slot_assignment(replica, row, local, bi_data, micro_batches)
             files = [os.path.join(b.data_dir, records.shard_name(
                 b.pass_id, direction, b.group * schedule.streams_per_step + stream))
                 for b in schedule.blocks]
@@ -226,16 +297,11 @@ def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int
         if online_permutation:
             keys = _row_keys(parsed, block_dir[block], cycle, seed)
             parsed["perm_rank"] = online_ranks(keys, seq_len, perm_size)
-        features = two_stream_masks(parsed["input_ids"], parsed["perm_rank"],
-                                    parsed["target_positions"], reuse_len)
-        features["input_ids"] = parsed["input_ids"]
-        features["segment_ids"] = parsed["segment_ids"]
+        features = dict(parsed)
         features["stream_id"] = parsed["stream_id"] + block_offset[block]
-        for name in ("chunk_index", "direction", "pass_id"):
-            features[name] = parsed[name]
         # [k * b, ...] -> [k, b, ...]: one element per replica served by this pipeline.
-        return {name: tf.reshape(features[name], [len(replicas), local]
-                                 + features[name].shape[1:].as_list())
+        return {name: tf.reshape(tf.cast(features[name], OUTPUT_DTYPES[name][0]),
+                                 [len(replicas), local] + features[name].shape[1:].as_list())
                 for name in OUTPUT_FEATURES}
 
     steps = tf.data.Dataset.counter(start=start_step, dtype=tf.int64)

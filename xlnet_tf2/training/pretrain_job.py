@@ -149,7 +149,7 @@ def build_pretrainer(config: PretrainConfig,
             num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
             global_batch_size=config.loop.train_batch_size, input_context=input_context,
             start_step=start_step, online_permutation=config.online_permutation,
-            seed=config.loop.seed)
+            seed=config.loop.seed, micro_batches=config.loop.grad_accum_steps)
 
     # Fail on a bad layout now, with the pipeline's own message, not inside the first loop.
     dataset_fn(None, 0)

@@ -17,6 +17,14 @@ What this file adds to the loop:
     checkpoint by each host for its own replicas' rows (memory_state.MemoryState, rows tagged
     with their slot, so it restores exactly on any topology); the pipeline is deterministic
     in the step, so the data position is the step counter;
+  * the dense two-stream masks built on the device inside the step: batches carry the
+    compact features (data/masks.py COMPACT_FEATURES: ranks [L] and target positions [P] per
+    example) and `_lm_loss` expands them with masks.dense_features inside the (XLA-compiled)
+    forward/backward function, for training and held-out evaluation alike;
+  * gradient accumulation: with --grad_accum_steps N the pipeline lays every replica batch
+    out as N micro-batches that are each a well-formed batch (a virtual replica, see
+    data/pretrain_dataset.py), the loop's memory rows follow the batch rows, so micro-batch k
+    of step t + 1 continues the text micro-batch k held at step t;
   * static per-replica shapes, the per-step record of which examples were consumed
     (`record_steps`), and the FLOP count for MFU.
 """
@@ -31,6 +39,7 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import XLNetLMHeadModel
+from xlnet_tf2.data.masks import COMPACT_FEATURES, dense_features
 from xlnet_tf2.data.pretrain_dataset import slot_assignment
 from xlnet_tf2.training import checkpointing, distribution
 from xlnet_tf2.training.memory_state import MemoryState, local_replica_ids, log_size
@@ -41,7 +50,8 @@ from xlnet_tf2.training.trainer import (DataExhaustedError, RunSettings,  # noqa
                                         Trainer, TrainerConfig, TrainingDivergedError,
                                         TrainResult)
 
-# Features the model consumes; the rest of a batch is loss inputs or bookkeeping.
+# Features the model consumes and the loss inputs, both built on the device from the batch's
+# compact features (COMPACT_FEATURES) by masks.dense_features.
 MODEL_FEATURES = ("input_ids", "segment_ids", "perm_mask", "target_mapping")
 LOSS_FEATURES = ("target", "target_mask")
 # Which stream and direction each row reads: its place in the global batch, independent of
@@ -140,7 +150,7 @@ class Pretrainer(Trainer):
                           callback_steps=eval_every or None),
             model_fn=self._build_model, loss_fn=self._lm_loss, count_fn=self._target_count,
             dataset_fn=dataset_fn, strategy=strategy, carried_state_fn=self._memory_state,
-            feature_keys=MODEL_FEATURES + LOSS_FEATURES + SLOT_FEATURES,
+            feature_keys=COMPACT_FEATURES + SLOT_FEATURES,
             replica_features=self._static_features, example_ids_fn=self._slot_example_ids,
             record_features=EXAMPLE_ID_FEATURES if loop.record_steps else (),
             init_fn=self._load_init_checkpoint,
@@ -179,12 +189,13 @@ class Pretrainer(Trainer):
 
     def row_slots(self, replica: int):
         """The slot (direction * F + stream within the step's group) of each row of a replica
-        batch, as the input pipeline lays the rows out (data/pretrain_dataset.py)."""
+        batch, as the input pipeline lays the rows out (data/pretrain_dataset.py; with
+        --grad_accum_steps N every micro-batch of b / N rows is a virtual replica)."""
         b, bi_data = self.replica_batch, self.data_shape.bi_data
         streams = self.config.loop.train_batch_size // (2 if bi_data else 1)
         slots = []
         for row in range(b):
-            stream, direction = slot_assignment(replica, row, b, bi_data)
+            stream, direction = slot_assignment(replica, row, b, bi_data, self.micro_batches)
             slots.append(direction * streams + stream)
         return slots
 
@@ -200,9 +211,9 @@ class Pretrainer(Trainer):
         dimension, and XLA/TPU need static shapes."""
         b = b or self.replica_batch
         L, P = self.data_shape.seq_len, self.data_shape.num_predict
-        shapes = {"input_ids": [b, L], "segment_ids": [b, L], "perm_mask": [b, L, L],
-                  "target_mapping": [b, P, L], "target": [b, P], "target_mask": [b, P],
-                  "stream_id": [b], "direction": [b], "chunk_index": [b]}
+        shapes = {"input_ids": [b, L], "segment_ids": [b, L], "perm_rank": [b, L],
+                  "target_positions": [b, P], "stream_id": [b], "direction": [b],
+                  "chunk_index": [b]}
         return {k: tf.ensure_shape(v, shapes[k]) for k, v in features.items()}
 
     def _slot_example_ids(self, features):
@@ -215,13 +226,22 @@ class Pretrainer(Trainer):
 
     @staticmethod
     def _target_count(features):
-        return tf.reduce_sum(tf.cast(features["target_mask"], tf.float32))
+        """float32: the real targets of a batch of compact features (positions >= 0)."""
+        return tf.reduce_sum(tf.cast(features["target_positions"] >= 0, tf.float32))
+
+    def model_features(self, features):
+        """The dense model and loss inputs of a batch of compact features, built where this
+        runs (on the device inside the step): masks.dense_features at this run's reuse_len."""
+        return dense_features(features, self.data_shape.reuse_len)
 
     def _lm_loss(self, features, mems, training: bool = True):
-        """(summed cross-entropy over this replica's real targets, new memory)."""
+        """(summed cross-entropy over this replica's real targets, new memory); `features`
+        are compact, the dense masks are built here (inside the compiled step)."""
+        chunk_index = features["chunk_index"]
+        features = self.model_features(features)
         inputs = {k: features[k] for k in MODEL_FEATURES}
         if self.model_config.mem_len:
-            inputs["mems"] = reset_memory(list(mems), features["chunk_index"])
+            inputs["mems"] = reset_memory(list(mems), chunk_index)
         outputs = self.model(inputs, training=training)
         logits = outputs["logits"]  # float32 [b, P, V]
         ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -236,7 +256,7 @@ class Pretrainer(Trainer):
     def _eval_loss(self, features, mems):
         """Per replica, no dropout: (new memory, summed cross-entropy, target count)."""
         features = self._static_features(
-            {k: features[k] for k in MODEL_FEATURES + LOSS_FEATURES + ("chunk_index",)},
+            {k: features[k] for k in COMPACT_FEATURES + ("chunk_index",)},
             self._eval_replica_batch())
         ce_sum, new_mems = self._lm_loss(features, mems, training=False)
         return new_mems, ce_sum, self._target_count(features)

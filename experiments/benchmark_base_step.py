@@ -1,0 +1,170 @@
+"""One pretraining step at XLNet-Base's shape: xlnet-tf2 against HuggingFace's PyTorch XLNet.
+
+  python experiments/benchmark_base_step.py                 # B=2, L=512, R=256, M=384, P=85
+  python experiments/benchmark_base_step.py --repeats=5 --output_json=base_step.json
+
+Ours is the real training step of the Pretrainer (jit_compile=True): the synthetic input
+pipeline's compact features (ranks and target positions) go to the step, which builds the
+dense two-stream masks on the device, runs both streams with memory, the token-weighted LM
+loss, the backward pass, clipping and AdamW. Theirs is XLNetLMHeadModel (transformers) with
+the same architecture and sizes, fed dense perm_mask / target_mapping and memory of the same
+length, with the LM loss, backward, clipping and torch AdamW (experiments/benchmark_reference.py).
+Both use dropout 0.1 and float32, are timed alternately in one process (the machine's
+background load hits both alike) after untimed warm-up calls; reported: median step time,
+tokens/s, each step's extra peak resident memory, and the throughput ratio ours/theirs.
+"""
+
+import json
+import os
+import resource
+import sys
+import tempfile
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+from absl import app, flags  # noqa: E402
+
+FLAGS = flags.FLAGS
+flags.DEFINE_string("model_config", "base", "Architecture preset (or xlnet_config.json).")
+flags.DEFINE_integer("batch_size", 2, "Global batch (bi_data: half forward, half backward).")
+flags.DEFINE_integer("seq_len", 512, "Sequence length.")
+flags.DEFINE_integer("reuse_len", 256, "Reused prefix length.")
+flags.DEFINE_integer("mem_len", 384, "Memory length.")
+flags.DEFINE_integer("num_predict", 85, "Predicted tokens per example.")
+flags.DEFINE_integer("warmup", 1, "Untimed calls of each step before timing (compilation).")
+flags.DEFINE_integer("repeats", 3, "Timed calls of each step (the median is reported).")
+flags.DEFINE_integer("threads", None, "CPU threads for both frameworks; default: all cores.")
+flags.DEFINE_bool("reference", True, "Also time HuggingFace's PyTorch XLNetLMHeadModel.")
+flags.DEFINE_string("output_json", None, "Optional path to write the rows as JSON.")
+
+
+def ours_step(model_dir):
+    """() -> loss: one compiled step of the project's Pretrainer on synthetic compact data."""
+    import tensorflow as tf
+
+    from xlnet_tf2.config import XLNetConfig
+    from xlnet_tf2.training.pretrainer import DataShape, Pretrainer
+    from xlnet_tf2.training.run_config import PretrainConfig
+    from xlnet_tf2.training.synthetic_data import synthetic_pretrain_dataset
+
+    shape = DataShape(FLAGS.seq_len, FLAGS.reuse_len, FLAGS.num_predict, True)
+    model_config = XLNetConfig.resolve(FLAGS.model_config)
+
+    def dataset_fn(context, start_step):
+        return synthetic_pretrain_dataset(
+            seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len, num_predict=FLAGS.num_predict,
+            bi_data=True, vocab_size=model_config.n_token, global_batch_size=FLAGS.batch_size,
+            input_context=context, start_step=start_step)
+
+    config = PretrainConfig.flat(
+        model_dir=model_dir, data_dir=("synthetic",), model_config=FLAGS.model_config,
+        train_batch_size=FLAGS.batch_size, train_steps=10 ** 6, mem_len=FLAGS.mem_len,
+        jit_compile=True, learning_rate=1e-4, warmup_steps=0, dropout=0.1, dropatt=0.1,
+        peak_tflops=1.0)
+    pretrainer = Pretrainer(config, model_config, shape, dataset_fn)
+    iterator = iter(pretrainer.strategy.distribute_datasets_from_function(
+        lambda context: dataset_fn(context, 0)))
+    carried = {"state": pretrainer.distribute_state()}
+    one = tf.constant(1, tf.int32)
+
+    def step():
+        carried["state"], stats = pretrainer._loop(iterator, carried["state"], one)
+        return float(stats["loss"][0])
+
+    return step, pretrainer.model_config
+
+
+def hf_step(config, batch, dropout=0.1, clip_norm=1.0):
+    """() -> loss: HF XLNetLMHeadModel in training mode at `dropout` (the benchmark_reference
+    step, with the dropout of our step): two streams with memory, LM loss over the targets,
+    backward, clipping, torch AdamW."""
+    import torch
+    import transformers
+
+    from benchmark_reference import _torch_inputs, hf_config
+
+    hf = hf_config(config)
+    hf.dropout = dropout
+    model = transformers.XLNetLMHeadModel(hf).train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
+    kwargs = _torch_inputs(batch, with_two_stream=True)
+    target = torch.tensor(batch["target"], dtype=torch.long)
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(**kwargs).logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                 target.reshape(-1))
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        optimizer.step()
+        return float(loss.item())
+
+    return step
+
+
+def main(argv):
+    del argv
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import tensorflow as tf
+
+    from xlnet_tf2.benchmarking import Workload, interleaved, make_batch
+    from xlnet_tf2.data.pretrain_dataset import bytes_per_example
+    from xlnet_tf2.training.flops import pretrain_step_flops
+
+    threads = FLAGS.threads or os.cpu_count()
+    tf.config.threading.set_intra_op_parallelism_threads(threads)
+    tf.config.threading.set_inter_op_parallelism_threads(min(threads, 2))
+    runs = {}
+    with tempfile.TemporaryDirectory() as model_dir:
+        step, config = ours_step(model_dir)
+        runs["xlnet-tf2 Pretrainer step (XLA, masks on device)"] = step
+        workload = Workload(batch_size=FLAGS.batch_size, seq_len=FLAGS.seq_len,
+                            mem_len=FLAGS.mem_len, reuse_len=FLAGS.reuse_len,
+                            num_predict=FLAGS.num_predict, bi_data=True)
+        if FLAGS.reference:
+            import torch
+
+            torch.set_num_threads(threads)
+            runs["huggingface XLNetLMHeadModel (pytorch)"] = hf_step(
+                config, make_batch(workload, config))
+        results = interleaved(runs, warmup=FLAGS.warmup, repeats=FLAGS.repeats)
+    flops = pretrain_step_flops(config, seq_len=FLAGS.seq_len, mem_len=FLAGS.mem_len,
+                                num_predict=FLAGS.num_predict,
+                                global_batch_size=FLAGS.batch_size).train_per_step
+    reference = results.get("huggingface XLNetLMHeadModel (pytorch)")
+    rows = []
+    for name, m in results.items():
+        row = {"step": name, "batch": FLAGS.batch_size, "seq_len": FLAGS.seq_len,
+               "mem_len": FLAGS.mem_len, "num_predict": FLAGS.num_predict,
+               "n_layer": config.n_layer, "d_model": config.d_model, "threads": threads,
+               "step_s": m.median, "step_s_all": m.times,
+               "tokens_per_s": FLAGS.batch_size * FLAGS.seq_len / m.median,
+               "step_peak_extra_mb": m.peak_memory_mb, "gflops_per_step": flops / 1e9,
+               "gflops_per_s": flops / m.median / 1e9}
+        if reference is not None and m is not reference:
+            row["throughput_ratio_vs_hf"] = reference.median / m.median
+        rows.append(row)
+    process_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\nPretraining step at B={FLAGS.batch_size} L={FLAGS.seq_len} R={FLAGS.reuse_len} "
+          f"M={FLAGS.mem_len} P={FLAGS.num_predict}, {config.n_layer} layers d_model "
+          f"{config.d_model}, bi_data, dropout 0.1, float32, {threads} threads")
+    print("| step | median s | tokens/s | extra peak MB | GFLOP/s | ratio vs HF |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        ratio = r.get("throughput_ratio_vs_hf")
+        peak = r["step_peak_extra_mb"]
+        print(f"| {r['step']} | {r['step_s']:.2f} | {r['tokens_per_s']:.0f} | "
+              f"{'n/a' if peak is None else f'{peak:.0f}'} | {r['gflops_per_s']:.1f} | "
+              f"{'' if ratio is None else f'{ratio:.2f}x'} |")
+    print(f"process peak resident memory (both frameworks loaded): {process_peak_mb:.0f} MB")
+    print(f"host-to-device bytes per example: {bytes_per_example(FLAGS.seq_len, FLAGS.num_predict):,}"
+          f" (compact) vs {bytes_per_example(FLAGS.seq_len, FLAGS.num_predict, True):,} "
+          "(dense host masks)")
+    if FLAGS.output_json:
+        with open(FLAGS.output_json, "w") as f:
+            json.dump({"rows": rows, "process_peak_mb": process_peak_mb}, f, indent=2)
+
+
+if __name__ == "__main__":
+    app.run(main)
