@@ -61,7 +61,8 @@ def main(argv):
             raise app.UsageError("--nodo_train needs --predict_file.")
         metrics = squad.predict_only(model_dir=FLAGS.model_dir, predict_file=FLAGS.predict_file,
                                      eval_batch_size=FLAGS.eval_batch_size,
-                                     output_dir=FLAGS.output_dir, checkpoint=FLAGS.checkpoint)
+                                     output_dir=FLAGS.output_dir, checkpoint=FLAGS.checkpoint,
+                                     feature_cache_dir=FLAGS.feature_cache_dir)
         print(json.dumps(metrics, indent=2), flush=True)
         return
     if not FLAGS.train_file:
