@@ -55,7 +55,8 @@ def test_non_chief_waits_for_the_chief_and_damage_is_rebuilt(tmp_path):
     np.testing.assert_array_equal(rebuilt["label"], _features()["label"])
 
 
-def test_squad_windows_tokenized_once_and_rebuilt_identically(tmp_path, monkeypatch):
+def test_squad_windows_tokenized_once_and_rebuilt_identically(tmp_path, monkeypatch,
+                                                                capsys):
     """SQuAD (run_squad.py): the training windows and the evaluation set (windows, contexts,
     everything post-processing reads) come back from the cache equal to a fresh build, and
     post-processing gives the same answers; only window settings make a new entry."""
@@ -81,8 +82,16 @@ def test_squad_windows_tokenized_once_and_rebuilt_identically(tmp_path, monkeypa
         return original(*args, **kwargs)
 
     monkeypatch.setattr(squad, "build_all_windows", counting)
+    from xlnet_tf2.progress import Progress
+
+    monkeypatch.setattr(Progress.__init__, "__defaults__", ("items", 0.0, None))  # every update
+    capsys.readouterr()
     fresh = squad.train_features(path, tokenizer, spec, "off")
     assert len(calls) == 1
+    lines = capsys.readouterr().out.splitlines()
+    n = len(squad_data.read_squad(path, True))
+    assert lines[-1].startswith(f"tokenizing {path}: {n:,}/{n:,} questions (100%) | ")
+    assert len(lines) >= n and all(" | ETA " in line for line in lines)
     for _ in range(2):
         cached = squad.train_features(path, tokenizer, spec, cache)
         assert sorted(cached) == sorted(fresh)
