@@ -105,3 +105,20 @@ def test_verbosity_detection():
         assert verbosity_requested(args), args
     assert not verbosity_requested(["--", "--verbosity=1"])
     assert not verbosity_requested(["--verbose_name=1"])
+
+
+def test_absl_info_lines_only_with_verbosity(tmp_path):
+    script = tmp_path / "tool.py"
+    script.write_text(
+        "from xlnet_tf2 import cli\n"
+        "cli.quiet_startup()\n"
+        "from absl import logging\n"
+        "def main(argv):\n"
+        "    logging.info('an info line')\n"
+        "    logging.warning('a warning line')\n"
+        "cli.run(main)\n")
+    quiet = _run([str(script)])
+    assert quiet.returncode == 0, quiet.stderr
+    assert "a warning line" in quiet.stderr and "an info line" not in quiet.stderr
+    verbose = _run([str(script), "--verbosity=0"])
+    assert "a warning line" in verbose.stderr and "an info line" in verbose.stderr

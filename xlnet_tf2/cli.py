@@ -13,8 +13,9 @@ becomes one line, not a traceback.
 `import tensorflow` runs and while the devices are discovered: CUDA/cuDNN/TensorRT probes,
 "oneDNN custom operations are on", "All log messages before absl::InitializeLog() ...", XLA
 notices) and sets TF_CPP_MIN_LOG_LEVEL=2 (unless set) so later C++ info and warning lines stay
-away too. Unless `--verbosity`/`-v` is on the command line: then nothing is hidden
-(`--verbosity=0` shows everything TensorFlow says, plus the absl INFO lines it already shows).
+away too, and absl's Python logging defaults to WARNING (no INFO lines; the project's
+progress and results are printed to stdout). Unless `--verbosity`/`-v` is on the command line:
+then nothing is hidden (`--verbosity=0`: everything TensorFlow says and the INFO lines).
 Importing this module does not import TensorFlow (xlnet_tf2/__init__.py is lazy), and
 `quiet_startup` does not either: it silences TensorFlow's import when it happens, so `--help`
 stays fast. Python errors are never hidden: an exception raised by the import still reaches
@@ -89,6 +90,10 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
                     module.config.list_physical_devices()
                 except Exception:  # noqa: BLE001 - a device problem shows up later, loudly
                     pass
+            # importing TensorFlow may set absl's verbosity: back to WARNING
+            from absl import logging as absl_logging
+
+            absl_logging.set_verbosity(-1)
 
         spec.loader.exec_module = quiet_exec_module
         return spec
@@ -101,6 +106,14 @@ def quiet_startup(argv: Optional[Sequence[str]] = None) -> bool:
     if verbosity_requested(argv):
         return False
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    # absl's Python logging at WARNING: TensorFlow's INFO lines ("Sharding callback
+    # duration", ...) and the INFO twins of the lines the project prints to stdout stay away.
+    # (app.run raises an unset --verbosity to INFO after parsing; this runs after that.)
+    from absl import app as absl_app
+    from absl import logging as absl_logging
+
+    absl_logging.set_verbosity(-1)  # absl's verbosity scale: -1 = WARNING
+    absl_app.call_after_init(lambda: absl_logging.set_verbosity(-1))
     # Python-level notices of the frameworks (deprecations and the like), not of this project.
     warnings.filterwarnings("ignore", module=r"(tensorflow|tf_keras|keras|tensorflow_text|"
                             r"absl|google\.protobuf|h5py|numpy)(\..*)?$")
