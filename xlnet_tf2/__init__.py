@@ -6,6 +6,7 @@ before it happens, and `--help` stays fast.
 """
 
 import importlib
+import importlib.util
 
 __version__ = "0.1.0"
 
@@ -33,6 +34,8 @@ def __getattr__(name):
         value = getattr(importlib.import_module(_LAZY[name]), name)
         globals()[name] = value
         return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")  # xlnet_tf2.models etc.
     raise AttributeError(f"module 'xlnet_tf2' has no attribute {name!r}")
 
 
