@@ -53,8 +53,12 @@ def verbosity_requested(argv: Optional[Sequence[str]] = None) -> bool:
 @contextlib.contextmanager
 def silenced_stderr():
     """File descriptor 2 (what C++ libraries write to) goes to /dev/null inside the block."""
-    sys.stderr.flush()
-    saved = os.dup(2)
+    try:
+        sys.stderr.flush()
+        saved = os.dup(2)
+    except (OSError, ValueError, AttributeError):  # no usable stderr: nothing to silence
+        yield
+        return
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 2)
