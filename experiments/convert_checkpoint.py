@@ -11,13 +11,11 @@
 Load the result with `xlnet_tf2.load_pretrained("converted/base")`.
 """
 
-import os
+from absl import flags
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from xlnet_tf2 import cli
 
-from absl import flags  # noqa: E402
-
-from xlnet_tf2 import cli  # noqa: E402
+cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
 
 FLAGS = flags.FLAGS
 flags.DEFINE_enum("source", None, ["original", "huggingface"],

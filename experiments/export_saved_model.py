@@ -8,12 +8,16 @@
 
 --model_dir is a fine-tuning run (its task.json says what it computes), or for --task=features
 any model directory: a pretraining run, a fine-tuning run or a converted release. Everything
-needed (architecture, SentencePiece model, weights, sequence length) is read from it.
+needed (architecture, SentencePiece model, weights, sequence length) is read from it. Export
+runs on the host in float32 (the served numbers are the checkpoint's), so this command has no
+--strategy/--tpu/--precision flags; TF Serving picks its own devices.
 """
 
 from absl import flags
 
 from xlnet_tf2 import cli
+
+cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "A directory written by run_classifier.py, "
@@ -28,7 +32,7 @@ flags.DEFINE_integer("version", None, "Version sub-directory (default: one more 
                      "largest existing).")
 flags.DEFINE_enum("checkpoint", "best", ["best", "latest"], "Export the best-evaluation "
                   "weights (best/) or the latest training checkpoint.")
-flags.DEFINE_integer("seq_len", None, "features only: tokens per input (default: the "
+flags.DEFINE_integer("seq_len", None, "For --task=features only: tokens per input (default: the "
                      "model_dir's task.json seq_len, else the pretraining data's seq_len from "
                      "run_config.json, else 512).")
 flags.mark_flags_as_required(["model_dir", "task", "export_dir"])

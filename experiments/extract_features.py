@@ -8,7 +8,8 @@ run): its xlnet_config.json, spiece.model and checkpoint are used, with no dropo
 bi_data (a pretraining run's data layout does not carry over). Each line is encoded alone as
 `text <sep> <cls>`, left padded to --seq_len (longer lines keep their first seq_len-2 tokens);
 the numbers are those of `export_saved_model.py --task=features` (same code,
-xlnet_tf2/export/feature_extraction.py). Output by extension:
+xlnet_tf2/export/feature_extraction.py). --strategy, --tpu and --precision work as in the
+training commands (features are float32 whatever the compute precision). Output by extension:
   .npz   token_features [N, L, D] float32, pooled [N, D] (mean over real tokens), input_ids and
          attention_mask [N, L] int32 (1 = real token; padding is on the left), texts [N]
   .jsonl one object per line: {"index", "text", "pieces": [real tokens, <sep> and <cls> last],
@@ -22,6 +23,10 @@ from absl import app, flags
 
 from xlnet_tf2 import cli
 
+cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
+
+from xlnet_tf2.finetuning import cli_flags  # noqa: E402
+
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Directory with xlnet_config.json, spiece.model and a "
                     "backbone checkpoint (converted release, pretraining or fine-tuning run).")
@@ -33,6 +38,7 @@ flags.DEFINE_integer("seq_len", None, "Tokens per text, <sep> and <cls> included
                      "model_dir's task.json seq_len, else 512).")
 flags.DEFINE_integer("batch_size", 16, "Texts per forward pass (the last batch is padded so "
                      "every pass has the same shape).")
+cli_flags.define_inference_flags()
 flags.mark_flags_as_required(["model_dir", "input_file", "output_file"])
 
 
@@ -51,10 +57,12 @@ def main(argv):
     if not tf.io.gfile.exists(FLAGS.input_file):
         raise app.UsageError(f"--input_file={FLAGS.input_file!r} does not exist.")
     texts = read_utf8_text(FLAGS.input_file).splitlines()
-    model, spec, spm_model = load_task_model(FLAGS.model_dir, "features")
-    seq_len = FLAGS.seq_len or spec.seq_len
-    tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-    features = extract(model, tokenizer, texts, seq_len, FLAGS.batch_size)
+    strategy = cli_flags.inference_strategy()
+    with strategy.scope():
+        model, spec, spm_model = load_task_model(FLAGS.model_dir, "features")
+        seq_len = FLAGS.seq_len or spec.seq_len
+        tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
+        features = extract(model, tokenizer, texts, seq_len, FLAGS.batch_size)
     if FLAGS.output_file.endswith(".npz"):
         buffer = io.BytesIO()  # zip needs a seekable file; GFile (gs:// too) gets the bytes
         np.savez(buffer, texts=np.asarray(texts, dtype=str), **features)

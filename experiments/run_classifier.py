@@ -15,6 +15,8 @@ experiments/export_saved_model.py.
 from absl import flags
 
 from xlnet_tf2 import cli
+
+cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
 from xlnet_tf2.finetuning import cli_flags as finetune_flags
 
 FLAGS = flags.FLAGS
@@ -30,7 +32,7 @@ flags.DEFINE_string("tfds_name", None, "A TensorFlow Datasets name (e.g. glue/ss
 flags.DEFINE_string("tfds_train_split", "train", "The TFDS split to train on.")
 flags.DEFINE_string("tfds_eval_split", None, "The TFDS split to evaluate on (default: the "
                     "dataset's validation split, e.g. validation_matched for glue/mnli).")
-flags.DEFINE_string("tfds_data_dir", None, "TFDS data directory.")
+flags.DEFINE_string("tfds_data_dir", None, "The TensorFlow Datasets data directory (default: TFDS's own, ~/tensorflow_datasets).")
 flags.DEFINE_string("text_a_column", None, "Name of the column holding the (first) text.")
 flags.DEFINE_string("text_b_column", None, "Name of the column holding the second text of a "
                     "pair task; leave unset for single-text tasks.")

@@ -8,6 +8,8 @@
 from absl import flags
 
 from xlnet_tf2 import cli
+
+cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
 from xlnet_tf2.finetuning import cli_flags
 
 FLAGS = flags.FLAGS

@@ -17,6 +17,8 @@ import json
 from absl import app, flags
 
 from xlnet_tf2 import cli
+
+cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
 from xlnet_tf2.finetuning import cli_flags
 
 FLAGS = flags.FLAGS
@@ -59,7 +61,8 @@ def main(argv):
             raise app.UsageError("--nodo_train needs --predict_file.")
         metrics = squad.predict_only(model_dir=FLAGS.model_dir, predict_file=FLAGS.predict_file,
                                      eval_batch_size=FLAGS.eval_batch_size,
-                                     output_dir=FLAGS.output_dir, checkpoint=FLAGS.checkpoint)
+                                     output_dir=FLAGS.output_dir, checkpoint=FLAGS.checkpoint,
+                                     feature_cache_dir=FLAGS.feature_cache_dir)
         print(json.dumps(metrics, indent=2), flush=True)
         return
     if not FLAGS.train_file:

@@ -1,16 +1,23 @@
-"""xlnet-tf2: XLNet for TensorFlow 2 / Keras 3."""
+"""xlnet-tf2: XLNet for TensorFlow 2 / Keras 3.
+
+Every public name is imported on first use, so `import xlnet_tf2` (and the command-line
+helpers in xlnet_tf2.cli) do not import TensorFlow: a command can silence TensorFlow's start-up
+before it happens, and `--help` stays fast.
+"""
 
 import importlib
-
-from xlnet_tf2.config import ConfigError, XLNetConfig
-from xlnet_tf2.conversion import load_pretrained, restore_weights, save_pretrained
-from xlnet_tf2.models import XLNetLMHeadModel, XLNetModel
+import importlib.util
 
 __version__ = "0.1.0"
 
-# Imported on first use: the tokenizers load tensorflow-text, generation and the hub loader
-# are not needed to build or train a model.
 _LAZY = {
+    "ConfigError": "xlnet_tf2.config",
+    "XLNetConfig": "xlnet_tf2.config",
+    "load_pretrained": "xlnet_tf2.conversion",
+    "restore_weights": "xlnet_tf2.conversion",
+    "save_pretrained": "xlnet_tf2.conversion",
+    "XLNetLMHeadModel": "xlnet_tf2.models",
+    "XLNetModel": "xlnet_tf2.models",
     "XLNetTokenizer": "xlnet_tf2.tokenizers.xlnet_tokenizer",
     "XLNetPreprocessor": "xlnet_tf2.tokenizers.xlnet_preprocessor",
     "from_pretrained": "xlnet_tf2.hub",
@@ -24,5 +31,13 @@ __all__ = ["ConfigError", "XLNetConfig", "XLNetLMHeadModel", "XLNetModel", "XLNe
 
 def __getattr__(name):
     if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        return importlib.import_module(f"{__name__}.{name}")  # xlnet_tf2.models etc.
     raise AttributeError(f"module 'xlnet_tf2' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

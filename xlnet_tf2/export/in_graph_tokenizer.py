@@ -98,15 +98,102 @@ class InGraphTokenizer(tf.Module):
             texts = tf.strings.lower(texts, encoding="utf-8")
         return texts
 
+    def normalize_with_offsets(self, texts: tf.Tensor):
+        """`preprocess` of raw texts [B] and, per normalized character, the raw characters
+        [start, end) it came from, as `squad_data.normalize_with_offsets` (a collapsed
+        whitespace run maps to its first character, a '"' made of a quote pair to both
+        characters, NFKD pieces to their source character).
+
+        Returns (normalized string [B], raw_start int64 [B, (N)], raw_end int64 [B, (N)]); N
+        counts Unicode characters (code points) of the normalized text, indices are code
+        points of the raw text. Lowercasing (uncased models) is per character here, so the
+        context-dependent final sigma may differ from Python's `str.lower`.
+        """
+        texts = tf.convert_to_tensor(texts, tf.string)
+        chars = tf.strings.unicode_split(texts, "UTF-8")           # [B, (C)]
+        index = tf.ragged.range(chars.row_lengths())                # raw char index
+        space = chars.with_flat_values(
+            tf.strings.regex_full_match(chars.flat_values, self._space))
+        space_d = space.to_tensor(True)                             # [B, C]; padding = space
+        solid = tf.cast(~space_d, tf.int32)
+        before = tf.cumsum(solid, axis=1, exclusive=True) > 0      # a non-space earlier
+        after = tf.cumsum(solid, axis=1, exclusive=True, reverse=True) > 0
+        previous_space = tf.pad(space_d[:, :-1], [[0, 0], [1, 0]], constant_values=True)
+        keep_space = space_d & ~previous_space & before & after
+        keep = tf.RaggedTensor.from_tensor(~space_d | keep_space, lengths=chars.row_lengths())
+        kept = tf.ragged.boolean_mask(tf.where(space, " ", chars), keep)   # [B, (K)]
+        kept_index = tf.ragged.boolean_mask(index, keep)
+        # Quote pairs, leftmost first as str.replace: a pair's first character becomes '"'
+        # and the second disappears (the replacement keeps the length to find them).
+        joined = tf.strings.reduce_join(kept, axis=1)
+        marked = tf.strings.regex_replace(tf.strings.regex_replace(joined, "``", '"`'),
+                                          "''", "\"'")
+        marked = tf.strings.unicode_split(marked, "UTF-8")          # [B, (K)]
+        quote = (tf.equal(kept.flat_values, "`") | tf.equal(kept.flat_values, "'"))
+        first = quote & tf.equal(marked.flat_values, '"')
+        kept_rows = kept.value_rowids()
+        previous_first = tf.concat([[False], first[:-1]], 0) & tf.concat(
+            [[False], tf.equal(kept_rows[1:], kept_rows[:-1])], 0)
+        second = quote & previous_first
+        expansion = tf.where(first, '"', tf.where(second, "", kept.flat_values))
+        start = kept_index.flat_values
+        end = start + tf.where(first, tf.constant(2, start.dtype), tf.constant(1, start.dtype))
+        if not self.keep_accents:
+            expansion = tf.strings.regex_replace(tf_text.normalize_utf8(expansion, "NFKD"),
+                                                 self._combining, "")
+        if self.lower:
+            expansion = tf.strings.lower(expansion, encoding="utf-8")
+        pieces = tf.strings.unicode_split(expansion, "UTF-8")       # [K_all, (E)]
+        per_char = pieces.row_lengths()
+        rows = kept.with_flat_values(per_char)                      # [B, (K)]
+        counts = tf.reduce_sum(rows, axis=1)                        # [B] normalized chars
+        normalized = tf.strings.reduce_join(kept.with_flat_values(expansion), axis=1)
+        raw_start = tf.RaggedTensor.from_row_lengths(tf.repeat(start, per_char), counts)
+        raw_end = tf.RaggedTensor.from_row_lengths(tf.repeat(end, per_char), counts)
+        return normalized, raw_start, raw_end
+
     def encode_pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Pieces [B, (T)] of normalized texts [B], with the digit-comma re-split."""
-        pieces = self._pieces.tokenize(texts)                       # [B, (T)]
+        return self._encode(texts, with_offsets=False)
+
+    def encode_pieces_with_offsets(self, texts: tf.Tensor):
+        """(pieces [B, (T)], start [B, (T)], end [B, (T)]): as `encode_pieces`, and each piece's
+        visible characters as byte offsets [start, end) into the normalized text (the space
+        a "▁" stands for is not counted; a bare "▁" has an empty span at the next character),
+        the in-graph twin of `squad_data.piece_char_spans` (SentencePiece's own alignment
+        rather than a text diff; the two agree whenever the pieces spell the normalized
+        text)."""
+        return self._encode(texts, with_offsets=True)
+
+    def _encode(self, texts: tf.Tensor, with_offsets: bool):
+        texts = tf.convert_to_tensor(texts, tf.string)
+        if with_offsets:
+            pieces, begin, end = self._pieces.tokenize_with_offsets(texts)   # [B, (T)]
+            begin, end = begin.flat_values, end.flat_values
+            row_text = tf.gather(texts, pieces.value_rowids())
+            # "▁x": the spaces before x (SentencePiece may have merged a run of them) are
+            # not part of the span; a bare "▁": empty span at its (first) space.
+            surface = tf.strings.substr(row_text, begin, end - begin)
+            visible = tf.strings.length(tf.strings.regex_replace(surface, "^ +", ""))
+            visible = tf.cast(visible, begin.dtype)
+            bare = tf.equal(visible, 0)
+            # (SentencePiece drops leading spaces: a bare "▁" there points past them.)
+            before = tf.strings.substr(row_text, tf.zeros_like(begin), begin)
+            run = tf.strings.length(before) - tf.strings.length(
+                tf.strings.regex_replace(before, " +$", ""))
+            begin = tf.where(bare, begin - tf.cast(run, begin.dtype), end - visible)
+            end = tf.where(bare, begin, end)
+        else:
+            pieces = self._pieces.tokenize(texts)                   # [B, (T)]
         flat = pieces.flat_values                                   # [T_all]
         split = tf.strings.regex_full_match(flat, "(?s).*" + self._digit + ",")
         # Re-encode piece[:-1] without underlines (only for split pieces; "" gives no pieces).
         body = tf.strings.regex_replace(tf.strings.regex_replace(flat, ",$", ""), _UNDERLINE, "")
         body = tf.where(split, body, "")
-        sub = self._pieces.tokenize(body)                           # [T_all, (S)]
+        if with_offsets:
+            sub, sub_begin, sub_end = self._pieces.tokenize_with_offsets(body)  # [T_all, (S)]
+        else:
+            sub = self._pieces.tokenize(body)                       # [T_all, (S)]
         sub_values = sub.flat_values
         sub_rows = sub.value_rowids()
         first_in_row = tf.equal(tf.range(tf.size(sub_values, out_type=tf.int64)),
@@ -119,12 +206,25 @@ class InGraphTokenizer(tf.Module):
         keep = ~(fix & tf.equal(sub_values, _UNDERLINE))
         fixed = tf.where(fix, tf.strings.regex_replace(sub_values, "^" + _UNDERLINE, ""),
                          sub_values)
-        sub = tf.RaggedTensor.from_value_rowids(
-            tf.boolean_mask(fixed, keep), tf.boolean_mask(sub_rows, keep),
-            nrows=tf.size(flat, out_type=tf.int64))
-        last = tf.where(split, ",", flat)[:, None]                  # [T_all, 1]
-        per_piece = tf.concat([sub, tf.RaggedTensor.from_tensor(last)], axis=1)  # [T_all, (S+1)]
-        return pieces.with_flat_values(per_piece).merge_dims(1, 2)  # [B, (T')]
+        nrows = tf.size(flat, out_type=tf.int64)
+
+        def regroup(values, last):
+            """Sub-piece values [S_all] kept and each piece's own last value -> [B, (T')]."""
+            sub_part = tf.RaggedTensor.from_value_rowids(
+                tf.boolean_mask(values, keep), tf.boolean_mask(sub_rows, keep), nrows=nrows)
+            per_piece = tf.concat([sub_part, tf.RaggedTensor.from_tensor(last[:, None])],
+                                  axis=1)                           # [T_all, (S+1)]
+            return pieces.with_flat_values(per_piece).merge_dims(1, 2)
+
+        out = regroup(fixed, tf.where(split, ",", flat))
+        if not with_offsets:
+            return out
+        # The body is the piece's visible text minus the comma: its byte k is byte
+        # begin + k of the normalized text; the comma is the piece's last byte.
+        shift = tf.gather(begin, sub_rows)
+        starts = regroup(sub_begin.flat_values + shift, tf.where(split, end - 1, begin))
+        ends = regroup(sub_end.flat_values + shift, end)
+        return out, starts, ends
 
     def encode_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Ids [B, (T)] int32 of raw texts [B], exactly as the offline tokenizer."""

@@ -19,12 +19,14 @@ Outputs per task:
                   input_ids / attention_mask [B, L] (which positions are real, left padded)
   race:           probabilities [B, C], label_id [B] (index of the chosen option); text
                   inputs article [B], question [B], options [B, C]
-  squad:          text inputs question [B], context [B] (first window only: the context keeps
-                  its first seq_len-3-len(question) tokens, the question its first
-                  max_query_length); start_index / end_index [B] int32 (context token indices,
-                  -1 = none), answer [B] string (the normalized context's span, see
-                  serving_tasks.squad_signatures), answer_score, no_answer_score [B] float32,
-                  no_answer [B] bool, null_score_threshold [B]
+  squad:          text inputs question [B], context [B] (the whole context: every window,
+                  doc_stride as in fine-tuning, as many as the longest context of the
+                  request needs); answer [B] string (the RAW context substring, as
+                  predictions.json), prediction [B] ("" when no_answer), start_index /
+                  end_index [B] int32 (context token indices, -1 = none), answer_score,
+                  no_answer_score [B] float32, no_answer [B] bool, null_score_threshold [B],
+                  num_windows [B] int32; equal to the offline prediction
+                  (xlnet_tf2.finetuning.squad); see serving_tasks.squad_signatures
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ import tensorflow as tf
 
 from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.export import feature_extraction
+from xlnet_tf2.finetuning.features import LAYOUTS
 from xlnet_tf2.finetuning.task_spec import SPM_FILE, TaskSpec
 from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
 
@@ -64,7 +67,9 @@ class ServingModule(tf.Module):
         self.seq_len = spec.seq_len
         # The Keras preprocessing layer users can also put in tf.data or their own models;
         # SQuAD and RACE build their layouts from its tokenizer's ids.
-        self.preprocessor = XLNetPreprocessor(spm_model, spec.seq_len, spec.layout,
+        # (SQuAD's task.json says layout "squad": its windows are built in serving_tasks.)
+        layout = spec.layout if spec.layout in LAYOUTS else "cls_last"
+        self.preprocessor = XLNetPreprocessor(spm_model, spec.seq_len, layout,
                                               lower=spec.lower)
         self.tokenizer = self.preprocessor.tokenizer
         if task == "classification":
@@ -152,7 +157,8 @@ def export(module: ServingModule, export_base: str, version: Optional[int] = Non
         if module.task == "classification":
             info["label_list"] = list(module.spec.label_list)
         if module.task == "squad":
-            info.update(max_query_length=module.spec.max_query_length,
+            info.update(doc_stride=module.spec.doc_stride,
+                        max_query_length=module.spec.max_query_length,
                         max_answer_length=module.spec.max_answer_length,
                         version_2_with_negative=module.spec.version_2_with_negative,
                         null_score_threshold=module.spec.null_score_threshold)

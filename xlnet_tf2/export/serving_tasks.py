@@ -1,9 +1,12 @@
-"""Serving signatures of the multiple-choice (RACE) export; see saved_model.py for the rest.
+"""Serving signatures of the multiple-choice (RACE) and SQuAD exports; see saved_model.py for
+the rest.
 
 Dimension glossary: B questions, C options, L seq_len.
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import tensorflow as tf
 
@@ -57,11 +60,14 @@ def race_signatures(module):
             "serve_token_ids": serve_token_ids.get_concrete_function()}
 
 
-def best_span(outputs, doc_length: tf.Tensor, max_answer_length: int):
-    """The in-graph twin of xlnet_tf2.finetuning.squad.window_candidates for one window per
-    question: the best (start, end) of the head's k x e beam with both inside the document,
-    end >= start and at most max_answer_length tokens; score = start + end log-prob.
-    Returns start_index, end_index int32 [B] (-1 when no pair is valid) and score [B]."""
+def best_span(outputs, doc_length: tf.Tensor, max_answer_length: int,
+              max_context: Optional[tf.Tensor] = None):
+    """The in-graph twin of xlnet_tf2.finetuning.squad.window_candidates, per window: the
+    best (start, end) of the head's k x e beam with both inside the document, end >= start,
+    at most max_answer_length tokens and (given max_context bool [B, L]) a start where this
+    window gives the token the most context; score = start + end log-prob.
+    Returns start_index, end_index int32 [B] (-1 when no pair is valid) and score [B]
+    (-inf when none); ties go to the first pair in (start rank, end rank) order."""
     starts = outputs["start_top_index"][:, :, None]                      # [B, k, 1]
     ends = outputs["end_top_index"]                                      # [B, k, e]
     starts = tf.broadcast_to(starts, tf.shape(ends))
@@ -69,6 +75,8 @@ def best_span(outputs, doc_length: tf.Tensor, max_answer_length: int):
     doc_length = doc_length[:, None, None]
     valid = ((starts < doc_length) & (ends < doc_length) & (ends >= starts)
              & (ends - starts + 1 <= max_answer_length))
+    if max_context is not None:
+        valid &= tf.gather(max_context, starts, batch_dims=1)
     batch = tf.shape(ends)[0]
     flat_valid = tf.reshape(valid, [batch, -1])                          # [B, k*e], i-major
     flat_scores = tf.where(flat_valid, tf.reshape(scores, [batch, -1]), -float("inf"))
@@ -80,20 +88,31 @@ def best_span(outputs, doc_length: tf.Tensor, max_answer_length: int):
 
 
 def squad_signatures(module):
-    """serving_default(question [B], context [B]) and serve_token_ids; outputs:
-    start_index / end_index int32 [B]: answer tokens (inclusive) in the sequence, which starts
-      with the context's tokens, so they are also context token indices; -1 = no valid span;
-    answer string [B]: the answer tokens' pieces joined, "▁" read as a space, stripped; that
-      is the span of the NORMALIZED context (preprocess_text: whitespace collapsed, `` and ''
-      as ", accents dropped), not the raw context; "" when no span; <unk> for unknown chars;
-    answer_score float32 [B]: start + end log-probability of the span;
-    no_answer_score float32 [B]: the answer-class logit (larger = more likely unanswerable;
-      SQuAD 2.0 predicts no answer above the trained run's null_score_threshold, also output);
-    no_answer bool [B]: no_answer_score > null_score_threshold (always false for SQuAD 1.1
-      models) or no valid span.
-    Only the first window is served: a context longer than seq_len - 3 - len(question)
-    tokens is cut (no stride)."""
+    """serving_default(question [B], context [B]): every document window of the context
+    (doc_stride as in fine-tuning), answered as the offline prediction
+    (xlnet_tf2.finetuning.squad.postprocess) answers; outputs:
+      answer string [B]: the best span over all windows as the RAW context substring (original
+        casing and spacing, as predictions.json holds it); "" when no valid span;
+      prediction string [B]: answer, or "" when no_answer (predictions.json's value);
+      start_index / end_index int32 [B]: its first and last context token (indices into the
+        whole context's tokens, inclusive); -1 = no valid span;
+      answer_score float32 [B]: start + end log-probability of the span;
+      no_answer_score float32 [B]: the smallest answer-class logit over the windows
+        (null_odds; larger = more likely unanswerable);
+      no_answer bool [B]: no_answer_score > null_score_threshold (SQuAD 2.0 models only) or no
+        valid span; null_score_threshold float32 [B]: the trained run's threshold;
+      num_windows int32 [B]: the windows the context needed.
+    serve_token_ids(input_ids, segment_ids, attention_mask [B, L]) answers one given window
+    (its positions before the first <sep> are the document); its answer is the window
+    pieces' text ("▁" read as a space; the normalized context, not the raw one) and
+    start/end_index are window positions; it has no prediction / num_windows outputs."""
     spec, L = module.spec, module.seq_len
+
+    def no_answer_of(start, no_answer_score):
+        no_answer = start < 0
+        if spec.version_2_with_negative:
+            no_answer |= no_answer_score > spec.null_score_threshold
+        return no_answer
 
     def outputs_of(inputs):
         extra = serving_inputs.squad_answer_inputs(inputs["input_ids"], inputs["segment_ids"],
@@ -107,12 +126,9 @@ def squad_signatures(module):
         text = tf.strings.reduce_join(tf.where(in_span, pieces, ""), axis=1)
         text = tf.strings.strip(tf.strings.regex_replace(text, "\u2581", " "))
         no_answer_score = outputs["cls_logits"]
-        no_answer = start < 0
-        if spec.version_2_with_negative:
-            no_answer |= no_answer_score > spec.null_score_threshold
         return {"start_index": start, "end_index": end, "answer": text,
                 "answer_score": score, "no_answer_score": no_answer_score,
-                "no_answer": no_answer,
+                "no_answer": no_answer_of(start, no_answer_score),
                 "null_score_threshold": tf.fill(tf.shape(start), spec.null_score_threshold)}
 
     def ids_spec(name):
@@ -129,10 +145,80 @@ def squad_signatures(module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="question"),
                                   tf.TensorSpec([None], tf.string, name="context")])
     def serve_text(question, context):
-        inputs = serving_inputs.encode_squad(module.tokenizer.encode_ids(context),
-                                             module.tokenizer.encode_ids(question), L,
-                                             spec.max_query_length)
-        return outputs_of(inputs)
+        return answer_whole_contexts(module, question, context, no_answer_of)
 
     return {"serving_default": serve_text.get_concrete_function(),
             "serve_token_ids": serve_token_ids.get_concrete_function()}
+
+
+def context_token_spans(tokenizer, context: tf.Tensor):
+    """Ids int32 [B, (T)] of raw contexts [B] and each token's raw character span
+    [start, end) int64 [B, (T)] (code points of the raw context), as
+    squad_data.tokenize_context computes them: a token's span runs from the raw start of its
+    first visible character to the raw end of its last; a bare "▁" has an empty span at its
+    space (the raw length past the end)."""
+    normalized, raw_start, raw_end = tokenizer.normalize_with_offsets(context)
+    pieces, begin, end = tokenizer.encode_pieces_with_offsets(normalized)
+    ids = tf.cast(tokenizer._pieces.string_to_id(pieces), tf.int32)
+    # byte offsets into the normalized text -> its character indices, in [0, N_b]
+    char_bytes = tf.strings.unicode_decode_with_offsets(normalized, "UTF-8")[1]  # [B, (N)]
+    sentinel = tf.int64.max
+    char_bytes = char_bytes.to_tensor(sentinel)
+    first = tf.searchsorted(char_bytes, begin.to_tensor(sentinel), side="left",
+                            out_type=tf.int64)                                   # [B, T]
+    last = tf.searchsorted(char_bytes, end.to_tensor(sentinel), side="left", out_type=tf.int64)
+    raw_length = tf.cast(tf.strings.length(context, unit="UTF8_CHAR"), tf.int64)
+    tail = tf.RaggedTensor.from_tensor(raw_length[:, None])
+    starts = tf.concat([raw_start, tail], axis=1).to_tensor(0)                   # [B, N+1]
+    ends = tf.concat([raw_end, tail], axis=1).to_tensor(0)
+    char_start = tf.gather(starts, first, batch_dims=1)
+    char_end = tf.where(last > first, tf.gather(ends, tf.maximum(last - 1, 0), batch_dims=1),
+                        char_start)
+    lengths = ids.row_lengths()
+    return (ids, tf.RaggedTensor.from_tensor(char_start, lengths=lengths),
+            tf.RaggedTensor.from_tensor(char_end, lengths=lengths))
+
+
+def answer_whole_contexts(module, question, context, no_answer_of):
+    """The serving_default outputs of squad_signatures for raw question / context [B]."""
+    spec, L = module.spec, module.seq_len
+    context_ids, char_start, char_end = context_token_spans(module.tokenizer, context)
+    windows = serving_inputs.squad_windows(context_ids, module.tokenizer.encode_ids(question),
+                                           L, spec.doc_stride, spec.max_query_length)
+    valid = windows["valid"]                                              # [B, W]
+    where = tf.where(valid)                                               # [N, 2]
+    inputs = {k: tf.gather_nd(windows[k], where) for k in
+              ("input_ids", "segment_ids", "attention_mask", "p_mask", "cls_index")}
+    outputs = module.model(inputs, training=False)                        # N windows
+    start, end, score = best_span(outputs, tf.gather_nd(windows["doc_length"], where),
+                                  spec.max_answer_length,
+                                  tf.gather_nd(windows["max_context"], where))
+    shape = tf.shape(valid, out_type=tf.int64)
+    scatter = lambda values, default: tf.tensor_scatter_nd_update(
+        tf.fill(shape, tf.constant(default, values.dtype)), where, values)
+    score = scatter(score, -float("inf"))                                 # [B, W]
+    start, end = scatter(start, -1), scatter(end, -1)
+    cls_logits = scatter(tf.cast(outputs["cls_logits"], tf.float32), float("inf"))
+    best = tf.argmax(score, axis=1, output_type=tf.int32)                 # first maximum
+    found = tf.reduce_any(start >= 0, axis=1)
+    pick = lambda x: tf.gather(x, best, batch_dims=1)
+    offset = pick(windows["doc_offset"])
+    first = tf.where(found, offset + pick(start), -1)
+    last = tf.where(found, offset + pick(end), -1)
+    safe = lambda ragged, index: tf.gather(  # (a column more: rows may have no tokens)
+        tf.pad(ragged.to_tensor(0), [[0, 0], [0, 1]]), tf.maximum(index, 0)[:, None],
+        batch_dims=1)[:, 0]
+    begin_char = safe(char_start, first)
+    end_char = safe(char_end, last)
+    answer = tf.strings.substr(context, tf.cast(begin_char, tf.int32),
+                               tf.cast(tf.maximum(end_char - begin_char, 0), tf.int32),
+                               unit="UTF8_CHAR")
+    answer = tf.where(found, answer, "")
+    no_answer_score = tf.reduce_min(cls_logits, axis=1)
+    no_answer = no_answer_of(first, no_answer_score)
+    return {"start_index": first, "end_index": last, "answer": answer,
+            "prediction": tf.where(no_answer, "", answer),
+            "answer_score": tf.where(found, pick(score), -float("inf")),
+            "no_answer_score": no_answer_score, "no_answer": no_answer,
+            "null_score_threshold": tf.fill(tf.shape(first), spec.null_score_threshold),
+            "num_windows": tf.reduce_sum(tf.cast(valid, tf.int32), axis=1)}

@@ -1,15 +1,19 @@
 """absl flags shared by the fine-tuning commands (experiments/run_classifier.py, run_squad.py,
 run_race.py): derived once from `FinetuneConfig` (xlnet_tf2/finetuning/run_config.py), so their
-names, help and defaults agree with the library's."""
+names, help and defaults agree with the library's. Inference commands
+(experiments/extract_features.py) take the same --strategy, --tpu, --tpu_timeout and
+--precision flags (`define_inference_flags`)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from absl import flags
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags
 from xlnet_tf2.finetuning.run_config import FinetuneConfig
+from xlnet_tf2.training.run_config import DistributionConfig, LoopConfig
 
 FLAGS = flags.FLAGS
 
@@ -52,3 +56,24 @@ def spm_model(cfg: FinetuneConfig) -> str:
 
 def report(result) -> None:
     print(json.dumps({"final_step": result.final_step, "best": result.best}, indent=2), flush=True)
+
+
+def define_inference_flags() -> None:
+    """--strategy, --tpu, --tpu_timeout and --precision for a command that only runs a model:
+    the same names, choices, defaults and help as the training commands'."""
+    define_flags(DistributionConfig)
+    precision = {f.name: f for f in dataclasses.fields(LoopConfig)}["precision"]
+    flags.DEFINE_enum("precision", precision.default, list(precision.metadata["choices"]),
+                      precision.metadata["help"])
+
+
+def inference_strategy():
+    """The strategy of the inference flags, with --precision set as the Keras dtype policy
+    (call before building the model, and build it inside `strategy.scope()`)."""
+    import keras
+
+    from xlnet_tf2.training.distribution import resolve_strategy
+
+    dist = config_from_flags(DistributionConfig)
+    keras.mixed_precision.set_global_policy(FLAGS.precision)
+    return resolve_strategy(dist.strategy, dist.tpu, dist.tpu_timeout)

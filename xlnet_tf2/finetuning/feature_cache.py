@@ -12,6 +12,11 @@ chief of a multi-worker run writes; the other workers wait for the entry and rea
 
 CACHE_DIR: --feature_cache_dir, default $XLNET_TF2_CACHE or ~/.cache/xlnet_tf2/features;
 "off" disables the cache.
+
+Users: classification and regression (classification.py), RACE (race.py) and SQuAD
+(squad.py: the training windows, and evaluation sets as fixed-shape arrays that also carry
+what post-processing needs, `squad.window_arrays`; the key holds the file's content hash and
+only the settings windows depend on, so changing n_best_size or a threshold reuses them).
 """
 
 from __future__ import annotations

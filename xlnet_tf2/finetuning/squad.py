@@ -29,6 +29,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.finetuning import squad_eval
+from xlnet_tf2.finetuning.errors import TaskDataError
 from xlnet_tf2.finetuning.squad_data import (SquadExample, SquadWindow, TokenizedContext,
                                              build_all_windows, read_squad, stack_windows)
 from xlnet_tf2.tokenization import SPIECE_UNDERLINE, SentencePieceTokenizer
@@ -119,6 +120,78 @@ def write_predictions(output_dir: str, predictions, null_odds, nbest, version_2:
             f.write(json.dumps(value, indent=1, ensure_ascii=False) + "\n")
 
 
+# ---------------------------------------------------------------------------- feature cache
+WINDOW_SETTINGS = ("seq_len", "doc_stride", "max_query_length", "version_2_with_negative", "lower")
+WINDOW_ARRAYS = ("example_index", "doc_offset", "doc_length", "max_context", "char_start",
+                 "char_end")
+
+
+def cache_key(kind: str, path: str, tokenizer: SentencePieceTokenizer, spec) -> dict:
+    """What a SQuAD file's windows depend on: the file's content, the SentencePiece model and
+    the window settings (not the prediction settings: n_best_size, thresholds, ...)."""
+    from xlnet_tf2.finetuning import feature_cache
+
+    if not tf.io.gfile.exists(path):
+        raise TaskDataError(path, None, "does not exist.")
+    return {"task": f"squad_{kind}", "file": feature_cache.file_fingerprint(path),
+            "spm": tokenizer.checksum,
+            "windows": {k: getattr(spec, k) for k in WINDOW_SETTINGS}}
+
+
+def window_arrays(windows: Sequence[SquadWindow], contexts: Sequence[TokenizedContext],
+                  seq_len: int) -> Dict[str, np.ndarray]:
+    """Windows as fixed-shape arrays (the model inputs and labels of stack_windows, plus what
+    post-processing needs: example_index, doc_offset, doc_length [N], and per window position
+    max_context and the raw character span char_start / char_end [N, L] of its document
+    token), so an evaluation set can be cached and rebuilt with `windows_from_arrays`."""
+    arrays = stack_windows(windows, with_labels=True)
+    n = len(windows)
+    arrays["example_index"] = np.asarray([w.example_index for w in windows], np.int32)
+    arrays["doc_offset"] = np.asarray([w.doc_offset for w in windows], np.int32)
+    arrays["doc_length"] = np.asarray([w.doc_length for w in windows], np.int32)
+    for name in ("max_context", "char_start", "char_end"):
+        arrays[name] = np.zeros([n, seq_len], np.int32)
+    for row, w in enumerate(windows):
+        context, span = contexts[w.example_index], slice(w.doc_offset, w.doc_offset + w.doc_length)
+        arrays["max_context"][row, :w.doc_length] = w.max_context
+        arrays["char_start"][row, :w.doc_length] = context.char_start[span]
+        arrays["char_end"][row, :w.doc_length] = context.char_end[span]
+    return arrays
+
+
+def windows_from_arrays(examples: Sequence[SquadExample], arrays: Dict[str, np.ndarray],
+                        tokenizer: SentencePieceTokenizer):
+    """(windows, contexts) back from `window_arrays`. A context's pieces are the vocabulary's
+    pieces of its ids (a character unknown to the model shows as <unk>, not as itself); ids,
+    character spans and everything prediction uses are the originals."""
+    from xlnet_tf2.finetuning.squad_data import MODEL_INPUTS
+
+    windows = []
+    tokens: Dict[int, Dict[int, tuple]] = collections.defaultdict(dict)
+    for row in range(len(arrays["example_index"])):
+        index, offset = int(arrays["example_index"][row]), int(arrays["doc_offset"][row])
+        length = int(arrays["doc_length"][row])
+        if not 0 <= index < len(examples):
+            raise ValueError(f"cached window {row} names example {index} of {len(examples)}")
+        windows.append(SquadWindow(
+            index, examples[index].qid, offset, length,
+            [bool(x) for x in arrays["max_context"][row, :length]],
+            {k: arrays[k][row] for k in MODEL_INPUTS}, int(arrays["start_positions"][row]),
+            int(arrays["end_positions"][row]), bool(arrays["is_impossible"][row])))
+        for i in range(length):
+            tokens[index][offset + i] = (int(arrays["input_ids"][row, i]),
+                                         int(arrays["char_start"][row, i]),
+                                         int(arrays["char_end"][row, i]))
+    contexts = []
+    for index in range(len(examples)):
+        known = tokens[index]
+        rows = [known[t] for t in range(len(known))]
+        ids = [r[0] for r in rows]
+        contexts.append(TokenizedContext([tokenizer.id_to_piece(i) for i in ids], ids,
+                                         [r[1] for r in rows], [r[2] for r in rows]))
+    return windows, contexts
+
+
 @dataclasses.dataclass
 class SquadEvalSet:
     """A prediction file, tokenized once: examples, their windows and model inputs."""
@@ -128,10 +201,27 @@ class SquadEvalSet:
     features: Dict[str, np.ndarray]
 
     @classmethod
-    def build(cls, path: str, tokenizer: SentencePieceTokenizer, spec) -> "SquadEvalSet":
+    def build(cls, path: str, tokenizer: SentencePieceTokenizer, spec,
+              cache_dir: Optional[str] = "off", is_chief: bool = True) -> "SquadEvalSet":
+        """Reads and tokenizes `path`; with a cache_dir (None: the default one; "off": none)
+        the windows come from / go to the feature cache (feature_cache.py)."""
+        from xlnet_tf2.finetuning import feature_cache
+
         examples = read_squad(path, spec.version_2_with_negative)
-        windows, contexts = build_all_windows(examples, tokenizer, spec.seq_len,
-                                              spec.doc_stride, spec.max_query_length, path)
+
+        def build_arrays():
+            windows, contexts = build_all_windows(examples, tokenizer, spec.seq_len,
+                                                  spec.doc_stride, spec.max_query_length, path)
+            return window_arrays(windows, contexts, spec.seq_len)
+
+        if cache_dir == feature_cache.DISABLED:
+            windows, contexts = build_all_windows(examples, tokenizer, spec.seq_len,
+                                                  spec.doc_stride, spec.max_query_length, path)
+        else:
+            arrays = feature_cache.cached_features("eval", cache_key("eval", path, tokenizer,
+                                                                     spec),
+                                                   build_arrays, cache_dir, is_chief)
+            windows, contexts = windows_from_arrays(examples, arrays, tokenizer)
         return cls(examples, windows, contexts, stack_windows(windows, with_labels=False))
 
 
@@ -154,11 +244,22 @@ def predict_and_evaluate(model, data: SquadEvalSet, spec, batch_size: int,
     return squad_eval.evaluate(golds, predictions)
 
 
-def train_features(path: str, tokenizer, spec) -> Dict[str, np.ndarray]:
-    examples = read_squad(path, spec.version_2_with_negative)
-    windows, _ = build_all_windows(examples, tokenizer, spec.seq_len, spec.doc_stride,
-                                   spec.max_query_length, path)
-    return stack_windows(windows, with_labels=True)
+def train_features(path: str, tokenizer, spec, cache_dir: Optional[str] = "off",
+                   is_chief: bool = True) -> Dict[str, np.ndarray]:
+    """Model inputs and labels of every window of `path` (stack_windows); with a cache_dir
+    (None: the default one; "off": none) tokenized once across runs and workers."""
+    from xlnet_tf2.finetuning import feature_cache
+
+    def build():
+        examples = read_squad(path, spec.version_2_with_negative)
+        windows, _ = build_all_windows(examples, tokenizer, spec.seq_len, spec.doc_stride,
+                                       spec.max_query_length, path)
+        return stack_windows(windows, with_labels=True)
+
+    if cache_dir == feature_cache.DISABLED:
+        return build()
+    return feature_cache.cached_features("train", cache_key("train", path, tokenizer, spec),
+                                         build, cache_dir, is_chief)
 
 
 def run(*, cfg, model_config, spec, spm_model: str, train_file: str,
@@ -175,8 +276,12 @@ def run(*, cfg, model_config, spec, spm_model: str, train_file: str,
     if tokenizer.vocab_size > model_config.n_token:
         raise ValueError(f"--spm_model has {tokenizer.vocab_size} pieces but the model's n_token "
                          f"is {model_config.n_token}.")
-    train = train_features(train_file, tokenizer, spec)
-    evaluation = SquadEvalSet.build(predict_file, tokenizer, spec) if predict_file else None
+    from xlnet_tf2.training import distribution
+
+    is_chief = distribution.is_chief(strategy or tf.distribute.get_strategy())
+    train = train_features(train_file, tokenizer, spec, cfg.feature_cache_dir, is_chief)
+    evaluation = (SquadEvalSet.build(predict_file, tokenizer, spec, cfg.feature_cache_dir,
+                                     is_chief) if predict_file else None)
     spec.write(cfg.model_dir)
     copy_spm_model(spm_model, cfg.model_dir)
 
@@ -195,11 +300,12 @@ def run(*, cfg, model_config, spec, spm_model: str, train_file: str,
 
 
 def predict_only(*, model_dir: str, predict_file: str, eval_batch_size: int,
-                 output_dir: Optional[str] = None, checkpoint: str = "best") -> Dict[str, float]:
+                 output_dir: Optional[str] = None, checkpoint: str = "best",
+                 feature_cache_dir: Optional[str] = "off") -> Dict[str, float]:
     """Predicts and evaluates a trained model_dir on predict_file (no training)."""
     from xlnet_tf2.export.saved_model import load_task_model
 
     model, spec, spm_model = load_task_model(model_dir, "squad", checkpoint)
     tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-    data = SquadEvalSet.build(predict_file, tokenizer, spec)
+    data = SquadEvalSet.build(predict_file, tokenizer, spec, feature_cache_dir)
     return predict_and_evaluate(model, data, spec, eval_batch_size, output_dir or model_dir)

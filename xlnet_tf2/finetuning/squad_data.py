@@ -321,10 +321,15 @@ def build_windows(example: SquadExample, example_index: int, context: TokenizedC
 def build_all_windows(examples: Sequence[SquadExample], tokenizer: SentencePieceTokenizer,
                       seq_len: int, doc_stride: int, max_query_length: int,
                       source: str = "<examples>"):
-    """(windows, tokenized contexts per example). Contexts are tokenized once per paragraph."""
+    """(windows, tokenized contexts per example). Contexts are tokenized once per paragraph.
+    Long files print progress lines with an ETA."""
+    from xlnet_tf2.progress import Progress
+
     cache: Dict[str, TokenizedContext] = {}
     windows, contexts = [], []
+    progress = Progress(len(examples), f"tokenizing {source}", "questions")
     for index, example in enumerate(examples):
+        progress.update(index)
         if example.context not in cache:
             cache[example.context] = tokenize_context(example.context, tokenizer)
         context = cache[example.context]
@@ -336,6 +341,7 @@ def build_all_windows(examples: Sequence[SquadExample], tokenizer: SentencePiece
                                     "the context (whitespace only?).")
         windows.extend(build_windows(example, index, context, tokenizer.encode_ids(
             example.question), seq_len, doc_stride, max_query_length))
+    progress.done()
     return windows, contexts
 
 
