@@ -51,7 +51,17 @@ def test_help_is_quiet_and_every_flag_has_sentence_help(command):
     assert "--verbosity" in run.stdout
     assert "--model_dir" in run.stdout or "--output_dir" in run.stdout
     assert not TF_NOISE.search(run.stderr), run.stderr
-    # the flags the command defines itself or through xlnet_tf2 (not absl's / TensorFlow's)
+    helps = _project_flags(command)
+    assert len(helps) >= 5
+    for name, text in helps.items():
+        text = re.sub(r"^<[^>]*>: ", "", text)  # an enum's choices, added by absl
+        assert text[:1].isupper() and text.endswith((".", ".)")) and len(text.split()) >= 5, (
+            f"--{name}: {text!r}")
+
+
+def _project_flags(command):
+    """{flag: help} of the flags a command defines itself or through xlnet_tf2 (not absl's or
+    TensorFlow's)."""
     script = (
         "import runpy, sys\n"
         "from absl import flags\n"
@@ -63,12 +73,16 @@ def test_help_is_quiet_and_every_flag_has_sentence_help(command):
         "        print(flag.name + '\\t' + ' '.join(flag.help.split()))\n")
     listed = _run(["-c", script])
     assert listed.returncode == 0, listed.stderr
-    lines = [line.split("\t", 1) for line in listed.stdout.strip().splitlines()]
-    assert len(lines) >= 5
-    for name, text in lines:
-        text = re.sub(r"^<[^>]*>: ", "", text)  # an enum's choices, added by absl
-        assert text[:1].isupper() and text.endswith((".", ".)")) and len(text.split()) >= 5, (
-            f"--{name}: {text!r}")
+    return dict(line.split("\t", 1) for line in listed.stdout.strip().splitlines())
+
+
+def test_the_commands_that_run_a_model_share_strategy_and_precision_flags():
+    shared = ("strategy", "tpu", "tpu_timeout", "precision")
+    reference = _project_flags("run_classifier")
+    for command in ("run_squad", "run_race", "extract_features", "run_pretrain"):
+        helps = _project_flags(command)
+        assert {name: helps.get(name) for name in shared} == {
+            name: reference[name] for name in shared}, command
 
 
 @pytest.mark.slow  # three TensorFlow start-ups
