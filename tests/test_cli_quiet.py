@@ -136,3 +136,14 @@ def test_absl_info_lines_only_with_verbosity(tmp_path):
     assert "a warning line" in quiet.stderr and "an info line" not in quiet.stderr
     verbose = _run([str(script), "--verbosity=0"])
     assert "a warning line" in verbose.stderr and "an info line" in verbose.stderr
+
+
+def test_quiet_import_leaves_the_runtime_unconfigured():
+    """The silenced import queries the devices but does not start TensorFlow's runtime:
+    threading, determinism and strategies can still be set up afterwards."""
+    run = _run(["-c", "from xlnet_tf2 import cli; assert cli.quiet_startup([])\n"
+                      "import tensorflow as tf\n"
+                      "tf.config.threading.set_inter_op_parallelism_threads(1)\n"
+                      "print(tf.config.threading.get_inter_op_parallelism_threads())"])
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["1"] and not TF_NOISE.search(run.stderr), run.stderr
