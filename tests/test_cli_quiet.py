@@ -51,7 +51,17 @@ def test_help_is_quiet_and_every_flag_has_sentence_help(command):
     assert "--verbosity" in run.stdout
     assert "--model_dir" in run.stdout or "--output_dir" in run.stdout
     assert not TF_NOISE.search(run.stderr), run.stderr
-    # the flags the command defines itself or through xlnet_tf2 (not absl's / TensorFlow's)
+    helps = _project_flags(command)
+    assert len(helps) >= 5
+    for name, text in helps.items():
+        text = re.sub(r"^<[^>]*>: ", "", text)  # an enum's choices, added by absl
+        assert text[:1].isupper() and text.endswith((".", ".)")) and len(text.split()) >= 5, (
+            f"--{name}: {text!r}")
+
+
+def _project_flags(command):
+    """{flag: help} of the flags a command defines itself or through xlnet_tf2 (not absl's or
+    TensorFlow's)."""
     script = (
         "import runpy, sys\n"
         "from absl import flags\n"
@@ -63,12 +73,16 @@ def test_help_is_quiet_and_every_flag_has_sentence_help(command):
         "        print(flag.name + '\\t' + ' '.join(flag.help.split()))\n")
     listed = _run(["-c", script])
     assert listed.returncode == 0, listed.stderr
-    lines = [line.split("\t", 1) for line in listed.stdout.strip().splitlines()]
-    assert len(lines) >= 5
-    for name, text in lines:
-        text = re.sub(r"^<[^>]*>: ", "", text)  # an enum's choices, added by absl
-        assert text[:1].isupper() and text.endswith((".", ".)")) and len(text.split()) >= 5, (
-            f"--{name}: {text!r}")
+    return dict(line.split("\t", 1) for line in listed.stdout.strip().splitlines())
+
+
+def test_the_commands_that_run_a_model_share_strategy_and_precision_flags():
+    shared = ("strategy", "tpu", "tpu_timeout", "precision")
+    reference = _project_flags("run_classifier")
+    for command in ("run_squad", "run_race", "extract_features", "run_pretrain"):
+        helps = _project_flags(command)
+        assert {name: helps.get(name) for name in shared} == {
+            name: reference[name] for name in shared}, command
 
 
 @pytest.mark.slow  # three TensorFlow start-ups
@@ -122,3 +136,14 @@ def test_absl_info_lines_only_with_verbosity(tmp_path):
     assert "a warning line" in quiet.stderr and "an info line" not in quiet.stderr
     verbose = _run([str(script), "--verbosity=0"])
     assert "a warning line" in verbose.stderr and "an info line" in verbose.stderr
+
+
+def test_quiet_import_leaves_the_runtime_unconfigured():
+    """The silenced import queries the devices but does not start TensorFlow's runtime:
+    threading, determinism and strategies can still be set up afterwards."""
+    run = _run(["-c", "from xlnet_tf2 import cli; assert cli.quiet_startup([])\n"
+                      "import tensorflow as tf\n"
+                      "tf.config.threading.set_inter_op_parallelism_threads(1)\n"
+                      "print(tf.config.threading.get_inter_op_parallelism_threads())"])
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["1"] and not TF_NOISE.search(run.stderr), run.stderr
