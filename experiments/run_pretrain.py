@@ -8,12 +8,13 @@ A run whose --model_dir already holds checkpoints resumes from the newest readab
 xlnet_tf2.training; this file only parses flags.
 """
 
-import os
 import sys
 
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+from absl import app, flags
 
-from absl import app, flags  # noqa: E402
+from xlnet_tf2 import cli
+
+cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity (before TF is imported)
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
 from xlnet_tf2.training.run_config import PretrainConfig  # noqa: E402
