@@ -59,22 +59,45 @@ def varints(values: np.ndarray):
     Returns:
       (flat uint8 bytes of all values in row-major order, int64 [N] bytes per row).
     """
-    v = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
+    values = np.asarray(values)
+    if values.size and int(values.min()) < 0:
+        return _varints_wide(values)
+    v = values.astype(np.uint32) if (values.size == 0 or int(values.max()) < (1 << 32)) \
+        else values.astype(np.uint64)
     top = int(v.max()) if v.size else 0
     width = max(1, (top.bit_length() + 6) // 7)                           # groups needed
     if width == 1:
         return v.astype(np.uint8).reshape(-1), np.full(v.shape[0], v.shape[1], np.int64)
-    if top < (1 << 32):
-        v = v.astype(np.uint32)
-    nbytes = np.ones(v.shape, dtype=np.uint8)
+    flat = v.reshape(-1)
+    nbytes = np.ones(flat.shape, dtype=np.int64)
     for k in range(1, width):
-        nbytes += v >= (1 << (7 * k))
-    out = np.empty(v.shape + (width,), dtype=np.uint8)
+        nbytes += flat >= (1 << (7 * k))
+    ends = np.cumsum(nbytes)
+    pos = ends - nbytes                                                    # first byte
+    out = np.empty(int(ends[-1]), dtype=np.uint8)
     for k in range(width):
-        group = (v >> (7 * k)).astype(np.uint8) & np.uint8(0x7F)
-        out[..., k] = group | ((nbytes > k + 1).view(np.uint8) << np.uint8(7))
-    keep = np.arange(width, dtype=np.uint8) < nbytes[..., None]
-    return out[keep], nbytes.sum(axis=-1, dtype=np.int64)
+        sel = None if k == 0 else np.flatnonzero(nbytes > k)
+        group = (flat if sel is None else flat[sel]) >> (7 * k)
+        byte = (group & 0x7F).astype(np.uint8)
+        more = (nbytes if sel is None else nbytes[sel]) > k + 1
+        byte |= more.astype(np.uint8) << 7
+        out[pos + k if sel is None else pos[sel] + k] = byte
+    return out, nbytes.reshape(v.shape).sum(axis=-1)
+
+
+def _varints_wide(values: np.ndarray):
+    """`varints` for any int64 values (negative ones take 10 bytes)."""
+    v = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
+    shifts = (7 * np.arange(_MAX_VARINT)).astype(np.uint64)
+    groups = (v[..., None] >> shifts)                                     # [N, K, 10]
+    nonzero = groups != 0
+    nonzero[..., 0] = True
+    nbytes = _MAX_VARINT - np.argmax(nonzero[..., ::-1], axis=-1)         # [N, K]
+    k = np.arange(_MAX_VARINT)
+    more = k < (nbytes[..., None] - 1)
+    out = ((groups & np.uint64(0x7F)) | np.where(more, np.uint64(0x80), np.uint64(0)))
+    keep = k < nbytes[..., None]
+    return out.astype(np.uint8)[keep], nbytes.sum(axis=-1).astype(np.int64)
 
 
 def _varint_bytes(n: int) -> bytes:
