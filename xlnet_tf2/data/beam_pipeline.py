@@ -78,7 +78,8 @@ class SharedProgress:
             self.flush()
             self._progress.total = max(self.total, 1)
             self._progress.count = self._sum()
-            print(self._progress.line(), file=sys.stderr, flush=True)
+            # Through logging: the runner forwards worker logs to the launcher's console.
+            _log.warning(self._progress.line())
 
     def flush(self) -> None:
         self._last = time.perf_counter()
