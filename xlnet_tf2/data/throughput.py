@@ -13,6 +13,7 @@ Every rate is corpus tokens per second of that stage; with bi_data each token is
 from __future__ import annotations
 
 import os
+import re
 import sysconfig
 import time
 from typing import Dict, Sequence
@@ -163,8 +164,16 @@ def measure_data_throughput(workdir: str, *, corpus_bytes: int = 1_000_000,
     os.makedirs(workdir, exist_ok=True)
     corpus = os.path.join(workdir, "corpus.txt")
     stats = build_corpus(corpus, corpus_bytes)
-    spm = train_sentencepiece([corpus], vocab_size=vocab_size,
-                              model_prefix=os.path.join(workdir, "sp"))
+    try:
+        spm = train_sentencepiece([corpus], vocab_size=vocab_size,
+                                  model_prefix=os.path.join(workdir, "sp"))
+    except RuntimeError as e:  # a small corpus cannot fill the vocabulary: use its maximum
+        found = re.search(r"<= (\d+)", str(e))
+        if not found:
+            raise
+        vocab_size = int(found.group(1))
+        spm = train_sentencepiece([corpus], vocab_size=vocab_size,
+                                  model_prefix=os.path.join(workdir, "sp"))
     params = DataParams(seq_len=seq_len, reuse_len=reuse_len, num_predict=num_predict,
                         perm_size=reuse_len, bi_data=True, num_streams=num_streams,
                         word_cache=word_cache)
