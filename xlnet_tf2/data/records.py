@@ -61,9 +61,11 @@ def varints(values: np.ndarray):
     """
     values = np.asarray(values)
     if values.size and int(values.min()) < 0:
-        return _varints_wide(values)
-    v = values.astype(np.uint32) if (values.size == 0 or int(values.max()) < (1 << 32)) \
-        else values.astype(np.uint64)
+        v = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)  # two's complement
+    elif values.size == 0 or int(values.max()) < (1 << 32):
+        v = values.astype(np.uint32)
+    else:
+        v = values.astype(np.uint64)
     top = int(v.max()) if v.size else 0
     width = max(1, (top.bit_length() + 6) // 7)                           # groups needed
     if width == 1:
@@ -83,21 +85,6 @@ def varints(values: np.ndarray):
         byte |= more.astype(np.uint8) << 7
         out[pos + k if sel is None else pos[sel] + k] = byte
     return out, nbytes.reshape(v.shape).sum(axis=-1)
-
-
-def _varints_wide(values: np.ndarray):
-    """`varints` for any int64 values (negative ones take 10 bytes)."""
-    v = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
-    shifts = (7 * np.arange(_MAX_VARINT)).astype(np.uint64)
-    groups = (v[..., None] >> shifts)                                     # [N, K, 10]
-    nonzero = groups != 0
-    nonzero[..., 0] = True
-    nbytes = _MAX_VARINT - np.argmax(nonzero[..., ::-1], axis=-1)         # [N, K]
-    k = np.arange(_MAX_VARINT)
-    more = k < (nbytes[..., None] - 1)
-    out = ((groups & np.uint64(0x7F)) | np.where(more, np.uint64(0x80), np.uint64(0)))
-    keep = k < nbytes[..., None]
-    return out.astype(np.uint8)[keep], nbytes.sum(axis=-1).astype(np.int64)
 
 
 def _varint_bytes(n: int) -> bytes:
