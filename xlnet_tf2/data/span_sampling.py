@@ -32,8 +32,6 @@ tests/test_data_span_reference.py runs the loop above one span at a time on the 
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from xlnet_tf2.data import hashrand
