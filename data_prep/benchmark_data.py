@@ -2,9 +2,11 @@
 
     python data_prep/benchmark_data.py --workdir=/tmp/xlnet_bench
 
-Builds a standard-library docstring corpus (--corpus_bytes), trains a SentencePiece model,
-prepares it with the Beam DirectRunner at each of --workers (tokens/s, wall clock including
-pipeline start-up), then times build_pretrain_dataset (examples/s) at --global_batch_size.
+Builds a docstring corpus (--corpus_bytes: standard library, then installed packages), trains a
+SentencePiece model, times every preparation stage in one process (tokens/s per stage and the
+SentencePiece-only ceiling, best of 3), prepares it with the Beam DirectRunner at each of
+--workers (0 = in-process; tokens/s, wall clock including pipeline start-up), then times
+build_pretrain_dataset (examples/s) at --global_batch_size.
 """
 
 from absl import app, flags
@@ -13,9 +15,12 @@ from xlnet_tf2.data.throughput import format_report, measure_data_throughput
 
 flags.DEFINE_string("workdir", "/tmp/xlnet_data_benchmark", "Scratch directory for the corpus, "
                     "the SentencePiece model and the prepared data.")
-flags.DEFINE_integer("corpus_bytes", 1_000_000, "Size of the benchmark corpus in bytes.")
-flags.DEFINE_integer("vocab_size", 2000, "SentencePiece vocabulary size.")
-flags.DEFINE_list("workers", ["1", "2"], "Beam DirectRunner worker counts to time.")
+flags.DEFINE_integer("corpus_bytes", 3_000_000, "Size of the benchmark corpus in bytes.")
+flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size.")
+flags.DEFINE_list("workers", ["0", "1", "2"], "Beam DirectRunner worker process counts to "
+                  "time (0: in-process, in_memory mode).")
+flags.DEFINE_bool("word_cache", False, "Prepare with the word-cache tokenizer.")
+flags.DEFINE_bool("stages", True, "Also time each stage in one process.")
 flags.DEFINE_integer("seq_len", 512, "Example length.")
 flags.DEFINE_integer("reuse_len", 256, "Reused prefix length.")
 flags.DEFINE_integer("num_predict", 85, "Targets per example.")
@@ -31,7 +36,8 @@ def main(argv):
         FLAGS.workdir, corpus_bytes=FLAGS.corpus_bytes, vocab_size=FLAGS.vocab_size,
         workers=[int(w) for w in FLAGS.workers], seq_len=FLAGS.seq_len,
         reuse_len=FLAGS.reuse_len, num_predict=FLAGS.num_predict, num_streams=FLAGS.num_streams,
-        global_batch_size=FLAGS.global_batch_size, pipeline_steps=FLAGS.pipeline_steps)
+        global_batch_size=FLAGS.global_batch_size, pipeline_steps=FLAGS.pipeline_steps,
+        stages=FLAGS.stages, word_cache=FLAGS.word_cache)
     print(format_report(result))
 
 

@@ -109,3 +109,27 @@ def test_eval_input_and_flag_errors(tmp_path):
         _run(tmp_path / "p", eval_input=["nope-*"])
     with pytest.raises(DataPrepError, match="Too little text for the held-out split"):
         _run(tmp_path / "p", eval_fraction=0.0001)
+
+
+def test_held_out_split_and_word_cache_are_identical_across_worker_counts(tmp_path):
+    import dataclasses
+    import filecmp
+
+    params = dataclasses.replace(PARAMS, word_cache=True)
+    dirs = []
+    for name, beam_args in [("one", LOCAL_BEAM), ("two", ["--direct_running_mode="
+                                                          "multi_processing",
+                                                          "--direct_num_workers=2"])]:
+        out = tmp_path / name
+        m = create_tfrecords(params=params, output_dir=str(out), spm_model=spm_model(),
+                             input_patterns=[corpus_path()], eval_fraction=0.2,
+                             beam_args=beam_args)
+        assert m["params"]["word_cache"] and m["_eval"]["params"]["word_cache"]
+        dirs.append(out)
+    for sub in ("", "eval"):
+        a, b = dirs[0] / sub, dirs[1] / sub
+        names = sorted(n for n in os.listdir(a) if n != "eval")
+        assert names == sorted(n for n in os.listdir(b) if n != "eval")
+        assert sum(n.endswith(".tfrecord") for n in names) == 2 * 2
+        match, mismatch, errors = filecmp.cmpfiles(a, b, names, shallow=False)
+        assert mismatch == [] and errors == [] and len(match) == len(names)

@@ -76,9 +76,19 @@ class SharedProgress:
         self._mine += count
         if time.perf_counter() - self._last >= _PROGRESS_SECONDS:
             self.flush()
-            self._progress.total = max(self.total, 1)
-            self._progress.count = self._sum()
-            print(self._progress.line(), file=sys.stderr, flush=True)
+            # Through logging: the runner forwards worker logs to the launcher's console.
+            _log.warning(self.line())
+
+    def line(self) -> str:
+        """The progress line of the whole stage (all workers' counts summed)."""
+        self._progress.count = self._sum()
+        if self.total > 0:
+            self._progress.total = self.total
+            return self._progress.line()
+        # Total unknown (TFDS input): count and rate only.
+        elapsed = max(time.perf_counter() - self._progress.start, 1e-9)
+        return (f"{self._progress.label}: {self._progress.count:,} {self._progress.unit} | "
+                f"{self._progress.count / elapsed:,.0f} {self._progress.unit}/s")
 
     def flush(self) -> None:
         self._last = time.perf_counter()

@@ -86,10 +86,17 @@ class BatchEncoder:
         if self.word_cache:
             return self._encode_words(self._normalized(lines))
         encoded = self._sp.EncodeAsIds(self._normalized(lines)) if lines else []
-        for i, line_ids in enumerate(encoded):
-            if line_ids and self._recheck[line_ids].any():
-                encoded[i] = self._tok.encode_ids(lines[i])
-        per_line = np.fromiter((len(x) for x in encoded), np.int64, count=len(encoded))
+        per_line = np.fromiter(map(len, encoded), np.int64, count=len(encoded))
+        ids = np.fromiter(itertools.chain.from_iterable(encoded), np.int32,
+                          count=int(per_line.sum()))
+        flagged = self._recheck[ids]
+        if not flagged.any():
+            return ids, per_line
+        # Re-encode the (rare) lines with a digit-comma piece or <unk> exactly as encode_ids.
+        line_of = np.repeat(np.arange(len(encoded)), per_line)
+        for i in np.unique(line_of[flagged]):
+            encoded[i] = self._tok.encode_ids(lines[i])
+        per_line = np.fromiter(map(len, encoded), np.int64, count=len(encoded))
         ids = np.fromiter(itertools.chain.from_iterable(encoded), np.int32,
                           count=int(per_line.sum()))
         return ids, per_line

@@ -30,20 +30,20 @@ TAG_PERM = 6
 
 def mix(x: np.ndarray) -> np.ndarray:
     """SplitMix64 finalizer of uint64 values (any shape)."""
-    x = np.asarray(x, dtype=np.uint64)
-    with np.errstate(over="ignore"):
-        x = x + _GOLDEN
-        x = (x ^ (x >> _S30)) * _M1
-        x = (x ^ (x >> _S27)) * _M2
-        return x ^ (x >> _S31)
+    x = np.atleast_1d(np.asarray(x, dtype=np.uint64))  # arrays wrap silently, scalars warn
+    x = x + _GOLDEN
+    x = (x ^ (x >> _S30)) * _M1
+    x = (x ^ (x >> _S27)) * _M2
+    return x ^ (x >> _S31)
 
 
 def combine(*parts) -> np.ndarray:
     """uint64 hash of a sequence of integers or integer arrays (broadcast together)."""
-    h = np.uint64(0x584C4E6574)  # "XLNet"
+    h = np.array([0x584C4E6574], np.uint64)  # "XLNet"
+    shape = np.broadcast_shapes(*[np.shape(p) for p in parts])
     for part in parts:
-        h = mix(np.asarray(h, np.uint64) ^ np.asarray(part).astype(np.uint64))
-    return np.asarray(h, np.uint64)
+        h = mix(h ^ np.atleast_1d(np.asarray(part).astype(np.uint64)))
+    return h.reshape(shape) if shape else h[0]
 
 
 def example_keys(seed: int, pass_id: int, direction: int, stream_id: int,
@@ -56,9 +56,10 @@ def bits(keys: np.ndarray, tag: int, index) -> np.ndarray:
     """uint64 draws: keys [N] with index [K] (or [N, K]) -> [N, K]; keys [N], index scalar -> [N]."""
     keys = np.asarray(keys, np.uint64)
     index = np.asarray(index, np.uint64)
+    salt = mix((np.uint64(tag) << np.uint64(32)) ^ index)
     if index.ndim == 0:
-        return mix(keys ^ mix(np.uint64(tag) << np.uint64(32) ^ index))
-    return mix(keys[:, None] ^ mix((np.uint64(tag) << np.uint64(32)) ^ index))
+        return mix(keys ^ salt[0]).reshape(keys.shape)
+    return mix(keys[:, None] ^ salt[None, :])
 
 
 def uniform(keys: np.ndarray, tag: int, index) -> np.ndarray:

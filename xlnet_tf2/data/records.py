@@ -59,22 +59,32 @@ def varints(values: np.ndarray):
     Returns:
       (flat uint8 bytes of all values in row-major order, int64 [N] bytes per row).
     """
-    v = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)
+    values = np.asarray(values)
+    if values.size and int(values.min()) < 0:
+        v = np.ascontiguousarray(values, dtype=np.int64).view(np.uint64)  # two's complement
+    elif values.size == 0 or int(values.max()) < (1 << 32):
+        v = values.astype(np.uint32)
+    else:
+        v = values.astype(np.uint64)
     top = int(v.max()) if v.size else 0
     width = max(1, (top.bit_length() + 6) // 7)                           # groups needed
     if width == 1:
         return v.astype(np.uint8).reshape(-1), np.full(v.shape[0], v.shape[1], np.int64)
-    if top < (1 << 32):
-        v = v.astype(np.uint32)
-    nbytes = np.ones(v.shape, dtype=np.uint8)
+    flat = v.reshape(-1)
+    nbytes = np.ones(flat.shape, dtype=np.int64)
     for k in range(1, width):
-        nbytes += v >= (1 << (7 * k))
-    out = np.empty(v.shape + (width,), dtype=np.uint8)
+        nbytes += flat >= (1 << (7 * k))
+    ends = np.cumsum(nbytes)
+    pos = ends - nbytes                                                    # first byte
+    out = np.empty(int(ends[-1]), dtype=np.uint8)
     for k in range(width):
-        group = (v >> (7 * k)).astype(np.uint8) & np.uint8(0x7F)
-        out[..., k] = group | ((nbytes > k + 1).view(np.uint8) << np.uint8(7))
-    keep = np.arange(width, dtype=np.uint8) < nbytes[..., None]
-    return out[keep], nbytes.sum(axis=-1, dtype=np.int64)
+        sel = None if k == 0 else np.flatnonzero(nbytes > k)
+        group = (flat if sel is None else flat[sel]) >> (7 * k)
+        byte = (group & 0x7F).astype(np.uint8)
+        more = (nbytes if sel is None else nbytes[sel]) > k + 1
+        byte |= more.astype(np.uint8) << 7
+        out[pos + k if sel is None else pos[sel] + k] = byte
+    return out, nbytes.reshape(v.shape).sum(axis=-1)
 
 
 def _varint_bytes(n: int) -> bytes:

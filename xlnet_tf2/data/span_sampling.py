@@ -32,8 +32,6 @@ tests/test_data_span_reference.py runs the loop above one span at a time on the 
 
 from __future__ import annotations
 
-from typing import Optional
-
 import numpy as np
 
 from xlnet_tf2.data import hashrand
@@ -116,16 +114,18 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
 
     cur = np.zeros(num, dtype=np.int64)
     count = np.zeros(num, dtype=np.int64)
-    active = np.ones(num, dtype=bool) if goal > 0 else np.zeros(num, dtype=bool)
+    active = np.full(num, goal > 0 and length > 0)
     span_rows, span_begin, span_end = [], [], []
+    # A half has at most min(G, T) spans (each marks >= 1 position): draw them all at once.
+    max_steps = max(min(goal, length), 0)
+    draws = hashrand.uniform(keys, span_tag, np.arange(2 * max_steps)) if max_steps else None
+    lengths_all = draw_span_length(draws[:, 0::2], cdf) if max_steps else None
     step = 0
     while active.any():
         idx = rows[active]
-        k = keys[idx]
-        n = draw_span_length(hashrand.uniform(k, span_tag, 2 * step), cdf)
-        n = np.minimum(n, goal - count[idx])
+        n = np.minimum(lengths_all[idx, step], goal - count[idx])
         window = (n * ratio_alpha) // ratio_beta
-        left = (hashrand.uniform(k, span_tag, 2 * step + 1) * window).astype(np.int64)
+        left = (draws[idx, 2 * step + 1] * window).astype(np.int64)
         begin = next_start[idx, np.minimum(cur[idx] + left, length)]
         if span_mode == "original":
             end = begin + n
