@@ -157,7 +157,8 @@ def main(argv):
         print(f"| {r['step']} | {r['step_s']:.2f} | {r['tokens_per_s']:.0f} | "
               f"{'n/a' if peak is None else f'{peak:.0f}'} | {r['gflops_per_s']:.1f} | "
               f"{'' if ratio is None else f'{ratio:.2f}x'} |")
-    print(f"process peak resident memory (both frameworks loaded): {process_peak_mb:.0f} MB")
+    print(f"process peak resident memory ({'both frameworks' if FLAGS.reference else 'xlnet-tf2 only'}"
+          f", compilation included): {process_peak_mb:.0f} MB")
     print(f"host-to-device bytes per example: {bytes_per_example(FLAGS.seq_len, FLAGS.num_predict):,}"
           f" (compact) vs {bytes_per_example(FLAGS.seq_len, FLAGS.num_predict, True):,} "
           "(dense host masks)")

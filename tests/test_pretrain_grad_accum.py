@@ -66,7 +66,6 @@ def _eager_step_loss(p, batch, mems):
     return total / count, swapped / count
 
 
-@pytest.mark.slow
 def test_accumulation_equals_the_large_batch_and_carries_memory_per_micro_batch(tmp_path):
     """Dropout 0, bi_data, memory on, global batch 8: accum 2 (interrupted after step 1 and
     resumed, so the memory also goes through save/restore) against accum 1 over 3 steps."""
@@ -103,7 +102,6 @@ def test_accumulation_equals_the_large_batch_and_carries_memory_per_micro_batch(
         np.testing.assert_allclose(mem1[slot], mem2[slot], atol=5e-5, rtol=1e-4)
 
 
-@pytest.mark.slow
 def test_dropout_accumulation_resumes_exactly(tmp_path):
     """Dropout 0.1, two micro-batches: 3 steps straight equal 1 + 2 with a restart, bit for
     bit (losses, weights, memory)."""
