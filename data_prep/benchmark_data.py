@@ -11,6 +11,10 @@ build_pretrain_dataset (examples/s) at --global_batch_size.
 
 from absl import app, flags
 
+from xlnet_tf2 import cli
+
+cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
+
 from xlnet_tf2.data.throughput import format_report, measure_data_throughput
 
 flags.DEFINE_string("workdir", "/tmp/xlnet_data_benchmark", "Scratch directory for the corpus, "

@@ -9,6 +9,10 @@ import sys
 
 from absl import app, flags
 
+from xlnet_tf2 import cli
+
+cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
+
 from xlnet_tf2.data.corpus import build_stdlib_corpus
 
 flags.DEFINE_string("output", None, "The text file to write, in the pretraining input format.")

@@ -13,7 +13,17 @@ import sys
 
 from absl import app, flags
 
-from xlnet_tf2.data.beam_pipeline import create_tfrecords
+from xlnet_tf2 import cli
+
+cli.quiet_startup()  # no TensorFlow/Beam start-up noise unless --verbosity
+
+import contextlib  # noqa: E402
+
+from xlnet_tf2.data import beam_options  # noqa: E402
+
+# Importing Beam logs warnings about optional packages (crcmod); not without --verbosity.
+with cli.silenced_stderr() if not cli.verbosity_requested() else contextlib.nullcontext():
+    from xlnet_tf2.data.beam_pipeline import PROGRESS_TAG, create_tfrecords  # noqa: E402
 from xlnet_tf2.data.params import DataParams, DataPrepError
 
 _D = DataParams()
@@ -68,8 +78,17 @@ FLAGS = flags.FLAGS
 
 
 def main(argv):
-    logging.getLogger().setLevel(logging.INFO)
-    logging.getLogger("apache_beam").setLevel(logging.WARNING)  # keep progress lines readable
+    verbose = cli.verbosity_requested()
+    if verbose:
+        logging.getLogger().setLevel(logging.INFO)
+        logging.getLogger("apache_beam").setLevel(logging.WARNING)
+    else:
+        beam_options.print_only_tagged_lines(PROGRESS_TAG)
+    try:
+        beam_args = beam_options.check_pipeline_args(argv[1:])
+    except DataPrepError as e:
+        print(f"create_tfrecords: error: {e}", file=sys.stderr)
+        return 1
     params = DataParams(
         seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len, num_predict=FLAGS.num_predict,
         mask_alpha=FLAGS.mask_alpha, mask_beta=FLAGS.mask_beta,
@@ -77,13 +96,17 @@ def main(argv):
         num_streams=FLAGS.num_streams, num_passes=FLAGS.num_passes, seed=FLAGS.seed,
         uncased=FLAGS.uncased, span_mode=FLAGS.span_mode, word_cache=FLAGS.word_cache)
     try:
-        m = create_tfrecords(params=params, output_dir=FLAGS.output_dir,
-                             spm_model=FLAGS.spm_model, input_patterns=FLAGS.input,
-                             tfds_name=FLAGS.tfds_name, tfds_split=FLAGS.tfds_split,
-                             tfds_text_key=FLAGS.tfds_text_key,
-                             skip_bad_lines=FLAGS.skip_bad_lines, overwrite=FLAGS.overwrite,
-                             eval_fraction=FLAGS.eval_fraction, eval_input=FLAGS.eval_input,
-                             beam_args=argv[1:])
+        # Beam's workers are processes that share this one's stderr: without --verbosity their
+        # start-up noise goes nowhere; progress comes through logging (above), errors are
+        # raised here and printed below.
+        with (cli.silenced_stderr() if not verbose else contextlib.nullcontext()):
+            m = create_tfrecords(params=params, output_dir=FLAGS.output_dir,
+                                 spm_model=FLAGS.spm_model, input_patterns=FLAGS.input,
+                                 tfds_name=FLAGS.tfds_name, tfds_split=FLAGS.tfds_split,
+                                 tfds_text_key=FLAGS.tfds_text_key,
+                                 skip_bad_lines=FLAGS.skip_bad_lines, overwrite=FLAGS.overwrite,
+                                 eval_fraction=FLAGS.eval_fraction, eval_input=FLAGS.eval_input,
+                                 beam_args=beam_args)
     except DataPrepError as e:
         print(f"create_tfrecords: error: {e}", file=sys.stderr)
         return 1

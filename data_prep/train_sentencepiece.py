@@ -11,6 +11,10 @@ import sys
 
 from absl import app, flags
 
+from xlnet_tf2 import cli
+
+cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
+
 from xlnet_tf2.data.inputs import check_text_files, expand_inputs
 from xlnet_tf2.data.params import DataPrepError
 from xlnet_tf2.tokenization import TokenizerError, train_sentencepiece

@@ -127,6 +127,22 @@ def test_cli_reports_errors_without_traceback(tmp_path):
     assert out.returncode == 1
     assert "create_tfrecords: error: --perm_size=20 must divide" in out.stderr
     assert "Traceback" not in out.stderr
+    # The only line on stderr: no TensorFlow or Beam start-up noise without --verbosity.
+    assert out.stderr.strip().count("\n") == 0, out.stderr
+
+
+def test_misspelled_flag_is_not_passed_to_beam_silently(tmp_path):
+    out = subprocess.run(
+        [sys.executable, os.path.join(REPO, "data_prep/create_tfrecords.py"),
+         f"--input={corpus_path()}", f"--spm_model={spm_model()}",
+         f"--output_dir={tmp_path}/o", "--eval_fractoin=0.1", "--direct_num_workers=1"],
+        capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 1
+    assert out.stderr.strip() == (
+        "create_tfrecords: error: unknown flag --eval_fractoin=0.1: neither a flag of "
+        "create_tfrecords.py nor an Apache Beam pipeline option. Check the spelling (python "
+        "data_prep/create_tfrecords.py --helpfull lists the script's flags).")
+    assert not os.path.exists(tmp_path / "o")
 
 
 @pytest.mark.parametrize("content,message", [

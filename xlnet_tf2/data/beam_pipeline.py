@@ -47,6 +47,9 @@ from xlnet_tf2.tokenization import SentencePieceTokenizer, TokenizerError
 _MARK = "[data-prep] "
 _PROGRESS_SECONDS = 10.0
 _log = logging.getLogger("xlnet_tf2.data")
+# Marks progress lines among the log lines Beam forwards from its workers, so a quiet launcher
+# (data_prep/create_tfrecords.py) can print them and drop the rest.
+PROGRESS_TAG = "[xlnet-progress] "
 EVAL_DIR = "eval"
 SPM_FILE = "spiece.model"
 _PROGRESS_DIR = ".progress"
@@ -77,7 +80,7 @@ class SharedProgress:
         if time.perf_counter() - self._last >= _PROGRESS_SECONDS:
             self.flush()
             # Through logging: the runner forwards worker logs to the launcher's console.
-            _log.warning(self.line())
+            _log.warning(PROGRESS_TAG + self.line())
 
     def line(self) -> str:
         """The progress line of the whole stage (all workers' counts summed)."""

@@ -1,0 +1,113 @@
+"""The Apache Beam side of data_prep/create_tfrecords.py's command line.
+
+* `check_pipeline_args`: the arguments the script does not define are handed to Beam as
+  pipeline options; Beam itself silently discards the ones it does not know, so a misspelled
+  flag (`--eval_fractoin=0.01`) would prepare data without the user's setting. They are checked
+  here against every option Beam defines, and an unknown one is an error naming it.
+* `print_only_tagged_lines`: a quiet console for a pipeline run. Beam's DirectRunner forwards
+  its workers' log records to the launcher's logging; lines carrying the progress tag are
+  printed (to stdout, tag and Beam's envelope removed) and every other record of Beam's loggers
+  is dropped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import re
+import sys
+from typing import List, Sequence
+
+from xlnet_tf2.data.params import DataPrepError
+
+
+def _option_classes():
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    seen, todo = [], list(PipelineOptions.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        if cls not in seen:
+            seen.append(cls)
+            todo.extend(cls.__subclasses__())
+    return seen
+
+
+def known_option_parser() -> argparse.ArgumentParser:
+    """An argparse parser that knows every pipeline option of the installed Beam."""
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False,
+                                     conflict_handler="resolve")
+    for cls in _option_classes():
+        try:
+            cls._add_argparse_args(parser)  # noqa: SLF001 - Beam's way to declare options
+        except Exception:  # noqa: BLE001 - an option class that cannot declare itself here
+            continue
+    return parser
+
+
+def check_pipeline_args(args: Sequence[str]) -> List[str]:
+    """Returns `args` unchanged if Beam knows every option in them.
+
+    Raises:
+      DataPrepError naming the unknown arguments.
+    """
+    args = list(args)
+    if not args:
+        return args
+    _, unknown = known_option_parser().parse_known_args(args)
+    unknown = [a for a in unknown if a.startswith("-")]
+    if unknown:
+        raise DataPrepError(
+            f"unknown flag{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: neither a "
+            "flag of create_tfrecords.py nor an Apache Beam pipeline option. Check the spelling "
+            "(python data_prep/create_tfrecords.py --helpfull lists the script's flags).")
+    return args
+
+
+_FORWARDED = re.compile(r'((?:[^"\\]|\\.)*)')
+
+
+class _TaggedLinesToStdout(logging.Handler):
+    def __init__(self, tag: str):
+        super().__init__(level=logging.INFO)
+        self.tag = tag
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            text = record.getMessage()
+        except Exception:  # noqa: BLE001 - a malformed record is not worth a crash
+            return
+        at = text.find(self.tag)
+        if at < 0:
+            return
+        line = text[at + len(self.tag):]
+        if record.name.startswith("apache_beam"):  # inside Beam's envelope: message: "..."
+            line = _FORWARDED.match(line).group(1)
+            line = line.encode("latin-1", "backslashreplace").decode("unicode_escape")
+        print(line, file=sys.stdout, flush=True)
+
+
+class _DropBeamAndTagged(logging.Filter):
+    def __init__(self, tag: str):
+        super().__init__()
+        self.tag = tag
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name.startswith("apache_beam"):
+            return False
+        try:
+            return self.tag not in record.getMessage()
+        except Exception:  # noqa: BLE001
+            return True
+
+
+def print_only_tagged_lines(tag: str) -> None:
+    """Quiet console for a pipeline run (see the module docstring)."""
+    root = logging.getLogger()
+    for handler in root.handlers:
+        handler.addFilter(_DropBeamAndTagged(tag))
+    root.addHandler(_TaggedLinesToStdout(tag))
+    if root.level > logging.WARNING or root.level == logging.NOTSET:
+        root.setLevel(logging.WARNING)
+    # Beam's forwarded worker records are WARNING (progress) or INFO; keep WARNING and up.
+    logging.getLogger("apache_beam").setLevel(logging.WARNING)
