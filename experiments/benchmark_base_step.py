@@ -78,29 +78,9 @@ def hf_step(config, batch, dropout=0.1, clip_norm=1.0):
     """() -> loss: HF XLNetLMHeadModel in training mode at `dropout` (the benchmark_reference
     step, with the dropout of our step): two streams with memory, LM loss over the targets,
     backward, clipping, torch AdamW."""
-    import torch
-    import transformers
+    from benchmark_reference import hf_pretrain_step
 
-    from benchmark_reference import _torch_inputs, hf_config
-
-    hf = hf_config(config)
-    hf.dropout = dropout
-    model = transformers.XLNetLMHeadModel(hf).train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
-    kwargs = _torch_inputs(batch, with_two_stream=True)
-    target = torch.tensor(batch["target"], dtype=torch.long)
-
-    def step():
-        optimizer.zero_grad(set_to_none=True)
-        logits = model(**kwargs).logits
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
-                                                 target.reshape(-1))
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-        optimizer.step()
-        return float(loss.item())
-
-    return step
+    return hf_pretrain_step(config, batch, clip_norm=clip_norm, dropout=dropout)
 
 
 def main(argv):

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Optional
 
 import numpy as np
 
@@ -28,12 +29,16 @@ def _torch_inputs(batch, with_two_stream):
     return kwargs
 
 
-def hf_pretrain_step(config, batch, clip_norm: float = 1.0):
-    """HF XLNetLMHeadModel: two streams with memory, LM loss, backward, clipping, AdamW."""
+def hf_pretrain_step(config, batch, clip_norm: float = 1.0, dropout: Optional[float] = None):
+    """HF XLNetLMHeadModel: two streams with memory, LM loss, backward, clipping, AdamW
+    (`dropout`: HF's dropout rate instead of the reference's 0)."""
     import torch
     import transformers
 
-    model = transformers.XLNetLMHeadModel(hf_config(config)).train()
+    hf = hf_config(config)
+    if dropout is not None:
+        hf.dropout = dropout
+    model = transformers.XLNetLMHeadModel(hf).train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, eps=1e-6, weight_decay=0.01)
     kwargs = _torch_inputs(batch, with_two_stream=True)
     target = torch.tensor(batch["target"], dtype=torch.long)
