@@ -51,7 +51,7 @@ def chain(tmp_path_factory):
     pretrain = os.path.join(d, "pretrain")
     _run(["experiments/run_pretrain.py", f"--data_dir={d}/data", f"--model_dir={pretrain}",
           "--model_config=tiny", "--train_batch_size=8", "--train_steps=30",
-          "--steps_per_loop=5", "--save_steps=15", "--log_steps=15", "--learning_rate=1e-3",
+          "--steps_per_loop=5", "--save_steps=15", "--log_steps=15", "--learning_rate=5e-4",
           "--warmup_steps=5", "--mem_len=16", "--dropout=0.1", "--dropatt=0.1"])
     paths = write_classification_files(d, "tsv", per_class=120)
     finetune = os.path.join(d, "finetune")
