@@ -15,6 +15,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from absl import app, flags  # noqa: E402
 
+from xlnet_tf2 import cli  # noqa: E402
+
+cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
+
 from xlnet_tf2.training.scale_costs import PAPER, PodSetting, markdown_table, paper_costs  # noqa
 
 FLAGS = flags.FLAGS

@@ -1,6 +1,8 @@
 """The memory's per-host checkpoint files: each worker saves only its rows, tagged with their
 slots, and any topology restores every row from the file that holds its slot."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -48,8 +50,17 @@ def test_missing_host_file_and_pruning(tmp_path):
     _fill(a, 0)
     for step in (4, 8, 12):
         a.save(str(tmp_path), step)
+    # What a save killed half-way leaves: a temporary directory, of a kept step or not.
+    worker_dir = tmp_path / "memory" / "worker-000"
+    for stale in ("ckpt-12_temp", "ckpt-16_temp_0a1b"):
+        (worker_dir / stale).mkdir()
+        (worker_dir / stale / "part").write_bytes(b"x")
     removed = a.prune(str(tmp_path), [8, 12])
-    assert removed and all("ckpt-4" in name for name in removed)
+    assert sorted(n for n in removed if "_temp" in n) == ["ckpt-12_temp", "ckpt-16_temp_0a1b"]
+    assert [n for n in removed if "_temp" not in n] and all(
+        n.startswith("ckpt-4.") for n in removed if "_temp" not in n)
+    assert sorted(os.listdir(worker_dir)) == sorted(
+        n for n in os.listdir(worker_dir) if n.startswith(("ckpt-8.", "ckpt-12.")))
     assert a.restore(str(tmp_path), 8)
     everything = _state([0, 1, 2, 3], worker=0, replicas=2)
     with pytest.raises(MemoryStateError, match="lacks 2 of this worker's 4 slots"):

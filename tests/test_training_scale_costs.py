@@ -34,8 +34,8 @@ def test_host_to_device_bytes_hand_computed():
     assert dense["perm_mask"] == 512 * 512 * 4 and dense["target_mapping"] == 85 * 512 * 4
     per_seq_dense = 512 * 512 * 4 + 85 * 512 * 4 + 2 * 512 * 4 + 2 * 85 * 4 + 4 * 4
     assert sum(dense.values()) == per_seq_dense == 1_227_448
-    per_seq_compact = 3 * 512 * 4 + 85 * 4 + 4 * 4
-    assert sum(compact_feature_bytes(512, 85).values()) == per_seq_compact == 6_500
+    per_seq_compact = 2 * 512 * 4 + 512 * 1 + 85 * 4 + 4 * 4  # segment ids are int8
+    assert sum(compact_feature_bytes(512, 85).values()) == per_seq_compact == 4_964
     for c in paper_costs():  # the features do not depend on the model
         assert c.dense_h2d_bytes_per_host_step == 64 * per_seq_dense
         assert c.compact_h2d_bytes_per_host_step == 64 * per_seq_compact

@@ -158,16 +158,26 @@ class MemoryState(tf.Module):
         return True
 
     def prune(self, model_dir: str, keep_steps: Sequence[int]) -> List[str]:
-        """Deletes this worker's memory files of steps not in `keep_steps`."""
+        """Deletes this worker's memory files of steps not in `keep_steps`, and the
+        `ckpt-STEP_temp*` directories a save killed half-way leaves behind (any step: this
+        worker's saves are finished when it prunes)."""
         directory = self.directory(model_dir, self.worker)
         if not tf.io.gfile.isdir(directory):
             return []
         keep = {int(s) for s in keep_steps}
         removed = []
         for name in tf.io.gfile.listdir(directory):
-            match = re.match(r"ckpt-(\d+)[._]", name)
-            if match and int(match.group(1)) not in keep:
-                tf.io.gfile.remove(os.path.join(directory, name))
+            name = name.rstrip("/")
+            match = re.match(r"ckpt-(\d+)([._])", name)
+            if not match:
+                continue
+            stale = name.startswith(f"ckpt-{match.group(1)}_temp")
+            if stale or int(match.group(1)) not in keep:
+                path = os.path.join(directory, name)
+                if tf.io.gfile.isdir(path):
+                    tf.io.gfile.rmtree(path)
+                else:
+                    tf.io.gfile.remove(path)
                 removed.append(name)
         return removed
 

@@ -19,8 +19,9 @@ N_l layers (all sizes in bytes):
       global size; the per-host figure is what a multi-worker run (one process per host) holds.
   dense host-built features, per sequence:  perm_mask [L, L] f32 + target_mapping [P, L] f32 +
       input_ids, segment_ids [L] i32 + target [P] i32 + target_mask [P] f32 + 4 bookkeeping i32.
-  compact features, per sequence:  input_ids, segment_ids, perm_rank [L] i32 + target_positions
-      [P] i32 + 4 bookkeeping i32; the device builds the masks, targets and target mask.
+  compact features, per sequence:  input_ids, perm_rank [L] i32 + segment_ids [L] i8 +
+      target_positions [P] i32 + 4 bookkeeping i32; the device builds the masks, targets and
+      target mask. Both tables are the input pipeline's own (pretrain_dataset.py).
   parameters, per replica: every weight (formula in `parameter_count`) x 4; Adam keeps two
       float32 moments (x 8) and the step holds one float32 gradient (x 4); data parallelism
       replicates all three on every replica.
@@ -38,8 +39,7 @@ from typing import Dict, List
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.training.flops import ACCELERATORS, pretrain_step_flops
 
-F32 = I32 = 4
-BOOKKEEPING = ("stream_id", "chunk_index", "direction", "pass_id")
+F32 = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,22 +90,30 @@ def memory_state_bytes(config: XLNetConfig, rows: int, mem_len: int) -> int:
     return config.n_layer * rows * mem_len * config.d_model * F32
 
 
-def dense_feature_bytes(seq_len: int, num_predict: int) -> Dict[str, int]:
-    """Bytes per sequence of each feature the host builds when it builds the masks."""
-    L, P = seq_len, num_predict
-    sizes = {"perm_mask": L * L * F32, "target_mapping": P * L * F32, "input_ids": L * I32,
-             "segment_ids": L * I32, "target": P * I32, "target_mask": P * F32}
-    sizes.update({name: I32 for name in BOOKKEEPING})
+def _feature_bytes(table, seq_len: int, num_predict: int) -> Dict[str, int]:
+    sizes = {}
+    for name, (dtype, shape) in table.items():
+        count = 1
+        for d in shape(seq_len, num_predict):
+            count *= d
+        sizes[name] = count * dtype.size
     return sizes
+
+
+def dense_feature_bytes(seq_len: int, num_predict: int) -> Dict[str, int]:
+    """Bytes per sequence of each feature the host shipped when it built the masks (the
+    input pipeline's former output, `pretrain_dataset.DENSE_HOST_DTYPES`)."""
+    from xlnet_tf2.data.pretrain_dataset import DENSE_HOST_DTYPES
+
+    return _feature_bytes(DENSE_HOST_DTYPES, seq_len, num_predict)
 
 
 def compact_feature_bytes(seq_len: int, num_predict: int) -> Dict[str, int]:
-    """Bytes per sequence of each feature when the device builds masks from ranks/positions."""
-    L, P = seq_len, num_predict
-    sizes = {"input_ids": L * I32, "segment_ids": L * I32, "perm_rank": L * I32,
-             "target_positions": P * I32}
-    sizes.update({name: I32 for name in BOOKKEEPING})
-    return sizes
+    """Bytes per sequence of each feature the input pipeline ships now that the device builds
+    the masks (`pretrain_dataset.OUTPUT_DTYPES`)."""
+    from xlnet_tf2.data.pretrain_dataset import OUTPUT_DTYPES
+
+    return _feature_bytes(OUTPUT_DTYPES, seq_len, num_predict)
 
 
 @dataclasses.dataclass(frozen=True)
