@@ -108,7 +108,8 @@ rm -rf "$OUT/export"
 $PY experiments/export_saved_model.py --model_dir="$OUT/model" --task=features \
   --checkpoint=latest --export_dir="$OUT/export"
 # Call it the way a client would: a fresh process with TensorFlow and tensorflow-text only.
-$PY - "$OUT/export/1" <<'PY'
+# (TensorFlow's start-up lines go to client.log; shown only if the call fails)
+$PY - "$OUT/export/1" 2>"$OUT/client.log" <<'PY' || { cat "$OUT/client.log"; exit 1; }
 import os, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 import tensorflow as tf
