@@ -181,3 +181,20 @@ def test_served_whole_context_answers_equal_offline_predictions(tmp_path, versio
                                                  context=tf.constant([""]))
     assert int(empty["start_index"][0]) == -1 and empty["answer"][0].numpy() == b""
     assert int(empty["num_windows"][0]) == 1
+    # The README's client, as written, on this export and a long context.
+    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                               "README.md"), encoding="utf-8").read()
+    block = next(b for b in readme.split("```python\n")[1:] if "exports/squad2/1" in b)
+    block = block.split("```")[0].replace("exports/squad2/1", os.path.join(base, "1"))
+    longest = max(range(len(examples)), key=lambda n: len(windows[n]))
+    (tmp_path / "context.txt").write_text(examples[longest].context, encoding="utf-8")
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        namespace = {}
+        exec(compile(block, "README.md", "exec"), namespace)
+    finally:
+        os.chdir(cwd)
+    out = namespace["out"]
+    assert int(out["num_windows"][0]) >= 4  # a context several windows long
+    assert out["answer"][0].numpy().decode() in examples[longest].context
