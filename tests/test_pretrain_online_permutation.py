@@ -1,8 +1,6 @@
 """--online_permutation: a new factorization order for every example in every pass over the
 data, deterministic from --seed and the step, and exact when a killed run resumes."""
 
-import json
-import os
 import signal
 import subprocess
 import sys
@@ -10,25 +8,15 @@ import time
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset, load_schedule
+from test_pretrain_distributed import ENV, ROOT, _run
+from test_pretrain_distributed import TRAIN_FLAGS as PAPER_FLAGS
+from test_pretrain_distributed import _steps as _losses
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 DATA = dict(seq_len=32, reuse_len=16, num_predict=5, bi_data=True, vocab_size=300)
-# The paper's run-time settings: dropout 0.1, memory on, bi_data, several steps per loop.
-TRAIN_FLAGS = ["--model_config=tiny", "--train_batch_size=4", "--mem_len=16",
-               "--learning_rate=3e-3", "--warmup_steps=2", "--log_steps=1", "--record_steps",
-               "--peak_tflops=0.1", "--dropout=0.1", "--dropatt=0.1", "--deterministic",
-               "--steps_per_loop=2", "--seed=7"]
-
-
-def _run(args, timeout=240):
-    proc = subprocess.run([sys.executable] + args, cwd=ROOT, env=ENV, timeout=timeout,
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
+# The paper's run-time settings (dropout 0.1, memory on, bi_data), several steps per loop.
+TRAIN_FLAGS = PAPER_FLAGS + ["--steps_per_loop=2", "--seed=7"]
 
 
 @pytest.fixture(scope="module")
@@ -89,15 +77,6 @@ def test_order_is_redrawn_every_pass_and_reproducible_from_any_step(data_dir):
             np.testing.assert_array_equal(got[name], value, err_msg=name)
     other = _batches(data_dir, 1, start_step=cycle, online_permutation=True, seed=8)[0]
     assert not np.array_equal(_orders(other), _orders(online[cycle]))
-
-
-def _losses(model_dir):
-    records = {}
-    with open(os.path.join(model_dir, "steps.jsonl")) as f:
-        for line in f:
-            record = json.loads(line)
-            records[record["step"]] = record
-    return records
 
 
 @pytest.mark.slow
