@@ -44,7 +44,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import List, Optional, Sequence, Union
+from typing import Dict, List, Optional, Sequence, Union
 
 import tensorflow as tf
 
@@ -80,17 +80,22 @@ DENSE_HOST_DTYPES = {
 }
 
 
-def bytes_per_example(seq_len: int, num_predict: int, dense_masks: bool = False) -> int:
-    """Host-to-device bytes of one example: the compact features this pipeline ships, or
-    (`dense_masks`) the features of the former host-built dense masks."""
+def feature_bytes(seq_len: int, num_predict: int, dense_masks: bool = False) -> Dict[str, int]:
+    """Host-to-device bytes of each feature of one example: the compact features this pipeline
+    ships, or (`dense_masks`) the features of the former host-built dense masks."""
     table = DENSE_HOST_DTYPES if dense_masks else OUTPUT_DTYPES
-    total = 0
-    for dtype, shape in table.values():
+    sizes = {}
+    for name, (dtype, shape) in table.items():
         count = 1
         for d in shape(seq_len, num_predict):
             count *= d
-        total += count * dtype.size
-    return total
+        sizes[name] = count * dtype.size
+    return sizes
+
+
+def bytes_per_example(seq_len: int, num_predict: int, dense_masks: bool = False) -> int:
+    """Host-to-device bytes of one example (the sum of `feature_bytes`)."""
+    return sum(feature_bytes(seq_len, num_predict, dense_masks).values())
 
 
 class BatchLayoutError(ValueError):

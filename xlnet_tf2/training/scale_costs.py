@@ -90,30 +90,20 @@ def memory_state_bytes(config: XLNetConfig, rows: int, mem_len: int) -> int:
     return config.n_layer * rows * mem_len * config.d_model * F32
 
 
-def _feature_bytes(table, seq_len: int, num_predict: int) -> Dict[str, int]:
-    sizes = {}
-    for name, (dtype, shape) in table.items():
-        count = 1
-        for d in shape(seq_len, num_predict):
-            count *= d
-        sizes[name] = count * dtype.size
-    return sizes
-
-
 def dense_feature_bytes(seq_len: int, num_predict: int) -> Dict[str, int]:
     """Bytes per sequence of each feature the host shipped when it built the masks (the
     input pipeline's former output, `pretrain_dataset.DENSE_HOST_DTYPES`)."""
-    from xlnet_tf2.data.pretrain_dataset import DENSE_HOST_DTYPES
+    from xlnet_tf2.data.pretrain_dataset import feature_bytes
 
-    return _feature_bytes(DENSE_HOST_DTYPES, seq_len, num_predict)
+    return feature_bytes(seq_len, num_predict, dense_masks=True)
 
 
 def compact_feature_bytes(seq_len: int, num_predict: int) -> Dict[str, int]:
     """Bytes per sequence of each feature the input pipeline ships now that the device builds
     the masks (`pretrain_dataset.OUTPUT_DTYPES`)."""
-    from xlnet_tf2.data.pretrain_dataset import OUTPUT_DTYPES
+    from xlnet_tf2.data.pretrain_dataset import feature_bytes
 
-    return _feature_bytes(OUTPUT_DTYPES, seq_len, num_predict)
+    return feature_bytes(seq_len, num_predict)
 
 
 @dataclasses.dataclass(frozen=True)
