@@ -60,6 +60,20 @@ def _same_examples(a, b):
     return all(a[k] == b[k] for k in ("stream_id", "chunk_index", "direction", "pass_id"))
 
 
+def _kill_after_checkpoint(args, checkpoint_index, timeout=180):
+    """Starts `python args...`, SIGKILLs it as soon as `checkpoint_index` exists; returns the
+    killed process."""
+    proc = subprocess.Popen([sys.executable] + args, cwd=ROOT, env=ENV,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + timeout
+    while not checkpoint_index.exists():
+        assert proc.poll() is None and time.time() < deadline, "no checkpoint before the kill"
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    return proc
+
+
 def test_sigkill_after_checkpoint_then_restart_reproduces_the_run(data_dir, tmp_path):
     steps = 10
     common = [f"--data_dir={data_dir}", f"--train_steps={steps}", "--steps_per_loop=1",
@@ -70,15 +84,8 @@ def test_sigkill_after_checkpoint_then_restart_reproduces_the_run(data_dir, tmp_
     assert sorted(ref) == list(range(1, steps + 1))
 
     crashed = tmp_path / "crashed"
-    proc = subprocess.Popen([sys.executable, "experiments/run_pretrain.py",
-                             f"--model_dir={crashed}"] + common, cwd=ROOT, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 180
-    while not (crashed / "ckpt-3.index").exists():
-        assert proc.poll() is None and time.time() < deadline, "no checkpoint before the kill"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=30)
+    proc = _kill_after_checkpoint(["experiments/run_pretrain.py", f"--model_dir={crashed}"]
+                                  + common, crashed / "ckpt-3.index")
     assert proc.returncode == -signal.SIGKILL
     killed_at = max(_steps(crashed)) if (crashed / "steps.jsonl").exists() else 0
     assert killed_at < steps, "the run finished before it was killed"

@@ -1,16 +1,11 @@
 """--online_permutation: a new factorization order for every example in every pass over the
 data, deterministic from --seed and the step, and exact when a killed run resumes."""
 
-import signal
-import subprocess
-import sys
-import time
-
 import numpy as np
 import pytest
 
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset, load_schedule
-from test_pretrain_distributed import ENV, ROOT, _run
+from test_pretrain_distributed import _kill_after_checkpoint, _run
 from test_pretrain_distributed import TRAIN_FLAGS as PAPER_FLAGS
 from test_pretrain_distributed import _steps as _losses
 
@@ -95,17 +90,10 @@ def test_cli_online_permutation_resumes_exactly_across_passes(data_dir, tmp_path
          + [f for f in common if not f.startswith("--train_steps")])
 
     killed = tmp_path / "killed"
-    args = [sys.executable, "experiments/run_pretrain.py", f"--model_dir={killed}",
+    args = ["experiments/run_pretrain.py", f"--model_dir={killed}",
             "--online_permutation"] + common
-    proc = subprocess.Popen(args, cwd=ROOT, env=ENV, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    deadline = time.time() + 180
-    while not (killed / "ckpt-2.index").exists():
-        assert proc.poll() is None and time.time() < deadline, "no checkpoint before the kill"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    _run(args[1:])
+    _kill_after_checkpoint(args, killed / "ckpt-2.index")
+    _run(args)
 
     ref, got, plain = _losses(reference), _losses(killed), _losses(stored)
     assert sorted(got) == sorted(ref) == list(range(1, steps + 1))
