@@ -106,6 +106,12 @@ def copy_spm_model(spm_model: str, model_dir: str) -> str:
     return target
 
 
+def _data_settings(shape: DataShape, vocab_size: int) -> dict:
+    """The settings every pipeline of a run takes from its data (checked against manifests)."""
+    return dict(seq_len=shape.seq_len, reuse_len=shape.reuse_len, num_predict=shape.num_predict,
+                bi_data=shape.bi_data, vocab_size=vocab_size)
+
+
 def held_out_dirs(config: PretrainConfig) -> list:
     """--eval_data_dir, else DATA_DIR/eval of every --data_dir that has one."""
     if config.evaluation.eval_data_dir:
@@ -129,9 +135,8 @@ def held_out_dataset_fn(config: PretrainConfig, shape: DataShape, vocab_size: in
 
     def eval_dataset_fn(input_context):
         return build_pretrain_dataset(
-            dirs, seq_len=shape.seq_len, reuse_len=shape.reuse_len,
-            num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
-            global_batch_size=batch, input_context=input_context, start_step=0)
+            dirs, **_data_settings(shape, vocab_size), global_batch_size=batch,
+            input_context=input_context, start_step=0)
 
     eval_dataset_fn(None)  # a bad layout fails now, naming the directory
     return eval_dataset_fn
@@ -145,8 +150,7 @@ def build_pretrainer(config: PretrainConfig,
 
     def dataset_fn(input_context, start_step):
         return build_pretrain_dataset(
-            list(config.data_dirs), seq_len=shape.seq_len, reuse_len=shape.reuse_len,
-            num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
+            list(config.data_dirs), **_data_settings(shape, vocab_size),
             global_batch_size=config.loop.train_batch_size, input_context=input_context,
             start_step=start_step, online_permutation=config.online_permutation,
             seed=config.loop.seed, micro_batches=config.loop.grad_accum_steps)
@@ -157,9 +161,8 @@ def build_pretrainer(config: PretrainConfig,
     pretrainer = Pretrainer(config, model_config, shape, dataset_fn, strategy, eval_dataset_fn)
     # A corrupted record (DataLossError) is reported naming its file and step.
     pretrainer.input_error_locator = integrity.CorruptRecordLocator(
-        load_schedule(list(config.data_dirs), seq_len=shape.seq_len, reuse_len=shape.reuse_len,
-                      num_predict=shape.num_predict, bi_data=shape.bi_data,
-                      vocab_size=vocab_size, global_batch_size=config.loop.train_batch_size),
+        load_schedule(list(config.data_dirs), **_data_settings(shape, vocab_size),
+                      global_batch_size=config.loop.train_batch_size),
         bi_data=shape.bi_data)
     if pretrainer.is_chief:
         copy_spm_model(spm_model, config.model_dir)
@@ -173,10 +176,8 @@ def run_pretraining(config: PretrainConfig,
 
 def _stream_dataset(data_dirs: Sequence[str], global_batch_size: int) -> tf.data.Dataset:
     shape, vocab_size = data_shape_and_vocab(data_dirs)
-    return build_pretrain_dataset(
-        list(data_dirs), seq_len=shape.seq_len, reuse_len=shape.reuse_len,
-        num_predict=shape.num_predict, bi_data=shape.bi_data, vocab_size=vocab_size,
-        global_batch_size=global_batch_size)
+    return build_pretrain_dataset(list(data_dirs), **_data_settings(shape, vocab_size),
+                                  global_batch_size=global_batch_size)
 
 
 def unigram_entropy_baseline(data_dirs: Sequence[str], *, global_batch_size: int,
