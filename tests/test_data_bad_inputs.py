@@ -107,10 +107,14 @@ def test_existing_output_and_interrupted_rerun(tmp_path):
     assert os.path.exists(tmp_path / "out" / "record_info.json") and m["num_examples"] > 0
     with pytest.raises(DataPrepError, match="already holds prepared data.*--overwrite"):
         _run(tmp_path)
+    # A killed run's scratch (token files) is removed by the next run.
+    os.makedirs(tmp_path / "out" / ".prep" / "tokens")
+    (tmp_path / "out" / ".prep" / "tokens" / "stale.npy").write_bytes(b"x")
     # A re-run that fails part-way must not leave the old manifest describing new data.
     with pytest.raises(DataPrepError):
         _run(tmp_path, inputs=[_text_with_bad_line(tmp_path)], overwrite=True)
     assert not os.path.exists(tmp_path / "out" / "record_info.json")
+    assert not os.path.exists(tmp_path / "out" / ".prep")
 
 
 def test_input_and_tfds_are_exclusive(tmp_path):

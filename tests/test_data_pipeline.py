@@ -56,6 +56,7 @@ def test_determinism_across_worker_counts():
     one, two = prepared_dir(1), prepared_dir(2)
     names = sorted(os.listdir(two))
     assert names == sorted(os.listdir(one))
+    assert ".prep" not in names  # the token files and progress counts are removed
     assert len([n for n in names if n.endswith(".tfrecord")]) == 8 * 2 * 2
     match, mismatch, errors = filecmp.cmpfiles(one, two, names, shallow=False)
     assert mismatch == [] and errors == [] and len(match) == len(names)

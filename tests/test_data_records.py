@@ -1,5 +1,7 @@
 """Bulk serialization is byte-identical to tf.train.Example.SerializeToString."""
 
+import os
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -43,3 +45,34 @@ def test_varints_edge_values():
     expected = b"".join(records._varint_bytes(int(v) % 2 ** 64) for v in values[0])
     assert flat.tobytes() == expected and lengths.tolist() == [len(expected)]
     assert records.TFRECORD_OVERHEAD == 16
+
+
+def test_tfrecord_frames_equal_tensorflows_writer(tmp_path):
+    rng = np.random.default_rng(3)
+    payloads = [b"", b"x", rng.bytes(5000)] + records.serialize_batch(_batch(rng, 3, 64, 10))
+    path = str(tmp_path / "tf.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for p in payloads:
+            writer.write(p)
+    with open(path, "rb") as f:
+        expected = f.read()
+    assert records.tfrecord_frames(payloads) == expected
+    # The file writer: same bytes, counts, and nothing under the final name until commit.
+    ours = str(tmp_path / "ours.tfrecord")
+    with records.TFRecordFileWriter(ours) as w:
+        w.write_all(payloads[:2])
+        w.write_all(payloads[2:])
+        assert not os.path.exists(ours)
+        w.commit()
+    assert open(ours, "rb").read() == expected
+    assert (w.records, w.bytes) == (len(payloads), len(expected))
+    assert [r.numpy() for r in tf.data.TFRecordDataset(ours)] == payloads
+
+
+def test_uncommitted_writer_leaves_no_file(tmp_path):
+    target = str(tmp_path / "f.tfrecord")
+    with pytest.raises(RuntimeError):
+        with records.TFRecordFileWriter(target) as w:
+            w.write_all([b"abc"])
+            raise RuntimeError("worker died")
+    assert os.listdir(tmp_path) == []

@@ -80,12 +80,12 @@ class SentencePieceTokenizer:
     @classmethod
     def from_file(cls, path: str, **kwargs) -> "SentencePieceTokenizer":
         """Loads a `.model` file; raises `TokenizerError` naming the path if it is missing."""
-        import tensorflow as tf  # gfile reads local paths and gs:// alike
+        from xlnet_tf2.data import fileio  # local paths without TensorFlow, gs:// with it
 
-        if not path or not tf.io.gfile.exists(path):
+        if not path or not fileio.exists(path):
             raise TokenizerError(f"SentencePiece model {path!r} does not exist. Train one with "
                                  "data_prep/train_sentencepiece.py or fix --spm_model.")
-        with tf.io.gfile.GFile(path, "rb") as f:
+        with fileio.open_file(path, "rb") as f:
             return cls(f.read(), source=path, **kwargs)
 
     @property

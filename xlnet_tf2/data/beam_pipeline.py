@@ -1,11 +1,18 @@
 """The Apache Beam pipeline that turns raw text into prepared pretraining examples.
 
     sources -> batches of documents (about BATCH_CHARS of text each), split train / held out
-            -> (reshuffle) -> tokenized batches (BatchEncoder: one SentencePiece call each)
-            -> lengths -> layout (one place, small) -> pieces per (batch, stream)
-            -> GroupByKey(stream) -> rows -> examples of every pass and direction, built
-               vectorized over the chunks of a row and serialized in bulk
+               (the text of a batch goes to a scratch file OUTPUT_DIR/.prep/text/<batch>.txt)
+            -> (reshuffle) -> tokenize: one SentencePiece call per batch; the ids go to a
+               token file OUTPUT_DIR/.prep/tokens/<batch>.npy, only lengths go on
+            -> layout (one place, small): every stream's pieces as (token file, range)
+            -> (reshuffle) -> per stream: read its pieces, build the examples of every pass
+               and direction vectorized over the chunks of the row, serialize in bulk
             -> one TFRecord file per (pass, direction, stream) -> record_info.json
+
+Neither text nor token ids travel through the runner's shuffles, only file names and lengths:
+on 2 cores, moving them (as pickled arrays, through the runner process) cost more than
+tokenizing them. Workers import no TensorFlow for local paths
+(fileio.py; TFRecord framing in records.py), which saves each worker about 4 s of start-up.
 
 The held-out split (--eval_fraction or --eval_input) goes through the same steps into
 OUTPUT_DIR/eval, with its own manifest and the same parameters.
@@ -14,27 +21,30 @@ Every random choice is a pure function of `--seed` and the identity of what it d
 (document key, stream, chunk, pass, direction), never of the worker that runs it, the order
 elements arrive or how they are batched, so the output is byte-identical for any number of
 workers and on any runner. The same code runs on Dataflow, Flink or Spark with the runner's
-standard options.
+standard options (OUTPUT_DIR must then be on storage every worker can reach, as it must be
+for the output anyway).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import logging
 import os
 import re
 import sys
+import tempfile
 import time
 import uuid
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import apache_beam as beam
 import numpy as np
-import tensorflow as tf
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from xlnet_tf2 import special_ids
-from xlnet_tf2.data import inputs, manifest, records, streams
+from xlnet_tf2.data import fileio, inputs, manifest, records, streams
 from xlnet_tf2.data.encode import BatchEncoder
 from xlnet_tf2.data.examples import row_example_batches
 from xlnet_tf2.data.params import DataParams, DataPrepError
@@ -52,7 +62,9 @@ _log = logging.getLogger("xlnet_tf2.data")
 PROGRESS_TAG = "[xlnet-progress] "
 EVAL_DIR = "eval"
 SPM_FILE = "spiece.model"
-_PROGRESS_DIR = ".progress"
+# Scratch space of one run inside OUTPUT_DIR: progress counts and token files; removed at the
+# end (and by the next run if a run was killed).
+_WORK_DIR = ".prep"
 
 
 def _fail(message: str):
@@ -96,19 +108,19 @@ class SharedProgress:
     def flush(self) -> None:
         self._last = time.perf_counter()
         try:
-            with tf.io.gfile.GFile(self._path, "w") as f:
+            with fileio.open_file(self._path, "w") as f:
                 f.write(str(self._mine))
-        except tf.errors.OpError:
-            pass  # progress is best effort
+        except Exception:  # progress is best effort (OSError here, tf.errors remotely)
+            pass
 
     def _sum(self) -> int:
         total = 0
         try:
-            for name in tf.io.gfile.listdir(self.directory):
+            for name in fileio.listdir(self.directory):
                 if name.startswith(self.stage + "-"):
-                    with tf.io.gfile.GFile(os.path.join(self.directory, name)) as f:
+                    with fileio.open_file(os.path.join(self.directory, name)) as f:
                         total += int(f.read() or 0)
-        except (tf.errors.OpError, ValueError):
+        except Exception:  # best effort: a file being replaced, a remote hiccup
             return self._mine
         return total
 
@@ -127,17 +139,25 @@ def is_eval_document(seed: int, key: Tuple[int, int], eval_fraction: float) -> b
     return int.from_bytes(digest[:8], "big") < eval_fraction * 2.0 ** 64
 
 
+def text_file_name(batch_key: Tuple[int, int, int]) -> str:
+    source, number, split = batch_key
+    return f"split{split}-source{source:06d}-batch{number:08d}.txt"
+
+
 class _ReadSource(beam.DoFn):
-    """(source, held_out) -> (batch key, [(document key, lines)]) for each split.
+    """(source, held_out) -> (batch key, TextBatch) for each split.
 
     The train split is the main output, the held-out split the "eval" output; a batch key is
-    (source index, batch number, split).
+    (source index, batch number, split). A TextBatch is (document keys, int64 [D] lines per
+    document, text file): the batch's lines, joined by "\\n", go to a scratch file that the
+    tokenizing worker reads, so the text never passes through the runner's shuffle.
     """
 
-    def __init__(self, skip_bad_lines: bool, eval_fraction: float, seed: int):
+    def __init__(self, skip_bad_lines: bool, eval_fraction: float, seed: int, text_dir: str):
         self._skip = skip_bad_lines
         self._eval_fraction = eval_fraction
         self._seed = seed
+        self._text_dir = text_dir
 
     def process(self, element):
         source, held_out = element
@@ -155,7 +175,11 @@ class _ReadSource(beam.DoFn):
             if docs:
                 key = (source[1], numbers[split], int(split))
                 numbers[split] += 1
-                out = (key, list(docs))
+                path = os.path.join(self._text_dir, text_file_name(key))
+                fileio.write_atomically(
+                    path, "\n".join(line for _, doc in docs for line in doc).encode())
+                out = (key, ([k for k, _ in docs],
+                             np.array([len(doc) for _, doc in docs], np.int64), path))
                 docs.clear()
                 size[0] = 0
                 return [beam.pvalue.TaggedOutput("eval", out) if split else out]
@@ -166,7 +190,7 @@ class _ReadSource(beam.DoFn):
                 split = held_out or is_eval_document(self._seed, key, self._eval_fraction)
                 docs, size = batches[split]
                 docs.append((key, lines))
-                size[0] += sum(len(line) for line in lines)
+                size[0] += sum(len(line) + 1 for line in lines)
                 if size[0] >= BATCH_CHARS:
                     yield from flush(split)
         except DataPrepError as e:
@@ -177,18 +201,38 @@ class _ReadSource(beam.DoFn):
             yield beam.pvalue.TaggedOutput("bad_lines", (source[2], len(bad)))
 
 
-class _Tokenize(beam.DoFn):
-    """(batch key, [(document key, lines)]) -> (batch key, TokenBatch).
+def token_file_name(batch_key: Tuple[int, int, int]) -> str:
+    source, number, split = batch_key
+    return f"split{split}-source{source:06d}-batch{number:08d}.npy"
 
-    A TokenBatch is (document keys, int64 [D + 1] document offsets, int32 [n] ids, int32 [n]
-    sentence numbers inside the document); each document ends with <eod>, a sentence of its
-    own, as in the original. Documents whose lines all encode to nothing are dropped.
+
+def write_tokens(path: str, ids: np.ndarray, sentences: np.ndarray) -> None:
+    """Stores a batch's ids and sentence numbers as one int32 [2, n] .npy file."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.stack([ids.astype(np.int32), sentences.astype(np.int32)]))
+    fileio.write_atomically(path, buffer.getvalue())
+
+
+def read_tokens(path: str) -> np.ndarray:
+    """int32 [2, n] (ids, sentence numbers) of a token file."""
+    with fileio.open_file(path, "rb") as f:
+        return np.load(io.BytesIO(f.read()))
+
+
+class _Tokenize(beam.DoFn):
+    """(batch key, TextBatch) -> (batch key, token file, [(document key, tokens)]).
+
+    The batch's ids and sentence numbers (inside each document) go to the token file; each
+    document ends with <eod>, a sentence of its own, as in the original. Documents whose
+    lines all encode to nothing are dropped.
     """
 
-    def __init__(self, model_proto: bytes, uncased: bool, word_cache: bool, progress: dict):
+    def __init__(self, model_proto: bytes, uncased: bool, word_cache: bool, token_dir: str,
+                 progress: dict):
         self._proto = model_proto
         self._uncased = uncased
         self._word_cache = word_cache
+        self._token_dir = token_dir
         self._progress_args = progress
 
     def setup(self):
@@ -198,29 +242,30 @@ class _Tokenize(beam.DoFn):
         self._progress = SharedProgress(**self._progress_args)
 
     def process(self, element):
-        batch_key, docs = element
-        lines = [line for _, doc in docs for line in doc]
+        batch_key, (doc_keys, lines_per_doc, text_path) = element
+        with fileio.open_file(text_path, "rb") as f:
+            text = f.read().decode("utf-8")
+        lines = text.split("\n")
         ids, per_line = self._encoder.encode_lines(lines)
-        lines_per_doc = np.array([len(doc) for _, doc in docs], np.int64)
+        num_docs = len(doc_keys)
         # Sentence number of each line inside its document, counting non-empty lines only.
         nonempty = per_line > 0
-        doc_of_line = np.repeat(np.arange(len(docs)), lines_per_doc)
+        doc_of_line = np.repeat(np.arange(num_docs), lines_per_doc)
         first_line = np.concatenate([[0], np.cumsum(lines_per_doc)[:-1]])
         ranks = np.cumsum(nonempty) - nonempty
-        sentence = ranks - ranks[first_line][doc_of_line] if lines else ranks
+        sentence = ranks - ranks[first_line][doc_of_line]
         tokens_per_doc = np.bincount(doc_of_line, weights=per_line,
-                                     minlength=len(docs)).astype(np.int64)
+                                     minlength=num_docs).astype(np.int64)
         sentences_per_doc = np.bincount(doc_of_line, weights=nonempty,
-                                        minlength=len(docs)).astype(np.int64)
+                                        minlength=num_docs).astype(np.int64)
         line_sent = np.repeat(sentence, per_line)
         keep = tokens_per_doc > 0
         if (~keep).any():
             self._empty.inc(int((~keep).sum()))
         # Insert <eod> after every kept document (with sentence number = its sentence count).
-        doc_of_token = np.repeat(np.arange(len(docs)), tokens_per_doc)
+        doc_of_token = np.repeat(np.arange(num_docs), tokens_per_doc)
         token_keep = keep[doc_of_token]
-        ids, line_sent, doc_of_token = ids[token_keep], line_sent[token_keep], \
-            doc_of_token[token_keep]
+        ids, line_sent = ids[token_keep], line_sent[token_keep]
         kept = np.flatnonzero(keep)
         lengths = tokens_per_doc[kept] + 1
         offsets = np.concatenate([[0], np.cumsum(lengths)])
@@ -232,29 +277,33 @@ class _Tokenize(beam.DoFn):
         out_ids[body] = ids
         out_sent[body] = line_sent
         out_sent[eod_pos] = sentences_per_doc[kept]
-        self._progress.add(sum(len(line) for line in lines))
+        self._progress.add(len(text) + 1)
         if kept.size == 0:
             return []
-        keys = [docs[i][0] for i in kept]
-        return [(batch_key, (keys, offsets.astype(np.int64), out_ids, out_sent))]
+        path = os.path.join(self._token_dir, token_file_name(batch_key))
+        write_tokens(path, out_ids, out_sent)
+        return [(batch_key, path, [(doc_keys[i], int(n)) for i, n in zip(kept, lengths)])]
 
     def teardown(self):
         if hasattr(self, "_progress"):
             self._progress.flush()
 
 
-def _batch_lengths(element):
-    batch_key, (keys, offsets, _, _) = element
-    return batch_key, [(k, int(n)) for k, n in zip(keys, np.diff(offsets))]
+# One piece of a stream read from a token file: (offset in the stream, token file, begin,
+# end in the file).
+FilePiece = Tuple[int, str, int, int]
 
 
-def _layout(all_lengths, params: DataParams, split: str):
-    doc_batch = {}
+def _layout(batches, params: DataParams, split: str):
+    """All batches' document lengths -> the summary, and (stream, [FilePiece]) per stream."""
+    doc_file = {}
     lengths = []
-    for batch_key, docs in all_lengths:
-        for index, (doc_key, n) in enumerate(docs):
-            doc_batch[doc_key] = (batch_key, index)
+    for _, path, docs in batches:
+        start = 0
+        for doc_key, n in docs:
+            doc_file[doc_key] = (path, start)
             lengths.append((doc_key, n))
+            start += n
     try:
         layout, placement = streams.compute_layout(lengths, params)
     except DataPrepError as e:
@@ -263,32 +312,30 @@ def _layout(all_lengths, params: DataParams, split: str):
                   "--eval_input text.")
         _fail(str(e))
     yield beam.pvalue.TaggedOutput("summary", layout.to_dict())
-    per_batch = {}
+    per_stream: Dict[int, List[FilePiece]] = {}
     for doc_key, pieces in placement.items():
-        batch_key, index = doc_batch[doc_key]
-        per_batch.setdefault(batch_key, []).append((index, pieces))
-    for batch_key, docs in sorted(per_batch.items()):
-        yield batch_key, sorted(docs)
-
-
-def _cut_pieces(element):
-    """(batch key, {docs, placement}) -> (stream, [(offset, ids, sentence ids)]) per stream."""
-    _, grouped = element
-    docs, placements = list(grouped["docs"]), list(grouped["placement"])
-    if not docs or not placements:
-        return []  # a batch whose documents all fall in the dropped tail of the corpus
-    _, offsets, ids, sent = docs[0]
-    per_stream = {}
-    for index, pieces in placements[0]:
-        base = int(offsets[index])
+        path, start = doc_file[doc_key]
         for stream, offset, begin, end in pieces:
-            per_stream.setdefault(stream, []).append(
-                (offset, ids[base + begin:base + end], sent[base + begin:base + end]))
-    return sorted(per_stream.items(), key=lambda kv: kv[0])
+            per_stream.setdefault(stream, []).append((offset, path, start + begin, start + end))
+    for stream in sorted(per_stream):
+        yield stream, sorted(per_stream[stream])
+
+
+def read_stream_pieces(pieces: Sequence[FilePiece]):
+    """[(offset, ids, sentence numbers)] of one stream (views), each token file read once."""
+    by_file: Dict[str, List[FilePiece]] = {}
+    for piece in pieces:
+        by_file.setdefault(piece[1], []).append(piece)
+    out = []
+    for path in sorted(by_file):
+        tokens = read_tokens(path)
+        for offset, _, begin, end in by_file[path]:
+            out.append((offset, tokens[0, begin:end], tokens[1, begin:end]))
+    return out
 
 
 class _WriteStream(beam.DoFn):
-    """(stream, [[pieces]]) -> one file per (pass, direction); yields their descriptions."""
+    """(stream, [FilePiece]) -> one file per (pass, direction); yields their descriptions."""
 
     def __init__(self, model_proto: bytes, params: DataParams, output_dir: str,
                  progress: dict):
@@ -302,9 +349,8 @@ class _WriteStream(beam.DoFn):
         self._progress = SharedProgress(**self._progress_args)
 
     def process(self, element, summary):
-        stream, grouped = element
-        pieces = [piece for group in grouped for piece in group]
-        ids, sent = streams.assemble_row(pieces, summary["row_len"])
+        stream, pieces = element
+        ids, sent = streams.assemble_row(read_stream_pieces(pieces), summary["row_len"])
         if self._progress.total == 0:
             p = self._params
             self._progress.total = (summary["chunks_per_row"] * p.num_streams * p.num_passes
@@ -312,10 +358,7 @@ class _WriteStream(beam.DoFn):
         for pass_id in range(self._params.num_passes):
             for direction in range(self._params.num_directions):
                 name = records.shard_name(pass_id, direction, stream)
-                path = os.path.join(self._output_dir, name)
-                tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-                count = size = 0
-                with tf.io.TFRecordWriter(tmp) as writer:
+                with records.TFRecordFileWriter(os.path.join(self._output_dir, name)) as writer:
                     for batch in row_example_batches(ids, sent, params=self._params,
                                                      starts_word=self._starts_word,
                                                      stream_id=stream, pass_id=pass_id,
@@ -324,13 +367,11 @@ class _WriteStream(beam.DoFn):
                         batch["stream_id"] = np.full(num, stream, np.int32)
                         batch["direction"] = np.full(num, direction, np.int32)
                         batch["pass_id"] = np.full(num, pass_id, np.int32)
-                        for record in records.serialize_batch(batch):
-                            writer.write(record)
-                            size += len(record) + records.TFRECORD_OVERHEAD
-                        count += num
+                        writer.write_all(records.serialize_batch(batch))
                         self._progress.add(num)
-                tf.io.gfile.rename(tmp, path, overwrite=True)
-                yield {"name": name, "examples": count, "bytes": size, "stream": stream}
+                    writer.commit()
+                yield {"name": name, "examples": writer.records, "bytes": writer.bytes,
+                       "stream": stream}
 
     def teardown(self):
         if hasattr(self, "_progress"):
@@ -377,25 +418,24 @@ def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab
 
 def _prepare_split(p, name: str, batches, bad_lines, *, params: DataParams, proto: bytes,
                    output_dir: str, word_cache: bool, tokenizer, spm_model: str, sources,
-                   input_chars: int, progress_dir: str):
+                   input_chars: int, work_dir: str):
     """Adds the steps that turn one split's document batches into a prepared directory."""
+    progress_dir = os.path.join(work_dir, "progress")
     tokenize_progress = dict(directory=progress_dir, stage=f"{name}-tokenize",
                              label=f"{name}: tokenizing", unit="chars", total=input_chars)
     write_progress = dict(directory=progress_dir, stage=f"{name}-write",
                           label=f"{name}: writing examples", unit="examples", total=0)
-    docs = (batches | f"{name}Spread" >> beam.Reshuffle()
-            | f"{name}Tokenize" >> beam.ParDo(
-                _Tokenize(proto, params.uncased, word_cache, tokenize_progress)))
-    layout = (docs
-              | f"{name}Lengths" >> beam.Map(_batch_lengths)
-              | f"{name}AllLengths" >> beam.combiners.ToList()
+    token_batches = (batches | f"{name}Spread" >> beam.Reshuffle()
+                     | f"{name}Tokenize" >> beam.ParDo(
+                         _Tokenize(proto, params.uncased, word_cache,
+                                   os.path.join(work_dir, "tokens"), tokenize_progress)))
+    layout = (token_batches
+              | f"{name}AllBatches" >> beam.combiners.ToList()
               | f"{name}Layout" >> beam.FlatMap(_layout, params, name).with_outputs(
-                  "summary", main="placement"))
+                  "summary", main="streams"))
     summary = beam.pvalue.AsSingleton(layout.summary)
-    files = ({"docs": docs, "placement": layout.placement}
-             | f"{name}Join" >> beam.CoGroupByKey()
-             | f"{name}Cut" >> beam.FlatMap(_cut_pieces)
-             | f"{name}ByStream" >> beam.GroupByKey()
+    files = (layout.streams
+             | f"{name}SpreadStreams" >> beam.Reshuffle()
              | f"{name}Write" >> beam.ParDo(
                  _WriteStream(proto, params, output_dir, write_progress), summary))
     return (files | f"{name}AllFiles" >> beam.combiners.ToList()
@@ -421,16 +461,17 @@ def _default_beam_options(beam_args: Sequence[str]) -> List[str]:
 
 def _clear_prepared(directory: str, overwrite: bool, flag: str) -> None:
     """Refuses (without overwrite) or removes prepared data in `directory`, manifest first."""
-    if not tf.io.gfile.exists(directory):
+    if not fileio.exists(directory):
         return
-    existing = [n for n in tf.io.gfile.listdir(directory)
+    fileio.rmtree(os.path.join(directory, _WORK_DIR))  # scratch of a killed run
+    existing = [n for n in fileio.listdir(directory)
                 if n == manifest.MANIFEST_NAME or ".tfrecord" in n]
     if existing and not overwrite:
         raise DataPrepError(f"{flag}={directory} already holds prepared data; pass "
                             "--overwrite to replace it or choose another directory.")
     # Drop the old manifest first: an interrupted run must not leave it describing new data.
     for name in sorted(existing, key=lambda n: n != manifest.MANIFEST_NAME):
-        tf.io.gfile.remove(os.path.join(directory, name))
+        fileio.remove(os.path.join(directory, name))
 
 
 def _check_size(paths, params: DataParams, fraction: float, what: str, fix: str) -> int:
@@ -490,19 +531,32 @@ def preflight(*, params: DataParams, input_patterns: Sequence[str], tfds_name: O
     eval_dir = os.path.join(output_dir, EVAL_DIR)
     _clear_prepared(output_dir, overwrite, "--output_dir")
     _clear_prepared(eval_dir, overwrite, "--output_dir")  # stale held-out data goes too
-    tf.io.gfile.makedirs(output_dir)
+    fileio.makedirs(output_dir)
     if eval_fraction or eval_sources:
-        tf.io.gfile.makedirs(eval_dir)
+        fileio.makedirs(eval_dir)
     return tokenizer, sources, eval_sources, size
 
 
 def _copy_spm_model(tokenizer: SentencePieceTokenizer, directory: str) -> None:
     """Writes the SentencePiece model beside the data (training finds it there)."""
-    path = os.path.join(directory, SPM_FILE)
-    tmp = f"{path}.tmp-{uuid.uuid4().hex}"
-    with tf.io.gfile.GFile(tmp, "wb") as f:
-        f.write(tokenizer.model_proto)
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    fileio.write_atomically(os.path.join(directory, SPM_FILE), tokenizer.model_proto)
+
+
+@contextlib.contextmanager
+def _private_tempdir():
+    """Points `tempfile` at a fresh directory for the run and removes it afterwards.
+
+    Beam's local job service makes a "beam-temp*" directory in the temporary directory for
+    every run and never removes it; this keeps them from piling up in /tmp.
+    """
+    directory = tempfile.mkdtemp(prefix="xlnet-prep-")
+    saved = tempfile.tempdir
+    tempfile.tempdir = directory
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
+        fileio.rmtree(directory)
 
 
 def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
@@ -535,20 +589,23 @@ def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
     _copy_spm_model(tokenizer, output_dir)
     if with_eval:
         _copy_spm_model(tokenizer, eval_dir)
-    progress_dir = os.path.join(output_dir, _PROGRESS_DIR)
-    tf.io.gfile.makedirs(progress_dir)
+    work_dir = os.path.join(output_dir, _WORK_DIR)
+    fileio.makedirs(os.path.join(work_dir, "progress"))
+    fileio.makedirs(os.path.join(work_dir, "tokens"))
+    fileio.makedirs(os.path.join(work_dir, "text"))
     options = PipelineOptions(_default_beam_options(beam_args))
     proto = tokenizer.model_proto
     elements = [(s, False) for s in sources] + [(s, True) for s in eval_sources]
     common = dict(params=params, proto=proto, word_cache=params.word_cache,
                   tokenizer=tokenizer, spm_model=spm_model, input_chars=input_chars,
-                  progress_dir=progress_dir)
+                  work_dir=work_dir)
     start = time.time()
     try:
-        with beam.Pipeline(options=options) as p:
+        with _private_tempdir(), beam.Pipeline(options=options) as p:
             read = (p | "Sources" >> beam.Create(elements)
                     | "Read" >> beam.ParDo(
-                        _ReadSource(skip_bad_lines, eval_fraction, params.seed)).with_outputs(
+                        _ReadSource(skip_bad_lines, eval_fraction, params.seed,
+                                    os.path.join(work_dir, "text"))).with_outputs(
                         "bad_lines", "eval", main="docs"))
             _prepare_split(p, "train", read.docs, read.bad_lines, output_dir=output_dir,
                            sources=sources, **common)
@@ -561,8 +618,7 @@ def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
             raise DataPrepError(found.group(1).replace("\\'", "'")) from None
         raise
     finally:
-        if tf.io.gfile.exists(progress_dir):
-            tf.io.gfile.rmtree(progress_dir)
+        fileio.rmtree(work_dir)
     result = manifest.read_manifest(output_dir)
     result["_seconds"] = time.time() - start
     if with_eval:

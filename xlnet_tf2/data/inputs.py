@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from typing import Iterator, List, Sequence, Tuple
 
-import tensorflow as tf
-
+from xlnet_tf2.data import fileio
 from xlnet_tf2.data.params import DataPrepError
 
 Document = Tuple[Tuple[int, int], List[str]]  # ((source index, document index), lines)
@@ -24,7 +23,7 @@ def expand_inputs(patterns: Sequence[str]) -> List[str]:
     paths: List[str] = []
     for pattern in patterns:
         for part in [p for p in pattern.split(",") if p.strip()]:
-            matched = sorted(tf.io.gfile.glob(part.strip()))
+            matched = sorted(fileio.glob(part.strip()))
             if not matched:
                 raise DataPrepError(f"--input {part!r} matches no file; fix the path or glob.")
             paths.extend(m for m in matched if m not in paths)
@@ -35,16 +34,16 @@ def expand_inputs(patterns: Sequence[str]) -> List[str]:
 
 def total_bytes(paths: Sequence[str]) -> int:
     """Total size of the input files; raises DataPrepError if they are all empty."""
-    total = sum(tf.io.gfile.stat(p).length for p in paths)
+    total = sum(fileio.size(p) for p in paths)
     if total == 0:
         raise DataPrepError(f"All {len(paths)} input files are empty ({', '.join(paths[:3])}"
                             f"{'...' if len(paths) > 3 else ''}); pass files with text.")
     return total
 
 
-def _split_documents(lines: Iterator[Tuple[int, str]]) -> Iterator[List[str]]:
+def _split_documents(lines: Iterator[str]) -> Iterator[List[str]]:
     doc: List[str] = []
-    for _, line in lines:
+    for line in lines:
         if line.strip():
             doc.append(line)
         elif doc:
@@ -73,32 +72,72 @@ def decode_line(raw: bytes, path: str, number: int, fix: str) -> str:
 def check_text_files(paths: Sequence[str], fix: str) -> None:
     """Raises DataPrepError at the first line of `paths` that `decode_line` refuses."""
     for path in paths:
-        with tf.io.gfile.GFile(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                decode_line(raw, path, number, fix)
+        for _ in read_lines(path, skip_bad_lines=False, fix=fix):
+            pass
+
+
+# Text files are read in blocks of about this many bytes and decoded a block at a time.
+READ_BLOCK_BYTES = 1 << 24
+
+
+def read_lines(path: str, skip_bad_lines: bool, fix: str,
+               bad_line_counter=None) -> Iterator[str]:
+    """Yields the lines of a text file, without their "\n", decoded a block at a time.
+
+    A block that decodes as UTF-8 without NUL bytes (the normal case) is split at once; a block
+    that does not is decoded line by line so the bad line is named ("PATH:LINE: ...; FIX") or,
+    with skip_bad_lines, dropped and counted with `bad_line_counter.inc()`.
+    """
+    lines_before = 0
+    pending: List[bytes] = []  # the start of a line that no block so far has ended
+    with fileio.open_file(path, "rb") as f:
+        while True:
+            block = f.read(READ_BLOCK_BYTES)
+            if block:
+                cut = block.rfind(b"\n") + 1
+                if cut == 0:  # no line ends in this block: keep reading
+                    pending.append(block)
+                    continue
+                data = b"".join(pending + [block[:cut]])
+                pending = [block[cut:]] if cut < len(block) else []
+            elif pending:
+                data = b"".join(pending) + b"\n"  # the last line, without its newline
+                pending = []
+            else:
+                return
+            lines = None
+            if b"\x00" not in data:
+                try:
+                    lines = data.decode("utf-8").split("\n")[:-1]
+                except UnicodeDecodeError:
+                    pass
+            raw_lines = None
+            if lines is None:  # a bad line somewhere in the block: find and name it
+                raw_lines = data.split(b"\n")[:-1]
+                lines = []
+                for number, raw in enumerate(raw_lines, start=lines_before + 1):
+                    try:
+                        lines.append(decode_line(raw, path, number, fix))
+                    except DataPrepError:
+                        if not skip_bad_lines:
+                            raise
+                        if bad_line_counter is not None:
+                            bad_line_counter.inc()
+            lines_before += len(raw_lines) if raw_lines is not None else len(lines)
+            yield from lines
 
 
 def read_text_documents(index: int, path: str, skip_bad_lines: bool,
                         bad_line_counter=None) -> Iterator[Document]:
-    """Yields ((index, doc number), lines) of one text file.
+    """Yields ((index, doc number), lines) of one text file (lines without their "\n").
 
     An undecodable (non UTF-8) or binary (NUL bytes) line raises DataPrepError naming the
     file and line, unless skip_bad_lines; then the line is dropped and
     `bad_line_counter.inc()` is called.
     """
-    def decoded():
-        with tf.io.gfile.GFile(path, "rb") as f:
-            for number, raw in enumerate(f, start=1):
-                try:
-                    yield number, decode_line(raw, path, number,
-                                              "fix the file or pass --skip_bad_lines.")
-                except DataPrepError:
-                    if not skip_bad_lines:
-                        raise
-                    if bad_line_counter is not None:
-                        bad_line_counter.inc()
-
-    for doc_number, doc in enumerate(_split_documents(decoded())):
+    lines = read_lines(path, skip_bad_lines, "fix the file or pass --skip_bad_lines.",
+                       bad_line_counter)
+    for doc_number, doc in enumerate(_split_documents(lines)):
         yield (index, doc_number), doc
 
 

@@ -15,8 +15,7 @@ import json
 import os
 from typing import Optional
 
-import tensorflow as tf
-
+from xlnet_tf2.data import fileio
 from xlnet_tf2.data.params import DataParams
 
 MANIFEST_NAME = "record_info.json"
@@ -29,27 +28,25 @@ class ManifestError(ValueError):
 
 def write_manifest(output_dir: str, manifest: dict) -> str:
     path = os.path.join(output_dir, MANIFEST_NAME)
-    tmp = path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
+    fileio.write_atomically(path, (json.dumps(manifest, indent=2, sort_keys=True)
+                                   + "\n").encode())
     return path
 
 
 def read_manifest(data_dir: str) -> dict:
     """Reads and sanity-checks a manifest; raises ManifestError naming the directory."""
     path = os.path.join(data_dir, MANIFEST_NAME)
-    if not tf.io.gfile.exists(path):
+    if not fileio.exists(path):
         raise ManifestError(f"{data_dir} has no {MANIFEST_NAME}: it was not prepared by "
                             "data_prep/create_tfrecords.py or the preparation did not finish. "
                             "Run (or re-run) data preparation into it.")
-    with tf.io.gfile.GFile(path) as f:
+    with fileio.open_file(path) as f:
         manifest = json.load(f)
     if manifest.get("format") != FORMAT:
         raise ManifestError(f"{path} has format {manifest.get('format')!r}, expected {FORMAT!r}; "
                             "re-prepare the data with this version of data_prep.")
     missing = [name for name in manifest["files"]
-               if not tf.io.gfile.exists(os.path.join(data_dir, name))]
+               if not fileio.exists(os.path.join(data_dir, name))]
     if missing:
         raise ManifestError(f"{data_dir} lacks {len(missing)} files listed in its manifest "
                             f"(first: {missing[0]}); copy the whole directory or re-prepare.")

@@ -17,7 +17,6 @@ two. A rank vector is an [L] int array on disk instead of an [L, L] mask.
 from __future__ import annotations
 
 import numpy as np
-import tensorflow as tf
 
 from xlnet_tf2.data import hashrand
 
@@ -41,13 +40,15 @@ def sample_ranks_batch(keys: np.ndarray, seq_len: int, reuse_len: int,
     return ranks.reshape(keys.shape[0], seq_len)
 
 
-def online_ranks(row_keys: tf.Tensor, seq_len: int, perm_size: int) -> tf.Tensor:
+def online_ranks(row_keys, seq_len: int, perm_size: int):
     """In-graph re-sampling of the order: int32 [N, L] from string row_keys [N].
 
     Every position gets a pseudorandom 62-bit key, the fingerprint of (row key, position);
     sorting the keys inside each block of S positions gives a uniformly random permutation
     that depends only on the row key, never on the topology or when the row is read.
     """
+    import tensorflow as tf  # in the input pipeline only; data prep imports no TF
+
     positions = tf.strings.as_string(tf.range(seq_len))                       # [L]
     num_rows = tf.shape(row_keys)[0]
     keys = tf.strings.join([tf.tile(row_keys[:, None], [1, seq_len]),

@@ -17,11 +17,14 @@ orders map entries); tests/test_data_records.py checks it byte for byte against 
 
 from __future__ import annotations
 
-from typing import Dict, List
+import os
+import struct
+from typing import Dict, Iterable, List
 
+import google_crc32c
 import numpy as np
-import tensorflow as tf
 
+from xlnet_tf2.data import fileio
 from xlnet_tf2.data.examples import Example
 
 SEQUENCE_FEATURES = ("input_ids", "segment_ids", "perm_rank")
@@ -37,6 +40,8 @@ def shard_name(pass_id: int, direction: int, stream_id: int) -> str:
 
 
 def serialize(example: Example) -> bytes:
+    import tensorflow as tf  # the reference implementation; data prep itself needs no TF
+
     def ints(values):
         return tf.train.Feature(int64_list=tf.train.Int64List(value=[int(v) for v in values]))
 
@@ -148,6 +153,8 @@ def serialize_batch(batch: Dict[str, np.ndarray]) -> List[bytes]:
 
 
 def feature_spec(seq_len: int, num_predict: int) -> dict:
+    import tensorflow as tf
+
     spec = {name: tf.io.FixedLenFeature([seq_len], tf.int64) for name in SEQUENCE_FEATURES}
     spec["target_positions"] = tf.io.FixedLenFeature([num_predict], tf.int64)
     for name in SCALAR_FEATURES:
@@ -155,8 +162,73 @@ def feature_spec(seq_len: int, num_predict: int) -> dict:
     return spec
 
 
-def parse_batch(serialized: tf.Tensor, seq_len: int, num_predict: int) -> dict:
-    """Parses string [N] records into int32 tensors ([N, L], [N, P] and [N])."""
+def parse_batch(serialized, seq_len: int, num_predict: int) -> dict:
+    """Parses string [N] records (a tf.Tensor) into int32 tensors ([N, L], [N, P] and [N])."""
+    import tensorflow as tf
+
     parsed = tf.io.parse_example(serialized, feature_spec(seq_len, num_predict))
     # int64 -> int32: TPUs and XLA handle int32 natively.
     return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
+
+
+def _masked_crc(data: bytes) -> int:
+    """The TFRecord checksum: CRC32C of `data`, rotated right by 15 bits plus a constant."""
+    crc = google_crc32c.value(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def tfrecord_frames(records_: Iterable[bytes]) -> bytes:
+    """The TFRecord file bytes of `records_`, each framed as tf.io.TFRecordWriter frames it.
+
+    Frame: uint64 length (little endian), masked CRC32C of those 8 bytes, the record, masked
+    CRC32C of the record. Computed with google-crc32c (hardware CRC32C), so writing prepared
+    data needs no TensorFlow (tests/test_data_records.py compares with tf.io.TFRecordWriter).
+    """
+    parts = []
+    for record in records_:
+        length = struct.pack("<Q", len(record))
+        parts.append(length)
+        parts.append(struct.pack("<I", _masked_crc(length)))
+        parts.append(record)
+        parts.append(struct.pack("<I", _masked_crc(record)))
+    return b"".join(parts)
+
+
+class TFRecordFileWriter:
+    """Writes one uncompressed TFRecord file to a temporary name; `commit` renames it.
+
+    Usage: `with TFRecordFileWriter(path) as w: w.write_all(records); w.commit()`. A writer
+    left without `commit` (an exception, a killed worker) removes its temporary file, so a
+    prepared directory never holds a partial file under its final name.
+    """
+
+    def __init__(self, path: str):
+        self.path = path
+        self._tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(6).hex()}"
+        self._file = fileio.open_file(self._tmp, "wb")
+        self.records = 0
+        self.bytes = 0
+        self._committed = False
+
+    def write_all(self, records_: List[bytes]) -> None:
+        data = tfrecord_frames(records_)
+        self._file.write(data)
+        self.records += len(records_)
+        self.bytes += len(data)
+
+    def commit(self) -> None:
+        self._file.close()
+        fileio.rename(self._tmp, self.path)
+        self._committed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if not self._committed:
+            self._file.close()
+            try:
+                fileio.remove(self._tmp)
+            except Exception:  # best effort: the error being raised matters more
+                pass
+        return False

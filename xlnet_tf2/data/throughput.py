@@ -91,7 +91,7 @@ def measure_stages(corpus: str, spm_model: str, params: DataParams,
     normalized, t_norm = _timed(lambda: [normalize(l, lower=tok.lower, keep_accents=False)
                                          for l in lines])
     encoder = BatchEncoder(tok)
-    sp_ids, t_sp = _timed(lambda: encoder._sp.EncodeAsIds(normalized))
+    sp_ids, t_sp = _timed(lambda: encoder._sp.Encode(normalized, num_threads=1))
     (ids, per_line), t_tok = _timed(lambda: encoder.encode_lines(lines))
     tokens = int(ids.shape[0])
     _, t_cold = _timed(lambda: BatchEncoder(tok, word_cache=True).encode_lines(lines))

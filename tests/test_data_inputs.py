@@ -1,0 +1,90 @@
+"""Reading text inputs a block at a time, and data-prep workers that never import TensorFlow."""
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from xlnet_tf2.data import inputs
+from xlnet_tf2.data.params import DataPrepError
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _lines_one_by_one(path):
+    """The lines as iterating the file object yields them, without the "\\n"."""
+    with open(path, "rb") as f:
+        return [raw[:-1].decode() if raw.endswith(b"\n") else raw.decode() for raw in f]
+
+
+def test_block_reading_equals_line_reading_at_every_block_size(tmp_path, monkeypatch):
+    rng = random.Random(0)
+    path = str(tmp_path / "t.txt")
+    for case in range(150):
+        parts = [rng.choice(["", "a", "bc d", "  ", "\u00e9\u3000x", "\r", "y" * rng.randint(0, 40)])
+                 for _ in range(rng.randint(0, 30))]
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write("\n".join(parts) + rng.choice(["", "\n", "\n\n"]))
+        # Blocks from 1 byte (every multi-byte character is cut) to longer than the file.
+        monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", rng.randint(1, 60))
+        assert list(inputs.read_lines(path, False, "fix")) == _lines_one_by_one(path), case
+
+
+def test_bad_line_is_named_across_blocks_and_skipped_when_asked(tmp_path, monkeypatch):
+    path = tmp_path / "bad.txt"
+    lines = [f"sentence {i}".encode() for i in range(50)]
+    lines[36] = b"caf\xe9"               # line 37: not UTF-8
+    lines[41] = b"nul \x00 byte"         # line 42: binary
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", 64)  # the bad lines are blocks away
+    with pytest.raises(DataPrepError, match=f"{path}:37: line is not valid UTF-8"):
+        list(inputs.read_lines(str(path), False, "fix it."))
+
+    class Count:
+        n = 0
+
+        def inc(self):
+            Count.n += 1
+
+    kept = list(inputs.read_lines(str(path), True, "fix it.", Count()))
+    assert Count.n == 2 and len(kept) == 48 and "sentence 49" == kept[-1]
+    lines[36] = b"fine"
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(DataPrepError, match=f"{path}:42: line holds NUL bytes"):
+        list(inputs.read_lines(str(path), False, "fix it."))
+
+
+def test_a_line_longer_than_a_block(tmp_path, monkeypatch):
+    path = tmp_path / "long.txt"
+    long_line = "w " * 5000
+    path.write_text(f"a\n{long_line}\nb", encoding="utf-8")
+    monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", 100)
+    assert list(inputs.read_lines(str(path), False, "fix")) == ["a", long_line, "b"]
+
+
+def test_workers_import_no_tensorflow():
+    """What a Beam worker imports to run the pipeline's steps pulls in no TensorFlow."""
+    code = ("import sys\n"
+            "import xlnet_tf2.data.beam_pipeline, xlnet_tf2.data.records\n"
+            "import xlnet_tf2.data.manifest, xlnet_tf2.data.inputs\n"
+            "import apache_beam.runners.worker.sdk_worker_main\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('tensorflow', 'keras')))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_beam_scratch_goes_to_a_private_temp_dir_that_is_removed():
+    import tempfile
+
+    from xlnet_tf2.data.beam_pipeline import _private_tempdir
+
+    before = tempfile.gettempdir()
+    with _private_tempdir():
+        inside = tempfile.gettempdir()
+        leaked = tempfile.mkdtemp(prefix="beam-temp")  # what Beam's job service does
+        assert os.path.dirname(leaked) == inside != before
+    assert tempfile.gettempdir() == before and not os.path.exists(inside)
