@@ -27,7 +27,8 @@ flags.DEFINE_integer("corpus_repeats", 16, "The end-to-end runs prepare the corp
 flags.DEFINE_integer("vocab_size", 8000, "SentencePiece vocabulary size.")
 flags.DEFINE_list("workers", ["0", "1", "2"], "Beam DirectRunner worker process counts to "
                   "time (0: in-process, in_memory mode).")
-flags.DEFINE_bool("word_cache", False, "Prepare with the word-cache tokenizer.")
+flags.DEFINE_bool("word_cache", True, "Prepare with the word cache (the default of "
+                  "create_tfrecords.py); --noword_cache for line mode.")
 flags.DEFINE_bool("stages", True, "Also time each stage in one process.")
 flags.DEFINE_integer("seq_len", 512, "Example length.")
 flags.DEFINE_integer("reuse_len", 256, "Reused prefix length.")

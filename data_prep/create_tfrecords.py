@@ -64,9 +64,11 @@ flags.DEFINE_boolean("uncased", _D.uncased, "Lowercase the text before encoding 
 flags.DEFINE_enum("span_mode", _D.span_mode, ["original", "word"], "'original' (default): "
                   "the original sampler exactly, spans of n subword pieces (its span-end "
                   "bug); 'word': spans of n whole words (the paper's evident intent).")
-flags.DEFINE_boolean("word_cache", _D.word_cache, "Tokenize with a per-word cache (several "
-                     "times faster; differs from line-by-line encoding only where two "
-                     "segmentations of a word score exactly the same, about 0.01% of tokens).")
+flags.DEFINE_boolean("word_cache", _D.word_cache, "Tokenize repeated words from a per-word "
+                     "cache (default). Exact: the ids equal line-by-line encoding either way "
+                     "(words whose segmentation is not unique, and lines that are not plain "
+                     "ASCII, are encoded whole). Faster once words repeat; on a few MB of new "
+                     "text --noword_cache is faster.")
 flags.DEFINE_float("eval_fraction", 0.0, "Hold out this fraction of the documents (chosen by "
                    "a hash of --seed and the document) into OUTPUT_DIR/eval, which "
                    "pretraining evaluates on by default.")

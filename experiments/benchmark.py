@@ -60,7 +60,8 @@ flags.DEFINE_integer("data_corpus_repeats", 16, "The data workload's end-to-end 
                      "on real data); the per-stage rates use one copy.")
 flags.DEFINE_list("data_workers", ["0", "1", "2"], "Beam DirectRunner worker processes of the "
                   "data workload's end-to-end runs (0: in-process, in_memory mode).")
-flags.DEFINE_bool("data_word_cache", False, "Prepare with the word-cache tokenizer.")
+flags.DEFINE_bool("data_word_cache", True, "Prepare with the word cache (the default of "
+                  "create_tfrecords.py); --nodata_word_cache for line mode.")
 
 
 def _configure_threads(threads):

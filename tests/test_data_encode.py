@@ -4,12 +4,12 @@ import time
 
 import numpy as np
 
-from xlnet_tf2.data.encode import BatchEncoder, normalize
+from xlnet_tf2.data.encode import BatchEncoder, normalize, score_margin
 from xlnet_tf2.data.examples import row_example_batches
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data import records
 from xlnet_tf2.data.span_sampling import start_piece_table
-from xlnet_tf2.tokenization import preprocess_text
+from xlnet_tf2.tokenization import SentencePieceTokenizer, preprocess_text
 from test_data_fixtures import corpus_path, tokenizer
 
 HARD = ["In 2000, 1,234,567 people paid $3,50, or 12,", "Café naïve résumé – “quoted” ``x'' ''y''",
@@ -41,21 +41,43 @@ def test_exact_mode_equals_encode_ids():
     assert _split(ids, per_line) == [tok.encode_ids(line) for line in lines + HARD]
 
 
-def test_word_cache_equals_encode_ids_without_ties():
+# "x___" splits in two ways of exactly the same score with the test model ("_" + "__" or
+# "__" + "_" after "x"); "]]]" does with 8k models trained on docstrings.
+TIES = ["x___ a___ x___ _____", "]]] ]]]] a]]]b ]]]", "((( ))) (((x)))", "---- ----- ======", "x" * 1200,
+        "word " * 300, "tab\tand control\x01char", "MiXeD CaSe ``quotes'' " + "'" * 3 + "x"]
+
+
+def test_word_cache_equals_encode_ids():
+    """Exact: new, second-time and cached words, batch by batch, ties and odd lines too."""
     tok = tokenizer()
     encoder = BatchEncoder(tok, word_cache=True)
     with open(corpus_path()) as f:
         lines = f.readlines()[:3000]
-    got = _split(*encoder.encode_lines(lines + HARD))
-    want = [tok.encode_ids(line) for line in lines + HARD]
-    differ = [k for k in range(len(want)) if got[k] != want[k]]
-    # Only exact ties may differ: the same characters, split into pieces of equal total score.
-    for k in differ:
-        assert tok.decode_ids(got[k]) == tok.decode_ids(want[k])
-        assert sorted(got[k]) == sorted(want[k]) or len(got[k]) == len(want[k])
-    assert len(differ) <= len(want) // 200
-    # A warm cache gives the same result again.
-    assert _split(*encoder.encode_lines(lines + HARD)) == got
+    want = [tok.encode_ids(line) for line in lines]
+    want_extra = [tok.encode_ids(line) for line in HARD + TIES]
+    for _ in range(3):  # words are new, then seen twice (cached or refused), then cached
+        got = []
+        for start in range(0, len(lines), 500):
+            got += _split(*encoder.encode_lines(lines[start:start + 500]))
+        assert got == want
+        assert _split(*encoder.encode_lines(HARD + TIES)) == want_extra
+    assert encoder._rows > 1000  # the cache is really used
+    # A word with two segmentations of the same score never comes from the cache.
+    top2 = encoder._sp.NBestEncodeAsImmutableProto("x___", 2).nbests
+    assert top2[0].score == top2[1].score
+    assert encoder._index["x___"] < 0 and encoder._index["x"] >= 0
+    # Uncased models lowercase first; the cached path must too.
+    lower = SentencePieceTokenizer(tok.model_proto, lower=True)
+    enc = BatchEncoder(lower, word_cache=True)
+    for _ in range(3):
+        assert _split(*enc.encode_lines(lines[:300] + TIES)) == \
+            [lower.encode_ids(line) for line in lines[:300] + TIES]
+
+
+def test_score_margin_covers_float32_rounding():
+    # Scores up to 20 on lines of 1,000 characters: running sums below 2^15, ulp 2^-9.
+    assert score_margin(20.0) == 2.0 * 2.0 ** (14 - 23)
+    assert score_margin(1000.0) > score_margin(20.0)
 
 
 def _prepare_without_beam(lines, tok, params):

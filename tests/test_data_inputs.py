@@ -88,3 +88,27 @@ def test_beam_scratch_goes_to_a_private_temp_dir_that_is_removed():
         leaked = tempfile.mkdtemp(prefix="beam-temp")  # what Beam's job service does
         assert os.path.dirname(leaked) == inside != before
     assert tempfile.gettempdir() == before and not os.path.exists(inside)
+
+
+def test_word_cache_and_line_mode_prepare_the_same_bytes(tmp_path):
+    """Both tokenizer modes are exact, so the prepared files are byte for byte the same."""
+    import dataclasses
+    import filecmp
+
+    from xlnet_tf2.data.beam_pipeline import create_tfrecords
+    from xlnet_tf2.data.params import DataParams
+    from test_data_fixtures import LOCAL_BEAM, corpus_path, spm_model
+
+    params = DataParams(seq_len=64, reuse_len=32, num_predict=10, perm_size=32, bi_data=True,
+                        num_streams=2)
+    outs = []
+    for cache in (False, True):
+        out = str(tmp_path / f"cache{int(cache)}")
+        create_tfrecords(params=dataclasses.replace(params, word_cache=cache), output_dir=out,
+                         spm_model=spm_model(), input_patterns=[corpus_path()],
+                         beam_args=LOCAL_BEAM)
+        outs.append(out)
+    names = sorted(n for n in os.listdir(outs[0]) if n.endswith(".tfrecord"))
+    assert len(names) == 4
+    match, mismatch, errors = filecmp.cmpfiles(outs[0], outs[1], names, shallow=False)
+    assert mismatch == [] and errors == [] and len(match) == 4

@@ -1,23 +1,29 @@
 """Fast batch encoding of many lines into one flat id array.
 
-Two modes, both linear in the text size whatever the line lengths:
+Two modes, both exact (the ids equal `SentencePieceTokenizer.encode_ids(line)` line by line)
+and both linear in the text size whatever the line lengths:
 
-* exact (default): one SentencePiece call encodes the whole batch of normalized lines; the
-  ids equal `SentencePieceTokenizer.encode_ids(line)` line by line. Lines whose ids contain a
-  piece ending in digit + "," (the original re-split rule) or `<unk>` are re-encoded with
-  `encode_ids` itself. Normalization is `preprocess_text`, with a shortcut for ASCII lines
-  (NFKD and the accent filter leave ASCII unchanged).
-* word cache (`word_cache=True`): XLNet SentencePiece models split at whitespace (no piece has
-  "▁" inside), so a line's segmentation is, up to ties, the concatenation of its words'
-  segmentations; every distinct word is encoded once and cached. Where two segmentations of
-  a word score exactly the same (e.g. "]]]" = "]]" + "]" or "]" + "]]") the whole-line
-  Viterbi may break the tie the other way: measured on 5.3 MB of docstrings, 60 of 62,539
-  lines and 130 of 1.22M tokens differ from `encode_ids`, all such reorderings of the same
-  characters. Several times faster than the exact mode (docs/DATA.md).
+* line mode (default): one SentencePiece call encodes the whole batch of normalized lines.
+  Normalization is `preprocess_text`, with a shortcut for ASCII lines (NFKD and the accent
+  filter leave ASCII unchanged).
+* word cache (`word_cache=True`): XLNet SentencePiece models split at whitespace (no piece
+  has "▁" inside; checked when the encoder is built, else line mode is used), so every
+  segmentation of a line passes through every word boundary, and the best one is the
+  concatenation of each word's best segmentation *if* each word's best is unique. A word
+  seen a second time is encoded once and cached if its best segmentation beats its second
+  best (the scores of SentencePiece's two best segmentations) by more than the float32 rounding of a line's path
+  scores could move either (`score_margin`). A line is assembled from the cache when it is
+  printable ASCII of at most MAX_CACHED_LINE characters and all its words are cached; any
+  other line (new words, ties like "]]]" = "]]" + "]" or "]" + "]]", other scripts, very
+  long lines) is encoded whole, as in line mode, so fresh text costs about what line mode
+  costs and repeated vocabulary much less (docs/DATA.md).
 
-tests/test_data_encode.py checks the exact mode against `encode_ids` line by line on the
-corpus and on hand-picked hard cases (accents, digits with commas, unknown characters,
-`<eop>`, odd spaces), and the word cache on text without ties.
+In both modes lines whose ids contain a piece ending in digit + "," (the original re-split
+rule) or `<unk>` are re-encoded with `encode_ids` itself.
+
+tests/test_data_encode.py checks both modes against `encode_ids` line by line on the corpus
+and on hand-picked hard cases (accents, digits with commas, unknown characters, `<eop>`, odd
+spaces, tied segmentations).
 
 Glossary: W words of a batch, n tokens of the batch.
 """
@@ -34,7 +40,15 @@ from xlnet_tf2.tokenization import SentencePieceTokenizer, preprocess_text
 
 # Distinct words kept; the cache is emptied when it grows past this (bounded memory).
 MAX_CACHED_WORDS = 2_000_000
-
+# Words seen once, remembered so their second occurrence is cached; forgotten (the set is
+# emptied) past this many, so rare words cannot crowd out the cache.
+MAX_SEEN_ONCE = 2_000_000
+# Lines longer than this (characters) and words longer than MAX_CACHED_WORD are encoded whole:
+# they bound the float32 rounding that `score_margin` must cover.
+MAX_CACHED_LINE = 1000
+MAX_CACHED_WORD = 32
+_UNSAFE = -1     # a word that must not come from the cache (tie, too long)
+_NEW = -2        # (lookup default) a word not in the cache
 
 def normalize(text: str, *, lower: bool, keep_accents: bool) -> str:
     """`preprocess_text(text)` (remove_space=True), faster for ASCII text."""
@@ -67,13 +81,20 @@ class BatchEncoder:
         self._recheck = np.array([len(p) > 1 and p[-1] == "," and p[-2].isdigit()
                                   for p in pieces], dtype=bool)
         self._recheck[self._sp.unk_id()] = True
+        # The word cache is exact only if no piece spans a word boundary (module docstring).
+        self._splits_at_spaces = not any("\u2581" in p[1:] for p in pieces)
+        self._scores = [self._sp.GetScore(i) for i in range(self._sp.GetPieceSize())]
+        self._margin = score_margin(max(abs(x) for x in self._scores))
         self._reset_cache()
 
     def _reset_cache(self) -> None:
+        # word -> its row in _offset, or _UNSAFE.
         self._index: Dict[str, int] = {}
-        self._pieces: List[np.ndarray] = []
-        self._flat = np.zeros(0, np.int32)      # ids of all cached words, concatenated
-        self._offset = np.zeros(1, np.int64)    # [words + 1] start of each word in _flat
+        self._seen_once: set = set()
+        self._rows = 0
+        self._flat = np.zeros(1 << 16, np.int32)  # ids of all cached words, concatenated
+        self._offset = [0]                         # start of each cached word in _flat
+        self._offset_array = np.zeros(1, np.int64)
 
     def _normalized(self, lines: Sequence[str]) -> List[str]:
         lower, keep = self._tok.lower, self._tok.keep_accents
@@ -88,52 +109,148 @@ class BatchEncoder:
         Returns:
           (int32 [n] the ids of all lines concatenated, int64 [len(lines)] ids per line).
         """
-        if self.word_cache:
-            return self._encode_words(self._normalized(lines))
-        encoded = (self._sp.Encode(self._normalized(lines), num_threads=self._threads)
-                   if lines else [])
-        per_line = np.fromiter(map(len, encoded), np.int64, count=len(encoded))
-        ids = np.fromiter(itertools.chain.from_iterable(encoded), np.int32,
-                          count=int(per_line.sum()))
+        if self.word_cache and self._splits_at_spaces:
+            ids, per_line = self._encode_with_cache(lines)
+        else:
+            ids, per_line = _flatten(self._sp.Encode(self._normalized(lines),
+                                                     num_threads=self._threads)
+                                     if lines else [])
         flagged = self._recheck[ids]
         if not flagged.any():
             return ids, per_line
         # Re-encode the (rare) lines with a digit-comma piece or <unk> exactly as encode_ids.
-        line_of = np.repeat(np.arange(len(encoded)), per_line)
-        for i in np.unique(line_of[flagged]):
-            encoded[i] = self._tok.encode_ids(lines[i])
-        per_line = np.fromiter(map(len, encoded), np.int64, count=len(encoded))
-        ids = np.fromiter(itertools.chain.from_iterable(encoded), np.int32,
-                          count=int(per_line.sum()))
-        return ids, per_line
+        line_of = np.repeat(np.arange(len(lines)), per_line)
+        again = np.unique(line_of[flagged]).tolist()
+        return _replace_lines(ids, per_line, again,
+                              [self._tok.encode_ids(lines[i]) for i in again])
 
-    def _encode_words(self, normalized: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+    def _add_words(self, words: List[str]) -> None:
+        """Encodes words seen for the second time; caches those with a clearly unique best."""
+        index = self._index
+        short = [w for w in words if len(w) <= MAX_CACHED_WORD]
+        for w in words:
+            index[w] = _UNSAFE
+        if not short:
+            return
+        used = self._offset[-1]
+        new = []
+        scores = self._scores
+        for w, paths in zip(short, self._sp.NBestEncodeAsIds(short, 2)):
+            # The first path is the Viterbi path; a clear gap makes it the only best one.
+            if len(paths) == 1 or (sum(scores[i] for i in paths[0])
+                                   - sum(scores[i] for i in paths[1])
+                                   > self._margin * len(w)):
+                index[w] = self._rows
+                self._rows += 1
+                new.extend(paths[0])
+                used += len(paths[0])
+                self._offset.append(used)
+        if new:
+            start = self._offset_array[-1]
+            if used > self._flat.shape[0]:  # grow by doubling: appending stays linear
+                grown = np.zeros(max(used, 2 * self._flat.shape[0]), np.int32)
+                grown[:start] = self._flat[:start]
+                self._flat = grown
+            self._flat[start:used] = new
+            self._offset_array = np.asarray(self._offset, np.int64)
+
+    def _encode_with_cache(self, lines: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
+        """(int32 [n] ids, int64 [lines] ids per line): cached lines assembled from the cache,
+        the others encoded whole (module docstring)."""
         if len(self._index) > MAX_CACHED_WORDS:
             self._reset_cache()
-        words_per_line = np.empty(len(normalized), np.int64)
+        index, lower = self._index, self._tok.lower
+        words_per_line = np.zeros(len(lines), np.int64)
         words: List[str] = []
-        for i, line in enumerate(normalized):
-            line_words = line.split(" ") if line else []
-            words_per_line[i] = len(line_words)
-            words.extend(line_words)
-        index = self._index
-        missing = sorted({w for w in words if w not in index})
-        if missing:
-            new = [np.asarray(self._tok.encode_ids(w, normalize=False), np.int32)
-                   for w in missing]
-            for w in missing:
-                index[w] = len(index)
-            lengths = np.array([p.shape[0] for p in new], np.int64)
-            self._flat = np.concatenate([self._flat] + new)
-            self._offset = np.concatenate([self._offset,
-                                           self._offset[-1] + np.cumsum(lengths)])
-        word_ids = np.fromiter((index[w] for w in words), np.int64, count=len(words))
-        starts = self._offset[word_ids]
-        lengths = self._offset[word_ids + 1] - starts
-        total = int(lengths.sum())
+        whole: List[int] = []
+        for i, raw in enumerate(lines):
+            # Printable ASCII (no tab or other control character inside; whitespace at the
+            # ends is dropped by `normalize` anyway): `normalize` only joins the words with
+            # single spaces, maps `` and '' to " (never across a space) and
+            # lowercases, so the words can be taken from the raw line directly.
+            core = raw.strip() if len(raw) <= MAX_CACHED_LINE and raw.isascii() else "\t"
+            if core.isprintable():
+                line_words = (core.lower() if lower else core).split()
+                if "``" in raw or "''" in raw:
+                    line_words = [w.replace("``", '"').replace("''", '"') for w in line_words]
+                words_per_line[i] = len(line_words)
+                words.extend(line_words)
+            else:
+                whole.append(i)
+        rows = np.fromiter(map(index.get, words, itertools.repeat(_NEW, len(words))),
+                           np.int64, count=len(words))
+        pending = np.flatnonzero(rows == _NEW)
+        if pending.size:
+            fresh = {words[k] for k in pending.tolist()}
+            seen = self._seen_once
+            again = sorted(fresh.intersection(seen))
+            if len(seen) > MAX_SEEN_ONCE:
+                seen.clear()
+            seen.difference_update(again)
+            seen.update(fresh.difference(again))
+            if again:
+                self._add_words(again)
+                rows[pending] = [index.get(words[k], _NEW) for k in pending.tolist()]
+        line_of_word = np.repeat(np.arange(len(lines)), words_per_line)
+        uncached = line_of_word[rows < 0]
+        if uncached.size:
+            whole = sorted(set(whole).union(uncached.tolist()))
+            if 2 * len(whole) > len(lines):  # mostly new text: splicing would cost more
+                return _flatten(self._sp.Encode(self._normalized(lines),
+                                                num_threads=self._threads))
+            words_per_line[whole] = 0  # their words' pieces are dropped below
+            rows = rows[words_per_line[line_of_word] > 0]
+        offsets = self._offset_array
+        starts = offsets[rows]
+        lengths = offsets[rows + 1] - starts
         # Gather the pieces of every word: flat[starts[w] + j] for j < lengths[w].
         shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-        ids = self._flat[shift + np.arange(total)]
+        ids = self._flat[shift + np.arange(int(lengths.sum()))]
         token_end = np.concatenate([[0], np.cumsum(lengths)])[np.cumsum(words_per_line)]
         per_line = np.diff(np.concatenate([[0], token_end]))
-        return ids.astype(np.int32), per_line.astype(np.int64)
+        if not whole:
+            return ids, per_line
+        encoded = self._sp.Encode(self._normalized([lines[i] for i in whole]),
+                                  num_threads=self._threads)
+        return _replace_lines(ids, per_line, whole, encoded)
+
+
+def score_margin(max_abs_score: float) -> float:
+    """How much two path scores through one character of a word may be moved by rounding.
+
+    SentencePiece adds piece scores in float32 along a line. Every piece covers at least one
+    character, so a line of at most MAX_CACHED_LINE characters (plus the "\u2581" in front)
+    has at most MAX_CACHED_LINE + 1 pieces and its running score stays below that many times
+    (max |piece score| + 10, the unknown-piece penalty), where one addition rounds by at most
+    half a unit in the last place (ulp). A path through a word of c characters has at most c
+    pieces, so two such paths move apart by at most c * ulp; a word is cached only if its
+    best path wins by more than twice that.
+    """
+    bound = (MAX_CACHED_LINE + 1) * (abs(float(max_abs_score)) + 10.0)
+    ulp = 2.0 ** (int(np.floor(np.log2(bound))) - 23)
+    return 2.0 * ulp
+
+
+def _flatten(encoded: List[List[int]]) -> Tuple[np.ndarray, np.ndarray]:
+    """(int32 [n] all ids, int64 [lines] ids per line) of SentencePiece's per-line lists."""
+    per_line = np.fromiter(map(len, encoded), np.int64, count=len(encoded))
+    ids = np.fromiter(itertools.chain.from_iterable(encoded), np.int32,
+                      count=int(per_line.sum()))
+    return ids, per_line
+
+
+def _replace_lines(ids: np.ndarray, per_line: np.ndarray, lines: List[int],
+                   new_ids: Sequence) -> Tuple[np.ndarray, np.ndarray]:
+    """`ids` with the ids of each line in `lines` (ascending) replaced by `new_ids`."""
+    ends = np.cumsum(per_line)
+    starts = ends - per_line
+    parts = []
+    done = 0
+    for i, replacement in zip(lines, new_ids):
+        parts.append(ids[done:starts[i]])
+        parts.append(np.asarray(replacement, np.int32))
+        done = ends[i]
+    parts.append(ids[done:])
+    per_line = per_line.copy()
+    per_line[lines] = [len(x) for x in new_ids]
+    return np.concatenate(parts).astype(np.int32, copy=False), per_line

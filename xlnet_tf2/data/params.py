@@ -36,9 +36,9 @@ class DataParams:
     span_mode: "original" (default: the original sampler exactly, spans of n subword pieces)
       or "word" (spans of n whole words, the paper's evident intent).
     max_span: longest span n (the original uses 5).
-    word_cache: tokenize with the word cache of `encode.BatchEncoder` (several times faster;
-      differs from line-by-line `encode_ids` only where two segmentations of a word score
-      exactly the same, 0.01% of tokens measured); off: exactly `encode_ids`.
+    word_cache: tokenize with the word cache of `encode.BatchEncoder` (default). Both modes
+      give exactly `encode_ids` line by line; the cache is faster once words repeat (large
+      corpora) and slower on the first megabytes of new text (docs/DATA.md).
     """
 
     seq_len: int = 512
@@ -54,7 +54,7 @@ class DataParams:
     uncased: bool = False
     span_mode: str = "original"
     max_span: int = 5
-    word_cache: bool = False
+    word_cache: bool = True
 
     @property
     def new_len(self) -> int:
