@@ -3,20 +3,21 @@
 Two modes, both exact (the ids equal `SentencePieceTokenizer.encode_ids(line)` line by line)
 and both linear in the text size whatever the line lengths:
 
-* line mode (default): one SentencePiece call encodes the whole batch of normalized lines.
-  Normalization is `preprocess_text`, with a shortcut for ASCII lines (NFKD and the accent
-  filter leave ASCII unchanged).
-* word cache (`word_cache=True`): XLNet SentencePiece models split at whitespace (no piece
-  has "▁" inside; checked when the encoder is built, else line mode is used), so every
-  segmentation of a line passes through every word boundary, and the best one is the
-  concatenation of each word's best segmentation *if* each word's best is unique. A word
-  seen a second time is encoded once and cached if its best segmentation beats its second
-  best (the scores of SentencePiece's two best segmentations) by more than the float32 rounding of a line's path
-  scores could move either (`score_margin`). A line is assembled from the cache when it is
-  printable ASCII of at most MAX_CACHED_LINE characters and all its words are cached; any
-  other line (new words, ties like "]]]" = "]]" + "]" or "]" + "]]", other scripts, very
-  long lines) is encoded whole, as in line mode, so fresh text costs about what line mode
-  costs and repeated vocabulary much less (docs/DATA.md).
+* line mode (`word_cache=False`): one SentencePiece call encodes the whole batch of
+  normalized lines. Normalization is `preprocess_text`, with a shortcut for ASCII lines
+  (NFKD and the accent filter leave ASCII unchanged).
+* word cache (`word_cache=True`, the default of data preparation): XLNet SentencePiece
+  models split at whitespace (no piece has "▁" inside; checked when the encoder is
+  built, else line mode is used), so every segmentation of a line passes through every word
+  boundary, and the best one is the concatenation of each word's best segmentation *if*
+  each word's best is unique. A word seen a second time is encoded once and cached if its
+  best segmentation beats its second best (the scores of SentencePiece's two best
+  segmentations) by more than the float32 rounding of a line's path scores could move
+  either (`score_margin`). A line is assembled from the cache when it is printable ASCII of
+  at most MAX_CACHED_LINE characters and all its words are cached; any other line (new
+  words, ties like "]]]" = "]]" + "]" or "]" + "]]", other scripts, very long lines) is
+  encoded whole, as in line mode. Repeated vocabulary costs much less than in line mode,
+  new text more (every word is checked before it is cached; docs/DATA.md).
 
 In both modes lines whose ids contain a piece ending in digit + "," (the original re-split
 rule) or `<unk>` are re-encoded with `encode_ids` itself.
@@ -49,6 +50,7 @@ MAX_CACHED_LINE = 1000
 MAX_CACHED_WORD = 32
 _UNSAFE = -1     # a word that must not come from the cache (tie, too long)
 _NEW = -2        # (lookup default) a word not in the cache
+
 
 def normalize(text: str, *, lower: bool, keep_accents: bool) -> str:
     """`preprocess_text(text)` (remove_space=True), faster for ASCII text."""
@@ -91,10 +93,9 @@ class BatchEncoder:
         # word -> its row in _offset, or _UNSAFE.
         self._index: Dict[str, int] = {}
         self._seen_once: set = set()
-        self._rows = 0
-        self._flat = np.zeros(1 << 16, np.int32)  # ids of all cached words, concatenated
-        self._offset = [0]                         # start of each cached word in _flat
-        self._offset_array = np.zeros(1, np.int64)
+        self._rows = 0                              # cached words
+        self._flat = np.zeros(1 << 16, np.int32)    # ids of all cached words, concatenated
+        self._offset = np.zeros(1 << 12, np.int64)  # [rows + 1] start of each word in _flat
 
     def _normalized(self, lines: Sequence[str]) -> List[str]:
         lower, keep = self._tok.lower, self._tok.keep_accents
@@ -132,27 +133,24 @@ class BatchEncoder:
             index[w] = _UNSAFE
         if not short:
             return
-        used = self._offset[-1]
-        new = []
+        start = used = int(self._offset[self._rows])
+        new, ends = [], []
         scores = self._scores
         for w, paths in zip(short, self._sp.NBestEncodeAsIds(short, 2)):
             # The first path is the Viterbi path; a clear gap makes it the only best one.
             if len(paths) == 1 or (sum(scores[i] for i in paths[0])
                                    - sum(scores[i] for i in paths[1])
                                    > self._margin * len(w)):
-                index[w] = self._rows
-                self._rows += 1
+                index[w] = self._rows + len(ends)
                 new.extend(paths[0])
                 used += len(paths[0])
-                self._offset.append(used)
-        if new:
-            start = self._offset_array[-1]
-            if used > self._flat.shape[0]:  # grow by doubling: appending stays linear
-                grown = np.zeros(max(used, 2 * self._flat.shape[0]), np.int32)
-                grown[:start] = self._flat[:start]
-                self._flat = grown
+                ends.append(used)
+        if ends:
+            self._flat = _grown(self._flat, used)
             self._flat[start:used] = new
-            self._offset_array = np.asarray(self._offset, np.int64)
+            self._offset = _grown(self._offset, self._rows + len(ends) + 1)
+            self._offset[self._rows + 1:self._rows + len(ends) + 1] = ends
+            self._rows += len(ends)
 
     def _encode_with_cache(self, lines: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
         """(int32 [n] ids, int64 [lines] ids per line): cached lines assembled from the cache,
@@ -200,7 +198,7 @@ class BatchEncoder:
                                                 num_threads=self._threads))
             words_per_line[whole] = 0  # their words' pieces are dropped below
             rows = rows[words_per_line[line_of_word] > 0]
-        offsets = self._offset_array
+        offsets = self._offset
         starts = offsets[rows]
         lengths = offsets[rows + 1] - starts
         # Gather the pieces of every word: flat[starts[w] + j] for j < lengths[w].
@@ -229,6 +227,16 @@ def score_margin(max_abs_score: float) -> float:
     bound = (MAX_CACHED_LINE + 1) * (abs(float(max_abs_score)) + 10.0)
     ulp = 2.0 ** (int(np.floor(np.log2(bound))) - 23)
     return 2.0 * ulp
+
+
+def _grown(array: np.ndarray, size: int) -> np.ndarray:
+    """`array`, or a copy twice as long (or `size`) if it holds fewer than `size` entries:
+    appending stays linear in the total."""
+    if size <= array.shape[0]:
+        return array
+    grown = np.zeros(max(size, 2 * array.shape[0]), array.dtype)
+    grown[:array.shape[0]] = array
+    return grown
 
 
 def _flatten(encoded: List[List[int]]) -> Tuple[np.ndarray, np.ndarray]:
