@@ -112,3 +112,34 @@ def test_word_cache_and_line_mode_prepare_the_same_bytes(tmp_path):
     assert len(names) == 4
     match, mismatch, errors = filecmp.cmpfiles(outs[0], outs[1], names, shallow=False)
     assert mismatch == [] and errors == [] and len(match) == 4
+
+
+def test_remote_paths_go_through_gfile():
+    """URLs (gs:// on Dataflow; TensorFlow's in-memory ram:// here) take the tf.io.gfile path
+    for every file operation data preparation makes, scratch and token files included."""
+    import numpy as np
+    import tensorflow as tf
+
+    from xlnet_tf2.data import fileio, records
+    from xlnet_tf2.data.beam_pipeline import read_tokens, write_tokens
+
+    root = "ram://xlnet-remote-test/out"
+    assert fileio.is_remote(root) and not fileio.is_remote("/tmp/x")
+    assert not fileio.is_remote("file:///tmp/x")
+    fileio.makedirs(root + "/.prep/tokens")
+    ids, sent = np.arange(7, dtype=np.int32), np.array([0, 0, 1, 1, 1, 2, 2], np.int32)
+    path = root + "/.prep/tokens/t.npy"
+    write_tokens(path, ids, sent)
+    np.testing.assert_array_equal(read_tokens(path), np.stack([ids, sent]))
+    fileio.write_atomically(root + "/m.json", b"{}")
+    with fileio.open_file(root + "/m.json") as f:
+        assert f.read() == "{}"
+    with records.TFRecordFileWriter(root + "/r.tfrecord") as w:
+        w.write_all([b"a", b"bc"])
+        w.commit()
+    assert [r.numpy() for r in tf.data.TFRecordDataset(root + "/r.tfrecord")] == [b"a", b"bc"]
+    assert sorted(fileio.listdir(root)) == [".prep", "m.json", "r.tfrecord"]
+    fileio.remove(root + "/m.json")
+    fileio.rmtree(root + "/.prep")
+    assert fileio.listdir(root) == ["r.tfrecord"] and not fileio.exists(path)
+    fileio.rmtree("ram://xlnet-remote-test")
