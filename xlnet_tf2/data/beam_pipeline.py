@@ -139,9 +139,10 @@ def is_eval_document(seed: int, key: Tuple[int, int], eval_fraction: float) -> b
     return int.from_bytes(digest[:8], "big") < eval_fraction * 2.0 ** 64
 
 
-def text_file_name(batch_key: Tuple[int, int, int]) -> str:
+def scratch_file_name(batch_key: Tuple[int, int, int], suffix: str) -> str:
+    """Name of a batch's scratch file (its text ".txt" or its token ids ".npy")."""
     source, number, split = batch_key
-    return f"split{split}-source{source:06d}-batch{number:08d}.txt"
+    return f"split{split}-source{source:06d}-batch{number:08d}{suffix}"
 
 
 class _ReadSource(beam.DoFn):
@@ -175,7 +176,7 @@ class _ReadSource(beam.DoFn):
             if docs:
                 key = (source[1], numbers[split], int(split))
                 numbers[split] += 1
-                path = os.path.join(self._text_dir, text_file_name(key))
+                path = os.path.join(self._text_dir, scratch_file_name(key, ".txt"))
                 fileio.write_atomically(
                     path, "\n".join(line for _, doc in docs for line in doc).encode())
                 out = (key, ([k for k, _ in docs],
@@ -199,11 +200,6 @@ class _ReadSource(beam.DoFn):
         yield from flush(True)
         if bad:
             yield beam.pvalue.TaggedOutput("bad_lines", (source[2], len(bad)))
-
-
-def token_file_name(batch_key: Tuple[int, int, int]) -> str:
-    source, number, split = batch_key
-    return f"split{split}-source{source:06d}-batch{number:08d}.npy"
 
 
 def write_tokens(path: str, ids: np.ndarray, sentences: np.ndarray) -> None:
@@ -280,7 +276,7 @@ class _Tokenize(beam.DoFn):
         self._progress.add(len(text) + 1)
         if kept.size == 0:
             return []
-        path = os.path.join(self._token_dir, token_file_name(batch_key))
+        path = os.path.join(self._token_dir, scratch_file_name(batch_key, ".npy"))
         write_tokens(path, out_ids, out_sent)
         return [(batch_key, path, [(doc_keys[i], int(n)) for i, n in zip(kept, lengths)])]
 

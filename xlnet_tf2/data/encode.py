@@ -101,6 +101,11 @@ class BatchEncoder:
         lower, keep = self._tok.lower, self._tok.keep_accents
         return [normalize(line, lower=lower, keep_accents=keep) for line in lines]
 
+    def _encode_whole(self, lines: Sequence[str]) -> List[List[int]]:
+        """SentencePiece ids of each whole normalized line (one batch call)."""
+        return (self._sp.Encode(self._normalized(lines), num_threads=self._threads)
+                if lines else [])
+
     def encode_lines(self, lines: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
         """Ids of every line.
 
@@ -113,9 +118,7 @@ class BatchEncoder:
         if self.word_cache and self._splits_at_spaces:
             ids, per_line = self._encode_with_cache(lines)
         else:
-            ids, per_line = _flatten(self._sp.Encode(self._normalized(lines),
-                                                     num_threads=self._threads)
-                                     if lines else [])
+            ids, per_line = _flatten(self._encode_whole(lines))
         flagged = self._recheck[ids]
         if not flagged.any():
             return ids, per_line
@@ -194,8 +197,7 @@ class BatchEncoder:
         if uncached.size:
             whole = sorted(set(whole).union(uncached.tolist()))
             if 2 * len(whole) > len(lines):  # mostly new text: splicing would cost more
-                return _flatten(self._sp.Encode(self._normalized(lines),
-                                                num_threads=self._threads))
+                return _flatten(self._encode_whole(lines))
             words_per_line[whole] = 0  # their words' pieces are dropped below
             rows = rows[words_per_line[line_of_word] > 0]
         offsets = self._offset
@@ -208,9 +210,8 @@ class BatchEncoder:
         per_line = np.diff(np.concatenate([[0], token_end]))
         if not whole:
             return ids, per_line
-        encoded = self._sp.Encode(self._normalized([lines[i] for i in whole]),
-                                  num_threads=self._threads)
-        return _replace_lines(ids, per_line, whole, encoded)
+        return _replace_lines(ids, per_line, whole,
+                              self._encode_whole([lines[i] for i in whole]))
 
 
 def score_margin(max_abs_score: float) -> float:

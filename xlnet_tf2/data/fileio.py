@@ -91,9 +91,14 @@ def glob(pattern: str) -> List[str]:
     return [p for p in _glob.glob(_local(pattern)) if os.path.isfile(p)]
 
 
+def temporary_name(path: str) -> str:
+    """A name beside `path` that no other process or call uses, for write-then-rename."""
+    return f"{path}.tmp-{os.getpid()}-{os.urandom(6).hex()}"
+
+
 def write_atomically(path: str, data: bytes) -> None:
     """Writes `data` to a temporary name beside `path`, then renames it into place."""
-    tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(6).hex()}"
+    tmp = temporary_name(path)
     with open_file(tmp, "wb") as f:
         f.write(data)
     rename(tmp, path)

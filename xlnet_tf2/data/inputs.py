@@ -111,11 +111,9 @@ def read_lines(path: str, skip_bad_lines: bool, fix: str,
                     lines = data.decode("utf-8").split("\n")[:-1]
                 except UnicodeDecodeError:
                     pass
-            raw_lines = None
             if lines is None:  # a bad line somewhere in the block: find and name it
-                raw_lines = data.split(b"\n")[:-1]
                 lines = []
-                for number, raw in enumerate(raw_lines, start=lines_before + 1):
+                for number, raw in enumerate(data.split(b"\n")[:-1], start=lines_before + 1):
                     try:
                         lines.append(decode_line(raw, path, number, fix))
                     except DataPrepError:
@@ -123,7 +121,7 @@ def read_lines(path: str, skip_bad_lines: bool, fix: str,
                             raise
                         if bad_line_counter is not None:
                             bad_line_counter.inc()
-            lines_before += len(raw_lines) if raw_lines is not None else len(lines)
+            lines_before += data.count(b"\n")
             yield from lines
 
 

@@ -17,7 +17,6 @@ orders map entries); tests/test_data_records.py checks it byte for byte against 
 
 from __future__ import annotations
 
-import os
 import struct
 from typing import Dict, Iterable, List
 
@@ -204,7 +203,7 @@ class TFRecordFileWriter:
 
     def __init__(self, path: str):
         self.path = path
-        self._tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(6).hex()}"
+        self._tmp = fileio.temporary_name(path)
         self._file = fileio.open_file(self._tmp, "wb")
         self.records = 0
         self.bytes = 0
