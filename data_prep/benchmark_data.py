@@ -16,7 +16,7 @@ from xlnet_tf2 import cli
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
-from xlnet_tf2.data.throughput import format_report, measure_data_throughput
+from xlnet_tf2.tools.data_throughput import format_report, measure_data_throughput
 
 flags.DEFINE_string("workdir", "/tmp/xlnet_data_benchmark", "Scratch directory for the corpus, "
                     "the SentencePiece model and the prepared data.")

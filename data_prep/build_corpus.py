@@ -1,4 +1,4 @@
-"""Writes an English corpus of Python standard-library docstrings (xlnet_tf2.data.corpus).
+"""Writes an English corpus of Python standard-library docstrings (xlnet_tf2.tools.corpus).
 
     python data_prep/build_corpus.py --output=runs/corpus/stdlib.txt --min_bytes=1000000
 
@@ -13,7 +13,7 @@ from xlnet_tf2 import cli
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
-from xlnet_tf2.data.corpus import build_stdlib_corpus
+from xlnet_tf2.tools.corpus import build_stdlib_corpus
 
 flags.DEFINE_string("output", None, "The text file to write, in the pretraining input format.")
 flags.DEFINE_integer("min_bytes", 1_000_000, "Fail if the standard library yields less text.")

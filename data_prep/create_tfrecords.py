@@ -1,4 +1,4 @@
-"""Prepares XLNet pretraining examples with Apache Beam (library: xlnet_tf2.data.beam_pipeline).
+"""Prepares XLNet pretraining examples with Apache Beam (library: xlnet_tf2.prep.beam_pipeline).
 
     python data_prep/create_tfrecords.py --input='corpus/*.txt' --spm_model=sp.model \
         --output_dir=data/pretrain --num_streams=64 --bi_data
@@ -19,11 +19,11 @@ cli.quiet_startup()  # no TensorFlow/Beam start-up noise unless --verbosity
 
 import contextlib  # noqa: E402
 
-from xlnet_tf2.data import beam_options  # noqa: E402
+from xlnet_tf2.prep import beam_options  # noqa: E402
 
 # Importing Beam logs warnings about optional packages (crcmod); not without --verbosity.
 with cli.silenced_stderr() if not cli.verbosity_requested() else contextlib.nullcontext():
-    from xlnet_tf2.data.beam_pipeline import PROGRESS_TAG, create_tfrecords  # noqa: E402
+    from xlnet_tf2.prep.beam_pipeline import PROGRESS_TAG, create_tfrecords  # noqa: E402
 from xlnet_tf2.data.params import DataParams, DataPrepError
 
 _D = DataParams()

@@ -1,4 +1,4 @@
-"""Trains the XLNet SentencePiece model (library: xlnet_tf2.tokenization.train_sentencepiece).
+"""Trains the XLNet SentencePiece model (library: xlnet_tf2.tokenizers.sentencepiece_tokenizer.train_sentencepiece).
 
     python data_prep/train_sentencepiece.py --input='corpus/*.txt' --vocab_size=32000 \
         --model_prefix=out/spiece
@@ -15,9 +15,9 @@ from xlnet_tf2 import cli
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
-from xlnet_tf2.data.inputs import check_text_files, expand_inputs
+from xlnet_tf2.prep.text_sources import check_text_files, expand_inputs
 from xlnet_tf2.data.params import DataPrepError
-from xlnet_tf2.tokenization import TokenizerError, train_sentencepiece
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import TokenizerError, train_sentencepiece
 
 flags.DEFINE_list("input", [], "Text files or globs (comma-separated) to learn the pieces from; "
                   "each line is normalized with preprocess_text first.")

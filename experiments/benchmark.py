@@ -96,7 +96,7 @@ def _row(name, workload, measurement, flops, peak, baseline=None):
 
 
 def _compare(title, workload, ours, theirs, flops, peak):
-    from xlnet_tf2.benchmarking import interleaved
+    from xlnet_tf2.tools.benchmarking import interleaved
 
     runs = dict(ours)
     if theirs is not None:
@@ -111,7 +111,7 @@ def _compare(title, workload, ours, theirs, flops, peak):
 
 
 def _pretrain_rows(workload, peak):
-    from xlnet_tf2.benchmarking import make_batch, tf_pretrain_step
+    from xlnet_tf2.tools.benchmarking import make_batch, tf_pretrain_step
     from xlnet_tf2.training.flops import pretrain_step_flops
 
     config = _model_config(workload)
@@ -131,7 +131,7 @@ def _pretrain_rows(workload, peak):
 
 
 def _inference_rows(batch_size, peak, export_dir):
-    from xlnet_tf2.benchmarking import Workload, make_batch, saved_model_inference, tf_inference
+    from xlnet_tf2.tools.benchmarking import Workload, make_batch, saved_model_inference, tf_inference
     from xlnet_tf2.training.flops import pretrain_step_flops
 
     workload = Workload(batch_size=batch_size, seq_len=FLAGS.inference_seq_len)
@@ -156,7 +156,7 @@ def _data_report(train_rows):
     shape, set against what the timed training step consumes."""
     import tempfile
 
-    from xlnet_tf2.data.throughput import format_report, measure_data_throughput
+    from xlnet_tf2.tools.data_throughput import format_report, measure_data_throughput
 
     with tempfile.TemporaryDirectory() as workdir:
         # Per-stage tokens/s (with the SentencePiece-only ceiling) and end-to-end Beam runs at
@@ -211,8 +211,8 @@ def main(argv):
 
     import tensorflow as tf
 
-    from xlnet_tf2.benchmarking import Workload
-    from xlnet_tf2.training.flops import measure_matmul_peak
+    from xlnet_tf2.tools.benchmarking import Workload
+    from xlnet_tf2.training.device_peak import measure_matmul_peak
 
     peak = measure_matmul_peak(tf.float32)
     print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
@@ -229,7 +229,7 @@ def main(argv):
     if "inference" in FLAGS.workloads:
         import tempfile
 
-        from xlnet_tf2.benchmarking import export_features_saved_model
+        from xlnet_tf2.tools.benchmarking import export_features_saved_model
 
         with tempfile.TemporaryDirectory() as workdir:
             export_dir = None

@@ -43,9 +43,9 @@ def ours_step(model_dir):
     import tensorflow as tf
 
     from xlnet_tf2.config import XLNetConfig
-    from xlnet_tf2.training.pretrainer import DataShape, Pretrainer
+    from xlnet_tf2.tasks.pretraining import DataShape, Pretrainer
     from xlnet_tf2.training.run_config import PretrainConfig
-    from xlnet_tf2.training.synthetic_data import synthetic_pretrain_dataset
+    from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
 
     shape = DataShape(FLAGS.seq_len, FLAGS.reuse_len, FLAGS.num_predict, True)
     model_config = XLNetConfig.resolve(FLAGS.model_config)
@@ -88,7 +88,7 @@ def main(argv):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import tensorflow as tf
 
-    from xlnet_tf2.benchmarking import Workload, interleaved, make_batch
+    from xlnet_tf2.tools.benchmarking import Workload, interleaved, make_batch
     from xlnet_tf2.data.pretrain_dataset import bytes_per_example
     from xlnet_tf2.training.flops import pretrain_step_flops
 

@@ -25,7 +25,7 @@ from xlnet_tf2 import cli
 
 cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
 
-from xlnet_tf2.finetuning import cli_flags  # noqa: E402
+from xlnet_tf2.tasks import finetune_flags  # noqa: E402
 
 FLAGS = flags.FLAGS
 flags.DEFINE_string("model_dir", None, "Directory with xlnet_config.json, spiece.model and a "
@@ -38,7 +38,7 @@ flags.DEFINE_integer("seq_len", None, "Tokens per text, <sep> and <cls> included
                      "model_dir's task.json seq_len, else 512).")
 flags.DEFINE_integer("batch_size", 16, "Texts per forward pass (the last batch is padded so "
                      "every pass has the same shape).")
-cli_flags.define_inference_flags()
+finetune_flags.define_inference_flags()
 flags.mark_flags_as_required(["model_dir", "input_file", "output_file"])
 
 
@@ -48,16 +48,16 @@ def main(argv):
     import tensorflow as tf
 
     from xlnet_tf2.export.feature_extraction import extract
-    from xlnet_tf2.export.saved_model import load_task_model
-    from xlnet_tf2.finetuning.readers import read_utf8_text
-    from xlnet_tf2.tokenization import SentencePieceTokenizer
+    from xlnet_tf2.tasks.task_spec import load_task_model
+    from xlnet_tf2.tasks.text_readers import read_utf8_text
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     if not FLAGS.output_file.endswith((".npz", ".jsonl")):
         raise app.UsageError(f"--output_file={FLAGS.output_file!r} must end in .npz or .jsonl.")
     if not tf.io.gfile.exists(FLAGS.input_file):
         raise app.UsageError(f"--input_file={FLAGS.input_file!r} does not exist.")
     texts = read_utf8_text(FLAGS.input_file).splitlines()
-    strategy = cli_flags.inference_strategy()
+    strategy = finetune_flags.inference_strategy()
     with strategy.scope():
         model, spec, spm_model = load_task_model(FLAGS.model_dir, "features")
         seq_len = FLAGS.seq_len or spec.seq_len

@@ -17,7 +17,7 @@ from absl import flags
 from xlnet_tf2 import cli
 
 cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
-from xlnet_tf2.finetuning import cli_flags as finetune_flags
+from xlnet_tf2.tasks import finetune_flags
 
 FLAGS = flags.FLAGS
 finetune_flags.define_common_flags()
@@ -48,9 +48,9 @@ flags.DEFINE_enum("summary_type", "last", ["last", "first", "mean", "attn"],
 
 def main(argv):
     del argv
-    from xlnet_tf2.finetuning import classification
-    from xlnet_tf2.finetuning.features import layout_for_summary
-    from xlnet_tf2.finetuning.task_spec import TaskSpec
+    from xlnet_tf2.tasks import classification
+    from xlnet_tf2.tokenizers.packing import layout_for_summary
+    from xlnet_tf2.tasks.task_spec import TaskSpec
 
     default_metric = "pearson" if FLAGS.task == "regression" else "accuracy"
     cfg = finetune_flags.finetune_config(default_metric)

@@ -28,7 +28,7 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from xlnet_tf2.training import distribution
-    from xlnet_tf2.training.pretrain_job import run_pretraining
+    from xlnet_tf2.tasks.pretraining_job import run_pretraining
     from xlnet_tf2.training.trainer import DataExhaustedError, TrainingDivergedError
     from xlnet_tf2.training.run_config import RunConfigError
     from xlnet_tf2.config import ConfigError

@@ -10,10 +10,10 @@ from absl import flags
 from xlnet_tf2 import cli
 
 cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
-from xlnet_tf2.finetuning import cli_flags
+from xlnet_tf2.tasks import finetune_flags
 
 FLAGS = flags.FLAGS
-cli_flags.define_common_flags()
+finetune_flags.define_common_flags()
 flags.DEFINE_string("train_path", None, "A RACE JSON file or a directory of them (searched "
                     "recursively, e.g. RACE/train covering high/ and middle/).")
 flags.DEFINE_string("eval_path", None, "Evaluation RACE file or directory.")
@@ -23,19 +23,19 @@ flags.mark_flags_as_required(["train_path"])
 
 def main(argv):
     del argv
-    from xlnet_tf2.finetuning import race
-    from xlnet_tf2.finetuning.task_spec import TaskSpec
+    from xlnet_tf2.tasks import race
+    from xlnet_tf2.tasks.task_spec import TaskSpec
 
-    cfg = cli_flags.finetune_config("accuracy")
-    model_config, spm_model = cli_flags.model_config(cfg), cli_flags.spm_model(cfg)
-    strategy = cli_flags.strategy_from_flags(cfg)
+    cfg = finetune_flags.finetune_config("accuracy")
+    model_config, spm_model = finetune_flags.model_config(cfg), finetune_flags.spm_model(cfg)
+    strategy = finetune_flags.strategy_from_flags(cfg)
     spec = TaskSpec(task="race", seq_len=cfg.seq_len, max_qa_length=FLAGS.max_qa_length,
                     lower=cfg.lower)
     result = race.run(cfg=cfg, model_config=model_config, spec=spec, spm_model=spm_model,
                       train_path=FLAGS.train_path, eval_path=FLAGS.eval_path,
                       eval_batch_size=cfg.eval_batch_size, strategy=strategy,
                       head_dropout=cfg.head_dropout)
-    cli_flags.report(result)
+    finetune_flags.report(result)
 
 
 if __name__ == "__main__":

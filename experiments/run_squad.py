@@ -19,10 +19,10 @@ from absl import app, flags
 from xlnet_tf2 import cli
 
 cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
-from xlnet_tf2.finetuning import cli_flags
+from xlnet_tf2.tasks import finetune_flags
 
 FLAGS = flags.FLAGS
-cli_flags.define_common_flags()
+finetune_flags.define_common_flags()
 flags.DEFINE_string("train_file", None, "Training data: a SQuAD-format JSON file "
                     "(train-v1.1.json or train-v2.0.json). Required when --do_train.")
 flags.DEFINE_string("predict_file", None, "Evaluation data: a SQuAD-format JSON file "
@@ -53,8 +53,8 @@ flags.DEFINE_string("output_dir", None, "Where predictions.json, null_odds.json 
 
 def main(argv):
     del argv
-    from xlnet_tf2.finetuning import squad
-    from xlnet_tf2.finetuning.task_spec import TaskSpec
+    from xlnet_tf2.tasks import squad
+    from xlnet_tf2.tasks.task_spec import TaskSpec
 
     if not FLAGS.do_train:
         if not FLAGS.predict_file:
@@ -67,9 +67,9 @@ def main(argv):
         return
     if not FLAGS.train_file:
         raise app.UsageError("--train_file is required when training (--do_train).")
-    cfg = cli_flags.finetune_config("f1")
-    model_config, spm_model = cli_flags.model_config(cfg), cli_flags.spm_model(cfg)
-    strategy = cli_flags.strategy_from_flags(cfg)
+    cfg = finetune_flags.finetune_config("f1")
+    model_config, spm_model = finetune_flags.model_config(cfg), finetune_flags.spm_model(cfg)
+    strategy = finetune_flags.strategy_from_flags(cfg)
     spec = TaskSpec(task="squad", seq_len=cfg.seq_len, layout="squad", lower=cfg.lower,
                     version_2_with_negative=FLAGS.version_2_with_negative,
                     doc_stride=FLAGS.doc_stride, max_query_length=FLAGS.max_query_length,
@@ -79,7 +79,7 @@ def main(argv):
                        train_file=FLAGS.train_file, predict_file=FLAGS.predict_file,
                        eval_batch_size=cfg.eval_batch_size, output_dir=FLAGS.output_dir,
                        strategy=strategy, head_dropout=cfg.head_dropout)
-    cli_flags.report(result)
+    finetune_flags.report(result)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
   python experiments/scale_report.py                        # the paper's setting (markdown)
   python experiments/scale_report.py --chips=256 --chips_per_host=8 --global_batch=4096
 
-Pure arithmetic (xlnet_tf2/training/scale_costs.py, where the assumptions are listed): nothing
+Pure arithmetic (xlnet_tf2/tools/scale_costs.py, where the assumptions are listed): nothing
 is built or run, so it answers in a second on any machine.
 """
 
@@ -19,7 +19,7 @@ from xlnet_tf2 import cli  # noqa: E402
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
-from xlnet_tf2.training.scale_costs import PAPER, PodSetting, markdown_table, paper_costs  # noqa
+from xlnet_tf2.tools.scale_costs import PAPER, PodSetting, markdown_table, paper_costs  # noqa
 
 FLAGS = flags.FLAGS
 flags.DEFINE_integer("global_batch", PAPER.global_batch, "Global batch (sequences per step).")

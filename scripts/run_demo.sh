@@ -73,7 +73,7 @@ echo "== 5/6 held-out loss against the unigram baselines"
 $PY - "$OUT" "$BATCH" "$MIN_MARGIN" <<'PY'
 import json, os, sys
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from xlnet_tf2.training.pretrain_job import held_out_unigram_baseline
+from xlnet_tf2.tools.baselines import held_out_unigram_baseline
 out, batch, margin = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 steps = [json.loads(l) for l in open(os.path.join(out, "model", "steps.jsonl"))]
 evals = [json.loads(l) for l in open(os.path.join(out, "model", "eval_results.jsonl"))]

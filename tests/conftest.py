@@ -3,7 +3,7 @@
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-# Tokenized fine-tuning features are cached (xlnet_tf2/finetuning/feature_cache.py): tests, and
+# Tokenized fine-tuning features are cached (xlnet_tf2/tasks/feature_cache.py): tests, and
 # the command-line tools they start, use a fresh cache of their own, not the user's.
 os.environ.setdefault("XLNET_TF2_CACHE", __import__("tempfile").mkdtemp(prefix="xlnet_cache_"))
 

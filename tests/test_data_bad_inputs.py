@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from xlnet_tf2.data.beam_pipeline import create_tfrecords
+from xlnet_tf2.prep.beam_pipeline import create_tfrecords
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from test_data_fixtures import LOCAL_BEAM, corpus_path, spm_model, workdir
 

@@ -4,12 +4,12 @@ import time
 
 import numpy as np
 
-from xlnet_tf2.data.encode import BatchEncoder, normalize, score_margin
-from xlnet_tf2.data.examples import row_example_batches
+from xlnet_tf2.prep.encode import BatchEncoder, normalize, score_margin
+from xlnet_tf2.prep.examples import row_example_batches
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data import records
-from xlnet_tf2.data.span_sampling import start_piece_table
-from xlnet_tf2.tokenization import SentencePieceTokenizer, preprocess_text
+from xlnet_tf2.prep.span_sampling import start_piece_table
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, preprocess_text
 from test_data_fixtures import corpus_path, tokenizer
 
 HARD = ["In 2000, 1,234,567 people paid $3,50, or 12,", "Café naïve résumé – “quoted” ``x'' ''y''",

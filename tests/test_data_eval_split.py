@@ -5,13 +5,13 @@ import os
 
 import pytest
 
-from xlnet_tf2.data.beam_pipeline import create_tfrecords, is_eval_document
+from xlnet_tf2.prep.beam_pipeline import create_tfrecords, is_eval_document
 from xlnet_tf2.data import integrity
 from xlnet_tf2.data.manifest import ManifestError, read_manifest
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
-from xlnet_tf2.training.pretrain_eval import default_eval_dirs
-from xlnet_tf2.training.pretrain_job import resolve_spm_model
+from xlnet_tf2.tasks.pretraining_eval import default_eval_dirs
+from xlnet_tf2.tasks.pretraining_job import resolve_spm_model
 from test_data_fixtures import LOCAL_BEAM, corpus_path, spm_model, tokenizer
 
 PARAMS = DataParams(seq_len=32, reuse_len=16, num_predict=5, perm_size=16, bi_data=True,

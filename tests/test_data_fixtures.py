@@ -8,9 +8,9 @@ import tempfile
 import numpy as np
 
 from xlnet_tf2 import special_ids
-from xlnet_tf2.data.corpus import build_stdlib_corpus
+from xlnet_tf2.tools.corpus import build_stdlib_corpus
 from xlnet_tf2.data.params import DataParams
-from xlnet_tf2.tokenization import SentencePieceTokenizer, train_sentencepiece
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, train_sentencepiece
 
 _CACHE = {}
 SMALL = DataParams(seq_len=64, reuse_len=32, num_predict=10, perm_size=32, bi_data=True,
@@ -46,7 +46,7 @@ def tokenizer():
 
 def prepared_dir(workers=2):
     """The SMALL configuration prepared with the given number of Beam worker processes."""
-    from xlnet_tf2.data.beam_pipeline import create_tfrecords
+    from xlnet_tf2.prep.beam_pipeline import create_tfrecords
 
     key = ("prepared", workers)
     if key not in _CACHE:

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from xlnet_tf2.data import inputs
+from xlnet_tf2.prep import text_sources
 from xlnet_tf2.data.params import DataPrepError
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,8 +28,8 @@ def test_block_reading_equals_line_reading_at_every_block_size(tmp_path, monkeyp
         with open(path, "w", encoding="utf-8", newline="") as f:
             f.write("\n".join(parts) + rng.choice(["", "\n", "\n\n"]))
         # Blocks from 1 byte (every multi-byte character is cut) to longer than the file.
-        monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", rng.randint(1, 60))
-        assert list(inputs.read_lines(path, False, "fix")) == _lines_one_by_one(path), case
+        monkeypatch.setattr(text_sources, "READ_BLOCK_BYTES", rng.randint(1, 60))
+        assert list(text_sources.read_lines(path, False, "fix")) == _lines_one_by_one(path), case
 
 
 def test_bad_line_is_named_across_blocks_and_skipped_when_asked(tmp_path, monkeypatch):
@@ -38,9 +38,9 @@ def test_bad_line_is_named_across_blocks_and_skipped_when_asked(tmp_path, monkey
     lines[36] = b"caf\xe9"               # line 37: not UTF-8
     lines[41] = b"nul \x00 byte"         # line 42: binary
     path.write_bytes(b"\n".join(lines) + b"\n")
-    monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", 64)  # the bad lines are blocks away
+    monkeypatch.setattr(text_sources, "READ_BLOCK_BYTES", 64)  # the bad lines are blocks away
     with pytest.raises(DataPrepError, match=f"{path}:37: line is not valid UTF-8"):
-        list(inputs.read_lines(str(path), False, "fix it."))
+        list(text_sources.read_lines(str(path), False, "fix it."))
 
     class Count:
         n = 0
@@ -48,27 +48,27 @@ def test_bad_line_is_named_across_blocks_and_skipped_when_asked(tmp_path, monkey
         def inc(self):
             Count.n += 1
 
-    kept = list(inputs.read_lines(str(path), True, "fix it.", Count()))
+    kept = list(text_sources.read_lines(str(path), True, "fix it.", Count()))
     assert Count.n == 2 and len(kept) == 48 and "sentence 49" == kept[-1]
     lines[36] = b"fine"
     path.write_bytes(b"\n".join(lines))
     with pytest.raises(DataPrepError, match=f"{path}:42: line holds NUL bytes"):
-        list(inputs.read_lines(str(path), False, "fix it."))
+        list(text_sources.read_lines(str(path), False, "fix it."))
 
 
 def test_a_line_longer_than_a_block(tmp_path, monkeypatch):
     path = tmp_path / "long.txt"
     long_line = "w " * 5000
     path.write_text(f"a\n{long_line}\nb", encoding="utf-8")
-    monkeypatch.setattr(inputs, "READ_BLOCK_BYTES", 100)
-    assert list(inputs.read_lines(str(path), False, "fix")) == ["a", long_line, "b"]
+    monkeypatch.setattr(text_sources, "READ_BLOCK_BYTES", 100)
+    assert list(text_sources.read_lines(str(path), False, "fix")) == ["a", long_line, "b"]
 
 
 def test_workers_import_no_tensorflow():
     """What a Beam worker imports to run the pipeline's steps pulls in no TensorFlow."""
     code = ("import sys\n"
-            "import xlnet_tf2.data.beam_pipeline, xlnet_tf2.data.records\n"
-            "import xlnet_tf2.data.manifest, xlnet_tf2.data.inputs\n"
+            "import xlnet_tf2.prep.beam_pipeline, xlnet_tf2.data.records\n"
+            "import xlnet_tf2.data.manifest, xlnet_tf2.prep.text_sources\n"
             "import apache_beam.runners.worker.sdk_worker_main\n"
             "print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('tensorflow', 'keras')))\n")
@@ -80,7 +80,7 @@ def test_workers_import_no_tensorflow():
 def test_beam_scratch_goes_to_a_private_temp_dir_that_is_removed():
     import tempfile
 
-    from xlnet_tf2.data.beam_pipeline import _private_tempdir
+    from xlnet_tf2.prep.beam_pipeline import _private_tempdir
 
     before = tempfile.gettempdir()
     with _private_tempdir():
@@ -95,7 +95,7 @@ def test_word_cache_and_line_mode_prepare_the_same_bytes(tmp_path):
     import dataclasses
     import filecmp
 
-    from xlnet_tf2.data.beam_pipeline import create_tfrecords
+    from xlnet_tf2.prep.beam_pipeline import create_tfrecords
     from xlnet_tf2.data.params import DataParams
     from test_data_fixtures import LOCAL_BEAM, corpus_path, spm_model
 
@@ -120,8 +120,9 @@ def test_remote_paths_go_through_gfile():
     import numpy as np
     import tensorflow as tf
 
-    from xlnet_tf2.data import fileio, records
-    from xlnet_tf2.data.beam_pipeline import read_tokens, write_tokens
+    from xlnet_tf2.data import records
+    from xlnet_tf2 import fileio
+    from xlnet_tf2.prep.beam_pipeline import read_tokens, write_tokens
 
     root = "ram://xlnet-remote-test/out"
     assert fileio.is_remote(root) and not fileio.is_remote("/tmp/x")

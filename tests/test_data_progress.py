@@ -2,8 +2,8 @@
 
 import logging
 
-from xlnet_tf2.data import beam_pipeline
-from xlnet_tf2.data.beam_pipeline import SharedProgress
+from xlnet_tf2.prep import beam_pipeline
+from xlnet_tf2.prep.beam_pipeline import SharedProgress
 
 
 def test_progress_sums_workers_and_gives_eta(tmp_path, monkeypatch, caplog):
@@ -30,7 +30,7 @@ def test_progress_sums_workers_and_gives_eta(tmp_path, monkeypatch, caplog):
 def test_quiet_console_prints_progress_lines_only(capsys):
     """create_tfrecords.py without --verbosity: progress lines (also inside the envelope Beam
     forwards worker records in) reach stdout without the tag; Beam's other records do not."""
-    from xlnet_tf2.data import beam_options
+    from xlnet_tf2.prep import beam_options
 
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level

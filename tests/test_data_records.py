@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.data import records
-from xlnet_tf2.data.examples import Example
+from xlnet_tf2.data.records import Example
 
 
 def _batch(rng, num, seq_len, num_predict, big=False):

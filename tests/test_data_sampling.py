@@ -5,10 +5,10 @@ import pytest
 
 from xlnet_tf2 import special_ids
 from xlnet_tf2.data import hashrand
-from xlnet_tf2.data.examples import (build_example, build_examples, num_chunks,
+from xlnet_tf2.prep.examples import (build_example, build_examples, num_chunks,
                                      sentence_bounds, split_a_and_b)
 from xlnet_tf2.data.params import DataParams
-from xlnet_tf2.data.span_sampling import sample_span_mask, start_piece_table
+from xlnet_tf2.prep.span_sampling import sample_span_mask, start_piece_table
 from test_data_fixtures import corpus_path, tokenizer
 
 

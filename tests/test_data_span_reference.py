@@ -12,7 +12,7 @@ import pytest
 
 from xlnet_tf2 import special_ids
 from xlnet_tf2.data import hashrand
-from xlnet_tf2.data.span_sampling import (draw_span_length, is_start_piece,
+from xlnet_tf2.prep.span_sampling import (draw_span_length, is_start_piece,
                                           sample_span_masks, span_probabilities,
                                           start_piece_table)
 from test_data_fixtures import corpus_path, tokenizer
@@ -100,7 +100,7 @@ def test_start_piece_table_on_quote_equals_greater(tmp_path):
     # A vocabulary that holds the pieces ', = and > themselves (not only inside words).
     import sentencepiece as spm
 
-    from xlnet_tf2.tokenization import SentencePieceTokenizer, train_sentencepiece
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, train_sentencepiece
     text = tmp_path / "t.txt"
     lines = [f"x{i} = y{i} > z ' q" for i in range(300)] + [f"line {i} of prose." for i in
                                                              range(300)]

@@ -12,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece op SavedModels use)
 
 from test_finetune_data import topic_examples, train_tiny_spm, write_classification_files
 
@@ -64,10 +65,10 @@ def test_classifier_learns_and_keeps_best(trained):
 
 
 def _in_process_outputs(trained, texts):
-    from xlnet_tf2.export.saved_model import load_task_model
-    from xlnet_tf2.finetuning.classification import build_features
-    from xlnet_tf2.finetuning.readers import TextExample
-    from xlnet_tf2.tokenization import SentencePieceTokenizer
+    from xlnet_tf2.tasks.task_spec import load_task_model
+    from xlnet_tf2.tasks.classification import build_features
+    from xlnet_tf2.tasks.text_readers import TextExample
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     model, spec, spm = load_task_model(trained["model_dir"], "classification")
     tokenizer = SentencePieceTokenizer.from_file(spm)

@@ -13,16 +13,17 @@ import os
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece op SavedModels use)
 
 from test_finetune_data import train_tiny_spm
 from test_finetune_squad_fixtures import squad_dataset
 
 
 def test_in_graph_squad_layout_equals_offline_first_window(tmp_path):
-    from xlnet_tf2.export import serving_inputs
-    from xlnet_tf2.export.in_graph_tokenizer import InGraphTokenizer
-    from xlnet_tf2.finetuning.squad_data import build_windows, tokenize_context, SquadExample
-    from xlnet_tf2.tokenization import SentencePieceTokenizer
+    from xlnet_tf2.tokenizers import in_graph_packing
+    from xlnet_tf2.tokenizers.in_graph_tokenizer import InGraphTokenizer
+    from xlnet_tf2.tasks.squad_data import build_windows, tokenize_context, SquadExample
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     spm = train_tiny_spm(str(tmp_path))
     tokenizer = SentencePieceTokenizer.from_file(spm)
@@ -38,10 +39,10 @@ def test_in_graph_squad_layout_equals_offline_first_window(tmp_path):
         window = build_windows(example, 0, tokenize_context(context, tokenizer),
                                tokenizer.encode_ids(question), seq_len, 16, max_query)[0]
         offline.append(window.inputs)
-    in_graph = serving_inputs.encode_squad(
+    in_graph = in_graph_packing.encode_squad(
         graph_tokenizer.encode_ids(tf.constant([c for _, c in pairs])),
         graph_tokenizer.encode_ids(tf.constant([q for q, _ in pairs])), seq_len, max_query)
-    extra = serving_inputs.squad_answer_inputs(in_graph["input_ids"], in_graph["segment_ids"],
+    extra = in_graph_packing.squad_answer_inputs(in_graph["input_ids"], in_graph["segment_ids"],
                                                in_graph["attention_mask"])
     for key in ("input_ids", "segment_ids", "attention_mask"):
         np.testing.assert_array_equal(in_graph[key].numpy(), np.stack([o[key] for o in offline]))
@@ -81,10 +82,10 @@ def _alignment_texts():
 
 
 def test_in_graph_normalization_and_token_spans_equal_offline(tmp_path):
-    from xlnet_tf2.export.in_graph_tokenizer import InGraphTokenizer
+    from xlnet_tf2.tokenizers.in_graph_tokenizer import InGraphTokenizer
     from xlnet_tf2.export.serving_tasks import context_token_spans
-    from xlnet_tf2.finetuning.squad_data import normalize_with_offsets, tokenize_context
-    from xlnet_tf2.tokenization import SentencePieceTokenizer
+    from xlnet_tf2.tasks.squad_data import normalize_with_offsets, tokenize_context
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     spm = train_tiny_spm(str(tmp_path))
     tokenizer, graph_tokenizer = SentencePieceTokenizer.from_file(spm), InGraphTokenizer(spm)
@@ -106,7 +107,7 @@ def test_in_graph_normalization_and_token_spans_equal_offline(tmp_path):
 
 def _tiny_squad_model(spec, seed=0):
     from xlnet_tf2.config import XLNetConfig
-    from xlnet_tf2.finetuning.task_models import SquadModel
+    from xlnet_tf2.models.squad_model import SquadModel
 
     tf.keras.utils.set_random_seed(seed)
     config = XLNetConfig.preset("tiny", dropout=0.0, dropatt=0.0, mem_len=0, n_token=500)
@@ -119,10 +120,10 @@ def _tiny_squad_model(spec, seed=0):
 def test_served_whole_context_answers_equal_offline_predictions(tmp_path, version_2=True):
     """SQuAD 2.0 (its answers cover 1.1's: no_answer only adds the threshold)."""
     from xlnet_tf2.export.saved_model import ServingModule, export
-    from xlnet_tf2.finetuning import squad
-    from xlnet_tf2.finetuning.classification import predict
-    from xlnet_tf2.finetuning.task_spec import TaskSpec
-    from xlnet_tf2.tokenization import SentencePieceTokenizer, preprocess_text
+    from xlnet_tf2.tasks import squad
+    from xlnet_tf2.tasks.classification import predict
+    from xlnet_tf2.tasks.task_spec import TaskSpec
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, preprocess_text
 
     spm = train_tiny_spm(str(tmp_path))
     tokenizer = SentencePieceTokenizer.from_file(spm)

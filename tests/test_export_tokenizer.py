@@ -43,7 +43,7 @@ def corpus_and_spm(tmp_path_factory):
     sample = ([t for t in texts if not t.isascii()][:2500]
               + [t for t in texts if re.search(r"\d,", t)][:1500] + texts[::150])
     # Trained on this text so that pieces such as "1," exist and the digit-comma rule fires.
-    from xlnet_tf2.tokenization import train_sentencepiece
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import train_sentencepiece
 
     directory = tmp_path_factory.mktemp("spm")
     text_path = directory / "text.txt"
@@ -54,8 +54,8 @@ def corpus_and_spm(tmp_path_factory):
 
 
 def test_in_graph_ids_equal_offline_ids_on_real_text(corpus_and_spm):
-    from xlnet_tf2.export.in_graph_tokenizer import InGraphTokenizer
-    from xlnet_tf2.tokenization import SentencePieceTokenizer, preprocess_text
+    from xlnet_tf2.tokenizers.in_graph_tokenizer import InGraphTokenizer
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, preprocess_text
 
     texts, spm = corpus_and_spm
     offline = SentencePieceTokenizer.from_file(spm)
@@ -73,10 +73,10 @@ def test_in_graph_ids_equal_offline_ids_on_real_text(corpus_and_spm):
 
 
 def test_in_graph_layout_equals_offline_layout(corpus_and_spm):
-    from xlnet_tf2.export import serving_inputs
-    from xlnet_tf2.export.in_graph_tokenizer import InGraphTokenizer
-    from xlnet_tf2.finetuning.features import encode_sequence_pair
-    from xlnet_tf2.tokenization import SentencePieceTokenizer
+    from xlnet_tf2.tokenizers import in_graph_packing
+    from xlnet_tf2.tokenizers.in_graph_tokenizer import InGraphTokenizer
+    from xlnet_tf2.tokenizers.packing import encode_sequence_pair
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     texts, spm = corpus_and_spm
     texts = texts[:200] + ["", "   "]
@@ -88,7 +88,7 @@ def test_in_graph_layout_equals_offline_layout(corpus_and_spm):
             ids_a = graph.encode_ids(tf.constant(texts))
             for b_texts in (None, pairs_b):
                 ids_b = None if b_texts is None else graph.encode_ids(tf.constant(b_texts))
-                got = serving_inputs.encode_sequence_pair(ids_a, ids_b, seq_len, layout)
+                got = in_graph_packing.encode_sequence_pair(ids_a, ids_b, seq_len, layout)
                 for i, text in enumerate(texts):
                     want = encode_sequence_pair(
                         offline.encode_ids(text),
@@ -101,7 +101,7 @@ def test_in_graph_layout_equals_offline_layout(corpus_and_spm):
 
 
 def test_truncation_closed_form_matches_pop_loop():
-    from xlnet_tf2.finetuning.features import truncated_lengths
+    from xlnet_tf2.tokenizers.packing import truncated_lengths
 
     for la in range(0, 14):
         for lb in range(0, 14):

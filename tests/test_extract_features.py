@@ -26,7 +26,7 @@ def _converted_like_dir(directory):
     import shutil
 
     from xlnet_tf2.config import XLNetConfig
-    from xlnet_tf2.finetuning.task_models import SequenceClassifier
+    from xlnet_tf2.models.sequence_classifier import SequenceClassifier
 
     spm = train_tiny_spm(directory)
     model_dir = os.path.join(directory, "backbone")
@@ -41,8 +41,8 @@ def _converted_like_dir(directory):
 
 
 def test_extract_features_and_features_export(tmp_path):
-    from xlnet_tf2.finetuning.features import encode_sequence_pair
-    from xlnet_tf2.tokenization import SentencePieceTokenizer
+    from xlnet_tf2.tokenizers.packing import encode_sequence_pair
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     model_dir, model = _converted_like_dir(str(tmp_path))
     long_text = " ".join(docstring_paragraphs("json")[:8])           # > SEQ_LEN tokens

@@ -20,8 +20,8 @@ def _tiny(n_layer=3):
 def _update_sizes(layer_decay):
     import keras
 
-    from xlnet_tf2.finetuning.task_models import SequenceClassifier
-    from xlnet_tf2.finetuning.trainer import FinetuneConfig, create_optimizer
+    from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+    from xlnet_tf2.tasks.finetuning import FinetuneConfig, create_optimizer
 
     keras.utils.set_random_seed(0)
     model = SequenceClassifier(_tiny(), 2)
@@ -59,8 +59,8 @@ def test_layer_decay_gives_lower_layers_smaller_updates():
 
 
 def test_layer_multipliers_are_structural():
-    from xlnet_tf2.finetuning.layer_decay import layer_lr_multipliers
-    from xlnet_tf2.finetuning.task_models import SequenceClassifier
+    from xlnet_tf2.training.layer_decay import layer_lr_multipliers
+    from xlnet_tf2.models.sequence_classifier import SequenceClassifier
 
     model = SequenceClassifier(_tiny(), 2)
     model(model.dummy_inputs(8))
@@ -75,7 +75,7 @@ def test_layer_multipliers_are_structural():
 @pytest.mark.parametrize("summary_type", ["last", "first", "mean", "attn"])
 def test_summary_ignores_padding(summary_type):
     """Changing the content of padded positions must not change the summary."""
-    from xlnet_tf2.heads import SequenceSummary
+    from xlnet_tf2.models.heads import SequenceSummary
 
     layer = SequenceSummary(8, summary_type, n_head=2, dropout=0.0)
     hidden = tf.random.normal([2, 5, 8], seed=1)
@@ -94,7 +94,7 @@ def test_summary_ignores_padding(summary_type):
 
 
 def test_metrics_against_hand_computed_values():
-    from xlnet_tf2.finetuning import metrics
+    from xlnet_tf2.tasks import metrics
 
     labels = [1, 1, 0, 0, 1, 0]
     predictions = [1, 0, 0, 1, 1, 0]
@@ -107,8 +107,8 @@ def test_metrics_against_hand_computed_values():
 
 
 def test_reader_errors_name_file_and_record(tmp_path):
-    from xlnet_tf2.finetuning.errors import TaskDataError
-    from xlnet_tf2.finetuning.readers import label_ids, read_text_file
+    from xlnet_tf2.tasks.errors import TaskDataError
+    from xlnet_tf2.tasks.text_readers import label_ids, read_text_file
 
     tsv = tmp_path / "train.tsv"
     tsv.write_text("sentence\ttopic\nfirst text\temail\nsecond text\tasyncio\n")

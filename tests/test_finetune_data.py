@@ -51,7 +51,7 @@ def spm_training_text(path: str) -> str:
 
 
 def train_tiny_spm(directory: str, vocab_size: int = 500) -> str:
-    from xlnet_tf2.tokenization import train_sentencepiece
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import train_sentencepiece
 
     text = spm_training_text(os.path.join(directory, "spm_text.txt"))
     return train_sentencepiece([text], vocab_size=vocab_size,

@@ -5,7 +5,7 @@ import threading
 
 import numpy as np
 
-from xlnet_tf2.finetuning.feature_cache import cache_key, cached_features
+from xlnet_tf2.tasks.feature_cache import cache_key, cached_features
 
 
 def _features():
@@ -64,9 +64,10 @@ def test_squad_windows_tokenized_once_and_rebuilt_identically(tmp_path, monkeypa
 
     from test_finetune_data import train_tiny_spm
     from test_finetune_squad_fixtures import write_squad
-    from xlnet_tf2.finetuning import squad, squad_data
-    from xlnet_tf2.finetuning.task_spec import TaskSpec
-    from xlnet_tf2.tokenization import SentencePieceTokenizer
+    from xlnet_tf2.tasks import squad
+    from xlnet_tf2.tasks import squad_data
+    from xlnet_tf2.tasks.task_spec import TaskSpec
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     tokenizer = SentencePieceTokenizer.from_file(train_tiny_spm(str(tmp_path)))
     path = write_squad(os.path.join(str(tmp_path), "squad.json"), ["email", "json"], True,

@@ -10,7 +10,7 @@ import textwrap
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2.finetuning.inference import batched_outputs
+from xlnet_tf2.training.inference import batched_outputs
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -30,7 +30,7 @@ SCRIPT = textwrap.dedent("""
     import json, numpy as np, tensorflow as tf
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
-    from xlnet_tf2.finetuning.inference import batched_outputs
+    from xlnet_tf2.training.inference import batched_outputs
     x = np.arange(23 * 3, dtype=np.float32).reshape(23, 3)
     fn = lambda b: {"y": tf.tanh(b["x"] / 50.0) + tf.cast(
         tf.distribute.get_replica_context().replica_id_in_sync_group, tf.float32) * 0}

@@ -11,6 +11,7 @@ import sys
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece op SavedModels use)
 
 from test_finetune_data import docstring_paragraphs, train_tiny_spm
 
@@ -73,9 +74,9 @@ def trained(tmp_path_factory):
 
 @pytest.mark.slow
 def test_race_trains_evaluates_and_export_matches(trained):
-    from xlnet_tf2.export.saved_model import load_task_model
-    from xlnet_tf2.finetuning import race
-    from xlnet_tf2.tokenization import SentencePieceTokenizer
+    from xlnet_tf2.tasks.task_spec import load_task_model
+    from xlnet_tf2.tasks import race
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     with open(os.path.join(trained["model_dir"], "best_eval.json")) as f:
         best = json.load(f)
@@ -101,8 +102,8 @@ def test_race_trains_evaluates_and_export_matches(trained):
 def test_race_options_do_not_alias_the_article(tmp_path):
     """Every option sees the article cut only for its own question+option (the original cut
     one shared list, so a long option shortened the article of the options after it)."""
-    from xlnet_tf2.finetuning import race
-    from xlnet_tf2.tokenization import SentencePieceTokenizer
+    from xlnet_tf2.tasks import race
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
     from test_finetune_data import train_tiny_spm
 
     spm = SentencePieceTokenizer.from_file(train_tiny_spm(str(tmp_path), vocab_size=300))
@@ -116,8 +117,8 @@ def test_race_options_do_not_alias_the_article(tmp_path):
 
 
 def test_race_bad_input_names_file_and_record(tmp_path):
-    from xlnet_tf2.finetuning import race
-    from xlnet_tf2.finetuning.errors import TaskDataError
+    from xlnet_tf2.tasks import race
+    from xlnet_tf2.tasks.errors import TaskDataError
 
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"article": "x", "questions": ["q"], "options": [["a", "b", "c", "d"]],

@@ -6,9 +6,10 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.finetuning.batches import global_batches_fn
-from xlnet_tf2.finetuning.task_models import SequenceClassifier, classification_loss
-from xlnet_tf2.finetuning.trainer import FinetuneConfig, FinetuneRunner
+from xlnet_tf2.data.finetune_batches import global_batches_fn
+from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+from xlnet_tf2.tasks.losses import classification_loss
+from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneRunner
 
 CONFIG = XLNetConfig.preset("tiny", n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64,
                             n_token=300, dropout=0.1, dropatt=0.1)

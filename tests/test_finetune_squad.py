@@ -17,6 +17,7 @@ import unicodedata
 import numpy as np
 import pytest
 import tensorflow as tf
+import tensorflow_text  # noqa: F401  (registers the SentencePiece op SavedModels use)
 
 from test_finetune_squad_fixtures import STDLIB, write_squad
 from test_finetune_data import train_tiny_spm
@@ -27,7 +28,7 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory):
-    from xlnet_tf2.tokenization import SentencePieceTokenizer
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     return SentencePieceTokenizer.from_file(train_tiny_spm(str(tmp_path_factory.mktemp("spm"))))
 
@@ -52,7 +53,7 @@ def alignment_texts():
 
 # ---------------------------------------------------------------------------- alignment
 def test_normalization_offsets_hand_cases():
-    from xlnet_tf2.finetuning.squad_data import normalize_with_offsets
+    from xlnet_tf2.tasks.squad_data import normalize_with_offsets
 
     text, starts, ends = normalize_with_offsets("a  ``b''\t\u00e9 ")
     assert text == 'a "b" e'
@@ -68,7 +69,7 @@ def test_normalization_offsets_hand_cases():
 def visible(answer):
     """The answer without edge characters that normalize to nothing but a space (e.g. the
     spacing acute accent, NFKD " " + combining mark): no token holds them."""
-    from xlnet_tf2.tokenization import preprocess_text
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import preprocess_text
 
     edge = lambda c: not preprocess_text("x" + c + "x")[1:-1].strip()
     start, end = 0, len(answer)
@@ -80,8 +81,8 @@ def visible(answer):
 
 
 def test_alignment_on_real_docstrings(tokenizer):
-    from xlnet_tf2.finetuning.squad_data import answer_token_span, tokenize_context
-    from xlnet_tf2.tokenization import preprocess_text
+    from xlnet_tf2.tasks.squad_data import answer_token_span, tokenize_context
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import preprocess_text
 
     texts = alignment_texts()
     assert any(any(unicodedata.combining(c) for c in unicodedata.normalize("NFKD", t))
@@ -108,7 +109,7 @@ def test_alignment_on_real_docstrings(tokenizer):
 # ---------------------------------------------------------------------------- windows
 def test_windows_with_stride_label_the_answer_or_cls(tokenizer):
     from xlnet_tf2 import special_ids as sid
-    from xlnet_tf2.finetuning.squad_data import (SquadExample, build_all_windows,
+    from xlnet_tf2.tasks.squad_data import (SquadExample, build_all_windows,
                                                  stack_windows, tokenize_context)
 
     context = " ".join(raw_docstrings("email/message.py")[:6])
@@ -162,7 +163,7 @@ def test_windows_with_stride_label_the_answer_or_cls(tokenizer):
 
 # ---------------------------------------------------------------------------- metric
 def test_official_metric_hand_worked():
-    from xlnet_tf2.finetuning import squad_eval
+    from xlnet_tf2.tasks import squad_eval
 
     assert squad_eval.normalize_answer("The  Cat's, a hat!") == "cats hat"
     assert squad_eval.f1_score("the big cat", "a big dog") == pytest.approx(0.5)
@@ -189,8 +190,8 @@ def test_official_metric_hand_worked():
 
 
 def test_postprocess_picks_best_valid_span_and_raw_text(tokenizer):
-    from xlnet_tf2.finetuning import squad
-    from xlnet_tf2.finetuning.squad_data import SquadExample, build_all_windows
+    from xlnet_tf2.tasks import squad
+    from xlnet_tf2.tasks.squad_data import SquadExample, build_all_windows
 
     context = "Return  the  caf\u00e9 ``menu'' now."
     example = SquadExample("q", "What?", context, (("the  caf\u00e9", 8),), False)
@@ -216,7 +217,7 @@ def test_postprocess_picks_best_valid_span_and_raw_text(tokenizer):
 
 # ---------------------------------------------------------------------------- head and loss
 def test_head_paths_agree_and_mask():
-    from xlnet_tf2.heads import SquadHead
+    from xlnet_tf2.models.heads import SquadHead
 
     head = SquadHead(d_model=8, start_n_top=3, end_n_top=2, dropout=0.0)
     hidden = tf.random.normal([2, 6, 8], seed=1)
@@ -242,7 +243,7 @@ def test_head_paths_agree_and_mask():
 
 
 def test_squad_loss_values_and_minimum():
-    from xlnet_tf2.finetuning.task_models import squad_loss
+    from xlnet_tf2.tasks.losses import squad_loss
 
     mask = np.array([[0, 0, 0, 0, 1, 1], [0, 0, 0, 0, 1, 1]], bool)  # 4 allowed positions
     uniform = np.where(mask, -1e30, 0.0).astype(np.float32)
@@ -283,8 +284,8 @@ def test_squad_loss_values_and_minimum():
      r"record x9: has no answers and is not marked is_impossible"),
 ])
 def test_bad_input_names_file_and_question(tmp_path, qa, message):
-    from xlnet_tf2.finetuning.errors import TaskDataError
-    from xlnet_tf2.finetuning.squad_data import read_squad
+    from xlnet_tf2.tasks.errors import TaskDataError
+    from xlnet_tf2.tasks.squad_data import read_squad
 
     path = tmp_path / "bad.json"
     path.write_text(json.dumps({"data": [{"paragraphs": [{"context": "Return the value.",
@@ -294,8 +295,8 @@ def test_bad_input_names_file_and_question(tmp_path, qa, message):
 
 
 def test_malformed_json_names_file(tmp_path):
-    from xlnet_tf2.finetuning.errors import TaskDataError
-    from xlnet_tf2.finetuning.squad_data import read_squad
+    from xlnet_tf2.tasks.errors import TaskDataError
+    from xlnet_tf2.tasks.squad_data import read_squad
 
     path = tmp_path / "broken.json"
     path.write_text('{"data": [')
@@ -306,11 +307,12 @@ def test_malformed_json_names_file(tmp_path):
 # ---------------------------------------------------------------------------- end to end
 @pytest.mark.slow
 def test_squad_train_predict_evaluate_export_reload(tmp_path):
-    from xlnet_tf2.export.saved_model import load_task_model
-    from xlnet_tf2.finetuning import squad, squad_eval
-    from xlnet_tf2.finetuning.classification import predict
-    from xlnet_tf2.finetuning.squad_data import read_squad
-    from xlnet_tf2.tokenization import SentencePieceTokenizer, preprocess_text
+    from xlnet_tf2.tasks.task_spec import load_task_model
+    from xlnet_tf2.tasks import squad
+    from xlnet_tf2.tasks import squad_eval
+    from xlnet_tf2.tasks.classification import predict
+    from xlnet_tf2.tasks.squad_data import read_squad
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, preprocess_text
 
     directory = str(tmp_path)
     spm = train_tiny_spm(directory)

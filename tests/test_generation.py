@@ -8,7 +8,7 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf2
-from xlnet_tf2 import generation
+from xlnet_tf2.models import generation
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")

@@ -52,8 +52,8 @@ def test_huggingface_directory_loads_with_run_time_settings(hf_dir):
     assert model.config.mem_len == 6 and model.config.dropout == 0.0
     assert model.config.n_layer == 2 and model.config.n_token == VOCAB
     assert _max_diff(model, hf_model) <= 1e-4
-    # the class methods HF users call, and the tokenizer from the same directory
-    backbone = xlnet_tf2.XLNetModel.from_pretrained(directory)
+    # its backbone, and the tokenizer from the same directory
+    backbone = xlnet_tf2.from_pretrained(directory).transformer
     np.testing.assert_array_equal(backbone.word_embedding.embeddings.numpy(),
                                   hf_state_numpy(hf_model)["transformer.word_embedding.weight"])
     tokenizer = xlnet_tf2.XLNetTokenizer.from_pretrained(directory)

@@ -6,8 +6,8 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf2
-from xlnet_tf2.finetuning.task_models import SequenceClassifier
-from xlnet_tf2.finetuning.trainer import init_backbone
+from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+from xlnet_tf2.tasks.finetuning import init_backbone
 from xlnet_tf2.training.checkpointing import load_model_weights
 
 CONFIG = xlnet_tf2.XLNetConfig.preset("tiny", n_token=120)

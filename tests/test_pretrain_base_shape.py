@@ -12,9 +12,9 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.training.pretrainer import DataShape, Pretrainer
+from xlnet_tf2.tasks.pretraining import DataShape, Pretrainer
 from xlnet_tf2.training.run_config import PretrainConfig
-from xlnet_tf2.training.synthetic_data import synthetic_pretrain_dataset
+from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
 
 L, R, M, P, B = 512, 256, 384, 85, 2
 

@@ -10,13 +10,13 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.data.masks import COMPACT_FEATURES, two_stream_masks
 from xlnet_tf2.data.pretrain_dataset import (DENSE_HOST_DTYPES, OUTPUT_FEATURES,
                                              build_pretrain_dataset, bytes_per_example)
-from xlnet_tf2.training.pretrainer import (LOSS_FEATURES, MODEL_FEATURES, DataShape,
+from xlnet_tf2.tasks.pretraining import (LOSS_FEATURES, MODEL_FEATURES, DataShape,
                                            Pretrainer)
 from xlnet_tf2.training.run_config import PretrainConfig
-from xlnet_tf2.training.synthetic_data import synthetic_pretrain_dataset
-from xlnet_tf2.data.corpus import build_stdlib_corpus
+from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
+from xlnet_tf2.tools.corpus import build_stdlib_corpus
 from xlnet_tf2.data.params import DataParams
-from xlnet_tf2.tokenization import train_sentencepiece
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import train_sentencepiece
 from test_data_fixtures import LOCAL_BEAM
 
 SMALL = DataParams(seq_len=64, reuse_len=32, num_predict=10, perm_size=32, bi_data=True,
@@ -28,7 +28,7 @@ DENSE = MODEL_FEATURES + LOSS_FEATURES
 @pytest.fixture(scope="module")
 def prepared(tmp_path_factory):
     """A small real directory: stdlib docstrings -> SentencePiece -> records (bi_data)."""
-    from xlnet_tf2.data.beam_pipeline import create_tfrecords
+    from xlnet_tf2.prep.beam_pipeline import create_tfrecords
 
     d = tmp_path_factory.mktemp("prepared")
     corpus = str(d / "corpus.txt")

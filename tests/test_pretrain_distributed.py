@@ -109,7 +109,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    from xlnet_tf2.training.pretrain_job import build_pretrainer
+    from xlnet_tf2.tasks.pretraining_job import build_pretrainer
     from xlnet_tf2.training.run_config import PretrainConfig
     data_dir, out = sys.argv[1], sys.argv[2]
     results = {}

@@ -7,9 +7,9 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.training.pretrainer import DataExhaustedError, DataShape, Pretrainer
+from xlnet_tf2.tasks.pretraining import DataExhaustedError, DataShape, Pretrainer
 from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
-from xlnet_tf2.training.synthetic_data import synthetic_pretrain_dataset
+from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
 
 SHAPE = DataShape(seq_len=16, reuse_len=8, num_predict=4, bi_data=True)
 # A large init scale makes attention (and so the memory) matter from the first steps.

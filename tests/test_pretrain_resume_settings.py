@@ -10,9 +10,9 @@ import pytest
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.training.pretrainer import DataShape, Pretrainer
+from xlnet_tf2.tasks.pretraining import DataShape, Pretrainer
 from xlnet_tf2.training.run_config import PretrainConfig
-from xlnet_tf2.training.synthetic_data import synthetic_pretrain_dataset
+from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
 
 SHAPE = DataShape(seq_len=16, reuse_len=8, num_predict=4, bi_data=True)
 MODEL = XLNetConfig.preset("tiny", n_token=200, d_model=32, n_head=2, d_head=16, d_inner=64)

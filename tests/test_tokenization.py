@@ -8,7 +8,7 @@ import pytest
 import sentencepiece as spm
 
 from xlnet_tf2 import special_ids
-from xlnet_tf2.tokenization import (SentencePieceTokenizer, TokenizerError, preprocess_text,
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (SentencePieceTokenizer, TokenizerError, preprocess_text,
                                     train_sentencepiece)
 from test_data_fixtures import corpus_path, spm_model, tokenizer, workdir
 

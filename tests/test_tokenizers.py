@@ -70,7 +70,7 @@ def test_hand_worked_layout_padding_and_truncation(spm):
 
 
 def test_decode(spm):
-    from xlnet_tf2.tokenization import preprocess_text
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import preprocess_text
     from xlnet_tf2.tokenizers import XLNetTokenizer
 
     tok = XLNetTokenizer(spm)

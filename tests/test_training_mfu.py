@@ -2,9 +2,9 @@
 
 import pytest
 
-from xlnet_tf2.training import flops
-from xlnet_tf2.training.flops import (ACCELERATORS, accelerator_peak_flops, cpu_peak_flops,
-                                      cpu_vector_units, gpu_key, read_cpu_info, tpu_key)
+from xlnet_tf2.training import device_peak
+from xlnet_tf2.training.device_peak import (ACCELERATORS, accelerator_peak_flops, cpu_peak_flops,
+                                            cpu_vector_units, gpu_key, read_cpu_info, tpu_key)
 
 T = 1e12
 
@@ -123,4 +123,4 @@ def test_this_machine_cpu_peak_is_stable_and_plausible():
     peak = peaks.pop()
     assert 1e9 < peak < 1e14
     # The trainer's denominator on a machine without accelerators is this derived value.
-    assert flops.device_peak_flops("float32") == peak
+    assert device_peak.device_peak_flops("float32") == peak

@@ -9,7 +9,7 @@ import pytest
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import XLNetLMHeadModel
-from xlnet_tf2.training.scale_costs import (PAPER, compact_feature_bytes, dense_feature_bytes,
+from xlnet_tf2.tools.scale_costs import (PAPER, compact_feature_bytes, dense_feature_bytes,
                                             markdown_table, paper_costs, parameter_count)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

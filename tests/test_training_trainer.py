@@ -24,8 +24,9 @@ FINETUNE_RUN = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
     from xlnet_tf2.config import XLNetConfig
-    from xlnet_tf2.finetuning.task_models import SequenceClassifier, classification_loss
-    from xlnet_tf2.finetuning.trainer import FinetuneConfig, FinetuneRunner
+    from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+    from xlnet_tf2.tasks.losses import classification_loss
+    from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneRunner
 
     def finetune(model_dir, steps_per_loop=1, strategy=None, eval_fn=None, wrap_loop=None):
         # The paper's fine-tuning dropout: masks are keyed by each row's place in the global
@@ -56,7 +57,7 @@ exec(FINETUNE_RUN)
 
 
 def test_pretraining_and_finetuning_share_the_trainer(tmp_path):
-    from xlnet_tf2.training.pretrainer import Pretrainer
+    from xlnet_tf2.tasks.pretraining import Pretrainer
 
     assert issubclass(Pretrainer, Trainer)
     for name in ("_train_loop", "_replica_step", "_forward_backward", "train"):

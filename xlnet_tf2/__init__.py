@@ -13,15 +13,15 @@ __version__ = "0.1.0"
 _LAZY = {
     "ConfigError": "xlnet_tf2.config",
     "XLNetConfig": "xlnet_tf2.config",
-    "load_pretrained": "xlnet_tf2.conversion",
-    "restore_weights": "xlnet_tf2.conversion",
-    "save_pretrained": "xlnet_tf2.conversion",
+    "load_pretrained": "xlnet_tf2.models.saving",
+    "restore_weights": "xlnet_tf2.models.saving",
+    "save_pretrained": "xlnet_tf2.models.saving",
     "XLNetLMHeadModel": "xlnet_tf2.models",
     "XLNetModel": "xlnet_tf2.models",
     "XLNetTokenizer": "xlnet_tf2.tokenizers.xlnet_tokenizer",
     "XLNetPreprocessor": "xlnet_tf2.tokenizers.xlnet_preprocessor",
     "from_pretrained": "xlnet_tf2.hub",
-    "generate": "xlnet_tf2.generation",
+    "generate": "xlnet_tf2.models.generation",
 }
 
 __all__ = ["ConfigError", "XLNetConfig", "XLNetLMHeadModel", "XLNetModel", "XLNetPreprocessor",

@@ -136,8 +136,8 @@ def user_error_types() -> Tuple[Type[BaseException], ...]:
     from xlnet_tf2.data.manifest import ManifestError
     from xlnet_tf2.data.params import DataPrepError
     from xlnet_tf2.data.pretrain_dataset import BatchLayoutError
-    from xlnet_tf2.finetuning.errors import TaskDataError
-    from xlnet_tf2.tokenization import TokenizerError
+    from xlnet_tf2.tasks.errors import TaskDataError
+    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import TokenizerError
     from xlnet_tf2.training.checkpointing import CheckpointRestoreError
     from xlnet_tf2.training.distribution import StrategyError
 

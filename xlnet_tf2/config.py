@@ -7,7 +7,7 @@ type). Only the architecture belongs to a model: `xlnet_config.json` files are w
 architecture keys alone, and run-time keys found in one (older model_dirs wrote them) are
 ignored with a note, so that pretraining's data layout (bi_data, reuse_len, mem_len) never
 leaks into fine-tuning, extraction or export. Each stage sets the run-time fields from its own
-run configuration (xlnet_tf2/training/run_config.py, xlnet_tf2/finetuning/run_config.py).
+run configuration (xlnet_tf2/training/run_config.py, xlnet_tf2/tasks/finetune_config.py).
 Unknown keys raise: a typo must never silently fall back to a default.
 """
 
@@ -152,6 +152,11 @@ class XLNetConfig:
             return cls.from_architecture(values, **overrides)
         except ConfigError as e:
             raise ConfigError(f"{path}: {e}") from e
+
+    @classmethod
+    def coerce(cls, config) -> "XLNetConfig":
+        """`config` itself, or the XLNetConfig of its `to_dict()` form (Keras `from_config`)."""
+        return config if isinstance(config, cls) else cls.from_dict(config)
 
     @classmethod
     def preset(cls, name: str, **overrides) -> "XLNetConfig":

@@ -22,6 +22,8 @@ import tensorflow as tf
 
 ARCH_FILE = "xlnet_config.json"
 SPM_FILE = "spiece.model"
+# The checkpoint prefix of a saved or converted model directory (models/saving.py).
+SAVED_CHECKPOINT_PREFIX = "model.ckpt"
 TASK_FILE = "task.json"
 RUN_CONFIG_FILE = "run_config.json"
 

@@ -6,10 +6,11 @@ import logging
 from typing import Optional
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.conversion.pretrained import save_pretrained
+from xlnet_tf2.models.saving import save_pretrained
 from xlnet_tf2.conversion.readers import read_huggingface_directory, read_original_checkpoint
 from xlnet_tf2.conversion.weight_maps import (WeightMismatchError, assign_weights, extra_layers,
                                               huggingface_weight_map, original_weight_map)
+from xlnet_tf2.models import XLNetLMHeadModel
 
 # Why a tensor a fine-tuned checkpoint lacks does not matter, for the report.
 _OPTIONAL_REASON = {
@@ -39,8 +40,6 @@ def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
     reuse_len, bi_data, ...) are not part of the converted architecture: they are returned in
     "runtime_settings" and logged, to be passed when loading (load_pretrained(dir, mem_len=...)).
     """
-    from xlnet_tf2.models import XLNetLMHeadModel
-
     runtime = {}
     if source == "original":
         config_values, tensors, skipped = read_original_checkpoint(checkpoint, config_path)

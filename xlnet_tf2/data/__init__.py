@@ -1,6 +1,10 @@
-"""Pretraining data: offline preparation (Apache Beam) and the tf.data input pipeline.
+"""The prepared pretraining data on disk and the online input pipelines.
 
-Offline: inputs -> streams -> span_sampling / examples / permutation -> records + manifest
-(driven by beam_pipeline.create_tfrecords). Online: pretrain_dataset.build_pretrain_dataset
-reads the records, checks the manifest and builds the masks (masks.py). See docs/DATA.md.
+On disk: records.py (feature names, file names, TFRecord (de)serialization), params.py (what
+an example looks like), manifest.py (`record_info.json`), integrity.py (file sizes, CRCs,
+misplaced records). Online: pretrain_dataset.py (prepared directories -> per-replica batches),
+masks.py (two-stream masks built on the device from compact features), permutation.py
+(factorization orders, also drawn online), finetune_batches.py (fine-tuning batches as a
+function of the step). The offline stage that writes the files is xlnet_tf2/prep. See
+docs/DATA.md.
 """

@@ -35,6 +35,7 @@ from typing import Callable, List, Optional, Sequence, Tuple
 import tensorflow as tf
 
 from xlnet_tf2.data.manifest import ManifestError
+from xlnet_tf2.data import records
 
 RECORD_FRAMING_BYTES = 16  # uint64 length, uint32 length CRC, uint32 data CRC
 _MARK = "@@xlnet-data-integrity@@"
@@ -187,8 +188,6 @@ class CorruptRecordLocator:
     """
 
     def __init__(self, schedule, bi_data: bool, lookahead: int = 64):
-        from xlnet_tf2.data import records
-
         self._schedule = schedule
         self._lookahead = lookahead
         self._directions = (0, 1) if bi_data else (0,)

@@ -15,7 +15,7 @@ import json
 import os
 from typing import Optional
 
-from xlnet_tf2.data import fileio
+from xlnet_tf2 import fileio
 from xlnet_tf2.data.params import DataParams
 
 MANIFEST_NAME = "record_info.json"

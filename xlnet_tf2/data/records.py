@@ -17,20 +17,35 @@ orders map entries); tests/test_data_records.py checks it byte for byte against 
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from typing import Dict, Iterable, List
 
 import google_crc32c
 import numpy as np
 
-from xlnet_tf2.data import fileio
-from xlnet_tf2.data.examples import Example
+from xlnet_tf2 import fileio
 
 SEQUENCE_FEATURES = ("input_ids", "segment_ids", "perm_rank")
 SCALAR_FEATURES = ("stream_id", "chunk_index", "direction", "pass_id", "is_next")
 # TFRecord framing around each record: uint64 length, masked CRC32C of it, masked CRC32C of
 # the data.
 TFRECORD_OVERHEAD = 16
+
+
+@dataclasses.dataclass
+class Example:
+    """One pretraining example as stored on disk (all arrays int32)."""
+
+    input_ids: np.ndarray         # [L]
+    segment_ids: np.ndarray       # [L]
+    target_positions: np.ndarray  # [P], ascending, padded with -1
+    perm_rank: np.ndarray         # [L], see permutation.py
+    stream_id: int
+    chunk_index: int
+    direction: int                # 0 forward, 1 backward
+    pass_id: int
+    is_next: int                  # A/B label: 1 if B is the text after A, 0 if random
 
 
 def shard_name(pass_id: int, direction: int, stream_id: int) -> str:

@@ -2,7 +2,7 @@
 experiments/extract_features.py, so both compute the same numbers.
 
 Layout: each text alone, `text <sep> <cls>`, LEFT padded to seq_len (the classification
-layout, xlnet_tf2/finetuning/features.py); a text longer than seq_len - 2 tokens keeps its
+layout, xlnet_tf2/tokenizers/packing.py); a text longer than seq_len - 2 tokens keeps its
 first seq_len - 2. pooled = mean of the last layer's hidden states over the real tokens
 (<sep> and <cls> included, padding excluded).
 """
@@ -14,7 +14,8 @@ from typing import Dict, Sequence
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2.finetuning.features import encode_sequence_pair
+from xlnet_tf2.tokenizers.packing import encode_sequence_pair
+from xlnet_tf2.training.inference import batched_outputs
 
 LAYOUT = "cls_last"
 
@@ -48,8 +49,6 @@ def extract(model, tokenizer, texts: Sequence[str], seq_len: int,
             batch_size: int = 32) -> Dict[str, np.ndarray]:
     """Features of `texts` in fixed-size batches (the last padded, so shapes stay static):
     token_features [N, L, D], pooled [N, D], input_ids / attention_mask [N, L]."""
-    from xlnet_tf2.finetuning.inference import batched_outputs
-
     inputs = encode_texts(texts, tokenizer, seq_len)
     return batched_outputs(lambda batch: feature_outputs(model, batch), inputs, batch_size,
                            label="extracting features", unit="texts")

@@ -5,7 +5,7 @@ Layout written: EXPORT_BASE/<version>/{saved_model.pb, variables/, assets/spiece
 assets.extra/task.json}; TF Serving loads EXPORT_BASE as a model base path.
 
 Text inputs are normalized, tokenized and laid out in-graph by the Keras preprocessing layer
-`XLNetPreprocessor` (the in-graph SentencePiece op: same ids as xlnet_tf2.tokenization, same
+`XLNetPreprocessor` (the in-graph SentencePiece op: same ids as xlnet_tf2.tokenizers.sentencepiece_tokenizer, same
 layout as training; SQuAD and RACE lay out their windows with serving_inputs.py). Over-long
 inputs are truncated exactly as in training: pairs drop tokens from the end of the longer
 text, a single text keeps its first seq_len-2 tokens; RACE keeps the last max_qa_length tokens
@@ -26,7 +26,7 @@ Outputs per task:
                   end_index [B] int32 (context token indices, -1 = none), answer_score,
                   no_answer_score [B] float32, no_answer [B] bool, null_score_threshold [B],
                   num_windows [B] int32; equal to the offline prediction
-                  (xlnet_tf2.finetuning.squad); see serving_tasks.squad_signatures
+                  (xlnet_tf2.tasks.squad); see serving_tasks.squad_signatures
 """
 
 from __future__ import annotations
@@ -37,11 +37,11 @@ from typing import Optional
 
 import tensorflow as tf
 
-from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.export import feature_extraction
-from xlnet_tf2.finetuning.features import LAYOUTS
-from xlnet_tf2.finetuning.task_spec import SPM_FILE, TaskSpec
+from xlnet_tf2.tokenizers.packing import LAYOUTS
+from xlnet_tf2.tasks.task_spec import TaskSpec
 from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
+from xlnet_tf2.export import serving_tasks
 
 EXPORT_TASKS = ("classification", "regression", "race", "squad", "features")
 
@@ -121,7 +121,6 @@ class ServingModule(tf.Module):
                     return self._outputs(self.preprocessor(text))
             return {"serving_default": serve_text.get_concrete_function(),
                     "serve_token_ids": serve_token_ids.get_concrete_function()}
-        from xlnet_tf2.export import serving_tasks
         if self.task == "squad":
             return serving_tasks.squad_signatures(self)
         return serving_tasks.race_signatures(self)
@@ -164,65 +163,3 @@ def export(module: ServingModule, export_base: str, version: Optional[int] = Non
                         null_score_threshold=module.spec.null_score_threshold)
         f.write(json.dumps(info, indent=2) + "\n")
     return path
-
-
-def default_seq_len(model_dir: str) -> int:
-    """The sequence length a model_dir was trained with: task.json's (fine-tuning), else
-    run_config.json's data seq_len (pretraining), else 512."""
-    from xlnet_tf2 import run_dir
-
-    if tf.io.gfile.exists(os.path.join(model_dir, run_dir.TASK_FILE)):
-        return TaskSpec.read(model_dir).seq_len
-    record_path = os.path.join(model_dir, run_dir.RUN_CONFIG_FILE)
-    if tf.io.gfile.exists(record_path):
-        with tf.io.gfile.GFile(record_path) as f:
-            seq_len = json.load(f).get("derived", {}).get("seq_len")
-        if seq_len:
-            return int(seq_len)
-    return 512
-
-
-def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
-    """(model, spec, spm_model path) of a fine-tuned model_dir, or for task "features" of any
-    directory holding an xlnet_config.json, spiece.model and a backbone checkpoint (converted
-    release, pretraining run or fine-tuning run)."""
-    from xlnet_tf2.config import XLNetConfig
-    from xlnet_tf2.finetuning import task_models
-    from xlnet_tf2.finetuning.trainer import init_backbone, restore_for_inference
-
-    from xlnet_tf2 import run_dir
-
-    # Inference settings: the architecture of the directory, no dropout, no memory, no
-    # bi_data (a pretraining run's data layout never carries over).
-    run_dir.require_model_dir(model_dir)
-    config = XLNetConfig.from_json_file(os.path.join(model_dir, run_dir.ARCH_FILE),
-                                        dropout=0.0, dropatt=0.0, mem_len=0)
-    spm_model = run_dir.model_spm_file(model_dir)
-    if task == "features":
-        seq_len = default_seq_len(model_dir)
-        spec = TaskSpec(task="classification", seq_len=seq_len)
-        model = task_models.SequenceClassifier(config, 1)
-        model(model.dummy_inputs(seq_len))
-        init_backbone(model, model_dir)
-        return model, spec, spm_model
-    spec = TaskSpec.read(model_dir)
-    expected = {"classification": "classification", "regression": "regression",
-                "race": "race", "squad": "squad"}[task]
-    if spec.task != expected:
-        from xlnet_tf2.config_flags import RunConfigError
-
-        raise RunConfigError(f"--task={task} but {model_dir}/task.json says {spec.task!r}; "
-                             f"pass --task={spec.task} (or --task=features).")
-    if task in ("classification", "regression"):
-        model = task_models.SequenceClassifier(
-            config, 1 if task == "regression" else len(spec.label_list), spec.summary_type,
-            head_dropout=0.0)
-    elif task == "squad":
-        model = task_models.SquadModel(config, spec.n_best_size, spec.n_best_size,
-                                       head_dropout=0.0)
-    else:
-        model = task_models.MultipleChoiceModel(config, spec.num_choices, spec.summary_type,
-                                                head_dropout=0.0)
-    model(model.dummy_inputs(spec.seq_len))
-    restore_for_inference(model, model_dir, checkpoint)
-    return model, spec, spm_model

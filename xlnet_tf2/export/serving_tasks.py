@@ -10,7 +10,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from xlnet_tf2.export import serving_inputs
+from xlnet_tf2.tokenizers import in_graph_packing
 
 
 def _keep_last(ids: tf.RaggedTensor, keep: int) -> tf.RaggedTensor:
@@ -53,7 +53,7 @@ def race_signatures(module):
         keep = tf.maximum(L - 3 - qa_ids.row_lengths(), 0)
         positions = tf.ragged.range(article_ids.row_lengths())
         context = tf.ragged.boolean_mask(article_ids, positions < keep[:, None])
-        flat = serving_inputs.encode_sequence_pair(context, qa_ids, L, "cls_last")
+        flat = in_graph_packing.encode_sequence_pair(context, qa_ids, L, "cls_last")
         return module._outputs({k: tf.reshape(v, [batch, C, L]) for k, v in flat.items()})
 
     return {"serving_default": serve_text.get_concrete_function(),
@@ -62,7 +62,7 @@ def race_signatures(module):
 
 def best_span(outputs, doc_length: tf.Tensor, max_answer_length: int,
               max_context: Optional[tf.Tensor] = None):
-    """The in-graph twin of xlnet_tf2.finetuning.squad.window_candidates, per window: the
+    """The in-graph twin of xlnet_tf2.tasks.squad.window_candidates, per window: the
     best (start, end) of the head's k x e beam with both inside the document, end >= start,
     at most max_answer_length tokens and (given max_context bool [B, L]) a start where this
     window gives the token the most context; score = start + end log-prob.
@@ -90,7 +90,7 @@ def best_span(outputs, doc_length: tf.Tensor, max_answer_length: int,
 def squad_signatures(module):
     """serving_default(question [B], context [B]): every document window of the context
     (doc_stride as in fine-tuning), answered as the offline prediction
-    (xlnet_tf2.finetuning.squad.postprocess) answers; outputs:
+    (xlnet_tf2.tasks.squad.postprocess) answers; outputs:
       answer string [B]: the best span over all windows as the RAW context substring (original
         casing and spacing, as predictions.json holds it); "" when no valid span;
       prediction string [B]: answer, or "" when no_answer (predictions.json's value);
@@ -115,7 +115,7 @@ def squad_signatures(module):
         return no_answer
 
     def outputs_of(inputs):
-        extra = serving_inputs.squad_answer_inputs(inputs["input_ids"], inputs["segment_ids"],
+        extra = in_graph_packing.squad_answer_inputs(inputs["input_ids"], inputs["segment_ids"],
                                                    inputs["attention_mask"])
         outputs = module.model({**inputs, "p_mask": extra["p_mask"],
                                 "cls_index": extra["cls_index"]}, training=False)
@@ -183,7 +183,7 @@ def answer_whole_contexts(module, question, context, no_answer_of):
     """The serving_default outputs of squad_signatures for raw question / context [B]."""
     spec, L = module.spec, module.seq_len
     context_ids, char_start, char_end = context_token_spans(module.tokenizer, context)
-    windows = serving_inputs.squad_windows(context_ids, module.tokenizer.encode_ids(question),
+    windows = in_graph_packing.squad_windows(context_ids, module.tokenizer.encode_ids(question),
                                            L, spec.doc_stride, spec.max_query_length)
     valid = windows["valid"]                                              # [B, W]
     where = tf.where(valid)                                               # [N, 2]

@@ -21,7 +21,6 @@ as the original does and discarding them gives the same numbers with more work).
 
 from __future__ import annotations
 
-from typing import Optional
 
 import keras
 import tensorflow as tf

@@ -5,7 +5,9 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from xlnet_tf2.models.xlnet_model import XLNetModel, _config_of
+from xlnet_tf2.models import generation
+from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2.models.xlnet_model import XLNetModel
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
@@ -19,7 +21,7 @@ class XLNetLMHeadModel(keras.Model):
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "xlnet_lm")
         super().__init__(**kwargs)
-        self.config = _config_of(config)
+        self.config = XLNetConfig.coerce(config)
         self.transformer = XLNetModel(self.config)
 
     def build(self, input_shape=None):
@@ -35,14 +37,6 @@ class XLNetLMHeadModel(keras.Model):
     def from_config(cls, config):
         return cls(**config)
 
-    @classmethod
-    def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetLMHeadModel":
-        """`xlnet_tf2.from_pretrained`: a directory (converted, HuggingFace or original
-        release) or a name; keyword arguments are run-time settings (mem_len=...)."""
-        from xlnet_tf2.hub import from_pretrained
-
-        return from_pretrained(name_or_dir, **kwargs)
-
     def call(self, inputs, training=None, output_hidden_states=False):
         outputs = dict(self.transformer(inputs, training=training,
                                         output_hidden_states=output_hidden_states))
@@ -50,11 +44,9 @@ class XLNetLMHeadModel(keras.Model):
         return outputs
 
     def generate(self, input_ids, **kwargs):
-        """Text generation with memory: `xlnet_tf2.generation.generate(self, input_ids, ...)`
+        """Text generation with memory: `xlnet_tf2.models.generation.generate(self, input_ids, ...)`
         (greedy, or do_sample with temperature / top_k / top_p); returns int32 [B, P + n]."""
-        from xlnet_tf2.generation import generate
-
-        return generate(self, input_ids, **kwargs)
+        return generation.generate(self, input_ids, **kwargs)
 
     def lm_logits(self, hidden):
         """hidden [B, S, D] -> float32 logits [B, S, n_token]."""

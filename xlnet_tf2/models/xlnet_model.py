@@ -28,10 +28,6 @@ INPUT_KEYS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask", "p
               "target_mapping", "mems", "memory_mask")
 
 
-def _config_of(config) -> XLNetConfig:
-    return config if isinstance(config, XLNetConfig) else XLNetConfig.from_dict(config)
-
-
 def _segment_ids(inputs) -> Optional[tf.Tensor]:
     """`segment_ids`, or HuggingFace's name for them, `token_type_ids` (not both)."""
     if "token_type_ids" in inputs:
@@ -78,7 +74,7 @@ class XLNetModel(keras.Model):
     def __init__(self, config, **kwargs):
         kwargs.setdefault("name", "transformer")
         super().__init__(**kwargs)
-        self.config = _config_of(config)
+        self.config = XLNetConfig.coerce(config)
         c = self.config
         init = normal_initializer(c.initializer_range)
         self.word_embedding = keras.layers.Embedding(c.n_token, c.d_model, embeddings_initializer=init,
@@ -116,13 +112,6 @@ class XLNetModel(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
-
-    @classmethod
-    def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetModel":
-        """The backbone of `xlnet_tf2.from_pretrained(name_or_dir, **kwargs)`."""
-        from xlnet_tf2.hub import from_pretrained
-
-        return from_pretrained(name_or_dir, **kwargs).transformer
 
     # ------------------------------------------------------------------ call
     def call(self, inputs: Dict[str, tf.Tensor], training=None, output_hidden_states=False):

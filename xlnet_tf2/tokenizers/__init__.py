@@ -1,8 +1,35 @@
-"""Tokenizers HuggingFace and keras-hub users expect: `XLNetTokenizer` (Python, batch
-encoding and decoding) and `XLNetPreprocessor` (a Keras layer on the in-graph SentencePiece op,
-for tf.data and exported models). Both give exactly the ids of xlnet_tf2.tokenization."""
+"""Tokenizers: text -> ids exactly as the original XLNet, offline and in the graph.
 
-from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
-from xlnet_tf2.tokenizers.xlnet_tokenizer import XLNetTokenizer
+  sentencepiece_tokenizer  normalization and SentencePiece encoding (`SentencePieceTokenizer`),
+                           the one definition every other path reproduces
+  xlnet_tokenizer          `XLNetTokenizer`, the object HuggingFace users expect
+  packing                  token ids -> fixed-length model inputs (numpy; the layouts)
+  in_graph_tokenizer       the same encoding as TensorFlow ops (tensorflow-text), for serving
+  in_graph_packing         the same layouts as TensorFlow ops, ragged ids in
+  xlnet_preprocessor       `XLNetPreprocessor`, a Keras layer on the two in-graph modules
 
-__all__ = ["XLNetPreprocessor", "XLNetTokenizer"]
+The names are imported on first use: the Python tokenizer (and data preparation, whose Beam
+workers are fresh processes) never pays for importing TensorFlow and Keras.
+"""
+
+import importlib
+
+_LAZY = {
+    "SentencePieceTokenizer": "xlnet_tf2.tokenizers.sentencepiece_tokenizer",
+    "XLNetTokenizer": "xlnet_tf2.tokenizers.xlnet_tokenizer",
+    "XLNetPreprocessor": "xlnet_tf2.tokenizers.xlnet_preprocessor",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'xlnet_tf2.tokenizers' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

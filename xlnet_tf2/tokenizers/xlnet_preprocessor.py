@@ -1,8 +1,8 @@
 """`XLNetPreprocessor`: raw strings -> model inputs as a Keras layer, on the in-graph
-SentencePiece op (xlnet_tf2/export/in_graph_tokenizer.py), so the same layer runs in a
+SentencePiece op (xlnet_tf2/tokenizers/in_graph_tokenizer.py), so the same layer runs in a
 `tf.data` pipeline, inside a Keras model and inside an exported SavedModel (TF Serving needs
 only TensorFlow and tensorflow-text). Its ids and layout are exactly those of the offline
-tokenizer (`XLNetTokenizer`, xlnet_tf2/finetuning/features.py); a test compares them on real
+tokenizer (`XLNetTokenizer`, xlnet_tf2/tokenizers/packing.py); a test compares them on real
 text.
 
     preprocessor = XLNetPreprocessor("spiece.model", seq_len=128)
@@ -17,9 +17,9 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
-from xlnet_tf2.export import serving_inputs
-from xlnet_tf2.export.in_graph_tokenizer import InGraphTokenizer
-from xlnet_tf2.finetuning.features import LAYOUTS
+from xlnet_tf2.tokenizers import in_graph_packing
+from xlnet_tf2.tokenizers.in_graph_tokenizer import InGraphTokenizer
+from xlnet_tf2.tokenizers.packing import LAYOUTS
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
@@ -70,7 +70,7 @@ class XLNetPreprocessor(keras.layers.Layer):
         if text_b is not None:
             text_b = tf.convert_to_tensor(text_b, tf.string)
             ids_b = self.tokenizer.encode_ids(text_b[None] if scalar else text_b)
-        inputs = serving_inputs.encode_sequence_pair(self.tokenizer.encode_ids(text), ids_b,
+        inputs = in_graph_packing.encode_sequence_pair(self.tokenizer.encode_ids(text), ids_b,
                                                      self.seq_len, self.layout)
         if scalar:
             inputs = {k: v[0] for k, v in inputs.items()}

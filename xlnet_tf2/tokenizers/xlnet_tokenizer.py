@@ -1,5 +1,5 @@
 """`XLNetTokenizer`: the tokenizer object HuggingFace users expect, on the project's own
-SentencePiece encoding (xlnet_tf2.tokenization: the same ids as data preparation, fine-tuning
+SentencePiece encoding (xlnet_tf2.tokenizers.sentencepiece_tokenizer: the same ids as data preparation, fine-tuning
 and the in-graph serving tokenizer).
 
     tokenizer = XLNetTokenizer.from_pretrained("path/to/model_dir")
@@ -7,7 +7,7 @@ and the in-graph serving tokenizer).
     model(batch)                      # input_ids, segment_ids, attention_mask: int32 [B, L]
     tokenizer.decode(ids, skip_special_tokens=True)
 
-Layout (XLNET_REFERENCE.md §6, xlnet_tf2/finetuning/features.py): `A <sep> B <sep> <cls>`,
+Layout (XLNET_REFERENCE.md §6, xlnet_tf2/tokenizers/packing.py): `A <sep> B <sep> <cls>`,
 LEFT padded with <pad> (segment ids A 0, B 1, <cls> 2, padding 4; attention_mask 1 on real
 tokens), so the last position is always <cls>. Over-long inputs lose tokens from the end of
 the longer text, as in fine-tuning.
@@ -24,9 +24,10 @@ from typing import Dict, List, Optional, Sequence, Union
 
 import numpy as np
 
+from xlnet_tf2 import locate
 from xlnet_tf2 import special_ids as sid
-from xlnet_tf2.finetuning.features import LAYOUTS, encode_sequence_pair
-from xlnet_tf2.tokenization import SentencePieceTokenizer
+from xlnet_tf2.tokenizers.packing import LAYOUTS, encode_sequence_pair
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
 TextInput = Union[str, Sequence[str]]
 PADDING_CHOICES = (True, False, "longest", "max_length", "do_not_pad")
@@ -63,9 +64,7 @@ class XLNetTokenizer:
         """The tokenizer of a model directory or name, found as `xlnet_tf2.from_pretrained`
         finds the model (a converted, HuggingFace or original release directory, or a hub
         repository id); its `spiece.model` is used."""
-        from xlnet_tf2 import hub
-
-        return cls(hub.resolve(name_or_dir).spm_model(), **kwargs)
+        return cls(locate.resolve(name_or_dir).spm_model(), **kwargs)
 
     # ------------------------------------------------------------------ vocabulary
     @property

@@ -17,7 +17,7 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 from absl import logging
 
-from xlnet_tf2.conversion.pretrained import restore_weights
+from xlnet_tf2.models.saving import restore_weights
 
 
 class CheckpointRestoreError(RuntimeError):

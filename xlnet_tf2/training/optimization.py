@@ -17,7 +17,7 @@ Which AdamW this is, deliberately:
   structurally, by layer type and attribute (`decay_exempt_variables`), never by matching names.
 * **Per-variable learning-rate multipliers** (optional): the Adam update of a variable uses
   lr(step) * multiplier(variable); fine-tuning's layer-wise decay sets them from the layer
-  structure (xlnet_tf2/finetuning/layer_decay.py). Decoupled weight decay keeps the base rate.
+  structure (xlnet_tf2/training/layer_decay.py). Decoupled weight decay keeps the base rate.
   The original multiplied the clipped gradient instead, which Adam's normalization almost
   entirely cancels (XLNET_REFERENCE.md §5).
 * Gradients reach `apply` already summed over replicas and clipped to a global norm by the

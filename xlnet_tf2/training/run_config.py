@@ -9,7 +9,7 @@
       distribution  DistributionConfig  strategy and TPU
 
 Fine-tuning uses the same `LoopConfig`, `OptimizerConfig` and `DistributionConfig` with its own
-defaults (xlnet_tf2/finetuning/run_config.py). Every leaf is one flag of the same name, with its
+defaults (xlnet_tf2/tasks/finetune_config.py). Every leaf is one flag of the same name, with its
 help text and its resume policy (xlnet_tf2/config_flags.py): a checkpointed run cannot resume
 under another value of a "fixed" setting.
 """

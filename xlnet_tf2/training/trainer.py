@@ -1,5 +1,5 @@
 """The one training loop of the project: pretraining (pretrainer.py) and fine-tuning
-(xlnet_tf2/finetuning/trainer.py) are this loop with a loss and a few hooks.
+(xlnet_tf2/tasks/finetuning.py) are this loop with a loss and a few hooks.
 
 How one run goes:
   1. Under the strategy's scope: the model (`model_fn`), the AdamW and its schedule
@@ -49,7 +49,7 @@ from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
 from xlnet_tf2.training import checkpointing, determinism, distribution, run_record
-from xlnet_tf2.training.flops import device_peak_flops, measure_matmul_peak
+from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
 from xlnet_tf2.training.optimization import create_optimizer
 from xlnet_tf2.training.run_config import PRECISIONS, LoopConfig, OptimizerConfig  # noqa: F401
@@ -406,7 +406,7 @@ class Trainer:
         cfg = self.loop_config
         if cfg.peak_tflops:
             return cfg.peak_tflops * 1e12 * self.num_replicas
-        # Data-sheet peak of a known accelerator, or the CPU's derived peak (flops.py).
+        # Data-sheet peak of a known accelerator, or the CPU's derived peak (device_peak.py).
         peak = device_peak_flops(cfg.precision)
         if peak is None:  # an accelerator missing from the table: measured matmul throughput
             peak = measure_matmul_peak()

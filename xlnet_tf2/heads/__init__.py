@@ -1,9 +1,0 @@
-"""Task heads on top of the XLNet backbone's hidden states [B, L, D]."""
-
-from xlnet_tf2.heads.classification_head import ClassificationHead
-from xlnet_tf2.heads.multiple_choice_head import MultipleChoiceHead
-from xlnet_tf2.heads.sequence_summary import SUMMARY_TYPES, SequenceSummary
-from xlnet_tf2.heads.squad_head import SquadHead
-
-__all__ = ["ClassificationHead", "MultipleChoiceHead", "SUMMARY_TYPES", "SequenceSummary",
-           "SquadHead"]

@@ -1,0 +1,37 @@
+"""Sequence classification and regression: backbone + sequence summary + logits."""
+
+from __future__ import annotations
+
+import keras
+from xlnet_tf2.models.heads import ClassificationHead
+from xlnet_tf2.models.task_model import TaskModel
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf2")
+class SequenceClassifier(TaskModel):
+    """Classification (num_outputs = classes) or regression (num_outputs = 1).
+
+    Returns {"logits": float32 [B, num_outputs], "pooled": [B, D], "hidden": [B, L, D]}.
+    """
+
+    def __init__(self, config, num_outputs: int, summary_type: str = "last",
+                 head_dropout: float = 0.1, **kwargs):
+        super().__init__(config, **kwargs)
+        self.num_outputs = num_outputs
+        self.summary_type = summary_type
+        self.head_dropout = head_dropout
+        c = self.config
+        self.head = ClassificationHead(c.d_model, num_outputs, summary_type, n_head=c.n_head,
+                                       dropout=head_dropout, initializer_range=c.initializer_range,
+                                       name="classification_head")
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "num_outputs": self.num_outputs,
+                "summary_type": self.summary_type, "head_dropout": self.head_dropout,
+                "name": self.name}
+
+    def call(self, inputs, training=None):
+        hidden = self._backbone(inputs, training)["hidden"]
+        logits, pooled = self.head(hidden, attention_mask=inputs["attention_mask"],
+                                   training=training)
+        return {"logits": logits, "pooled": pooled, "hidden": hidden}

@@ -1,0 +1,39 @@
+"""Extractive question answering (SQuAD 1.1/2.0): backbone + start/end/answer-class head."""
+
+from __future__ import annotations
+
+import keras
+import tensorflow as tf
+
+from xlnet_tf2.models.heads import SquadHead
+from xlnet_tf2.models.task_model import TaskModel
+
+
+@keras.saving.register_keras_serializable(package="xlnet_tf2")
+class SquadModel(TaskModel):
+    """SQuAD 1.1/2.0; see `xlnet_tf2.models.heads.SquadHead` for the outputs."""
+
+    def __init__(self, config, start_n_top: int = 5, end_n_top: int = 5,
+                 head_dropout: float = 0.1, **kwargs):
+        super().__init__(config, **kwargs)
+        self.start_n_top = start_n_top
+        self.end_n_top = end_n_top
+        self.head_dropout = head_dropout
+        c = self.config
+        self.head = SquadHead(c.d_model, start_n_top, end_n_top, dropout=head_dropout,
+                              initializer_range=c.initializer_range, name="squad_head")
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "start_n_top": self.start_n_top,
+                "end_n_top": self.end_n_top, "head_dropout": self.head_dropout, "name": self.name}
+
+    def dummy_inputs(self, seq_len: int, batch_size: int = 1):
+        inputs = super().dummy_inputs(seq_len, batch_size)
+        inputs.update(p_mask=tf.zeros([batch_size, seq_len], tf.int32),
+                      cls_index=tf.fill([batch_size], seq_len - 1))
+        return inputs
+
+    def call(self, inputs, training=None):
+        hidden = self._backbone(inputs, training)["hidden"]
+        return self.head(hidden, inputs["p_mask"], inputs["cls_index"],
+                         start_positions=inputs.get("start_positions"), training=training)

@@ -1,0 +1,625 @@
+"""The Apache Beam pipeline that turns raw text into prepared pretraining examples.
+
+    sources -> batches of documents (about BATCH_CHARS of text each), split train / held out
+               (the text of a batch goes to a scratch file OUTPUT_DIR/.prep/text/<batch>.txt)
+            -> (reshuffle) -> tokenize: one SentencePiece call per batch; the ids go to a
+               token file OUTPUT_DIR/.prep/tokens/<batch>.npy, only lengths go on
+            -> layout (one place, small): every stream's pieces as (token file, range)
+            -> (reshuffle) -> per stream: read its pieces, build the examples of every pass
+               and direction vectorized over the chunks of the row, serialize in bulk
+            -> one TFRecord file per (pass, direction, stream) -> record_info.json
+
+Neither text nor token ids travel through the runner's shuffles, only file names and lengths:
+on 2 cores, moving them (as pickled arrays, through the runner process) cost more than
+tokenizing them. Workers import no TensorFlow for local paths
+(fileio.py; TFRecord framing in records.py), which saves each worker about 4 s of start-up.
+
+The held-out split (--eval_fraction or --eval_input) goes through the same steps into
+OUTPUT_DIR/eval, with its own manifest and the same parameters.
+
+Every random choice is a pure function of `--seed` and the identity of what it decides
+(document key, stream, chunk, pass, direction), never of the worker that runs it, the order
+elements arrive or how they are batched, so the output is byte-identical for any number of
+workers and on any runner. The same code runs on Dataflow, Flink or Spark with the runner's
+standard options (OUTPUT_DIR must then be on storage every worker can reach, as it must be
+for the output anyway).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import logging
+import os
+import re
+import sys
+import tempfile
+import time
+import uuid
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import apache_beam as beam
+import numpy as np
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from xlnet_tf2 import special_ids
+from xlnet_tf2.data import manifest, records
+from xlnet_tf2 import fileio
+from xlnet_tf2.prep import text_sources
+from xlnet_tf2.prep import streams
+from xlnet_tf2.prep.encode import BatchEncoder
+from xlnet_tf2.prep.examples import row_example_batches
+from xlnet_tf2.data.params import DataParams, DataPrepError
+from xlnet_tf2.prep.span_sampling import start_piece_table
+from xlnet_tf2.progress import Progress
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, TokenizerError
+
+# Errors raised inside workers reach the launcher wrapped in runner tracebacks; this marker
+# lets `create_tfrecords` recover the one-line message and raise it cleanly.
+_MARK = "[data-prep] "
+_PROGRESS_SECONDS = 10.0
+_log = logging.getLogger("xlnet_tf2.data")
+# Marks progress lines among the log lines Beam forwards from its workers, so a quiet launcher
+# (data_prep/create_tfrecords.py) can print them and drop the rest.
+PROGRESS_TAG = "[xlnet-progress] "
+EVAL_DIR = "eval"
+SPM_FILE = "spiece.model"
+# Scratch space of one run inside OUTPUT_DIR: progress counts and token files; removed at the
+# end (and by the next run if a run was killed).
+_WORK_DIR = ".prep"
+
+
+def _fail(message: str):
+    raise DataPrepError(_MARK + message)
+
+
+class SharedProgress:
+    """Progress lines with ETA for one pipeline stage, summed over every worker.
+
+    Each worker adds what it processed; every `_PROGRESS_SECONDS` it writes its own count to
+    DIRECTORY/STAGE-<id> and prints one line (xlnet_tf2.progress format) for the sum of all
+    workers' files, so the percentage and ETA are those of the whole stage.
+    """
+
+    def __init__(self, directory: str, stage: str, label: str, unit: str, total: int):
+        self.directory, self.stage, self.total = directory, stage, total
+        self._path = os.path.join(directory, f"{stage}-{uuid.uuid4().hex}")
+        self._progress = Progress(total=max(total, 1), label=label, unit=unit,
+                                  every_seconds=_PROGRESS_SECONDS, stream=sys.stderr)
+        self._mine = 0
+        self._last = time.perf_counter()
+
+    def add(self, count: int) -> None:
+        self._mine += count
+        if time.perf_counter() - self._last >= _PROGRESS_SECONDS:
+            self.flush()
+            # Through logging: the runner forwards worker logs to the launcher's console.
+            _log.warning(PROGRESS_TAG + self.line())
+
+    def line(self) -> str:
+        """The progress line of the whole stage (all workers' counts summed)."""
+        self._progress.count = self._sum()
+        if self.total > 0:
+            self._progress.total = self.total
+            return self._progress.line()
+        # Total unknown (TFDS input): count and rate only.
+        elapsed = max(time.perf_counter() - self._progress.start, 1e-9)
+        return (f"{self._progress.label}: {self._progress.count:,} {self._progress.unit} | "
+                f"{self._progress.count / elapsed:,.0f} {self._progress.unit}/s")
+
+    def flush(self) -> None:
+        self._last = time.perf_counter()
+        try:
+            with fileio.open_file(self._path, "w") as f:
+                f.write(str(self._mine))
+        except Exception:  # progress is best effort (OSError here, tf.errors remotely)
+            pass
+
+    def _sum(self) -> int:
+        total = 0
+        try:
+            for name in fileio.listdir(self.directory):
+                if name.startswith(self.stage + "-"):
+                    with fileio.open_file(os.path.join(self.directory, name)) as f:
+                        total += int(f.read() or 0)
+        except Exception:  # best effort: a file being replaced, a remote hiccup
+            return self._mine
+        return total
+
+
+# Documents are read and tokenized in batches of about this much text: one Beam element per
+# batch keeps the per-element overhead negligible. A constant, so the batches (and therefore
+# the output) never depend on the number of workers.
+BATCH_CHARS = 1 << 18
+
+
+def is_eval_document(seed: int, key: Tuple[int, int], eval_fraction: float) -> bool:
+    """Whether document `key` is held out: a hash of (seed, key) below eval_fraction."""
+    if eval_fraction <= 0:
+        return False
+    digest = hashlib.sha256(f"eval:{seed}:{key[0]}:{key[1]}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") < eval_fraction * 2.0 ** 64
+
+
+def scratch_file_name(batch_key: Tuple[int, int, int], suffix: str) -> str:
+    """Name of a batch's scratch file (its text ".txt" or its token ids ".npy")."""
+    source, number, split = batch_key
+    return f"split{split}-source{source:06d}-batch{number:08d}{suffix}"
+
+
+class _ReadSource(beam.DoFn):
+    """(source, held_out) -> (batch key, TextBatch) for each split.
+
+    The train split is the main output, the held-out split the "eval" output; a batch key is
+    (source index, batch number, split). A TextBatch is (document keys, int64 [D] lines per
+    document, text file): the batch's lines, joined by "\\n", go to a scratch file that the
+    tokenizing worker reads, so the text never passes through the runner's shuffle.
+    """
+
+    def __init__(self, skip_bad_lines: bool, eval_fraction: float, seed: int, text_dir: str):
+        self._skip = skip_bad_lines
+        self._eval_fraction = eval_fraction
+        self._seed = seed
+        self._text_dir = text_dir
+
+    def process(self, element):
+        source, held_out = element
+        bad = []
+
+        class _Count:
+            def inc(self):
+                bad.append(1)
+
+        batches = {False: ([], [0]), True: ([], [0])}
+        numbers = {False: 0, True: 0}
+
+        def flush(split):
+            docs, size = batches[split]
+            if docs:
+                key = (source[1], numbers[split], int(split))
+                numbers[split] += 1
+                path = os.path.join(self._text_dir, scratch_file_name(key, ".txt"))
+                fileio.write_atomically(
+                    path, "\n".join(line for _, doc in docs for line in doc).encode())
+                out = (key, ([k for k, _ in docs],
+                             np.array([len(doc) for _, doc in docs], np.int64), path))
+                docs.clear()
+                size[0] = 0
+                return [beam.pvalue.TaggedOutput("eval", out) if split else out]
+            return []
+
+        try:
+            for key, lines in text_sources.read_source(source, self._skip, _Count()):
+                split = held_out or is_eval_document(self._seed, key, self._eval_fraction)
+                docs, size = batches[split]
+                docs.append((key, lines))
+                size[0] += sum(len(line) + 1 for line in lines)
+                if size[0] >= BATCH_CHARS:
+                    yield from flush(split)
+        except DataPrepError as e:
+            _fail(str(e))
+        yield from flush(False)
+        yield from flush(True)
+        if bad:
+            yield beam.pvalue.TaggedOutput("bad_lines", (source[2], len(bad)))
+
+
+def write_tokens(path: str, ids: np.ndarray, sentences: np.ndarray) -> None:
+    """Stores a batch's ids and sentence numbers as one int32 [2, n] .npy file."""
+    buffer = io.BytesIO()
+    np.save(buffer, np.stack([ids.astype(np.int32), sentences.astype(np.int32)]))
+    fileio.write_atomically(path, buffer.getvalue())
+
+
+def read_tokens(path: str) -> np.ndarray:
+    """int32 [2, n] (ids, sentence numbers) of a token file."""
+    with fileio.open_file(path, "rb") as f:
+        return np.load(io.BytesIO(f.read()))
+
+
+class _Tokenize(beam.DoFn):
+    """(batch key, TextBatch) -> (batch key, token file, [(document key, tokens)]).
+
+    The batch's ids and sentence numbers (inside each document) go to the token file; each
+    document ends with <eod>, a sentence of its own, as in the original. Documents whose
+    lines all encode to nothing are dropped.
+    """
+
+    def __init__(self, model_proto: bytes, uncased: bool, word_cache: bool, token_dir: str,
+                 progress: dict):
+        self._proto = model_proto
+        self._uncased = uncased
+        self._word_cache = word_cache
+        self._token_dir = token_dir
+        self._progress_args = progress
+
+    def setup(self):
+        tok = SentencePieceTokenizer(self._proto, lower=self._uncased)
+        self._encoder = BatchEncoder(tok, word_cache=self._word_cache)
+        self._empty = beam.metrics.Metrics.counter("xlnet_data", "empty_documents")
+        self._progress = SharedProgress(**self._progress_args)
+
+    def process(self, element):
+        batch_key, (doc_keys, lines_per_doc, text_path) = element
+        with fileio.open_file(text_path, "rb") as f:
+            text = f.read().decode("utf-8")
+        lines = text.split("\n")
+        ids, per_line = self._encoder.encode_lines(lines)
+        num_docs = len(doc_keys)
+        # Sentence number of each line inside its document, counting non-empty lines only.
+        nonempty = per_line > 0
+        doc_of_line = np.repeat(np.arange(num_docs), lines_per_doc)
+        first_line = np.concatenate([[0], np.cumsum(lines_per_doc)[:-1]])
+        ranks = np.cumsum(nonempty) - nonempty
+        sentence = ranks - ranks[first_line][doc_of_line]
+        tokens_per_doc = np.bincount(doc_of_line, weights=per_line,
+                                     minlength=num_docs).astype(np.int64)
+        sentences_per_doc = np.bincount(doc_of_line, weights=nonempty,
+                                        minlength=num_docs).astype(np.int64)
+        line_sent = np.repeat(sentence, per_line)
+        keep = tokens_per_doc > 0
+        if (~keep).any():
+            self._empty.inc(int((~keep).sum()))
+        # Insert <eod> after every kept document (with sentence number = its sentence count).
+        doc_of_token = np.repeat(np.arange(num_docs), tokens_per_doc)
+        token_keep = keep[doc_of_token]
+        ids, line_sent = ids[token_keep], line_sent[token_keep]
+        kept = np.flatnonzero(keep)
+        lengths = tokens_per_doc[kept] + 1
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        out_ids = np.full(offsets[-1], special_ids.EOD_ID, np.int32)
+        out_sent = np.empty(offsets[-1], np.int32)
+        eod_pos = offsets[1:] - 1
+        body = np.ones(offsets[-1], bool)
+        body[eod_pos] = False
+        out_ids[body] = ids
+        out_sent[body] = line_sent
+        out_sent[eod_pos] = sentences_per_doc[kept]
+        self._progress.add(len(text) + 1)
+        if kept.size == 0:
+            return []
+        path = os.path.join(self._token_dir, scratch_file_name(batch_key, ".npy"))
+        write_tokens(path, out_ids, out_sent)
+        return [(batch_key, path, [(doc_keys[i], int(n)) for i, n in zip(kept, lengths)])]
+
+    def teardown(self):
+        if hasattr(self, "_progress"):
+            self._progress.flush()
+
+
+# One piece of a stream read from a token file: (offset in the stream, token file, begin,
+# end in the file).
+FilePiece = Tuple[int, str, int, int]
+
+
+def _layout(batches, params: DataParams, split: str):
+    """All batches' document lengths -> the summary, and (stream, [FilePiece]) per stream."""
+    doc_file = {}
+    lengths = []
+    for _, path, docs in batches:
+        start = 0
+        for doc_key, n in docs:
+            doc_file[doc_key] = (path, start)
+            lengths.append((doc_key, n))
+            start += n
+    try:
+        layout, placement = streams.compute_layout(lengths, params)
+    except DataPrepError as e:
+        if split == "eval":
+            _fail(f"Held-out split ({EVAL_DIR}/): {e} Or raise --eval_fraction / add "
+                  "--eval_input text.")
+        _fail(str(e))
+    yield beam.pvalue.TaggedOutput("summary", layout.to_dict())
+    per_stream: Dict[int, List[FilePiece]] = {}
+    for doc_key, pieces in placement.items():
+        path, start = doc_file[doc_key]
+        for stream, offset, begin, end in pieces:
+            per_stream.setdefault(stream, []).append((offset, path, start + begin, start + end))
+    for stream in sorted(per_stream):
+        yield stream, sorted(per_stream[stream])
+
+
+def read_stream_pieces(pieces: Sequence[FilePiece]):
+    """[(offset, ids, sentence numbers)] of one stream (views), each token file read once."""
+    by_file: Dict[str, List[FilePiece]] = {}
+    for piece in pieces:
+        by_file.setdefault(piece[1], []).append(piece)
+    out = []
+    for path in sorted(by_file):
+        tokens = read_tokens(path)
+        for offset, _, begin, end in by_file[path]:
+            out.append((offset, tokens[0, begin:end], tokens[1, begin:end]))
+    return out
+
+
+class _WriteStream(beam.DoFn):
+    """(stream, [FilePiece]) -> one file per (pass, direction); yields their descriptions."""
+
+    def __init__(self, model_proto: bytes, params: DataParams, output_dir: str,
+                 progress: dict):
+        self._proto = model_proto
+        self._params = params
+        self._output_dir = output_dir
+        self._progress_args = progress
+
+    def setup(self):
+        self._starts_word = start_piece_table(SentencePieceTokenizer(self._proto))
+        self._progress = SharedProgress(**self._progress_args)
+
+    def process(self, element, summary):
+        stream, pieces = element
+        ids, sent = streams.assemble_row(read_stream_pieces(pieces), summary["row_len"])
+        if self._progress.total == 0:
+            p = self._params
+            self._progress.total = (summary["chunks_per_row"] * p.num_streams * p.num_passes
+                                    * p.num_directions)
+        for pass_id in range(self._params.num_passes):
+            for direction in range(self._params.num_directions):
+                name = records.shard_name(pass_id, direction, stream)
+                with records.TFRecordFileWriter(os.path.join(self._output_dir, name)) as writer:
+                    for batch in row_example_batches(ids, sent, params=self._params,
+                                                     starts_word=self._starts_word,
+                                                     stream_id=stream, pass_id=pass_id,
+                                                     direction=direction):
+                        num = batch["chunk_index"].shape[0]
+                        batch["stream_id"] = np.full(num, stream, np.int32)
+                        batch["direction"] = np.full(num, direction, np.int32)
+                        batch["pass_id"] = np.full(num, pass_id, np.int32)
+                        writer.write_all(records.serialize_batch(batch))
+                        self._progress.add(num)
+                    writer.commit()
+                yield {"name": name, "examples": writer.records, "bytes": writer.bytes,
+                       "stream": stream}
+
+    def teardown(self):
+        if hasattr(self, "_progress"):
+            self._progress.flush()
+
+
+def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab_size,
+                    spm_sha256, spm_model, sources, split):
+    from xlnet_tf2 import __version__
+
+    file_infos = sorted(file_infos, key=lambda f: f["name"])
+    chunks = summary["chunks_per_row"]
+    data = {
+        "format": manifest.FORMAT,
+        "tool": "data_prep/create_tfrecords.py",
+        "tool_version": __version__,
+        "split": split,
+        "params": params.to_dict(),
+        "vocab_size": vocab_size,
+        "spm_sha256": spm_sha256,
+        "spm_model": spm_model,
+        "inputs": [list(s) for s in sources],
+        "num_streams": params.num_streams,
+        "num_passes": params.num_passes,
+        "directions": params.num_directions,
+        "documents": summary["documents"],
+        "total_tokens": summary["total_tokens"],
+        "tokens_per_stream": summary["row_len"],
+        "tokens_dropped": summary["total_tokens"] - summary["row_len"] * params.num_streams,
+        "chunks_per_stream": chunks,
+        "examples_per_stream_per_pass": chunks * params.num_directions,
+        "num_examples": sum(f["examples"] for f in file_infos),
+        "bad_lines_skipped": int(sum(n for _, n in bad_lines)),
+        "files": [f["name"] for f in file_infos],
+        "file_stats": {f["name"]: {"records": int(f["examples"]), "bytes": int(f["bytes"])}
+                       for f in file_infos},
+    }
+    expected = params.num_streams * params.num_passes * params.num_directions
+    if len(file_infos) != expected or any(f["examples"] != chunks for f in file_infos):
+        raise RuntimeError(f"incomplete output: {len(file_infos)} of {expected} files")
+    manifest.write_manifest(output_dir, data)
+    yield data
+
+
+def _prepare_split(p, name: str, batches, bad_lines, *, params: DataParams, proto: bytes,
+                   output_dir: str, word_cache: bool, tokenizer, spm_model: str, sources,
+                   input_chars: int, work_dir: str):
+    """Adds the steps that turn one split's document batches into a prepared directory."""
+    progress_dir = os.path.join(work_dir, "progress")
+    tokenize_progress = dict(directory=progress_dir, stage=f"{name}-tokenize",
+                             label=f"{name}: tokenizing", unit="chars", total=input_chars)
+    write_progress = dict(directory=progress_dir, stage=f"{name}-write",
+                          label=f"{name}: writing examples", unit="examples", total=0)
+    token_batches = (batches | f"{name}Spread" >> beam.Reshuffle()
+                     | f"{name}Tokenize" >> beam.ParDo(
+                         _Tokenize(proto, params.uncased, word_cache,
+                                   os.path.join(work_dir, "tokens"), tokenize_progress)))
+    layout = (token_batches
+              | f"{name}AllBatches" >> beam.combiners.ToList()
+              | f"{name}Layout" >> beam.FlatMap(_layout, params, name).with_outputs(
+                  "summary", main="streams"))
+    summary = beam.pvalue.AsSingleton(layout.summary)
+    files = (layout.streams
+             | f"{name}SpreadStreams" >> beam.Reshuffle()
+             | f"{name}Write" >> beam.ParDo(
+                 _WriteStream(proto, params, output_dir, write_progress), summary))
+    return (files | f"{name}AllFiles" >> beam.combiners.ToList()
+            | f"{name}Manifest" >> beam.FlatMap(
+                _write_manifest, summary, beam.pvalue.AsList(bad_lines), params=params,
+                output_dir=output_dir, vocab_size=tokenizer.vocab_size,
+                spm_sha256=tokenizer.checksum, spm_model=spm_model, sources=sources,
+                split=name))
+
+
+def _default_beam_options(beam_args: Sequence[str]) -> List[str]:
+    """Local DirectRunner on all cores unless the caller chose otherwise."""
+    args = list(beam_args)
+    given = " ".join(args)
+    if "--runner" not in given:
+        args.append("--runner=DirectRunner")
+    if "--direct_num_workers" not in given:
+        args.append("--direct_num_workers=0")  # 0 = one worker per core
+    if "--direct_running_mode" not in given:
+        args.append("--direct_running_mode=multi_processing")
+    return args
+
+
+def _clear_prepared(directory: str, overwrite: bool, flag: str) -> None:
+    """Refuses (without overwrite) or removes prepared data in `directory`, manifest first."""
+    if not fileio.exists(directory):
+        return
+    fileio.rmtree(os.path.join(directory, _WORK_DIR))  # scratch of a killed run
+    existing = [n for n in fileio.listdir(directory)
+                if n == manifest.MANIFEST_NAME or ".tfrecord" in n]
+    if existing and not overwrite:
+        raise DataPrepError(f"{flag}={directory} already holds prepared data; pass "
+                            "--overwrite to replace it or choose another directory.")
+    # Drop the old manifest first: an interrupted run must not leave it describing new data.
+    for name in sorted(existing, key=lambda n: n != manifest.MANIFEST_NAME):
+        fileio.remove(os.path.join(directory, name))
+
+
+def _check_size(paths, params: DataParams, fraction: float, what: str, fix: str) -> int:
+    size = text_sources.total_bytes(paths)
+    # Upper bound on tokens: at most two pieces ("▁" and one character) per byte.
+    need = params.num_streams * params.seq_len
+    if 2 * size * fraction < need:
+        raise DataPrepError(
+            f"Too little text{what}: {int(size * fraction)} bytes in {len(paths)} files cannot "
+            f"give the {need} tokens that --num_streams={params.num_streams} streams of "
+            f"--seq_len={params.seq_len} need. {fix}")
+    return size
+
+
+def preflight(*, params: DataParams, input_patterns: Sequence[str], tfds_name: Optional[str],
+              tfds_split: str, tfds_text_key: str, spm_model: str, output_dir: str,
+              overwrite: bool, num_tfds_slices: int = 16, eval_fraction: float = 0.0,
+              eval_input: Sequence[str] = ()):
+    """Every check that can run before any work.
+
+    Returns:
+      (tokenizer, train sources, held-out sources, input characters or 0 if unknown).
+    """
+    params.validate()
+    if not output_dir:
+        raise DataPrepError("--output_dir is required.")
+    if bool(input_patterns) == bool(tfds_name):
+        raise DataPrepError("Pass exactly one of --input (text files) and --tfds_name.")
+    if not 0.0 <= eval_fraction < 1.0:
+        raise DataPrepError(f"--eval_fraction must be in [0, 1), got {eval_fraction}.")
+    if eval_fraction and eval_input:
+        raise DataPrepError("Pass at most one of --eval_fraction and --eval_input.")
+    try:
+        tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=params.uncased)
+    except TokenizerError as e:
+        raise DataPrepError(f"--spm_model: {e}") from None
+    size = 0
+    if input_patterns:
+        paths = text_sources.expand_inputs(input_patterns)
+        size = _check_size(paths, params, 1.0 - eval_fraction, "",
+                           "Add text or lower --num_streams.")
+        sources = [("file", i, p) for i, p in enumerate(paths)]
+    else:
+        sources = text_sources.tfds_sources(tfds_name, tfds_split, tfds_text_key, num_tfds_slices)
+    if eval_fraction and input_patterns:
+        _check_size(paths, params, eval_fraction, " for the held-out split",
+                    "Raise --eval_fraction, add text or lower --num_streams.")
+    eval_sources = []
+    if eval_input:
+        try:
+            eval_paths = text_sources.expand_inputs(eval_input)
+        except DataPrepError as e:
+            raise DataPrepError(str(e).replace("--input", "--eval_input")) from None
+        size += _check_size(eval_paths, params, 1.0, " in --eval_input",
+                            "Add held-out text or lower --num_streams.")
+        eval_sources = [("file", len(sources) + i, p) for i, p in enumerate(eval_paths)]
+    eval_dir = os.path.join(output_dir, EVAL_DIR)
+    _clear_prepared(output_dir, overwrite, "--output_dir")
+    _clear_prepared(eval_dir, overwrite, "--output_dir")  # stale held-out data goes too
+    fileio.makedirs(output_dir)
+    if eval_fraction or eval_sources:
+        fileio.makedirs(eval_dir)
+    return tokenizer, sources, eval_sources, size
+
+
+def _copy_spm_model(tokenizer: SentencePieceTokenizer, directory: str) -> None:
+    """Writes the SentencePiece model beside the data (training finds it there)."""
+    fileio.write_atomically(os.path.join(directory, SPM_FILE), tokenizer.model_proto)
+
+
+@contextlib.contextmanager
+def _private_tempdir():
+    """Points `tempfile` at a fresh directory for the run and removes it afterwards.
+
+    Beam's local job service makes a "beam-temp*" directory in the temporary directory for
+    every run and never removes it; this keeps them from piling up in /tmp.
+    """
+    directory = tempfile.mkdtemp(prefix="xlnet-prep-")
+    saved = tempfile.tempdir
+    tempfile.tempdir = directory
+    try:
+        yield
+    finally:
+        tempfile.tempdir = saved
+        fileio.rmtree(directory)
+
+
+def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
+                     input_patterns: Sequence[str] = (), tfds_name: Optional[str] = None,
+                     tfds_split: str = "train", tfds_text_key: str = "text",
+                     skip_bad_lines: bool = False, overwrite: bool = False,
+                     eval_fraction: float = 0.0, eval_input: Sequence[str] = (),
+                     beam_args: Sequence[str] = ()) -> dict:
+    """Prepares a directory of pretraining examples and returns its manifest.
+
+    Args:
+      eval_fraction: hold out this fraction of the documents (chosen by a hash of --seed and
+        the document's identity) into OUTPUT_DIR/eval.
+      eval_input: or: text files prepared into OUTPUT_DIR/eval instead.
+
+    Returns:
+      The train manifest, with "_seconds" (wall clock) and, if a held-out split was
+      prepared, "_eval" (its manifest).
+
+    Raises:
+      DataPrepError with a one-line message naming the file, line or flag to change.
+    """
+    tokenizer, sources, eval_sources, input_chars = preflight(
+        params=params, input_patterns=input_patterns, tfds_name=tfds_name,
+        tfds_split=tfds_split, tfds_text_key=tfds_text_key, spm_model=spm_model,
+        output_dir=output_dir, overwrite=overwrite, eval_fraction=eval_fraction,
+        eval_input=eval_input)
+    with_eval = bool(eval_fraction or eval_sources)
+    eval_dir = os.path.join(output_dir, EVAL_DIR)
+    _copy_spm_model(tokenizer, output_dir)
+    if with_eval:
+        _copy_spm_model(tokenizer, eval_dir)
+    work_dir = os.path.join(output_dir, _WORK_DIR)
+    fileio.makedirs(os.path.join(work_dir, "progress"))
+    fileio.makedirs(os.path.join(work_dir, "tokens"))
+    fileio.makedirs(os.path.join(work_dir, "text"))
+    options = PipelineOptions(_default_beam_options(beam_args))
+    proto = tokenizer.model_proto
+    elements = [(s, False) for s in sources] + [(s, True) for s in eval_sources]
+    common = dict(params=params, proto=proto, word_cache=params.word_cache,
+                  tokenizer=tokenizer, spm_model=spm_model, input_chars=input_chars,
+                  work_dir=work_dir)
+    start = time.time()
+    try:
+        with _private_tempdir(), beam.Pipeline(options=options) as p:
+            read = (p | "Sources" >> beam.Create(elements)
+                    | "Read" >> beam.ParDo(
+                        _ReadSource(skip_bad_lines, eval_fraction, params.seed,
+                                    os.path.join(work_dir, "text"))).with_outputs(
+                        "bad_lines", "eval", main="docs"))
+            _prepare_split(p, "train", read.docs, read.bad_lines, output_dir=output_dir,
+                           sources=sources, **common)
+            if with_eval:
+                _prepare_split(p, "eval", read.eval, read.bad_lines, output_dir=eval_dir,
+                               sources=eval_sources or sources, **common)
+    except Exception as e:  # runners wrap worker errors; recover our one-line message
+        found = re.search(re.escape(_MARK) + r"([^\n]*?)(?:['\"]\)*)?(?:\n|$)", str(e))
+        if found:
+            raise DataPrepError(found.group(1).replace("\\'", "'")) from None
+        raise
+    finally:
+        fileio.rmtree(work_dir)
+    result = manifest.read_manifest(output_dir)
+    result["_seconds"] = time.time() - start
+    if with_eval:
+        result["_eval"] = manifest.read_manifest(eval_dir)
+    return result

@@ -1,0 +1,29 @@
+"""The fine-tuning losses. Each returns the per-example loss, float32 [B]; the training loop
+averages it over the global batch (xlnet_tf2/training/trainer.py)."""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def classification_loss(outputs, features):
+    """Softmax cross-entropy of `logits` [B, C] against the int `label` [B]: classification
+    over C classes, and multiple choice over C options (RACE) alike."""
+    return tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=tf.cast(features["label"], tf.int32), logits=outputs["logits"])
+
+
+def regression_loss(outputs, features):
+    """Squared error of the single output `logits[:, 0]` against the float `label` [B]."""
+    return tf.square(outputs["logits"][:, 0] - tf.cast(features["label"], tf.float32))
+
+
+def squad_loss(outputs, features):
+    """(CE_start + CE_end) / 2 + BCE(is_impossible) / 2 (XLNET_REFERENCE.md §6)."""
+    ce_start = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=features["start_positions"], logits=outputs["start_logits"])
+    ce_end = tf.nn.sparse_softmax_cross_entropy_with_logits(
+        labels=features["end_positions"], logits=outputs["end_logits"])
+    bce = tf.nn.sigmoid_cross_entropy_with_logits(
+        labels=tf.cast(features["is_impossible"], tf.float32), logits=outputs["cls_logits"])
+    return 0.5 * (ce_start + ce_end) + 0.5 * bce

@@ -1,0 +1,154 @@
+"""RACE multiple choice: the original JSON layout -> 4 sequences per question -> softmax.
+
+Input: a JSON file, or a directory searched recursively for *.json / *.txt files, each holding
+one RACE passage: {"article": str, "questions": [str], "options": [[str, str, str, str]],
+"answers": ["A".."D"], "id": str}.
+
+Each option becomes `article <sep> qa <sep> <cls>` (LEFT-padded, <cls> last), qa = the question
+with "_" replaced by the option when it has a blank, else question + " " + option. qa keeps its
+LAST max_qa_length tokens; the article keeps its first seq_len - 3 - len(qa) tokens. The
+original truncated one shared article token list in place, so later options saw the article
+cut for earlier ones (the option-aliasing bug); here every option truncates its own copy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from typing import Dict, List, Optional, Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from xlnet_tf2.tasks.errors import TaskDataError
+from xlnet_tf2.tokenizers.packing import encode_sequence_pair
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
+
+ANSWER_LETTERS = "ABCD"
+
+
+@dataclasses.dataclass(frozen=True)
+class RaceExample:
+    guid: str
+    article: str
+    question: str
+    options: List[str]
+    label: Optional[int]
+
+
+def _files(path: str) -> List[str]:
+    if not tf.io.gfile.exists(path):
+        raise TaskDataError(path, None, "does not exist.")
+    if not tf.io.gfile.isdir(path):
+        return [path]
+    found = []
+    for directory, _, names in tf.io.gfile.walk(path):
+        found.extend(os.path.join(directory, n) for n in sorted(names)
+                     if n.endswith((".json", ".txt")))
+    if not found:
+        raise TaskDataError(path, None, "holds no .json/.txt RACE files.")
+    return sorted(found)
+
+
+def read_race(path: str, num_choices: int = 4) -> List[RaceExample]:
+    examples = []
+    for file in _files(path):
+        with tf.io.gfile.GFile(file) as f:
+            try:
+                passage = json.load(f)
+            except json.JSONDecodeError as e:
+                raise TaskDataError(file, None, f"malformed JSON ({e}).") from None
+        if not isinstance(passage, dict):
+            raise TaskDataError(file, None, "expected a JSON object (one RACE passage).")
+        for key in ("article", "questions", "options"):
+            if key not in passage:
+                raise TaskDataError(file, None, f"missing key {key!r}.")
+        questions, options = passage["questions"], passage["options"]
+        answers = passage.get("answers")
+        if len(options) != len(questions) or (answers is not None and len(answers) != len(questions)):
+            raise TaskDataError(file, None, "questions, options and answers differ in length.")
+        for i, question in enumerate(questions):
+            record = f"question {i}"
+            if len(options[i]) != num_choices or not all(isinstance(o, str) for o in options[i]):
+                raise TaskDataError(file, record, f"needs {num_choices} text options, got "
+                                    f"{options[i]!r}.")
+            label = None
+            if answers is not None:
+                letters = ANSWER_LETTERS[:num_choices]
+                if answers[i] not in letters:
+                    raise TaskDataError(file, record, f"answer {answers[i]!r} is not one of "
+                                        f"{list(letters)}.")
+                label = letters.index(answers[i])
+            examples.append(RaceExample(f"{passage.get('id', os.path.basename(file))}-{i}",
+                                        passage["article"], question, list(options[i]), label))
+    return examples
+
+
+def qa_text(question: str, option: str) -> str:
+    return question.replace("_", option) if "_" in question else question + " " + option
+
+
+def encode_example(example: RaceExample, tokenizer: SentencePieceTokenizer, seq_len: int,
+                   max_qa_length: int) -> Dict[str, np.ndarray]:
+    """int32 [C, seq_len] input_ids, segment_ids, attention_mask."""
+    article = tokenizer.encode_ids(example.article)
+    rows = []
+    for option in example.options:
+        qa = tokenizer.encode_ids(qa_text(example.question, option))[-max_qa_length:] \
+            if max_qa_length > 0 else []
+        context = article[:max(seq_len - 3 - len(qa), 0)]  # a fresh slice per option
+        rows.append(encode_sequence_pair(context, qa, seq_len, "cls_last"))
+    return {k: np.stack([r[k] for r in rows]) for k in rows[0]}
+
+
+def build_features(examples: Sequence[RaceExample], tokenizer, seq_len: int,
+                   max_qa_length: int) -> Dict[str, np.ndarray]:
+    encoded = [encode_example(e, tokenizer, seq_len, max_qa_length) for e in examples]
+    features = {k: np.stack([e[k] for e in encoded]) for k in encoded[0]}
+    if all(e.label is not None for e in examples):
+        features["label"] = np.asarray([e.label for e in examples], np.int32)
+    return features
+
+
+def run(*, cfg, model_config, spec, spm_model: str, train_path: str, eval_path: Optional[str],
+        eval_batch_size: int, strategy=None, head_dropout: float = 0.1):
+    from xlnet_tf2.tasks import classification
+    from xlnet_tf2.tasks import feature_cache
+    from xlnet_tf2.tasks import metrics
+    from xlnet_tf2.training import distribution
+    from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
+    from xlnet_tf2.tasks.losses import classification_loss
+    from xlnet_tf2.tasks.task_spec import copy_spm_model
+    from xlnet_tf2.tasks.finetuning import FinetuneRunner
+
+    tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
+    is_chief = distribution.is_chief(strategy or tf.distribute.get_strategy())
+
+    def features_of(name, path):
+        examples = read_race(path, spec.num_choices)
+        return feature_cache.cached_features(
+            name, {"examples": classification.examples_fingerprint(examples),
+                   "spm": tokenizer.checksum, "spec": dataclasses.asdict(spec)},
+            lambda: build_features(examples, tokenizer, spec.seq_len, spec.max_qa_length),
+            cfg.feature_cache_dir, is_chief)
+
+    train = features_of("train", train_path)
+    if "label" not in train:
+        raise TaskDataError(train_path, None, "training passages need \"answers\".")
+    evaluation = features_of("eval", eval_path) if eval_path else None
+    spec.write(cfg.model_dir)
+    copy_spm_model(spm_model, cfg.model_dir)
+
+    eval_fn = None
+    if evaluation is not None:
+        def eval_fn(model):
+            logits = classification.predict(model, evaluation, eval_batch_size)["logits"]
+            return {"accuracy": metrics.accuracy(evaluation["label"], logits.argmax(-1))}
+
+    runner = FinetuneRunner(
+        cfg, lambda: MultipleChoiceModel(model_config, spec.num_choices, spec.summary_type,
+                                         head_dropout=head_dropout),
+        classification_loss, classification.train_dataset_fn(train, cfg.train_batch_size, cfg.seed),
+        eval_fn, spec.seq_len, strategy, tokens_per_example=spec.seq_len * spec.num_choices)
+    return runner.train()
