@@ -3,7 +3,7 @@
   python experiments/benchmark_base_step.py                 # B=2, L=512, R=256, M=384, P=85
   python experiments/benchmark_base_step.py --repeats=5 --output_json=base_step.json
 
-Ours is the real training step of the Pretrainer (jit_compile=True): the synthetic input
+Ours is the real training step of the pretraining task's Trainer (jit_compile=True): the synthetic input
 pipeline's compact features (ranks and target positions) go to the step, which builds the
 dense two-stream masks on the device, runs both streams with memory, the token-weighted LM
 loss, the backward pass, clipping and AdamW. Theirs is XLNetLMHeadModel (transformers) with
@@ -39,12 +39,15 @@ flags.DEFINE_string("output_json", None, "Optional path to write the rows as JSO
 
 
 def ours_step(model_dir):
-    """() -> loss: one compiled step of the project's Pretrainer on synthetic compact data."""
+    """() -> loss: one compiled step of the project's pretraining Trainer on synthetic compact
+    data."""
     import tensorflow as tf
 
     from xlnet_tf2.config import XLNetConfig
-    from xlnet_tf2.tasks.pretraining import DataShape, Pretrainer
-    from xlnet_tf2.training.run_config import PretrainConfig
+    from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
+    from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+    from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData
+    from xlnet_tf2.training.trainer import Trainer
     from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
 
     shape = DataShape(FLAGS.seq_len, FLAGS.reuse_len, FLAGS.num_predict, True)
@@ -61,7 +64,9 @@ def ours_step(model_dir):
         train_batch_size=FLAGS.batch_size, train_steps=10 ** 6, mem_len=FLAGS.mem_len,
         jit_compile=True, learning_rate=1e-4, warmup_steps=0, dropout=0.1, dropatt=0.1,
         peak_tflops=1.0)
-    pretrainer = Pretrainer(config, model_config, shape, dataset_fn)
+    pretrainer = Trainer(PretrainTask(config, architecture=model_config,
+                                      data=SyntheticPretrainData(shape, model_config.n_token,
+                                                                 dataset_fn)))
     iterator = iter(pretrainer.strategy.distribute_datasets_from_function(
         lambda context: dataset_fn(context, 0)))
     carried = {"state": pretrainer.distribute_state()}
@@ -71,7 +76,7 @@ def ours_step(model_dir):
         carried["state"], stats = pretrainer._loop(iterator, carried["state"], one)
         return float(stats["loss"][0])
 
-    return step, pretrainer.model_config
+    return step, pretrainer.task.model_config
 
 
 def hf_step(config, batch, dropout=0.1, clip_norm=1.0):
@@ -98,7 +103,7 @@ def main(argv):
     runs = {}
     with tempfile.TemporaryDirectory() as model_dir:
         step, config = ours_step(model_dir)
-        runs["xlnet-tf2 Pretrainer step (XLA, masks on device)"] = step
+        runs["xlnet-tf2 pretraining step (XLA, masks on device)"] = step
         workload = Workload(batch_size=FLAGS.batch_size, seq_len=FLAGS.seq_len,
                             mem_len=FLAGS.mem_len, reuse_len=FLAGS.reuse_len,
                             num_predict=FLAGS.num_predict, bi_data=True)

@@ -41,7 +41,7 @@ flags.mark_flags_as_required(["model_dir", "task", "export_dir"])
 def main(argv):
     del argv
     from xlnet_tf2.export.saved_model import ServingModule, export
-    from xlnet_tf2.tasks.task_spec import load_task_model
+    from xlnet_tf2.tasks.finetuned_model import load_task_model
 
     model, spec, spm_model = load_task_model(FLAGS.model_dir, FLAGS.task, FLAGS.checkpoint)
     if FLAGS.seq_len and FLAGS.task == "features":

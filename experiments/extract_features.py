@@ -48,7 +48,7 @@ def main(argv):
     import tensorflow as tf
 
     from xlnet_tf2.export.feature_extraction import extract
-    from xlnet_tf2.tasks.task_spec import load_task_model
+    from xlnet_tf2.tasks.finetuned_model import load_task_model
     from xlnet_tf2.tasks.text_readers import read_utf8_text
     from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 

@@ -5,7 +5,7 @@
 
 A run whose --model_dir already holds checkpoints resumes from the newest readable one
 (weights, optimizer, step, Transformer-XL memory and data position). All logic lives in
-xlnet_tf2.training; this file only parses flags.
+xlnet_tf2 (tasks/pretraining.py, training/trainer.py); this file only parses flags.
 """
 
 import sys
@@ -17,10 +17,11 @@ from xlnet_tf2 import cli
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity (before TF is imported)
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.training.run_config import PretrainConfig  # noqa: E402
+from xlnet_tf2.tasks.pretraining_config import PretrainConfig  # noqa: E402
 
 FLAGS = flags.FLAGS
-# Every flag is a setting of PretrainConfig (xlnet_tf2/training/run_config.py), with its help.
+# Every flag is a setting of PretrainConfig (xlnet_tf2/tasks/pretraining_config.py), with its
+# help.
 define_flags(PretrainConfig)
 
 
@@ -28,9 +29,9 @@ def main(argv):
     if len(argv) > 1:
         raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
     from xlnet_tf2.training import distribution
-    from xlnet_tf2.tasks.pretraining_job import run_pretraining
+    from xlnet_tf2.tasks.pretraining import run_pretraining
     from xlnet_tf2.training.trainer import DataExhaustedError, TrainingDivergedError
-    from xlnet_tf2.training.run_config import RunConfigError
+    from xlnet_tf2.config_flags import RunConfigError
     from xlnet_tf2.config import ConfigError
     from xlnet_tf2.data.manifest import ManifestError
     from xlnet_tf2.data.pretrain_dataset import BatchLayoutError
