@@ -94,6 +94,15 @@ def test_config_from_flags_equals_from_flat(cls, argv, flat):
     assert _from_command_line(cls, argv) == from_flat(cls, flat)
 
 
+def test_flags_of_a_config_tree_are_key_flags_of_the_program():
+    """Defined from another module (here this test module, as tasks/finetune_flags.py does for
+    the fine-tuning commands), they still are what the program's --help lists."""
+    values = flags.FlagValues()
+    define_flags(CorpusConfig, values)
+    program = {flag.name for flag in values.get_key_flags_for_module(sys.argv[0])}
+    assert program == {"output", "min_bytes", "max_bytes"}
+
+
 def test_data_params_from_flags_keep_the_manifest_fields():
     """The flags' defaults are DataParams' own, --perm_size defaults to --reuse_len, and the
     params keep exactly the fields a manifest records."""

@@ -169,7 +169,7 @@ def leaves(cls: Type, prefix: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str,
             yield prefix + (field.name,), field, hints[field.name]
 
 
-def _check_unique(cls: Type) -> Dict[str, dataclasses.Field]:
+def _unique_leaves(cls: Type) -> Dict[str, dataclasses.Field]:
     """{leaf name: field} of a tree whose leaf names are unique (they are its flags)."""
     seen: Dict[str, Tuple[str, ...]] = {}
     fields: Dict[str, dataclasses.Field] = {}
@@ -200,7 +200,7 @@ def from_flat(cls: Type, values: Optional[Mapping[str, Any]] = None, **kwargs):
     """Builds a config tree from flat leaf names; unknown names raise RunConfigError."""
     flat = dict(values or {})
     flat.update(kwargs)
-    fields = _check_unique(cls)
+    fields = _unique_leaves(cls)
     unknown = sorted(set(flat) - set(fields))
     if unknown:
         raise RunConfigError(f"Unknown {cls.__name__} setting(s) {unknown}.")
@@ -333,7 +333,7 @@ def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
     from absl import flags
 
     fv = flag_values if flag_values is not None else flags.FLAGS
-    _check_unique(cls)
+    _unique_leaves(cls)
     defaults = dict(defaults or {})
     names = []
     for path, field, annotation in leaves(cls):

@@ -4,7 +4,7 @@ Every public name is imported on first use: the command's settings
 (xlnet_tf2.conversion.convert_config) load without TensorFlow, so `--help` stays fast.
 """
 
-import importlib
+from xlnet_tf2.lazy_names import lazy_names
 
 _LAZY = {
     "SOURCES": "xlnet_tf2.conversion.convert_config",
@@ -20,14 +20,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'xlnet_tf2.conversion' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)
