@@ -15,7 +15,7 @@ class DataPrepError(ValueError):
     """Bad input or flags for data preparation; the message says what to change."""
 
 
-SPAN_MODES = ("original", "word")
+SPAN_MODES = ("word", "original")
 
 
 @dataclasses.dataclass(frozen=True)
