@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fixtures.paths import REPO_ROOT as ROOT
 # Without TF_CPP_MIN_LOG_LEVEL: the commands decide what TensorFlow may print.
 ENV = {k: v for k, v in os.environ.items() if k != "TF_CPP_MIN_LOG_LEVEL"}
 TF_NOISE = re.compile(r"^[IWEF]\d{4} |oneDNN|cuda|cuInit|cuDNN|TensorRT|InitializeLog|"

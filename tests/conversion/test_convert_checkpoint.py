@@ -7,7 +7,6 @@ import sys
 
 import numpy as np
 import pytest
-import tensorflow as tf
 
 import xlnet_tf2
 from xlnet_tf2.conversion import WeightMismatchError, convert_checkpoint
@@ -15,77 +14,12 @@ from xlnet_tf2.conversion import WeightMismatchError, convert_checkpoint
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
-
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _config(**overrides):
-    values = dict(n_layer=2, d_model=32, n_head=4, d_head=8, d_inner=64, n_token=97,
-                  dropout=0.0, dropatt=0.0)
-    values.update(overrides)
-    return xlnet_tf2.XLNetConfig.from_dict(values)
-
-
-def _original_tensors(hf_state, config):
-    """The HF weights renamed and reshaped exactly as the original TF1 release stores them."""
-    n = config.n_layer
-    out = {
-        "model/transformer/word_embedding/lookup_table": hf_state["transformer.word_embedding.weight"],
-        "model/transformer/mask_emb/mask_emb": hf_state["transformer.mask_emb"],
-        "model/lm_loss/bias": hf_state["lm_loss.bias"],
-        "model/transformer/seg_embed": np.stack(
-            [hf_state[f"transformer.layer.{i}.rel_attn.seg_embed"] for i in range(n)]),
-        # Not model weights: must be skipped.
-        "global_step": np.array(1000, np.int64),
-        "model/transformer/layer_0/ff/layer_1/kernel/adam_m": np.zeros((32, 64), np.float32),
-        # A fine-tuning head: reported and skipped.
-        "model/sequnece_summary/summary/kernel": np.zeros((32, 32), np.float32),
-    }
-    for name in ("r_w_bias", "r_r_bias", "r_s_bias"):
-        per_layer = [hf_state[f"transformer.layer.{i}.rel_attn.{name}"] for i in range(n)]
-        out[f"model/transformer/{name}"] = np.stack(per_layer) if config.untie_r else per_layer[0]
-    for i in range(n):
-        hf, tf1 = f"transformer.layer.{i}.", f"model/transformer/layer_{i}/"
-        for name in ("q", "k", "v", "r", "o"):
-            out[f"{tf1}rel_attn/{name}/kernel"] = hf_state[f"{hf}rel_attn.{name}"]
-        out[f"{tf1}rel_attn/LayerNorm/gamma"] = hf_state[f"{hf}rel_attn.layer_norm.weight"]
-        out[f"{tf1}rel_attn/LayerNorm/beta"] = hf_state[f"{hf}rel_attn.layer_norm.bias"]
-        out[f"{tf1}ff/layer_1/kernel"] = hf_state[f"{hf}ff.layer_1.weight"].T
-        out[f"{tf1}ff/layer_1/bias"] = hf_state[f"{hf}ff.layer_1.bias"]
-        out[f"{tf1}ff/layer_2/kernel"] = hf_state[f"{hf}ff.layer_2.weight"].T
-        out[f"{tf1}ff/layer_2/bias"] = hf_state[f"{hf}ff.layer_2.bias"]
-        out[f"{tf1}ff/LayerNorm/gamma"] = hf_state[f"{hf}ff.layer_norm.weight"]
-        out[f"{tf1}ff/LayerNorm/beta"] = hf_state[f"{hf}ff.layer_norm.bias"]
-    return out
-
-
-def _write_tf1_checkpoint(tensors, directory, config):
-    """Writes a name-based TF1 checkpoint (what tf.compat.v1.train.Saver produced in 2019)."""
-    os.makedirs(directory, exist_ok=True)
-    with tf.Graph().as_default():
-        variables = [tf.compat.v1.get_variable(name, initializer=tf.constant(value))
-                     for name, value in tensors.items()]
-        saver = tf.compat.v1.train.Saver(variables)
-        with tf.compat.v1.Session() as session:
-            session.run(tf.compat.v1.global_variables_initializer())
-            prefix = saver.save(session, os.path.join(directory, "xlnet_model.ckpt"),
-                                write_meta_graph=False)
-    original_keys = ("n_layer", "d_model", "n_head", "d_head", "d_inner", "ff_activation",
-                     "untie_r", "n_token")
-    with open(os.path.join(directory, "xlnet_config.json"), "w") as f:
-        json.dump({k: config.to_dict()[k] for k in original_keys}, f)
-    return prefix
-
-
-def _inputs(rng):
-    ids = rng.integers(0, 97, size=(2, 10)).astype(np.int32)
-    perm_mask = (rng.random((2, 10, 10)) < 0.3).astype(np.float32)
-    target_mapping = np.zeros((2, 3, 10), np.float32)
-    target_mapping[:, [0, 1, 2], [1, 4, 7]] = 1.0
-    segment_ids = (np.arange(10)[None] >= 6).astype(np.int32).repeat(2, 0)
-    return {"input_ids": ids, "perm_mask": perm_mask, "target_mapping": target_mapping,
-            "segment_ids": segment_ids}
+from fixtures.hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
+from fixtures.paths import REPO_ROOT as REPO  # noqa: E402
+from fixtures.tf1_checkpoints import original_tensors as _original_tensors  # noqa: E402
+from fixtures.tf1_checkpoints import tiny_config as _config  # noqa: E402
+from fixtures.tf1_checkpoints import two_stream_inputs as _inputs  # noqa: E402
+from fixtures.tf1_checkpoints import write_tf1_checkpoint as _write_tf1_checkpoint  # noqa: E402
 
 
 def _assert_matches_hf(model, hf_model):

@@ -15,9 +15,10 @@ from xlnet_tf2.data import integrity, records
 from xlnet_tf2.data.integrity import DataIntegrityError
 from xlnet_tf2.data.manifest import ManifestError
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset, load_schedule
-from test_data_fixtures import SMALL, prepared_dir
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fixtures.corpora import SMALL, prepared_dir
+from fixtures.paths import REPO_ROOT as ROOT
+
 CONFIG = dict(seq_len=SMALL.seq_len, reuse_len=SMALL.reuse_len, num_predict=SMALL.num_predict,
               bi_data=True, vocab_size=600, global_batch_size=8)
 

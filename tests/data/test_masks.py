@@ -5,7 +5,8 @@ import tensorflow as tf
 
 from xlnet_tf2.data.masks import two_stream_masks
 from xlnet_tf2.data.permutation import online_ranks, sample_ranks_batch
-from test_data_fixtures import check_mask_semantics
+
+from fixtures.mask_semantics import check_mask_semantics
 
 SEP, CLS = 4, 3
 # Positions 0..3 reused half, 4..7 new half: [a b c d | e <sep> f <cls>]

@@ -14,7 +14,9 @@ from xlnet_tf2.data.manifest import ManifestError
 from xlnet_tf2.data.masks import dense_features
 from xlnet_tf2.data.pretrain_dataset import (OUTPUT_FEATURES, BatchLayoutError,
                                              build_pretrain_dataset, bytes_per_example)
-from test_data_fixtures import SMALL, check_mask_semantics, prepared_dir, tokenizer
+
+from fixtures.corpora import SMALL, prepared_dir, tokenizer
+from fixtures.mask_semantics import check_mask_semantics
 
 CONFIG = dict(seq_len=SMALL.seq_len, reuse_len=SMALL.reuse_len, num_predict=SMALL.num_predict,
               bi_data=True, vocab_size=600)

@@ -14,9 +14,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece op SavedModels use)
 
-from test_finetune_data import topic_examples, train_tiny_spm, write_classification_files
+from fixtures.paths import REPO_ROOT as ROOT
+from fixtures.task_files import topic_examples, train_tiny_spm, write_classification_files
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 # saved_model_cli with the tensorflow-text ops registered (the stock binary lacks them).
 SMCLI = ("import sys, tensorflow_text; from tensorflow.python.tools.saved_model_cli import main; "

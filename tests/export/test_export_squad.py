@@ -15,8 +15,9 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece op SavedModels use)
 
-from test_finetune_data import train_tiny_spm
-from test_finetune_squad_fixtures import squad_dataset
+from fixtures.paths import REPO_ROOT
+from fixtures.squad_data import squad_dataset
+from fixtures.task_files import train_tiny_spm
 
 
 def test_in_graph_squad_layout_equals_offline_first_window(tmp_path):
@@ -75,7 +76,7 @@ def test_in_graph_best_span_rules():
 
 
 def _alignment_texts():
-    from test_finetune_squad import alignment_texts
+    from fixtures.stdlib_text import alignment_texts
 
     return alignment_texts() + ["a  ``b''\t\u00e9 ", "```x", "''''' a", "1,000 and 3,5, x",
                                 "  ", "", "x\u4f60y \ufb01 \u00bd \u00c5", "\u00b4t\u00b4 s"]
@@ -183,8 +184,7 @@ def test_served_whole_context_answers_equal_offline_predictions(tmp_path, versio
     assert int(empty["start_index"][0]) == -1 and empty["answer"][0].numpy() == b""
     assert int(empty["num_windows"][0]) == 1
     # The README's client, as written, on this export and a long context.
-    readme = open(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                               "README.md"), encoding="utf-8").read()
+    readme = open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8").read()
     block = next(b for b in readme.split("```python\n")[1:] if "exports/squad2/1" in b)
     block = block.split("```")[0].replace("exports/squad2/1", os.path.join(base, "1"))
     longest = max(range(len(examples)), key=lambda n: len(windows[n]))

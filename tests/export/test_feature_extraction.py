@@ -13,9 +13,10 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece op the SavedModel uses)
 
-from test_finetune_data import docstring_paragraphs, train_tiny_spm
+from fixtures.paths import REPO_ROOT as ROOT
+from fixtures.stdlib_text import docstring_paragraphs
+from fixtures.task_files import train_tiny_spm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 SEQ_LEN = 32
 

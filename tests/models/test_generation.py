@@ -13,7 +13,7 @@ from xlnet_tf2.models import generation
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from hf_reference import ours_from_hf, random_hf_model  # noqa: E402
+from fixtures.hf_reference import ours_from_hf, random_hf_model  # noqa: E402
 
 V, P, N = 97, 7, 16
 
@@ -151,7 +151,7 @@ def test_jit_compile_gives_the_same_tokens(models):
 
 
 def test_text_helper_puts_the_padding_text_first(tmp_path, models):
-    from test_finetune_data import train_tiny_spm
+    from fixtures.task_files import train_tiny_spm
 
     tokenizer = xlnet_tf2.XLNetTokenizer(train_tiny_spm(str(tmp_path)))
     _, ours = _models(_config(n_token=500), seed=6)

@@ -10,7 +10,8 @@ from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data import records
 from xlnet_tf2.prep.span_sampling import start_piece_table
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, preprocess_text
-from test_data_fixtures import corpus_path, tokenizer
+
+from fixtures.corpora import corpus_path, tokenizer
 
 HARD = ["In 2000, 1,234,567 people paid $3,50, or 12,", "Café naïve résumé – “quoted” ``x'' ''y''",
         "a\u00a0b\u2003c  d\te", "zero\u200bwidth and ¨ diaeresis a¨b",

@@ -12,7 +12,8 @@ from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
 from xlnet_tf2.tasks.pretraining_eval import default_eval_dirs
 from xlnet_tf2.tasks.pretraining_job import resolve_spm_model
-from test_data_fixtures import LOCAL_BEAM, corpus_path, spm_model, tokenizer
+
+from fixtures.corpora import LOCAL_BEAM, corpus_path, spm_model, tokenizer
 
 PARAMS = DataParams(seq_len=32, reuse_len=16, num_predict=5, perm_size=16, bi_data=True,
                     num_streams=2, num_passes=1, seed=3)

@@ -9,7 +9,8 @@ from xlnet_tf2.prep.examples import (build_example, build_examples, num_chunks,
                                      sentence_bounds, split_a_and_b)
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.prep.span_sampling import sample_span_mask, start_piece_table
-from test_data_fixtures import corpus_path, tokenizer
+
+from fixtures.corpora import corpus_path, tokenizer
 
 
 @pytest.fixture(scope="module")

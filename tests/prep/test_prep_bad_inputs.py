@@ -9,9 +9,10 @@ import pytest
 
 from xlnet_tf2.prep.beam_pipeline import create_tfrecords
 from xlnet_tf2.data.params import DataParams, DataPrepError
-from test_data_fixtures import LOCAL_BEAM, corpus_path, spm_model, workdir
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fixtures.corpora import LOCAL_BEAM, corpus_path, spm_model, workdir
+from fixtures.paths import REPO_ROOT as REPO
+
 TINY = DataParams(seq_len=32, reuse_len=16, num_predict=5, perm_size=16, bi_data=False,
                   num_streams=2, num_passes=1)
 

@@ -15,7 +15,8 @@ from xlnet_tf2.data import hashrand
 from xlnet_tf2.prep.span_sampling import (draw_span_length, is_start_piece,
                                           sample_span_masks, span_probabilities,
                                           start_piece_table)
-from test_data_fixtures import corpus_path, tokenizer
+
+from fixtures.corpora import corpus_path, tokenizer
 
 
 def original_is_start_piece(piece):

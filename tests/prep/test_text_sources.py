@@ -10,7 +10,7 @@ import pytest
 from xlnet_tf2.prep import text_sources
 from xlnet_tf2.data.params import DataPrepError
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fixtures.paths import REPO_ROOT as REPO
 
 
 def _lines_one_by_one(path):
@@ -97,7 +97,7 @@ def test_word_cache_and_line_mode_prepare_the_same_bytes(tmp_path):
 
     from xlnet_tf2.prep.beam_pipeline import create_tfrecords
     from xlnet_tf2.data.params import DataParams
-    from test_data_fixtures import LOCAL_BEAM, corpus_path, spm_model
+    from fixtures.corpora import LOCAL_BEAM, corpus_path, spm_model
 
     params = DataParams(seq_len=64, reuse_len=32, num_predict=10, perm_size=32, bi_data=True,
                         num_streams=2)

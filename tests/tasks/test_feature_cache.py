@@ -62,8 +62,8 @@ def test_squad_windows_tokenized_once_and_rebuilt_identically(tmp_path, monkeypa
     post-processing gives the same answers; only window settings make a new entry."""
     import os
 
-    from test_finetune_data import train_tiny_spm
-    from test_finetune_squad_fixtures import write_squad
+    from fixtures.task_files import train_tiny_spm
+    from fixtures.squad_data import write_squad
     from xlnet_tf2.tasks import squad
     from xlnet_tf2.tasks import squad_data
     from xlnet_tf2.tasks.task_spec import TaskSpec

@@ -17,7 +17,8 @@ from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
 from xlnet_tf2.tools.corpus import build_stdlib_corpus
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import train_sentencepiece
-from test_data_fixtures import LOCAL_BEAM
+
+from fixtures.corpora import LOCAL_BEAM
 
 SMALL = DataParams(seq_len=64, reuse_len=32, num_predict=10, perm_size=32, bi_data=True,
                    num_streams=2, num_passes=1, seed=7)

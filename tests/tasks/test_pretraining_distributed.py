@@ -12,19 +12,11 @@ import time
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
-# The paper's run-time settings: dropout 0.1, memory on, bi_data in the data.
-TRAIN_FLAGS = ["--model_config=tiny", "--train_batch_size=4", "--mem_len=16",
-               "--learning_rate=3e-3", "--warmup_steps=2", "--log_steps=1", "--record_steps",
-               "--peak_tflops=0.1", "--dropout=0.1", "--dropatt=0.1", "--deterministic"]
-
-
-def _run(args, timeout=240, env=None):
-    proc = subprocess.run([sys.executable] + args, cwd=ROOT, env=env or ENV, timeout=timeout,
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    return proc
+from fixtures.paths import REPO_ROOT as ROOT
+from fixtures.pretrain_runs import ENV, TRAIN_FLAGS
+from fixtures.pretrain_runs import kill_after_checkpoint as _kill_after_checkpoint
+from fixtures.pretrain_runs import run_python as _run
+from fixtures.pretrain_runs import steps_by_number as _steps
 
 
 @pytest.fixture(scope="module")
@@ -41,16 +33,6 @@ def data_dir(tmp_path_factory):
     return str(d / "data")
 
 
-def _steps(model_dir):
-    """Last record of every step in steps.jsonl (a restarted run re-records what it redoes)."""
-    records = {}
-    with open(os.path.join(model_dir, "steps.jsonl")) as f:
-        for line in f:
-            r = json.loads(line)
-            records[r["step"]] = r
-    return records
-
-
 def _example_tuples(record):
     keys = ("stream_id", "chunk_index", "direction", "pass_id")
     return list(zip(*(record[k] for k in keys)))
@@ -60,20 +42,7 @@ def _same_examples(a, b):
     return all(a[k] == b[k] for k in ("stream_id", "chunk_index", "direction", "pass_id"))
 
 
-def _kill_after_checkpoint(args, checkpoint_index, timeout=180):
-    """Starts `python args...`, SIGKILLs it as soon as `checkpoint_index` exists; returns the
-    killed process."""
-    proc = subprocess.Popen([sys.executable] + args, cwd=ROOT, env=ENV,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + timeout
-    while not checkpoint_index.exists():
-        assert proc.poll() is None and time.time() < deadline, "no checkpoint before the kill"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=60)
-    return proc
-
-
+@pytest.mark.slow  # three pretraining start-ups
 def test_sigkill_after_checkpoint_then_restart_reproduces_the_run(data_dir, tmp_path):
     steps = 10
     common = [f"--data_dir={data_dir}", f"--train_steps={steps}", "--steps_per_loop=1",
@@ -257,6 +226,7 @@ def _final_state(model_dir):
     return state
 
 
+@pytest.mark.slow  # a reference run and one start-up per kill (at least four)
 def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path):
     """Dropout 0.1, bi_data, memory, steps_per_loop 4: killed at random moments, half of them
     inside a checkpoint save, the run ends with exactly the losses, examples and weights of an

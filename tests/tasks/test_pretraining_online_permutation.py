@@ -5,9 +5,11 @@ import numpy as np
 import pytest
 
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset, load_schedule
-from test_pretrain_distributed import _kill_after_checkpoint, _run
-from test_pretrain_distributed import TRAIN_FLAGS as PAPER_FLAGS
-from test_pretrain_distributed import _steps as _losses
+
+from fixtures.pretrain_runs import TRAIN_FLAGS as PAPER_FLAGS
+from fixtures.pretrain_runs import kill_after_checkpoint as _kill_after_checkpoint
+from fixtures.pretrain_runs import run_python as _run
+from fixtures.pretrain_runs import steps_by_number as _losses
 
 DATA = dict(seq_len=32, reuse_len=16, num_predict=5, bi_data=True, vocab_size=300)
 # The paper's run-time settings (dropout 0.1, memory on, bi_data), several steps per loop.

@@ -13,9 +13,10 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece op SavedModels use)
 
-from test_finetune_data import docstring_paragraphs, train_tiny_spm
+from fixtures.paths import REPO_ROOT as ROOT
+from fixtures.stdlib_text import docstring_paragraphs
+from fixtures.task_files import train_tiny_spm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 PACKAGES = ("email", "asyncio", "unittest", "xml")
 
@@ -104,7 +105,7 @@ def test_race_options_do_not_alias_the_article(tmp_path):
     one shared list, so a long option shortened the article of the options after it)."""
     from xlnet_tf2.tasks import race
     from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
-    from test_finetune_data import train_tiny_spm
+    from fixtures.task_files import train_tiny_spm
 
     spm = SentencePieceTokenizer.from_file(train_tiny_spm(str(tmp_path), vocab_size=300))
     article = " ".join(docstring_paragraphs("json")[:6])

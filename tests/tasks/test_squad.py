@@ -4,7 +4,6 @@ metric on hand-worked cases, the head and loss, bad input, and one end-to-end ru
 
 from __future__ import annotations
 
-import ast
 import dataclasses
 import json
 import math
@@ -19,10 +18,11 @@ import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece op SavedModels use)
 
-from test_finetune_squad_fixtures import STDLIB, write_squad
-from test_finetune_data import train_tiny_spm
+from fixtures.paths import REPO_ROOT as ROOT
+from fixtures.squad_data import write_squad
+from fixtures.stdlib_text import alignment_texts, raw_docstrings
+from fixtures.task_files import train_tiny_spm
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 
 
@@ -31,24 +31,6 @@ def tokenizer(tmp_path_factory):
     from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     return SentencePieceTokenizer.from_file(train_tiny_spm(str(tmp_path_factory.mktemp("spm"))))
-
-
-def raw_docstrings(relative_path):
-    with open(os.path.join(STDLIB, relative_path), "rb") as f:
-        tree = ast.parse(f.read())
-    return [ast.get_docstring(n, clean=False) for n in ast.walk(tree)
-            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-            and ast.get_docstring(n, clean=False)]
-
-
-def alignment_texts():
-    """Raw (indentation kept) stdlib docstrings: the ones with accents, with `` or '' quote
-    pairs, and some plain ones; all have whitespace runs."""
-    texts = raw_docstrings("ftplib.py") + raw_docstrings("sqlite3/__init__.py") + \
-        raw_docstrings("encodings/punycode.py")
-    for path in ("email/message.py", "email/_header_value_parser.py", "json/__init__.py"):
-        texts += raw_docstrings(path)
-    return texts
 
 
 # ---------------------------------------------------------------------------- alignment

@@ -10,9 +10,9 @@ import sentencepiece as spm
 from xlnet_tf2 import special_ids
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (SentencePieceTokenizer, TokenizerError, preprocess_text,
                                     train_sentencepiece)
-from test_data_fixtures import corpus_path, spm_model, tokenizer, workdir
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fixtures.corpora import corpus_path, spm_model, tokenizer, workdir
+from fixtures.paths import REPO_ROOT as REPO
 
 
 def test_preprocess_text_collapses_space_and_quotes():

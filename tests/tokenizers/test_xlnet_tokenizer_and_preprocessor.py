@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from test_finetune_data import docstring_paragraphs, train_tiny_spm
-from test_finetune_squad import alignment_texts
+from fixtures.stdlib_text import alignment_texts, docstring_paragraphs
+from fixtures.task_files import train_tiny_spm
 
 PAD, SEP, CLS = 5, 4, 3
 

@@ -1,7 +1,6 @@
 """Scale costs at the paper's setting against hand-computed values, and the parameter formula
 against a built model."""
 
-import os
 import subprocess
 import sys
 
@@ -12,7 +11,7 @@ from xlnet_tf2.models import XLNetLMHeadModel
 from xlnet_tf2.tools.scale_costs import (PAPER, compact_feature_bytes, dense_feature_bytes,
                                             markdown_table, paper_costs, parameter_count)
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fixtures.paths import REPO_ROOT as ROOT
 
 
 def test_paper_setting_layout():

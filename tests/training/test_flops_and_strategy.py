@@ -14,7 +14,7 @@ from xlnet_tf2.models import XLNetLMHeadModel
 from xlnet_tf2.training import distribution
 from xlnet_tf2.training.flops import pretrain_step_flops
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fixtures.paths import REPO_ROOT as ROOT
 
 
 def _graph_matmul_flops(graph):

@@ -12,7 +12,7 @@ import tensorflow as tf
 
 from xlnet_tf2.training.inference import batched_outputs
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fixtures.paths import REPO_ROOT as ROOT
 
 
 def _fn(batch):

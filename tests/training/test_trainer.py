@@ -17,7 +17,7 @@ from xlnet_tf2 import config_flags
 from xlnet_tf2.training.run_config import LoopConfig, OptimizerConfig
 from xlnet_tf2.training.trainer import Trainer, TrainerConfig, TrainingDivergedError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from fixtures.paths import REPO_ROOT as ROOT
 
 # A tiny classifier run; imported by the two-replica subprocess below as well.
 FINETUNE_RUN = textwrap.dedent("""
