@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the SentencePiece op the SavedModel uses)
 
@@ -41,6 +42,7 @@ def _converted_like_dir(directory):
     return model_dir, model
 
 
+@pytest.mark.slow  # three start-ups: extraction to .npz and to .jsonl, the export
 def test_extract_features_and_features_export(tmp_path):
     from xlnet_tf2.tokenizers.packing import encode_sequence_pair
     from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer

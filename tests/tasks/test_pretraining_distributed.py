@@ -226,7 +226,7 @@ def _final_state(model_dir):
     return state
 
 
-@pytest.mark.slow  # a reference run and one start-up per kill (at least four)
+@pytest.mark.slow  # five or more start-ups: a reference run, three or more killed runs, the last
 def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path):
     """Dropout 0.1, bi_data, memory, steps_per_loop 4: killed at random moments, half of them
     inside a checkpoint save, the run ends with exactly the losses, examples and weights of an
