@@ -24,12 +24,10 @@ LAZY_BY_DESIGN = {
     "xlnet_tf2/cli.py": "the project's error classes are imported when an error is caught, so "
                         "a command's start-up and --help never import TensorFlow",
 }
-# Imports inside functions outside tasks/ that this test found when it was written; they are
-# left to the change that owns those files (see test_known_imports_inside_functions_are_gone).
+# Imports inside functions that this test found when it was written; they are left to the change
+# that owns those files (see test_known_imports_inside_functions_are_gone).
 KNOWN = {
     ("xlnet_tf2/prep/beam_pipeline.py", "from xlnet_tf2 import __version__"): "_write_manifest",
-    ("xlnet_tf2/training/run_config.py", "from xlnet_tf2 import config_flags"):
-        "PretrainConfig.flat",
 }
 
 
@@ -65,14 +63,13 @@ def _own_imports_inside_functions(path):
     return sorted(found)
 
 
-def _offenders(inside_tasks):
+def _offenders():
     offenders = []
     for path in _python_files(PACKAGE):
         relative = _relative(path)
-        if relative in LAZY_BY_DESIGN or relative.startswith("xlnet_tf2/tasks/") != inside_tasks:
-            continue
-        offenders += [(relative, line, statement)
-                      for line, statement in _own_imports_inside_functions(path)]
+        if relative not in LAZY_BY_DESIGN:
+            offenders += [(relative, line, statement)
+                          for line, statement in _own_imports_inside_functions(path)]
     return offenders
 
 
@@ -102,25 +99,18 @@ def test_floors_never_point_up():
 def test_no_import_of_the_package_inside_a_function():
     for relative in LAZY_BY_DESIGN:  # a rename must not widen the exceptions silently
         assert os.path.isfile(os.path.join(REPO_ROOT, relative)), relative
-    offenders = [o for o in _offenders(inside_tasks=False) if (o[0], o[2]) not in KNOWN]
+    offenders = [o for o in _offenders() if (o[0], o[2]) not in KNOWN]
     assert not offenders, _report(offenders)
 
 
-@pytest.mark.xfail(strict=False, reason="tasks/ is being rewritten")
-def test_no_import_of_the_package_inside_a_function_in_tasks():
-    offenders = _offenders(inside_tasks=True)
-    assert not offenders, _report(offenders)
-
-
-@pytest.mark.xfail(strict=True, reason="two imports inside functions outside tasks/, left to "
-                   "the owners of those files: " + "; ".join(
-                       f"{path} ({where}): {statement}"
-                       for (path, statement), where in KNOWN.items()))
+@pytest.mark.xfail(strict=True, reason="an import inside a function left to the owner of its "
+                   "file: " + "; ".join(f"{path} ({where}): {statement}"
+                                        for (path, statement), where in KNOWN.items()))
 def test_known_imports_inside_functions_are_gone():
     """Fails (an expected failure) while KNOWN's imports are still there; once they are moved
     to the top of their modules it passes, strict xfail turns that into a failure, and KNOWN
     and this test are deleted."""
-    still = [o for o in _offenders(inside_tasks=False) if (o[0], o[2]) in KNOWN]
+    still = [o for o in _offenders() if (o[0], o[2]) in KNOWN]
     assert not still, _report(still)
 
 

@@ -7,6 +7,7 @@ from typing import Optional
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models.saving import save_pretrained
+from xlnet_tf2.conversion.convert_config import SOURCES
 from xlnet_tf2.conversion.readers import read_huggingface_directory, read_original_checkpoint
 from xlnet_tf2.conversion.weight_maps import (WeightMismatchError, assign_weights, extra_layers,
                                               huggingface_weight_map, original_weight_map)
@@ -19,8 +20,6 @@ _OPTIONAL_REASON = {
 }
 _LAYER_PATTERNS = {"original": r"model/transformer/layer_(\d+)/",
                    "huggingface": r"transformer\.layer\.(\d+)\."}
-
-SOURCES = ("original", "huggingface")
 
 
 def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
@@ -102,3 +101,13 @@ def _check_tied_copies(tensors, config, unused):
             if not np.array_equal(tensors[name], tensors[first]):
                 raise ValueError(f"untie_r is false but {name} differs from {first}; the "
                                  "checkpoint really has per-layer biases: set untie_r true.")
+
+
+def describe_report(report: dict, output_dir: str) -> str:
+    """What experiments/convert_checkpoint.py prints about a conversion's report."""
+    lines = [f"Converted {report['converted']} tensors into {output_dir}; skipped "
+             f"{len(report['skipped'])} optimizer/step variables; {len(report['unused'])} "
+             f"task-head tensors not converted; {len(report['initialized'])} pretraining-only "
+             "tensors absent (left initialized)."]
+    lines += [f"note: {note}" for note in report["notes"]]
+    return "\n".join(lines)
