@@ -26,7 +26,7 @@ def test_model_api_example_runs():
 def test_huggingface_style_example_runs(tmp_path, monkeypatch):
     """The example as written, on a tiny converted directory standing in for converted/base."""
     import xlnet_tf2
-    from test_finetune_data import train_tiny_spm
+    from fixtures.task_files import train_tiny_spm
 
     spm = train_tiny_spm(str(tmp_path))
     config = xlnet_tf2.XLNetConfig.preset("tiny", n_token=500)
