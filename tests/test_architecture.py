@@ -25,11 +25,6 @@ LAZY_BY_DESIGN = {
                         "project's error classes are looked up (or imported) only when an "
                         "error is caught",
 }
-# Imports inside functions that this test found when it was written; they are left to the change
-# that owns those files (see test_known_imports_inside_functions_are_gone).
-KNOWN = {
-    ("xlnet_tf2/prep/beam_pipeline.py", "from xlnet_tf2 import __version__"): "_write_manifest",
-}
 
 
 def _python_files(root):
@@ -100,19 +95,8 @@ def test_floors_never_point_up():
 def test_no_import_of_the_package_inside_a_function():
     for relative in LAZY_BY_DESIGN:  # a rename must not widen the exceptions silently
         assert os.path.isfile(os.path.join(REPO_ROOT, relative)), relative
-    offenders = [o for o in _offenders() if (o[0], o[2]) not in KNOWN]
+    offenders = _offenders()
     assert not offenders, _report(offenders)
-
-
-@pytest.mark.xfail(strict=True, reason="an import inside a function left to the owner of its "
-                   "file: " + "; ".join(f"{path} ({where}): {statement}"
-                                        for (path, statement), where in KNOWN.items()))
-def test_known_imports_inside_functions_are_gone():
-    """Fails (an expected failure) while KNOWN's imports are still there; once they are moved
-    to the top of their modules it passes, strict xfail turns that into a failure, and KNOWN
-    and this test are deleted."""
-    still = [o for o in _offenders() if (o[0], o[2]) in KNOWN]
-    assert not still, _report(still)
 
 
 def test_no_test_module_imports_another():

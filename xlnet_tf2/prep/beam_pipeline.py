@@ -43,7 +43,7 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from xlnet_tf2 import special_ids
+from xlnet_tf2 import __version__, special_ids
 from xlnet_tf2.data import manifest, records
 from xlnet_tf2 import fileio
 from xlnet_tf2.prep import text_sources
@@ -380,8 +380,6 @@ class _WriteStream(beam.DoFn):
 
 def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab_size,
                     spm_sha256, spm_model, sources, split):
-    from xlnet_tf2 import __version__
-
     file_infos = sorted(file_infos, key=lambda f: f["name"])
     chunks = summary["chunks_per_row"]
     data = {
