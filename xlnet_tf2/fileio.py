@@ -45,6 +45,10 @@ def exists(path: str) -> bool:
     return _gfile().exists(path) if is_remote(path) else os.path.exists(_local(path))
 
 
+def isdir(path: str) -> bool:
+    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(_local(path))
+
+
 def makedirs(path: str) -> None:
     if is_remote(path):
         _gfile().makedirs(path)
@@ -62,6 +66,12 @@ def rename(source: str, target: str) -> None:
         _gfile().rename(source, target, overwrite=True)
     else:
         os.replace(_local(source), _local(target))
+
+
+def copy_atomically(source: str, target: str) -> None:
+    """Copies a file to a temporary name beside `target`, then renames it into place."""
+    with open_file(source, "rb") as f:
+        write_atomically(target, f.read())
 
 
 def remove(path: str) -> None:
