@@ -8,7 +8,8 @@ import tensorflow as tf
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import XLNetLMHeadModel
 from xlnet_tf2.training.optimization import (LinearWarmupLinearDecay, XLNetAdamW,
-                                             create_optimizer, decay_exempt_variables)
+                                             create_optimizer, decay_exempt_variables,
+                                             describe_optimizer, resolve_bias_correction)
 
 
 def test_schedule_hand_values():
@@ -27,8 +28,9 @@ def _numpy_adamw(w, grads, lr, wd, eps, decay, bias_correction):
             w = w - lr * wd * w
         m = 0.9 * m + 0.1 * g
         v = 0.999 * v + 0.001 * g * g
-        mh, vh = (m / (1 - 0.9 ** t), v / (1 - 0.999 ** t)) if bias_correction else (m, v)
-        w = w - lr * mh / (np.sqrt(vh) + eps)
+        # tf.train.AdamOptimizer's form when corrected: lr_t = lr sqrt(1 - b2^t) / (1 - b1^t)
+        step = lr * np.sqrt(1 - 0.999 ** t) / (1 - 0.9 ** t) if bias_correction else lr
+        w = w - step * m / (np.sqrt(v) + eps)
     return w
 
 
@@ -60,7 +62,38 @@ def test_bias_corrected_variant_equals_keras_adamw():
     for g in grads:
         a.apply([tf.constant(g)], [ours])
         k.apply([tf.constant(g)], [theirs])
-    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-5, atol=1e-7)
+    np.testing.assert_allclose(ours.numpy(), theirs.numpy(), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("weight_decay, override, expected", [
+    (0.01, None, False),   # the original's AdamWeightDecayOptimizer: no correction
+    (0.0, None, True),     # the original's tf.train.AdamOptimizer at weight decay 0
+    (0.01, True, True),    # --adam_bias_correction=true
+    (0.0, False, False),   # --adam_bias_correction=false
+])
+def test_bias_correction_follows_the_original_rule_and_sizes_the_first_update(
+        weight_decay, override, expected):
+    """get_train_op's rule, and what it means on step 1: Adam's first update of a variable
+    exempt from decay is lr * g / |g| with bias correction and 0.1 / sqrt(0.001) = 3.16 times
+    that without."""
+    assert resolve_bias_correction(override, weight_decay) is expected
+    line = describe_optimizer(override, weight_decay)
+    assert f"bias correction {'on' if expected else 'off'}" in line
+    model = keras.Sequential([keras.Input([2]), keras.layers.Dense(1)])
+    optimizer, _ = create_optimizer(model, learning_rate=1e-3, warmup_steps=0, total_steps=10,
+                                    weight_decay=weight_decay, epsilon=1e-6,
+                                    bias_correction=override)
+    assert optimizer.bias_correction is expected
+    bias = model.layers[0].bias  # exempt from decay: the step is Adam's alone
+    before = bias.numpy().copy()
+    grads = [tf.zeros_like(model.layers[0].kernel), tf.constant([0.25])]
+    optimizer.apply(grads, [model.layers[0].kernel, bias])
+    first_update = float(before[0] - bias.numpy()[0])
+    g, eps = 0.25, 1e-6
+    uncorrected = 1e-3 * 0.1 * g / (np.sqrt(0.001) * g + eps)      # about 3.16e-3
+    corrected = uncorrected * np.sqrt(0.001) / 0.1                     # about 1e-3
+    assert first_update == pytest.approx(corrected if expected else uncorrected, rel=1e-5)
+    assert uncorrected / corrected == pytest.approx(3.1623, rel=1e-4)
 
 
 def test_decay_exemptions_are_structural():

@@ -175,7 +175,8 @@ def _toy_trainer(model_dir, evaluated=None, **overrides):
     loop = {k: v for k, v in values.items() if k not in ("learning_rate",)}
     config = ToyConfig(loop=config_flags.from_flat(LoopConfig, loop),
                        optimizer=OptimizerConfig(learning_rate=values["learning_rate"],
-                                                 warmup_steps=0, weight_decay=0.0))
+                                                 warmup_steps=0, weight_decay=0.0,
+                                                 adam_bias_correction=False))
     return Trainer(ToyRegression(config, [] if evaluated is None else evaluated))
 
 

@@ -3,11 +3,14 @@
 Which AdamW this is, deliberately:
 
 * Adam moments with beta_1 = 0.9, beta_2 = 0.999 and `epsilon` added to sqrt(v) (not to v).
-* **No bias correction by default**, as the original XLNet/BERT `AdamWeightDecayOptimizer`:
-  update = m / (sqrt(v) + eps). Keras' `AdamW` divides m and v by (1 - beta^t); with the
-  paper's 40k warmup steps the two agree after the first few thousand steps, but they differ at
-  the start (the uncorrected update is about 3x larger on step 1), so reproducing the original
-  needs the uncorrected form. `bias_correction=True` gives Keras' behaviour.
+* **Bias correction by the original's rule** (`get_train_op` of zihangdai/xlnet): with weight
+  decay > 0 the original uses its `AdamWeightDecayOptimizer`, which has no bias correction,
+  update = m / (sqrt(v) + eps); at weight decay exactly 0 it uses `tf.train.AdamOptimizer`,
+  which has: step size lr * sqrt(1 - beta_2^t) / (1 - beta_1^t), update = m / (sqrt(v) + eps)
+  (Keras' Adam/AdamW compute the same). `resolve_bias_correction` applies that rule unless a
+  run says otherwise (--adam_bias_correction). The difference matters at the start: the
+  uncorrected first update is 0.1 / sqrt(0.001) = 3.16 times the corrected one (lr * sign(g)),
+  and with a short fine-tuning warmup the two runs part from step 3 on.
 * **Decoupled weight decay** scaled by the learning rate: var <- var - lr * wd * var, applied to
   the value before the Adam step. The original adds wd * var to the Adam update before
   multiplying by lr, which is the same arithmetic.
@@ -118,12 +121,12 @@ class XLNetAdamW(keras.optimizers.Optimizer):
         beta_2 = tf.cast(self.beta_2, dtype)
         self.assign(m, m * beta_1 + gradient * (1.0 - beta_1))
         self.assign(v, v * beta_2 + tf.square(gradient) * (1.0 - beta_2))
-        m_hat, v_hat = m, v
         if self.bias_correction:
+            # tf.train.AdamOptimizer's (and Keras Adam's) form: the correction goes into the
+            # step size, epsilon is added to the uncorrected sqrt(v).
             t = tf.cast(self.iterations + 1, dtype)
-            m_hat = m / (1.0 - tf.pow(beta_1, t))
-            v_hat = v / (1.0 - tf.pow(beta_2, t))
-        self.assign_sub(variable, lr * m_hat / (tf.sqrt(v_hat) + tf.cast(self.epsilon, dtype)))
+            lr = lr * tf.sqrt(1.0 - tf.pow(beta_2, t)) / (1.0 - tf.pow(beta_1, t))
+        self.assign_sub(variable, lr * m / (tf.sqrt(v) + tf.cast(self.epsilon, dtype)))
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         # The training step has already summed the gradients over replicas (and clipped the
@@ -161,14 +164,34 @@ def decay_exempt_variables(model: keras.Model) -> List[tf.Variable]:
     return unique
 
 
+def resolve_bias_correction(bias_correction: Optional[bool], weight_decay: float) -> bool:
+    """Adam's bias correction: as given, else the original's rule (on exactly when the weight
+    decay is 0; see the module docstring)."""
+    return weight_decay == 0 if bias_correction is None else bool(bias_correction)
+
+
+def describe_optimizer(bias_correction: Optional[bool], weight_decay: float) -> str:
+    """One line saying which Adam a run uses and why (logged once at the start of a run)."""
+    on = resolve_bias_correction(bias_correction, weight_decay)
+    if bias_correction is None:
+        why = (f"--weight_decay={weight_decay:g} is 0: the original's tf.train.AdamOptimizer" if on
+               else f"--weight_decay={weight_decay:g} > 0: the original's "
+                    "AdamWeightDecayOptimizer")
+    else:
+        why = f"--adam_bias_correction={str(on).lower()}"
+    return (f"optimizer: Adam with decoupled weight decay {weight_decay:g}, bias correction "
+            f"{'on' if on else 'off'} ({why})")
+
+
 def create_optimizer(model: keras.Model, *, learning_rate: float, warmup_steps: int,
                      total_steps: int, weight_decay: float, epsilon: float,
-                     bias_correction: bool = False, loss_scaling: bool = False,
+                     bias_correction: Optional[bool] = None, loss_scaling: bool = False,
                      variables: Optional[Sequence[tf.Variable]] = None,
                      lr_multipliers: Optional[Dict[int, float]] = None):
     """(optimizer, schedule): the AdamW for `model`, built on `variables` (default: all its
     trainable variables), and its learning-rate schedule (a function of the applied-update
-    count). `lr_multipliers`: {id(variable): multiplier} (see XLNetAdamW).
+    count). `lr_multipliers`: {id(variable): multiplier} (see XLNetAdamW). `bias_correction`
+    None follows the original's rule (`resolve_bias_correction`).
 
     Must be called inside the distribution strategy's scope. With `loss_scaling`
     (mixed_float16) the AdamW is wrapped in Keras' dynamic `LossScaleOptimizer`, which skips
@@ -177,7 +200,8 @@ def create_optimizer(model: keras.Model, *, learning_rate: float, warmup_steps: 
     variables = list(model.trainable_variables if variables is None else variables)
     schedule = LinearWarmupLinearDecay(learning_rate, warmup_steps, total_steps)
     optimizer = XLNetAdamW(learning_rate=schedule, epsilon=epsilon, weight_decay=weight_decay,
-                           bias_correction=bias_correction)
+                           bias_correction=resolve_bias_correction(bias_correction,
+                                                                   weight_decay))
     optimizer.exclude_from_weight_decay(var_list=decay_exempt_variables(model))
     if lr_multipliers:
         optimizer.set_lr_multipliers(lr_multipliers)

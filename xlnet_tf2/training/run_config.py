@@ -144,9 +144,11 @@ class OptimizerConfig:
     adam_epsilon: float = setting(
         1e-6, "Epsilon added to the square root of Adam's second moment (the paper uses "
         "1e-6).", resume="warn")
-    adam_bias_correction: bool = setting(
-        False, "Use Adam's bias correction; off by default to match the original XLNet "
-        "optimizer, which has none.", resume="warn")
+    adam_bias_correction: Optional[bool] = setting(
+        None, "Adam's bias correction. Default: on exactly when --weight_decay is 0, as the "
+        "original's get_train_op (its AdamWeightDecayOptimizer, used with weight decay, has "
+        "none; tf.train.AdamOptimizer, used at weight decay 0, has it); true or false "
+        "overrides the rule. The choice is logged at the start of the run.", resume="warn")
     clip_norm: float = setting(
         1.0, "Clip the gradient, summed over all replicas, to this global norm (the original "
         "uses 1.0).", resume="warn")

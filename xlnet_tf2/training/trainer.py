@@ -53,7 +53,7 @@ from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
 from xlnet_tf2.training import checkpointing, determinism, distribution, run_record
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
-from xlnet_tf2.training.optimization import create_optimizer
+from xlnet_tf2.training.optimization import create_optimizer, describe_optimizer
 from xlnet_tf2.training.run_config import LoopConfig
 from xlnet_tf2.training.task import RunSettings, Task  # noqa: F401 (RunSettings: re-export)
 
@@ -121,6 +121,10 @@ class Trainer:
                 variables=self._trainable, lr_multipliers=task.lr_multipliers(self.model))
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
+        if self.is_chief:
+            line = describe_optimizer(opt.adam_bias_correction, opt.weight_decay)
+            logging.info(line)
+            print(line, flush=True)
         # Host-side (outside the strategy): e.g. the memory, [GB, M, D] per layer.
         self.carried_state = task.carried_state(self.model, self.layout, self.strategy)
         self.checkpoints = checkpointing.CheckpointKeeper(
