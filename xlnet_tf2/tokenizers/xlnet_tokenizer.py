@@ -18,7 +18,8 @@ is_split_into_words, pad_to_multiple_of, padding_side, return_tensors, return_to
 return_attention_mask, return_overflowing_tokens, return_special_tokens_mask,
 return_offsets_mapping, return_length). Where HF's slow (SentencePiece) tokenizer and its fast
 one differ, this one follows the slow one, which is the original's encoding; the differences
-from transformers' tokenizers are listed, with their causes, in tests/tokenizers/test_xlnet_tokenizer_hf.py.
+from transformers' tokenizers are listed, with their causes, in
+tests/tokenizers/test_xlnet_tokenizer_hf.py.
 On purpose, two defaults differ from HF: a batch is padded (`padding=True`) and comes back as
 numpy int32 arrays (`return_tensors="np"`), so the result is a ready model input; pass
 `padding=False, return_tensors=None` for HF's lists.
@@ -100,8 +101,9 @@ class XLNetTokenizer:
             raise ValueError(f"model_input_names must be input_ids, then token_type_ids or "
                              f"segment_ids and/or attention_mask; got {list(model_input_names)}.")
         self.vocab_file = self.spm_model = vocab_file
-        self.do_lower_case, self.keep_accents, self.remove_space = (do_lower_case, keep_accents,
-                                                                    True)
+        self.do_lower_case = do_lower_case
+        self.keep_accents = keep_accents
+        self.remove_space = True
         self.padding_side = padding_side
         self.model_max_length = model_max_length
         self.clean_up_tokenization_spaces = clean_up_tokenization_spaces
