@@ -23,9 +23,7 @@ import os
 import re
 from typing import Optional
 
-import tensorflow as tf
-
-from xlnet_tf2 import run_dir
+from xlnet_tf2 import fileio, run_dir
 
 ORIGINAL_PREFIX = "xlnet_model.ckpt"
 HF_CONFIG = "config.json"
@@ -59,7 +57,7 @@ class Resolved:
 
     def spm_model(self) -> str:
         path = os.path.join(self.directory, run_dir.SPM_FILE)
-        if not tf.io.gfile.exists(path):
+        if not fileio.exists(path):
             raise PretrainedNotFoundError(
                 f"{self.directory} holds no {run_dir.SPM_FILE} (the SentencePiece model); "
                 "copy the model's spiece.model there.")
@@ -69,12 +67,12 @@ class Resolved:
 def detect_kind(directory: str) -> Optional[str]:
     """Which layout a directory has (one of KINDS), or None."""
     def has(name):
-        return tf.io.gfile.exists(os.path.join(directory, name))
+        return fileio.exists(os.path.join(directory, name))
 
     if has(run_dir.ARCH_FILE) and has(ORIGINAL_PREFIX + ".index"):
         return "original"
     if has(run_dir.ARCH_FILE) and (has(run_dir.SAVED_CHECKPOINT_PREFIX + ".index")
-                                       or tf.train.latest_checkpoint(directory)):
+                                       or run_dir.latest_checkpoint(directory)):
         return "converted"
     if has(HF_CONFIG) and any(has(w) for w in HF_WEIGHTS):
         return "huggingface"
@@ -84,7 +82,7 @@ def detect_kind(directory: str) -> Optional[str]:
 def resolve(name_or_dir: str, *, cache_dir: Optional[str] = None,
             revision: Optional[str] = None, local_files_only: bool = False) -> Resolved:
     """The local model directory for a directory, release name or hub repository id."""
-    if tf.io.gfile.isdir(name_or_dir):
+    if fileio.isdir(name_or_dir):
         kind = detect_kind(name_or_dir)
         if kind is None:
             raise PretrainedNotFoundError(

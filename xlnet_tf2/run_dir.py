@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 from typing import Optional
 
 from xlnet_tf2 import fileio
@@ -46,6 +47,23 @@ def find_file(path: Optional[str], name: str) -> Optional[str]:
         return None
     candidate = os.path.join(directory_of(path), name)
     return candidate if fileio.exists(candidate) else None
+
+
+def latest_checkpoint(directory: str) -> Optional[str]:
+    """The checkpoint prefix DIR/checkpoint names, if its .index exists: what
+    tf.train.latest_checkpoint returns, read without importing TensorFlow (the Python tokenizer
+    finds its files through here)."""
+    state = os.path.join(directory, "checkpoint")
+    if not fileio.exists(state):
+        return None
+    with fileio.open_file(state) as f:
+        found = re.search(r'^model_checkpoint_path:\s*"(.*)"', f.read(), flags=re.M)
+    if not found:
+        return None
+    prefix = found.group(1)
+    if not (os.path.isabs(prefix) or fileio.is_remote(prefix)):
+        prefix = os.path.join(directory, prefix)
+    return prefix if fileio.exists(prefix + ".index") else None
 
 
 def require_model_dir(model_dir: str, flag: str = "--model_dir") -> str:

@@ -1,7 +1,11 @@
-"""Generation: greedy tokens and per-step logits equal HuggingFace's XLNetLMHeadModel.generate
-on the same weights (eos handling included); the memory cache gives exactly the tokens of a
-full recomputation; left-padded batches equal rows alone; sampling filters (hand-worked) and
-seeded sampling; XLA; the text helper with the padding text."""
+"""Generation: greedy tokens and per-step logits, beam search (tokens and scores), the
+repetition penalty and stop-id lists equal HuggingFace's XLNetLMHeadModel.generate on the same
+weights (eos handling included); the memory cache gives exactly the tokens of a full
+recomputation; left-padded batches equal rows alone; sampling filters (hand-worked), seeded
+sampling and several sequences per prompt; streaming; no retracing across prompt lengths; XLA;
+the text helper with the padding text."""
+
+import logging
 
 import numpy as np
 import pytest
@@ -148,6 +152,12 @@ def test_jit_compile_gives_the_same_tokens(models):
     again = ours.generate(ids[::-1], max_new_tokens=8, eos_token_id=None, jit_compile=True)
     assert generation._compiled(ours, True).experimental_get_tracing_count() == traces
     np.testing.assert_array_equal(again, eager_graph[::-1])
+    # beam search too (its loop gathers memory rows by beam every step)
+    stops = [int(eager_graph[0, P + 3])]
+    compiled = ours.generate(ids, max_new_tokens=8, eos_token_id=stops, num_beams=3,
+                             jit_compile=True)
+    np.testing.assert_array_equal(compiled, ours.generate(ids, max_new_tokens=8,
+                                                          eos_token_id=stops, num_beams=3))
 
 
 def test_text_helper_puts_the_padding_text_first(tmp_path, models):
@@ -180,3 +190,149 @@ def test_bad_prompts_are_clear_errors(models):
     bi = xlnet_tf2.XLNetLMHeadModel(_config(bi_data=True))
     with pytest.raises(ValueError, match="bi_data off"):
         bi.generate(np.ones((2, 3), np.int32))
+
+
+def _hf_beams(hf, ids, **kwargs):
+    with torch.no_grad():
+        out = hf.generate(torch.tensor(ids).long(), do_sample=False, output_scores=True,
+                          return_dict_in_generate=True, pad_token_id=5, **kwargs)
+    return out.sequences.numpy(), out.sequences_scores.numpy()
+
+
+def test_beam_search_equals_huggingface(models):
+    """HF's beam search (transformers 5) on the same weights: tokens and final scores, with
+    and without stop ids, several returned sequences, repetition and length penalties and the
+    three early-stopping rules."""
+    hf, ours = models
+    ids = _prompts(seed=0)
+    greedy = ours.generate(ids, max_new_tokens=N, eos_token_id=None)
+    stops = [int(greedy[0, P + 3]), int(greedy[1, P + 5])]  # rows 0 and 1 emit these
+    cases = [dict(num_beams=4, num_return_sequences=2, repetition_penalty=1.5),
+             dict(num_beams=3, length_penalty=0.5, early_stopping=True),
+             dict(num_beams=2, length_penalty=2.0, early_stopping="never")]
+    ended_early = differs_from_greedy = 0
+    for kwargs in cases:
+        for eos in (None, stops):
+            theirs, their_scores = _hf_beams(hf, ids, max_new_tokens=N, eos_token_id=eos,
+                                             **kwargs)
+            got = ours.generate(ids, max_new_tokens=N, eos_token_id=eos, output_scores=True,
+                                **kwargs)
+            np.testing.assert_array_equal(got.sequences, theirs, err_msg=str((kwargs, eos)))
+            np.testing.assert_allclose(got.sequences_scores, their_scores, atol=1e-5)
+            ended_early += got.sequences.shape[1] < P + N
+            if eos is None:  # the best beam of each prompt against greedy decoding
+                best = got.sequences[::kwargs.get("num_return_sequences", 1)]
+                differs_from_greedy += (best != greedy).any()
+    assert ended_early >= 2 and differs_from_greedy >= 2   # the cases are not trivial
+
+
+def test_repetition_penalty_and_stop_ids_equal_huggingface(models):
+    hf, ours = models
+    ids = _prompts(seed=4)
+    plain = ours.generate(ids, max_new_tokens=N, eos_token_id=None)
+    for penalty in (1.5, 0.7):
+        theirs, their_scores = _hf_generate(hf, ids, max_new_tokens=N, eos_token_id=None,
+                                            repetition_penalty=penalty)
+        got = ours.generate(ids, max_new_tokens=N, eos_token_id=None, output_scores=True,
+                            repetition_penalty=penalty)
+        np.testing.assert_array_equal(got.sequences, theirs)
+        np.testing.assert_allclose(got.scores, their_scores, atol=1e-4)  # penalized scores
+        assert (got.sequences != plain).any()
+    # a list of stop ids: each row stops at the first of them
+    stops = [int(plain[0, P + 2]), int(plain[2, P + 6])]
+    theirs, _ = _hf_generate(hf, ids, max_new_tokens=N, eos_token_id=stops, pad_token_id=5)
+    np.testing.assert_array_equal(ours.generate(ids, max_new_tokens=N, eos_token_id=stops),
+                                  theirs)
+
+
+def test_num_return_sequences_and_errors(models):
+    _, ours = models
+    ids = _prompts(batch=2, seed=5)
+    kwargs = dict(do_sample=True, top_k=20, max_new_tokens=8, eos_token_id=None, seed=1)
+    out = ours.generate(ids, num_return_sequences=3, **kwargs)
+    assert out.shape == (6, P + 8)
+    np.testing.assert_array_equal(out[:, :P], np.repeat(ids, 3, axis=0))
+    assert len({tuple(r) for r in out[:3, P:].tolist()}) > 1     # independent samples
+    np.testing.assert_array_equal(out, ours.generate(ids, num_return_sequences=3, **kwargs))
+    with pytest.raises(ValueError, match="Greedy decoding gives one sequence"):
+        ours.generate(ids, num_return_sequences=2)
+    with pytest.raises(ValueError, match="at most num_beams"):
+        ours.generate(ids, num_beams=2, num_return_sequences=3)
+    with pytest.raises(ValueError, match="Beam search with sampling"):
+        ours.generate(ids, num_beams=2, do_sample=True)
+    with pytest.raises(ValueError, match="vocabulary"):
+        ours.generate(np.full((1, 3), V, np.int32))
+
+
+def test_streamer_gets_every_token_as_it_comes(models):
+    _, ours = models
+    ids = _prompts(seed=6)
+    free = ours.generate(ids, max_new_tokens=N, eos_token_id=None)
+    stop = int(free[0, P + 4])
+    seen = []
+    out = ours.generate(ids, max_new_tokens=N, eos_token_id=stop, streamer=seen.append)
+    np.testing.assert_array_equal(np.stack(seen, axis=1), out[:, P:])
+
+    class Streamer:  # HF's protocol: the prompt first, then each step, then end()
+        def __init__(self):
+            self.calls = []
+
+        def put(self, value):
+            self.calls.append(np.array(value))
+
+        def end(self):
+            self.calls.append("end")
+
+    streamer = Streamer()
+    ours.generate(ids[:1], max_new_tokens=5, eos_token_id=None, streamer=streamer)
+    np.testing.assert_array_equal(streamer.calls[0], ids[:1])
+    assert [c.tolist() for c in streamer.calls[1:-1]] == [[t] for t in free[0, P:P + 5]]
+    assert streamer.calls[-1] == "end"
+    with pytest.raises(ValueError, match="jit_compile=False"):
+        ours.generate(ids, streamer=seen.append, jit_compile=True)
+
+
+class _Warnings(logging.Handler):
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_a_warm_model_never_retraces():
+    """Prompt and new-token lengths are padded to buckets: 8 prompts of 8 lengths (and 4
+    max_new_tokens) after one call per bucket add no trace and no retracing warning; padding
+    does not change a prompt's tokens."""
+    assert [generation.bucket_length(n) for n in (1, 8, 9, 16, 17, 512, 513, 1100)] == \
+        [8, 8, 16, 16, 32, 512, 1024, 1536]
+    hf, ours = _models(_config(), seed=8)
+    handler = _Warnings()
+    logger = logging.getLogger("tensorflow")
+    logger.addHandler(handler)
+    try:
+        # the handler sees TensorFlow's warning when a function does retrace
+        noisy = tf.function(lambda x: x + 1)
+        for n in range(1, 8):
+            noisy(tf.zeros([n]))
+        assert any("retracing" in m for m in handler.messages)
+        handler.messages.clear()
+        traced = generation._compiled(ours, False)
+        for length in (4, 12):  # one call per bucket: 8 and 16
+            ours.generate(_prompts(1, length), max_new_tokens=8, eos_token_id=None)
+        count = traced.experimental_get_tracing_count()
+        outputs = []
+        for i, length in enumerate((1, 3, 5, 8, 9, 11, 14, 16)):
+            prompt = _prompts(1, length, seed=20 + i)
+            outputs.append((prompt, ours.generate(prompt, max_new_tokens=5 + i % 4,
+                                                  eos_token_id=None)))
+            assert outputs[-1][1].shape == (1, length + 5 + i % 4)
+        assert traced.experimental_get_tracing_count() == count
+    finally:
+        logger.removeHandler(handler)
+    assert not any("retracing" in m for m in handler.messages), handler.messages
+    for i in (0, 5, 7):  # the bucket's padding does not change the tokens: HF's, unpadded
+        prompt, got = outputs[i]
+        theirs, _ = _hf_generate(hf, prompt, max_new_tokens=5 + i % 4, eos_token_id=None)
+        np.testing.assert_array_equal(got, theirs)

@@ -27,7 +27,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import json
-import unicodedata
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -35,7 +34,8 @@ import tensorflow as tf
 
 from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.tasks.errors import TaskDataError
-from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SPIECE_UNDERLINE, SentencePieceTokenizer, preprocess_text
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (SPIECE_UNDERLINE, SentencePieceTokenizer,
+                                                          normalize_with_offsets)
 from xlnet_tf2.progress import Progress
 
 MODEL_INPUTS = ("input_ids", "segment_ids", "attention_mask", "p_mask", "cls_index")
@@ -125,52 +125,6 @@ def _example(path, qid, qa, context, version_2) -> SquadExample:
 
 
 # ---------------------------------------------------------------------------- alignment
-def normalize_with_offsets(text: str, *, lower: bool = False,
-                           keep_accents: bool = False) -> Tuple[str, List[int], List[int]]:
-    """`preprocess_text(text)` and, for each of its characters, the raw characters
-    [start, end) it came from: a collapsed whitespace run maps to its first character, '"'
-    from a quote pair to both characters of the pair, NFKD pieces to their source character.
-    Returns (normalized, starts, ends)."""
-    # 1. strip + collapse whitespace (str.isspace, as str.split()).
-    chars: List[Tuple[str, int, int]] = []
-    for i, c in enumerate(text):
-        if c.isspace():
-            if chars and chars[-1][0] != " ":
-                chars.append((" ", i, i + 1))
-        else:
-            chars.append((c, i, i + 1))
-    if chars and chars[-1][0] == " ":
-        chars.pop()
-    # 2. "``" -> '"', then "''" -> '"' (two passes, left to right, as str.replace).
-    for pair in ("``", "''"):
-        out, k = [], 0
-        while k < len(chars):
-            if k + 1 < len(chars) and chars[k][0] + chars[k + 1][0] == pair:
-                out.append(('"', chars[k][1], chars[k + 1][2]))
-                k += 2
-            else:
-                out.append(chars[k])
-                k += 1
-        chars = out
-    # 3. NFKD, drop combining marks. Per character equals the whole-string result: canonical
-    # reordering only moves combining marks, and those are dropped.
-    if not keep_accents:
-        chars = [(d, i, j) for c, i, j in chars for d in unicodedata.normalize("NFKD", c)
-                 if not unicodedata.combining(d)]
-    if lower:
-        per_char = [(d, i, j) for c, i, j in chars for d in c.lower()]
-        whole = "".join(c for c, _, _ in chars).lower()  # context-sensitive (final sigma)
-        if len(whole) == len(per_char):
-            per_char = [(d, i, j) for d, (_, i, j) in zip(whole, per_char)]
-        chars = per_char
-    normalized = "".join(c for c, _, _ in chars)
-    expected = preprocess_text(text, lower=lower, keep_accents=keep_accents)
-    if normalized != expected:  # a bug here would silently misplace every answer
-        raise AssertionError(f"normalize_with_offsets disagrees with preprocess_text on "
-                             f"{text[:80]!r}.")
-    return normalized, [i for _, i, _ in chars], [j for _, _, j in chars]
-
-
 def piece_char_spans(pieces: Sequence[str], normalized: str) -> List[Tuple[int, int]]:
     """[start, end) in `normalized` of each piece's visible characters ("▁" = a space, which
     is not counted as part of the piece). Pieces whose characters are not found verbatim

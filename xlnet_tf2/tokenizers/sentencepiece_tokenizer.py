@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import unicodedata
-from typing import Iterable, Iterator, List, Optional, Sequence
+from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
 import sentencepiece as spm
 
@@ -50,6 +50,52 @@ def preprocess_text(text: str, *, lower: bool = False, remove_space: bool = True
     if lower:
         text = text.lower()
     return text
+
+
+def normalize_with_offsets(text: str, *, lower: bool = False,
+                           keep_accents: bool = False) -> Tuple[str, List[int], List[int]]:
+    """`preprocess_text(text)` and, for each of its characters, the raw characters
+    [start, end) it came from: a collapsed whitespace run maps to its first character, '"'
+    from a quote pair to both characters of the pair, NFKD pieces to their source character.
+    Returns (normalized, starts, ends)."""
+    # 1. strip + collapse whitespace (str.isspace, as str.split()).
+    chars: List[Tuple[str, int, int]] = []
+    for i, c in enumerate(text):
+        if c.isspace():
+            if chars and chars[-1][0] != " ":
+                chars.append((" ", i, i + 1))
+        else:
+            chars.append((c, i, i + 1))
+    if chars and chars[-1][0] == " ":
+        chars.pop()
+    # 2. "``" -> '"', then "''" -> '"' (two passes, left to right, as str.replace).
+    for pair in ("``", "''"):
+        out, k = [], 0
+        while k < len(chars):
+            if k + 1 < len(chars) and chars[k][0] + chars[k + 1][0] == pair:
+                out.append(('"', chars[k][1], chars[k + 1][2]))
+                k += 2
+            else:
+                out.append(chars[k])
+                k += 1
+        chars = out
+    # 3. NFKD, drop combining marks. Per character equals the whole-string result: canonical
+    # reordering only moves combining marks, and those are dropped.
+    if not keep_accents:
+        chars = [(d, i, j) for c, i, j in chars for d in unicodedata.normalize("NFKD", c)
+                 if not unicodedata.combining(d)]
+    if lower:
+        per_char = [(d, i, j) for c, i, j in chars for d in c.lower()]
+        whole = "".join(c for c, _, _ in chars).lower()  # context-sensitive (final sigma)
+        if len(whole) == len(per_char):
+            per_char = [(d, i, j) for d, (_, i, j) in zip(whole, per_char)]
+        chars = per_char
+    normalized = "".join(c for c, _, _ in chars)
+    expected = preprocess_text(text, lower=lower, keep_accents=keep_accents)
+    if normalized != expected:  # a bug here would silently misplace every answer
+        raise AssertionError(f"normalize_with_offsets disagrees with preprocess_text on "
+                             f"{text[:80]!r}.")
+    return normalized, [i for _, i, _ in chars], [j for _, _, j in chars]
 
 
 def model_checksum(model_bytes: bytes) -> str:
@@ -105,26 +151,31 @@ class SentencePieceTokenizer:
     def piece_to_id(self, piece: str) -> int:
         return self._sp.PieceToId(piece)
 
-    def encode_pieces(self, text: str) -> List[str]:
-        """Pieces of already-normalized text, with the original digit-comma re-split.
+    def _digit_comma_split(self, piece: str) -> Optional[List[str]]:
+        """The original's re-split of a piece ending in a digit and a comma, or None.
 
-        A piece such as "▁2000," (a comma right after a digit) is encoded again without the
-        comma, and the comma becomes its own piece: "▁2000" ",".
+        "▁2000," is encoded again without the comma and the comma becomes its own piece:
+        "▁2000" ",". A piece that did not start a word loses the "▁" its re-encoding adds.
         """
-        pieces = self._sp.EncodeAsPieces(text)
-        out: List[str] = []
-        for piece in pieces:
-            if len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit():
-                sub = self._sp.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
-                if piece[0] != SPIECE_UNDERLINE and sub and sub[0][0] == SPIECE_UNDERLINE:
-                    if len(sub[0]) == 1:
-                        sub = sub[1:]
-                    else:
-                        sub[0] = sub[0][1:]
-                sub.append(piece[-1])
-                out.extend(sub)
+        if not (len(piece) > 1 and piece[-1] == "," and piece[-2].isdigit()):
+            return None
+        sub = self._sp.EncodeAsPieces(piece[:-1].replace(SPIECE_UNDERLINE, ""))
+        if piece[0] != SPIECE_UNDERLINE and sub and sub[0][0] == SPIECE_UNDERLINE:
+            if len(sub[0]) == 1:
+                sub = sub[1:]
             else:
+                sub[0] = sub[0][1:]
+        return sub + [piece[-1]]
+
+    def encode_pieces(self, text: str) -> List[str]:
+        """Pieces of already-normalized text, with the original digit-comma re-split."""
+        out: List[str] = []
+        for piece in self._sp.EncodeAsPieces(text):
+            split = self._digit_comma_split(piece)
+            if split is None:
                 out.append(piece)
+            else:
+                out.extend(split)
         return out
 
     def encode_ids(self, text: str, *, normalize: bool = True) -> List[int]:
@@ -132,6 +183,49 @@ class SentencePieceTokenizer:
         if normalize:
             text = preprocess_text(text, lower=self.lower, keep_accents=self.keep_accents)
         return [self._sp.PieceToId(p) for p in self.encode_pieces(text)]
+
+    def encode_ids_with_offsets(self, text: str) -> Tuple[List[int], List[Tuple[int, int]]]:
+        """`encode_ids(text)` and each token's characters in the RAW text, [start, end).
+
+        What a span means. A token covers the raw characters its visible characters came
+        from, through both normalizations: ours (`normalize_with_offsets`: whitespace
+        collapsed, a quote pair `` or '' made into '"' covers both raw characters, NFKD pieces
+        of one character all cover that character, dropped accents belong to their letter)
+        and SentencePiece's own (its alignment, `EncodeAsImmutableProto`). The word-start
+        marker "▁" is not a visible character, so "▁the" covers "the", and a bare "▁" has an
+        empty span (p, p) at the start of the next character (p = len(text) at the end), as
+        the SQuAD reader defines it. Collapsed whitespace belongs to no token.
+        """
+        normalized, raw_starts, raw_ends = normalize_with_offsets(
+            text, lower=self.lower, keep_accents=self.keep_accents)
+        ids: List[int] = []
+        spans: List[Tuple[int, int]] = []  # in normalized characters, marker excluded
+        for p in self._sp.EncodeAsImmutableProto(normalized).pieces:
+            begin, end = p.begin, p.end
+            while begin < end and normalized[begin] == " ":
+                begin += 1
+            split = self._digit_comma_split(p.piece)
+            if split is None:
+                ids.append(p.id)
+                spans.append((begin, end))
+                continue
+            # the re-split pieces share the piece's characters in order; if SentencePiece's
+            # normalization changed their count, each gets the whole piece
+            widths = [len(q.replace(SPIECE_UNDERLINE, "")) for q in split]
+            exact = sum(widths) == end - begin
+            at = begin
+            for q, width in zip(split, widths):
+                ids.append(self._sp.PieceToId(q))
+                spans.append((at, at + width) if exact else (begin, end))
+                at += width
+        raw = []
+        for begin, end in spans:
+            if begin < end:
+                raw.append((raw_starts[begin], raw_ends[end - 1]))
+            else:
+                at = raw_starts[begin] if begin < len(raw_starts) else len(text)
+                raw.append((at, at))
+        return ids, raw
 
     def decode_ids(self, ids: Sequence[int]) -> str:
         return self._sp.DecodeIds([int(i) for i in ids])

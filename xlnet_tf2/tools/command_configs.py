@@ -203,7 +203,8 @@ class BaseStepBenchmarkConfig:
 
 @dataclasses.dataclass(frozen=True)
 class GenerationBenchmarkConfig:
-    """Generation speed with and without the memory cache (random weights of this shape)."""
+    """Generation speed against the model's own work and HuggingFace's generate (random
+    weights of this shape)."""
 
     n_layer: int = setting_like(BenchmarkConfig, "n_layer", default=6)
     d_model: int = setting_like(BenchmarkConfig, "d_model", default=512)
@@ -213,18 +214,22 @@ class GenerationBenchmarkConfig:
     vocab_size: int = setting_like(BenchmarkConfig, "vocab_size")
     batch_size: int = setting(1, "Number of prompts generated from per call.")
     prompt_len: int = setting(
-        128, "Prompt tokens (XLNet prompts are long: the padding text alone is about 170 "
-        "tokens).")
+        128, "Longest prompt; the timed calls use prompts a few tokens shorter, in the same "
+        "length bucket (XLNet prompts are long: the padding text alone is about 170 tokens).")
     new_tokens: int = setting(32, "Number of tokens generated per prompt.")
-    repeats: int = setting(3, "Timed calls after the first (the median is reported).")
-    jit_compile: bool = setting(False, "Compile the generation loop with XLA (jit_compile).")
-    reference: bool = setting(
-        True, "Also time HuggingFace's PyTorch generate when torch and transformers are "
-        "installed.")
+    num_beams: int = setting(4, "Beams of the beam-search rows (0 or 1 skips them).")
+    repeats: int = setting(5, "Timed calls per variant, each with another prompt length (the "
+                           "median is reported).")
+    threads: int = setting(0, "Intra-op threads of TensorFlow and torch alike (0: all cores).")
+    jit_compile: bool = setting(False, "Compile our generation loop with XLA (jit_compile).")
 
     def __post_init__(self):
         check_positive(self, "n_layer", "d_model", "n_head", "d_inner", "vocab_size",
                        "batch_size", "prompt_len", "new_tokens", "repeats")
+        check_non_negative(self, "num_beams", "threads")
+        if self.new_tokens < 2:
+            raise RunConfigError(f"--new_tokens={self.new_tokens} must be at least 2 (the model "
+                                 "work is a prefill plus steps).")
         if self.d_model % self.n_head:
             raise RunConfigError(f"--d_model={self.d_model} must be divisible by "
                                  f"--n_head={self.n_head}.")
