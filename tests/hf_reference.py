@@ -24,19 +24,25 @@ def hf_config(config: xlnet_tf2.XLNetConfig):
         layer_norm_eps=1e-12)
 
 
-def random_hf_model(config: xlnet_tf2.XLNetConfig, seed: int = 0):
-    """An HF XLNetLMHeadModel with every parameter random (LayerNorms and biases included,
-    so a swapped gamma/beta or a missing bias changes the outputs)."""
+def random_hf_model(config: xlnet_tf2.XLNetConfig, seed: int = 0, architecture: str = "XLNetLMHeadModel",
+                    **hf_overrides):
+    """An HF XLNet model (`architecture`: XLNetLMHeadModel or a task class such as
+    XLNetForSequenceClassification) with every parameter random (LayerNorms and biases
+    included, so a swapped gamma/beta or a missing bias changes the outputs).
+    `hf_overrides` set HF config fields (num_labels, summary_type, start_n_top, ...)."""
     import torch
     import transformers
 
     torch.manual_seed(seed)
-    model = transformers.XLNetLMHeadModel(hf_config(config)).eval()
+    hf_cfg = hf_config(config)
+    for key, value in hf_overrides.items():
+        setattr(hf_cfg, key, value)
+    model = getattr(transformers, architecture)(hf_cfg).eval()
     generator = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, param in model.named_parameters():
             noise = torch.randn(param.shape, generator=generator) * 0.1
-            if name.endswith("layer_norm.weight"):
+            if name.endswith(("layer_norm.weight", "LayerNorm.weight")):
                 param.copy_(1.0 + noise)
             else:
                 param.copy_(noise)

@@ -13,12 +13,6 @@ import tensorflow as tf
 from xlnet_tf2.tokenizers import in_graph_packing
 
 
-def _keep_last(ids: tf.RaggedTensor, keep: int) -> tf.RaggedTensor:
-    lengths = ids.row_lengths()
-    positions = tf.ragged.range(lengths)
-    return tf.ragged.boolean_mask(ids, positions >= (lengths - keep)[:, None])
-
-
 def race_signatures(module):
     spec, L, C = module.spec, module.seq_len, module.spec.num_choices
 
@@ -40,20 +34,10 @@ def race_signatures(module):
                                   tf.TensorSpec([None, C], tf.string, name="options")])
     def serve_text(article, question, options):
         batch = tf.shape(article)[0]
-        questions = tf.reshape(tf.repeat(question, C), [-1])             # [B*C]
-        flat_options = tf.reshape(options, [-1])                          # [B*C]
-        # str.replace("_", option): escape the rewrite string's backslashes.
-        rewrite = tf.strings.regex_replace(flat_options, r"\\", r"\\\\")
-        blank = tf.strings.regex_full_match(questions, "(?s).*_.*")
-        filled = tf.map_fn(lambda qo: tf.strings.regex_replace(qo[0], "_", qo[1]),
-                           (questions, rewrite), fn_output_signature=tf.string)
-        qa = tf.where(blank, filled, tf.strings.join([questions, flat_options], " "))
-        qa_ids = _keep_last(module.tokenizer.encode_ids(qa), spec.max_qa_length)
+        qa = in_graph_packing.multiple_choice_texts(question, options)    # [B*C]
         article_ids = module.tokenizer.encode_ids(tf.reshape(tf.repeat(article, C), [-1]))
-        keep = tf.maximum(L - 3 - qa_ids.row_lengths(), 0)
-        positions = tf.ragged.range(article_ids.row_lengths())
-        context = tf.ragged.boolean_mask(article_ids, positions < keep[:, None])
-        flat = in_graph_packing.encode_sequence_pair(context, qa_ids, L, "cls_last")
+        flat = in_graph_packing.encode_multiple_choice(
+            article_ids, module.tokenizer.encode_ids(qa), L, spec.max_qa_length)
         return module._outputs({k: tf.reshape(v, [batch, C, L]) for k, v in flat.items()})
 
     return {"serving_default": serve_text.get_concrete_function(),

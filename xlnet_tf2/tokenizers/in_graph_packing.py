@@ -19,6 +19,13 @@ def _keep_first(ids: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(ids, positions < tf.cast(keep, positions.dtype)[:, None])
 
 
+def _keep_last(ids: tf.RaggedTensor, keep: int) -> tf.RaggedTensor:
+    """Every row keeps its last `keep` tokens."""
+    lengths = ids.row_lengths()
+    positions = tf.ragged.range(lengths)
+    return tf.ragged.boolean_mask(ids, positions >= (lengths - keep)[:, None])
+
+
 def truncated_lengths(len_a: tf.Tensor, len_b: Optional[tf.Tensor], seq_len: int):
     """In-graph `features.truncated_lengths` (int64 [B] each)."""
     if len_b is None:
@@ -67,6 +74,31 @@ def _pad(rows: tf.RaggedTensor, seq_len: int, value: int, left: bool) -> tf.Tens
         rows = tf.reverse(rows, axis=[1])
     dense = rows.to_tensor(default_value=value, shape=[None, seq_len])
     return tf.reverse(dense, axis=[1]) if left else dense
+
+
+def multiple_choice_texts(question: tf.Tensor, options: tf.Tensor) -> tf.Tensor:
+    """RACE's question-option text of every option, as xlnet_tf2/tasks/race.py writes it:
+    the question with "_" replaced by the option when it has a blank, else question + " " +
+    option. question string [B], options string [B, C] -> string [B*C] (question-major)."""
+    choices = tf.shape(options)[1]
+    questions = tf.reshape(tf.repeat(question, choices), [-1])           # [B*C]
+    flat_options = tf.reshape(options, [-1])                              # [B*C]
+    # str.replace("_", option): escape the rewrite string's backslashes.
+    rewrite = tf.strings.regex_replace(flat_options, r"\\", r"\\\\")
+    blank = tf.strings.regex_full_match(questions, "(?s).*_.*")
+    filled = tf.map_fn(lambda qo: tf.strings.regex_replace(qo[0], "_", qo[1]),
+                       (questions, rewrite), fn_output_signature=tf.string)
+    return tf.where(blank, filled, tf.strings.join([questions, flat_options], " "))
+
+
+def encode_multiple_choice(article_ids: tf.RaggedTensor, qa_ids: tf.RaggedTensor,
+                           seq_len: int, max_qa_length: int) -> Dict[str, tf.Tensor]:
+    """One RACE sequence per (article, question-option) row, as xlnet_tf2/tasks/race.py:
+    `article <sep> qa <sep> <cls>`, left padded; qa keeps its LAST max_qa_length tokens, the
+    article its first seq_len - 3 - len(qa). Ragged [N, (T)] each -> int32 [N, seq_len]."""
+    qa_ids = _keep_last(qa_ids, max_qa_length)
+    context = _keep_first(article_ids, tf.maximum(seq_len - 3 - qa_ids.row_lengths(), 0))
+    return encode_sequence_pair(context, qa_ids, seq_len, "cls_last")
 
 
 def encode_squad(context_ids: tf.RaggedTensor, question_ids: tf.RaggedTensor, seq_len: int,
