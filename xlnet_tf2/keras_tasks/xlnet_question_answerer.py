@@ -65,7 +65,7 @@ class XLNetQuestionAnswerer(XLNetTask):
         return None  # compute_loss
 
     def default_metrics(self):
-        return []
+        return None  # the loss alone (Keras would pair metrics with y's keys)
 
     def prepare_labels(self, inputs: dict, y):
         if y is None:

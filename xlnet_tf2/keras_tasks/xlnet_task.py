@@ -62,6 +62,7 @@ class XLNetTask(keras.Model):
         super().__init__(**kwargs)
         self.task_model = task_model
         self.preprocessor = preprocessor
+        self._step_shapes = {}
 
     def _finish_init(self):
         self.build()
@@ -170,23 +171,38 @@ class XLNetTask(keras.Model):
                 num_parallel_calls=tf.data.AUTOTUNE)
         return dataset.prefetch(tf.data.AUTOTUNE)
 
+    def _static_steps(self, function: str, dataset: tf.data.Dataset) -> tf.data.Dataset:
+        """Keras traces its step functions with reduce_retracing=True, which after a second
+        input shape generalizes the sequence length to None; the model needs it static
+        (relative positions, XLA). So a step function is traced anew when the batches'
+        shapes (all but the batch dimension) change."""
+        shapes = tuple(tuple(spec.shape[1:]) for spec in tf.nest.flatten(dataset.element_spec))
+        if self._step_shapes.get(function) != shapes:
+            setattr(self, function, None)
+            self._step_shapes[function] = shapes
+        return dataset
+
     def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None,
             shuffle=True, **kwargs):
         """keras.Model.fit on raw strings or token dicts (module docstring);
         validation_data is (x, y) or a tf.data.Dataset."""
-        data = self._dataset(x, y, sample_weight, batch_size, shuffle=shuffle)
+        data = self._static_steps("train_function",
+                                  self._dataset(x, y, sample_weight, batch_size, shuffle=shuffle))
         if validation_data is not None:
-            validation_data = (self._dataset(validation_data)
-                               if isinstance(validation_data, tf.data.Dataset)
-                               else self._dataset(*validation_data, batch_size=batch_size))
+            validation_data = self._static_steps(
+                "test_function", self._dataset(validation_data)
+                if isinstance(validation_data, tf.data.Dataset)
+                else self._dataset(*validation_data, batch_size=batch_size))
         # shuffle=False: the pipeline shuffled already (a Dataset cannot be by Keras).
         return super().fit(data, validation_data=validation_data, shuffle=False, **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
-        return super().evaluate(self._dataset(x, y, sample_weight, batch_size), **kwargs)
+        data = self._dataset(x, y, sample_weight, batch_size)
+        return super().evaluate(self._static_steps("test_function", data), **kwargs)
 
     def predict(self, x, batch_size=None, **kwargs):
-        return super().predict(self._dataset(x, batch_size=batch_size), **kwargs)
+        data = self._dataset(x, batch_size=batch_size)
+        return super().predict(self._static_steps("predict_function", data), **kwargs)
 
     # ------------------------------------------------------------------ saving
     def task_settings(self) -> dict:
