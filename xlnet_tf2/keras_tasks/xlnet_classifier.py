@@ -37,6 +37,7 @@ class XLNetClassifier(XLNetTask):
     """
 
     TASK = "classification"
+    CONFIG_KEYS = ("num_classes", "summary_type", "head_dropout", "label_list")
 
     def __init__(self, config, num_classes: Optional[int] = None, preprocessor=None,
                  summary_type: str = "last", head_dropout: float = 0.1,
@@ -59,12 +60,6 @@ class XLNetClassifier(XLNetTask):
     def _head_model(self, config):
         return SequenceClassifier(config, self.num_classes, self.summary_type,
                                   head_dropout=self.head_dropout, name="sequence_classifier")
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_classes=self.num_classes, summary_type=self.summary_type,
-                      head_dropout=self.head_dropout, label_list=self.label_list)
-        return config
 
     def task_settings(self) -> dict:
         settings = super().task_settings()

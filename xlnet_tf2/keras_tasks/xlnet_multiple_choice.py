@@ -24,6 +24,7 @@ class XLNetMultipleChoice(XLNetTask):
     question, options strings -> [B, C, L]), or None."""
 
     TASK = "race"
+    CONFIG_KEYS = ("num_choices", "summary_type", "head_dropout")
 
     def __init__(self, config, num_choices: int = 4, preprocessor=None,
                  summary_type: str = "last", head_dropout: float = 0.1, **kwargs):
@@ -34,12 +35,6 @@ class XLNetMultipleChoice(XLNetTask):
                                          head_dropout=head_dropout, name="multiple_choice")
         super().__init__(task_model, preprocessor, **kwargs)
         self._finish_init()
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(num_choices=self.num_choices, summary_type=self.summary_type,
-                      head_dropout=self.head_dropout)
-        return config
 
     def task_settings(self) -> dict:
         settings = super().task_settings()

@@ -38,6 +38,7 @@ class XLNetQuestionAnswerer(XLNetTask):
     cross-entropy when labels hold is_impossible."""
 
     TASK = "squad"
+    CONFIG_KEYS = ("start_n_top", "end_n_top", "head_dropout")
 
     def __init__(self, config, preprocessor=None, start_n_top: int = 5, end_n_top: int = 5,
                  head_dropout: float = 0.1, **kwargs):
@@ -89,12 +90,6 @@ class XLNetQuestionAnswerer(XLNetTask):
             weight = tf.cast(sample_weight, loss.dtype)
             return tf.reduce_sum(loss * weight) / tf.maximum(tf.reduce_sum(weight), 1e-12)
         return tf.reduce_mean(loss)
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(start_n_top=self.start_n_top, end_n_top=self.end_n_top,
-                      head_dropout=self.head_dropout)
-        return config
 
     def task_settings(self) -> dict:
         settings = super().task_settings()

@@ -21,6 +21,7 @@ class XLNetRegressor(XLNetTask):
     None; summary_type and head_dropout as XLNetClassifier's."""
 
     TASK = "regression"
+    CONFIG_KEYS = ("summary_type", "head_dropout")
 
     def __init__(self, config, preprocessor=None, summary_type: str = "last",
                  head_dropout: float = 0.1, **kwargs):
@@ -39,11 +40,6 @@ class XLNetRegressor(XLNetTask):
 
     def default_metrics(self):
         return [keras.metrics.MeanAbsoluteError(name="mae")]
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(summary_type=self.summary_type, head_dropout=self.head_dropout)
-        return config
 
     def task_settings(self) -> dict:
         settings = super().task_settings()

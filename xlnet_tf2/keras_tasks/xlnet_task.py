@@ -49,11 +49,13 @@ def token_inputs(x: dict) -> Dict[str, tf.Tensor]:
 
 
 class XLNetTask(keras.Model):
-    """Subclasses set TASK (one of saving.TASKS), build `task_model` in their constructor
-    (then call `_finish_init`), and may override `main_output`, `default_loss`,
-    `default_metrics` and `prepare_labels`."""
+    """Subclasses set TASK (one of saving.TASKS) and CONFIG_KEYS, build `task_model` in
+    their constructor (then call `_finish_init`), define `from_task_settings` and
+    `make_preprocessor` (preset_loading.py), and may override `main_output`, `task_settings`,
+    `default_loss`, `default_metrics` and `prepare_labels`."""
 
     TASK: str = ""
+    CONFIG_KEYS: tuple = ()  # constructor arguments get_config echoes, besides config
     presets = preset_registry.ClassProperty(preset_registry.presets)
 
     def __init__(self, task_model, preprocessor=None, **kwargs):
@@ -234,7 +236,8 @@ class XLNetTask(keras.Model):
     def get_config(self):
         return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable,
                 "preprocessor": (None if self.preprocessor is None else
-                                 keras.saving.serialize_keras_object(self.preprocessor))}
+                                 keras.saving.serialize_keras_object(self.preprocessor)),
+                **{key: getattr(self, key) for key in self.CONFIG_KEYS}}
 
     @classmethod
     def from_config(cls, config):
