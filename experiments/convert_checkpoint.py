@@ -73,7 +73,7 @@ flags.DEFINE_string("cls_scope", None,
 flags.DEFINE_bool("paired", False,
                   "Classification/regression: the inputs are text pairs (written to task.json "
                   "for serving).")
-flags.DEFINE_integer("num_choices", 4, "RACE: options per question.")
+flags.DEFINE_integer("num_choices", 4, "For --task=race: the number of answer options per question (4 in RACE).")
 flags.mark_flags_as_required(["source", "checkpoint", "output_dir"])
 
 
