@@ -2,40 +2,30 @@
 
     python data_prep/build_corpus.py --output=runs/corpus/stdlib.txt --min_bytes=1000000
 
-The text is already on every machine with Python, so demos and tests need no download.
+The text is already on every machine with Python, so demos and tests need no download. The
+flags are the settings of `CorpusConfig` (xlnet_tf2/tools/command_configs.py).
 """
-
-import sys
-
-from absl import app, flags
 
 from xlnet_tf2 import cli
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
-from xlnet_tf2.tools.corpus import build_stdlib_corpus
+from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
+from xlnet_tf2.tools.command_configs import CorpusConfig  # noqa: E402
 
-flags.DEFINE_string("output", None, "The text file to write, in the pretraining input format.")
-flags.DEFINE_integer("min_bytes", 1_000_000, "Fail if the standard library yields less text.")
-flags.DEFINE_integer("max_bytes", None, "Stop once this much text is written (default: all).")
-FLAGS = flags.FLAGS
+define_flags(CorpusConfig)
 
 
 def main(argv):
-    del argv
-    if not FLAGS.output:
-        print("build_corpus: error: --output is required.", file=sys.stderr)
-        return 1
-    try:
-        stats = build_stdlib_corpus(FLAGS.output, min_bytes=FLAGS.min_bytes,
-                                    max_bytes=FLAGS.max_bytes)
-    except ValueError as e:
-        print(f"build_corpus: error: {e}", file=sys.stderr)
-        return 1
+    cli.no_arguments(argv)
+    config = config_from_flags(CorpusConfig)
+    from xlnet_tf2.tools.corpus import build_stdlib_corpus
+
+    stats = build_stdlib_corpus(config.output, min_bytes=config.min_bytes,
+                                max_bytes=config.max_bytes)
     print(f"Wrote {stats['bytes']} bytes, {stats['documents']} documents, "
           f"{stats['sentences']} sentences to {stats['path']}.")
-    return 0
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

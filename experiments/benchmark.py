@@ -7,7 +7,8 @@ Both implementations get the same config, the same inputs and the same thread co
 timed alternately in this one process so background load affects both alike. Reported: median
 step time after warm-up, tokens/s, the step's extra peak memory, analytic FLOPs per step and
 MFU against this machine's measured float32 matmul peak, and the ratio ours/theirs of
-throughput (> 1 means xlnet-tf2 is faster).
+throughput (> 1 means xlnet-tf2 is faster). The flags are the settings of `BenchmarkConfig`
+(xlnet_tf2/tools/command_configs.py).
 """
 
 import json
@@ -16,71 +17,33 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from absl import app, flags  # noqa: E402
+from xlnet_tf2 import cli  # noqa: E402
 
-FLAGS = flags.FLAGS
-flags.DEFINE_list("workloads", ["pretrain", "inference", "scaling"],
-                  "Which workloads to run: pretrain (one full training step), inference "
-                  "(content-stream features at batch 1 and --inference_batch_size), scaling "
-                  "(the training step at sequence lengths 128, 256, 512 and several memory "
-                  "lengths), data (data preparation and input-pipeline throughput).")
-flags.DEFINE_integer("n_layer", 4, "Number of layers of the benchmarked model.")
-flags.DEFINE_integer("d_model", 256, "Model width.")
-flags.DEFINE_integer("n_head", 4, "Attention heads.")
-flags.DEFINE_integer("d_head", 64, "Size of each attention head.")
-flags.DEFINE_integer("d_inner", 1024, "Inner width of the feed-forward layers.")
-flags.DEFINE_integer("vocab_size", 32000, "Vocabulary size (the LM head's width).")
-flags.DEFINE_integer("batch_size", 8, "Batch size of the pretraining step.")
-flags.DEFINE_integer("seq_len", 128, "Sequence length of the pretraining step.")
-flags.DEFINE_integer("reuse_len", 64, "Reused (memory-producing) prefix length.")
-flags.DEFINE_integer("mem_len", 64, "Memory length of the pretraining step.")
-flags.DEFINE_integer("num_predict", 21, "Predicted tokens per example (query-stream rows).")
-flags.DEFINE_bool("bi_data", True, "Forward and backward halves in the pretraining batch.")
-flags.DEFINE_integer("inference_batch_size", 32, "The larger batch of the inference workload.")
-flags.DEFINE_integer("inference_seq_len", 128, "Sequence length of the inference workload.")
-flags.DEFINE_integer("warmup", 2, "Untimed calls of each workload before timing (compilation).")
-flags.DEFINE_integer("repeats", 7, "Timed calls of each workload (the median is reported).")
-flags.DEFINE_integer("threads", None, "CPU threads for both frameworks; default: all cores.")
-flags.DEFINE_bool("reference", True, "Also run HuggingFace's PyTorch XLNet (needs "
-                  "requirements-reference.txt) and print the ratio.")
-flags.DEFINE_bool("saved_model", True, "Also time the exported SavedModel (the features "
-                  "export, called through its serve_token_ids signature) in the inference "
-                  "workload.")
-flags.DEFINE_integer("inference_vocab_size", 2000, "Vocabulary of the inference workload's "
-                     "model: the SentencePiece model shipped in the SavedModel is trained with "
-                     "this many pieces on a standard-library corpus. Features do not touch the "
-                     "LM head, so only the embedding table's size depends on it.")
-flags.DEFINE_string("output_json", None, "Optional path to write all rows as JSON.")
-flags.DEFINE_integer("data_seq_len", 512, "Example length of the data workload (reuse_len is "
-                     "half, num_predict 1/6 of it).")
-flags.DEFINE_integer("data_corpus_bytes", 5_000_000, "Size of the data workload's docstring "
-                     "corpus.")
-flags.DEFINE_integer("data_corpus_repeats", 16, "The data workload's end-to-end runs prepare "
-                     "its corpus concatenated this many times (Beam's start-up then weighs as "
-                     "on real data); the per-stage rates use one copy.")
-flags.DEFINE_list("data_workers", ["0", "1", "2"], "Beam DirectRunner worker processes of the "
-                  "data workload's end-to-end runs (0: in-process, in_memory mode).")
-flags.DEFINE_bool("data_word_cache", True, "Prepare with the word cache (the default of "
-                  "create_tfrecords.py); --nodata_word_cache for line mode.")
+cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
+
+from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
+from xlnet_tf2.tools.command_configs import BenchmarkConfig  # noqa: E402
+
+define_flags(BenchmarkConfig)
 
 
-def _configure_threads(threads):
+def _configure_threads(c, threads):
     import tensorflow as tf
 
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(min(threads, 2))
-    if FLAGS.reference:
+    if c.reference:
         import torch
 
         torch.set_num_threads(threads)
 
 
-def _model_config(workload, vocab_size=None):
+def _model_config(c, workload, vocab_size=None):
     from xlnet_tf2 import XLNetConfig
 
     return XLNetConfig.from_dict(dict(
-        n_layer=FLAGS.n_layer, d_model=FLAGS.d_model, n_head=FLAGS.n_head, d_head=FLAGS.d_head,
-        d_inner=FLAGS.d_inner, n_token=vocab_size or FLAGS.vocab_size, dropout=0.1, dropatt=0.1,
+        n_layer=c.n_layer, d_model=c.d_model, n_head=c.n_head, d_head=c.d_head,
+        d_inner=c.d_inner, n_token=vocab_size or c.vocab_size, dropout=0.1, dropatt=0.1,
         mem_len=workload.mem_len, reuse_len=workload.reuse_len, bi_data=workload.bi_data))
 
 
@@ -95,13 +58,13 @@ def _row(name, workload, measurement, flops, peak, baseline=None):
     return row
 
 
-def _compare(title, workload, ours, theirs, flops, peak):
+def _compare(c, title, workload, ours, theirs, flops, peak):
     from xlnet_tf2.tools.benchmarking import interleaved
 
     runs = dict(ours)
     if theirs is not None:
         runs["huggingface (pytorch)"] = theirs
-    results = interleaved(runs, warmup=FLAGS.warmup, repeats=FLAGS.repeats)
+    results = interleaved(runs, warmup=c.warmup, repeats=c.repeats)
     reference = results.get("huggingface (pytorch)")
     rows = []
     for name, measurement in results.items():
@@ -110,16 +73,16 @@ def _compare(title, workload, ours, theirs, flops, peak):
     return rows
 
 
-def _pretrain_rows(workload, peak):
+def _pretrain_rows(c, workload, peak):
     from xlnet_tf2.tools.benchmarking import make_batch, tf_pretrain_step
     from xlnet_tf2.training.flops import pretrain_step_flops
 
-    config = _model_config(workload)
+    config = _model_config(c, workload)
     batch = make_batch(workload, config)
     ours = {"xlnet-tf2 (XLA)": tf_pretrain_step(config, batch, jit_compile=True),
             "xlnet-tf2 (tf.function)": tf_pretrain_step(config, batch, jit_compile=False)}
     theirs = None
-    if FLAGS.reference:
+    if c.reference:
         from benchmark_reference import hf_pretrain_step
 
         theirs = hf_pretrain_step(config, batch)
@@ -127,31 +90,31 @@ def _pretrain_rows(workload, peak):
                                 num_predict=workload.num_predict,
                                 global_batch_size=workload.batch_size).train_per_step
     title = f"pretrain step L={workload.seq_len} M={workload.mem_len}"
-    return _compare(title, workload, ours, theirs, flops, peak)
+    return _compare(c, title, workload, ours, theirs, flops, peak)
 
 
-def _inference_rows(batch_size, peak, export_dir):
+def _inference_rows(c, batch_size, peak, export_dir):
     from xlnet_tf2.tools.benchmarking import Workload, make_batch, saved_model_inference, tf_inference
     from xlnet_tf2.training.flops import pretrain_step_flops
 
-    workload = Workload(batch_size=batch_size, seq_len=FLAGS.inference_seq_len)
-    config = _model_config(workload, FLAGS.inference_vocab_size)
+    workload = Workload(batch_size=batch_size, seq_len=c.inference_seq_len)
+    config = _model_config(c, workload, c.inference_vocab_size)
     batch = make_batch(workload, config)
     ours = {"xlnet-tf2 (XLA)": tf_inference(config, batch, mode="xla"),
             "xlnet-tf2 (eager Keras)": tf_inference(config, batch, mode="eager")}
     if export_dir:
         ours["xlnet-tf2 SavedModel"] = saved_model_inference(export_dir, batch)
     theirs = None
-    if FLAGS.reference:
+    if c.reference:
         from benchmark_reference import hf_inference
 
         theirs = hf_inference(config, batch)
     flops = pretrain_step_flops(config, seq_len=workload.seq_len, mem_len=0, num_predict=0,
                                 global_batch_size=batch_size).train_per_step / 3.0
-    return _compare(f"inference B={batch_size}", workload, ours, theirs, flops, peak)
+    return _compare(c, f"inference B={batch_size}", workload, ours, theirs, flops, peak)
 
 
-def _data_report(train_rows):
+def _data_report(c, train_rows):
     """Data preparation tokens/s and input-pipeline examples/s at the pretraining step's
     shape, set against what the timed training step consumes."""
     import tempfile
@@ -162,11 +125,11 @@ def _data_report(train_rows):
         # Per-stage tokens/s (with the SentencePiece-only ceiling) and end-to-end Beam runs at
         # the data shape; the input pipeline is then timed at the training step's batch.
         result = measure_data_throughput(
-            workdir, corpus_bytes=FLAGS.data_corpus_bytes, vocab_size=8000,
-            workers=[int(w) for w in FLAGS.data_workers], seq_len=FLAGS.data_seq_len,
-            reuse_len=FLAGS.data_seq_len // 2, num_predict=FLAGS.data_seq_len // 6,
-            num_streams=2 * FLAGS.batch_size, global_batch_size=FLAGS.batch_size,
-            word_cache=FLAGS.data_word_cache, corpus_repeats=FLAGS.data_corpus_repeats)
+            workdir, corpus_bytes=c.data_corpus_bytes, vocab_size=8000,
+            workers=c.data_workers, seq_len=c.data_seq_len,
+            reuse_len=c.data_seq_len // 2, num_predict=c.data_seq_len // 6,
+            num_streams=2 * c.batch_size, global_batch_size=c.batch_size,
+            word_cache=c.data_word_cache, corpus_repeats=c.data_corpus_repeats)
     print(format_report(result))
     fastest = max((r for r in train_rows if r["workload"].startswith("pretrain step")),
                   key=lambda r: r["tokens_per_s"], default=None)
@@ -194,16 +157,17 @@ def _print_table(rows):
 
 
 def main(argv):
-    del argv
-    threads = FLAGS.threads or os.cpu_count()
-    if FLAGS.reference:
+    cli.no_arguments(argv)
+    c = config_from_flags(BenchmarkConfig)
+    threads = c.threads or os.cpu_count()
+    if c.reference:
         try:
             import torch  # noqa: F401
             import transformers  # noqa: F401
         except ImportError:
             sys.exit("--reference needs torch and transformers: pip install -r "
                      "requirements-reference.txt, or pass --noreference.")
-    _configure_threads(threads)
+    _configure_threads(c, threads)
     import logging
     import platform
 
@@ -219,45 +183,42 @@ def main(argv):
           f"{threads} threads; TensorFlow {tf.__version__}; measured float32 matmul peak "
           f"{peak / 1e9:.1f} GFLOP/s")
     rows = []
-    unknown = set(FLAGS.workloads) - {"pretrain", "inference", "scaling", "data"}
-    if unknown:
-        sys.exit(f"--workloads: unknown workload(s) {sorted(unknown)}.")
-    base = Workload(batch_size=FLAGS.batch_size, seq_len=FLAGS.seq_len, mem_len=FLAGS.mem_len,
-                    reuse_len=FLAGS.reuse_len, num_predict=FLAGS.num_predict, bi_data=FLAGS.bi_data)
-    if "pretrain" in FLAGS.workloads:
-        rows += _pretrain_rows(base, peak)
-    if "inference" in FLAGS.workloads:
+    base = Workload(batch_size=c.batch_size, seq_len=c.seq_len, mem_len=c.mem_len,
+                    reuse_len=c.reuse_len, num_predict=c.num_predict, bi_data=c.bi_data)
+    if "pretrain" in c.workloads:
+        rows += _pretrain_rows(c, base, peak)
+    if "inference" in c.workloads:
         import tempfile
 
         from xlnet_tf2.tools.benchmarking import export_features_saved_model
 
         with tempfile.TemporaryDirectory() as workdir:
             export_dir = None
-            if FLAGS.saved_model:
+            if c.saved_model:
                 export_dir = export_features_saved_model(
-                    _model_config(Workload(1, FLAGS.inference_seq_len), FLAGS.inference_vocab_size),
-                    FLAGS.inference_seq_len, workdir)
-            rows += _inference_rows(1, peak, export_dir)
-            rows += _inference_rows(FLAGS.inference_batch_size, peak, export_dir)
-    if "scaling" in FLAGS.workloads:
+                    _model_config(c, Workload(1, c.inference_seq_len), c.inference_vocab_size),
+                    c.inference_seq_len, workdir)
+            rows += _inference_rows(c, 1, peak, export_dir)
+            rows += _inference_rows(c, c.inference_batch_size, peak, export_dir)
+    if "scaling" in c.workloads:
         for seq_len in (128, 256, 512):
-            if seq_len == base.seq_len and "pretrain" in FLAGS.workloads:
+            if seq_len == base.seq_len and "pretrain" in c.workloads:
                 continue
-            rows += _pretrain_rows(Workload(
+            rows += _pretrain_rows(c, Workload(
                 batch_size=base.batch_size, seq_len=seq_len, mem_len=seq_len // 2,
                 reuse_len=seq_len // 2, num_predict=max(1, round(seq_len / 6)),
                 bi_data=base.bi_data), peak)
         for mem_len in (0, 128, 256):
-            rows += _pretrain_rows(Workload(
+            rows += _pretrain_rows(c, Workload(
                 batch_size=base.batch_size, seq_len=base.seq_len, mem_len=mem_len,
                 reuse_len=base.reuse_len, num_predict=base.num_predict, bi_data=base.bi_data), peak)
     _print_table(rows)
-    data = _data_report(rows) if "data" in FLAGS.workloads else None
-    if FLAGS.output_json:
-        with open(FLAGS.output_json, "w") as f:
+    data = _data_report(c, rows) if "data" in c.workloads else None
+    if c.output_json:
+        with open(c.output_json, "w") as f:
             json.dump({"peak_flops": peak, "threads": threads, "rows": rows, "data": data}, f,
                       indent=2)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

@@ -3,7 +3,7 @@
   python experiments/benchmark_base_step.py                 # B=2, L=512, R=256, M=384, P=85
   python experiments/benchmark_base_step.py --repeats=5 --output_json=base_step.json
 
-Ours is the real training step of the Pretrainer (jit_compile=True): the synthetic input
+Ours is the real training step of the pretraining task's Trainer (jit_compile=True): the synthetic input
 pipeline's compact features (ranks and target positions) go to the step, which builds the
 dense two-stream masks on the device, runs both streams with memory, the token-weighted LM
 loss, the backward pass, clipping and AdamW. Theirs is XLNetLMHeadModel (transformers) with
@@ -11,7 +11,8 @@ the same architecture and sizes, fed dense perm_mask / target_mapping and memory
 length, with the LM loss, backward, clipping and torch AdamW (experiments/benchmark_reference.py).
 Both use dropout 0.1 and float32, are timed alternately in one process (the machine's
 background load hits both alike) after untimed warm-up calls; reported: median step time,
-tokens/s, each step's extra peak resident memory, and the throughput ratio ours/theirs.
+tokens/s, each step's extra peak resident memory, and the throughput ratio ours/theirs. The
+flags are the settings of `BaseStepBenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
 """
 
 import json
@@ -22,46 +23,45 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from absl import app, flags  # noqa: E402
+from xlnet_tf2 import cli  # noqa: E402
 
-FLAGS = flags.FLAGS
-flags.DEFINE_string("model_config", "base", "Architecture preset (or xlnet_config.json).")
-flags.DEFINE_integer("batch_size", 2, "Global batch (bi_data: half forward, half backward).")
-flags.DEFINE_integer("seq_len", 512, "Sequence length.")
-flags.DEFINE_integer("reuse_len", 256, "Reused prefix length.")
-flags.DEFINE_integer("mem_len", 384, "Memory length.")
-flags.DEFINE_integer("num_predict", 85, "Predicted tokens per example.")
-flags.DEFINE_integer("warmup", 1, "Untimed calls of each step before timing (compilation).")
-flags.DEFINE_integer("repeats", 3, "Timed calls of each step (the median is reported).")
-flags.DEFINE_integer("threads", None, "CPU threads for both frameworks; default: all cores.")
-flags.DEFINE_bool("reference", True, "Also time HuggingFace's PyTorch XLNetLMHeadModel.")
-flags.DEFINE_string("output_json", None, "Optional path to write the rows as JSON.")
+cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
+
+from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
+from xlnet_tf2.tools.command_configs import BaseStepBenchmarkConfig  # noqa: E402
+
+define_flags(BaseStepBenchmarkConfig)
 
 
-def ours_step(model_dir):
-    """() -> loss: one compiled step of the project's Pretrainer on synthetic compact data."""
+def ours_step(c, model_dir):
+    """() -> loss: one compiled step of the project's pretraining Trainer on synthetic compact
+    data."""
     import tensorflow as tf
 
     from xlnet_tf2.config import XLNetConfig
-    from xlnet_tf2.tasks.pretraining import DataShape, Pretrainer
-    from xlnet_tf2.training.run_config import PretrainConfig
+    from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
+    from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+    from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData
+    from xlnet_tf2.training.trainer import Trainer
     from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
 
-    shape = DataShape(FLAGS.seq_len, FLAGS.reuse_len, FLAGS.num_predict, True)
-    model_config = XLNetConfig.resolve(FLAGS.model_config)
+    shape = DataShape(c.seq_len, c.reuse_len, c.num_predict, True)
+    model_config = XLNetConfig.resolve(c.model_config)
 
     def dataset_fn(context, start_step):
         return synthetic_pretrain_dataset(
-            seq_len=FLAGS.seq_len, reuse_len=FLAGS.reuse_len, num_predict=FLAGS.num_predict,
-            bi_data=True, vocab_size=model_config.n_token, global_batch_size=FLAGS.batch_size,
+            seq_len=c.seq_len, reuse_len=c.reuse_len, num_predict=c.num_predict,
+            bi_data=True, vocab_size=model_config.n_token, global_batch_size=c.batch_size,
             input_context=context, start_step=start_step)
 
     config = PretrainConfig.flat(
-        model_dir=model_dir, data_dir=("synthetic",), model_config=FLAGS.model_config,
-        train_batch_size=FLAGS.batch_size, train_steps=10 ** 6, mem_len=FLAGS.mem_len,
+        model_dir=model_dir, data_dir=("synthetic",), model_config=c.model_config,
+        train_batch_size=c.batch_size, train_steps=10 ** 6, mem_len=c.mem_len,
         jit_compile=True, learning_rate=1e-4, warmup_steps=0, dropout=0.1, dropatt=0.1,
         peak_tflops=1.0)
-    pretrainer = Pretrainer(config, model_config, shape, dataset_fn)
+    pretrainer = Trainer(PretrainTask(config, architecture=model_config,
+                                      data=SyntheticPretrainData(shape, model_config.n_token,
+                                                                 dataset_fn)))
     iterator = iter(pretrainer.strategy.distribute_datasets_from_function(
         lambda context: dataset_fn(context, 0)))
     carried = {"state": pretrainer.distribute_state()}
@@ -71,7 +71,7 @@ def ours_step(model_dir):
         carried["state"], stats = pretrainer._loop(iterator, carried["state"], one)
         return float(stats["loss"][0])
 
-    return step, pretrainer.model_config
+    return step, pretrainer.task.model_config
 
 
 def hf_step(config, batch, dropout=0.1, clip_norm=1.0):
@@ -84,7 +84,8 @@ def hf_step(config, batch, dropout=0.1, clip_norm=1.0):
 
 
 def main(argv):
-    del argv
+    cli.no_arguments(argv)
+    c = config_from_flags(BaseStepBenchmarkConfig)
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import tensorflow as tf
 
@@ -92,42 +93,42 @@ def main(argv):
     from xlnet_tf2.data.pretrain_dataset import bytes_per_example
     from xlnet_tf2.training.flops import pretrain_step_flops
 
-    threads = FLAGS.threads or os.cpu_count()
+    threads = c.threads or os.cpu_count()
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     tf.config.threading.set_inter_op_parallelism_threads(min(threads, 2))
     runs = {}
     with tempfile.TemporaryDirectory() as model_dir:
-        step, config = ours_step(model_dir)
-        runs["xlnet-tf2 Pretrainer step (XLA, masks on device)"] = step
-        workload = Workload(batch_size=FLAGS.batch_size, seq_len=FLAGS.seq_len,
-                            mem_len=FLAGS.mem_len, reuse_len=FLAGS.reuse_len,
-                            num_predict=FLAGS.num_predict, bi_data=True)
-        if FLAGS.reference:
+        step, config = ours_step(c, model_dir)
+        runs["xlnet-tf2 pretraining step (XLA, masks on device)"] = step
+        workload = Workload(batch_size=c.batch_size, seq_len=c.seq_len,
+                            mem_len=c.mem_len, reuse_len=c.reuse_len,
+                            num_predict=c.num_predict, bi_data=True)
+        if c.reference:
             import torch
 
             torch.set_num_threads(threads)
             runs["huggingface XLNetLMHeadModel (pytorch)"] = hf_step(
                 config, make_batch(workload, config))
-        results = interleaved(runs, warmup=FLAGS.warmup, repeats=FLAGS.repeats)
-    flops = pretrain_step_flops(config, seq_len=FLAGS.seq_len, mem_len=FLAGS.mem_len,
-                                num_predict=FLAGS.num_predict,
-                                global_batch_size=FLAGS.batch_size).train_per_step
+        results = interleaved(runs, warmup=c.warmup, repeats=c.repeats)
+    flops = pretrain_step_flops(config, seq_len=c.seq_len, mem_len=c.mem_len,
+                                num_predict=c.num_predict,
+                                global_batch_size=c.batch_size).train_per_step
     reference = results.get("huggingface XLNetLMHeadModel (pytorch)")
     rows = []
     for name, m in results.items():
-        row = {"step": name, "batch": FLAGS.batch_size, "seq_len": FLAGS.seq_len,
-               "mem_len": FLAGS.mem_len, "num_predict": FLAGS.num_predict,
+        row = {"step": name, "batch": c.batch_size, "seq_len": c.seq_len,
+               "mem_len": c.mem_len, "num_predict": c.num_predict,
                "n_layer": config.n_layer, "d_model": config.d_model, "threads": threads,
                "step_s": m.median, "step_s_all": m.times,
-               "tokens_per_s": FLAGS.batch_size * FLAGS.seq_len / m.median,
+               "tokens_per_s": c.batch_size * c.seq_len / m.median,
                "step_peak_extra_mb": m.peak_memory_mb, "gflops_per_step": flops / 1e9,
                "gflops_per_s": flops / m.median / 1e9}
         if reference is not None and m is not reference:
             row["throughput_ratio_vs_hf"] = reference.median / m.median
         rows.append(row)
     process_peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\nPretraining step at B={FLAGS.batch_size} L={FLAGS.seq_len} R={FLAGS.reuse_len} "
-          f"M={FLAGS.mem_len} P={FLAGS.num_predict}, {config.n_layer} layers d_model "
+    print(f"\nPretraining step at B={c.batch_size} L={c.seq_len} R={c.reuse_len} "
+          f"M={c.mem_len} P={c.num_predict}, {config.n_layer} layers d_model "
           f"{config.d_model}, bi_data, dropout 0.1, float32, {threads} threads")
     print("| step | median s | tokens/s | extra peak MB | GFLOP/s | ratio vs HF |")
     print("|---|---|---|---|---|---|")
@@ -137,15 +138,15 @@ def main(argv):
         print(f"| {r['step']} | {r['step_s']:.2f} | {r['tokens_per_s']:.0f} | "
               f"{'n/a' if peak is None else f'{peak:.0f}'} | {r['gflops_per_s']:.1f} | "
               f"{'' if ratio is None else f'{ratio:.2f}x'} |")
-    print(f"process peak resident memory ({'both frameworks' if FLAGS.reference else 'xlnet-tf2 only'}"
+    print(f"process peak resident memory ({'both frameworks' if c.reference else 'xlnet-tf2 only'}"
           f", compilation included): {process_peak_mb:.0f} MB")
-    print(f"host-to-device bytes per example: {bytes_per_example(FLAGS.seq_len, FLAGS.num_predict):,}"
-          f" (compact) vs {bytes_per_example(FLAGS.seq_len, FLAGS.num_predict, True):,} "
+    print(f"host-to-device bytes per example: {bytes_per_example(c.seq_len, c.num_predict):,}"
+          f" (compact) vs {bytes_per_example(c.seq_len, c.num_predict, True):,} "
           "(dense host masks)")
-    if FLAGS.output_json:
-        with open(FLAGS.output_json, "w") as f:
+    if c.output_json:
+        with open(c.output_json, "w") as f:
             json.dump({"rows": rows, "process_peak_mb": process_peak_mb}, f, indent=2)
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

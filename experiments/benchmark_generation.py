@@ -6,7 +6,8 @@ PyTorch `XLNetLMHeadModel.generate` (greedy, same weights, same threads) when to
 
 Random weights of the given shape (speed does not depend on the values). Reported per
 variant: the first call (tracing and compiling included) and the median of --repeats later
-calls, as new tokens per second over the batch.
+calls, as new tokens per second over the batch. The flags are the settings of
+`GenerationBenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
 """
 
 import os
@@ -16,21 +17,14 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from absl import app, flags  # noqa: E402
+from xlnet_tf2 import cli  # noqa: E402
 
-FLAGS = flags.FLAGS
-flags.DEFINE_integer("n_layer", 6, "Number of layers.")
-flags.DEFINE_integer("d_model", 512, "Model width.")
-flags.DEFINE_integer("n_head", 8, "Attention heads.")
-flags.DEFINE_integer("d_inner", 2048, "Inner width of the feed-forward layers.")
-flags.DEFINE_integer("vocab_size", 32000, "Vocabulary size.")
-flags.DEFINE_integer("batch_size", 1, "Prompts per call.")
-flags.DEFINE_integer("prompt_len", 128, "Prompt tokens (XLNet prompts are long: the padding "
-                     "text alone is about 170 tokens).")
-flags.DEFINE_integer("new_tokens", 32, "Tokens generated per prompt.")
-flags.DEFINE_integer("repeats", 3, "Timed calls after the first.")
-flags.DEFINE_bool("jit_compile", False, "XLA-compile the generation loop.")
-flags.DEFINE_bool("reference", True, "Also time HuggingFace's PyTorch generate if installed.")
+cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
+
+from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
+from xlnet_tf2.tools.command_configs import GenerationBenchmarkConfig  # noqa: E402
+
+define_flags(GenerationBenchmarkConfig)
 
 
 def _timed(fn, repeats):
@@ -46,23 +40,24 @@ def _timed(fn, repeats):
 
 
 def main(argv):
-    del argv
+    cli.no_arguments(argv)
+    c = config_from_flags(GenerationBenchmarkConfig)
     import numpy as np
     import tensorflow as tf
 
     import xlnet_tf2
 
     config = xlnet_tf2.XLNetConfig.from_dict(dict(
-        n_layer=FLAGS.n_layer, d_model=FLAGS.d_model, n_head=FLAGS.n_head,
-        d_head=FLAGS.d_model // FLAGS.n_head, d_inner=FLAGS.d_inner, n_token=FLAGS.vocab_size,
+        n_layer=c.n_layer, d_model=c.d_model, n_head=c.n_head,
+        d_head=c.d_model // c.n_head, d_inner=c.d_inner, n_token=c.vocab_size,
         dropout=0.0, dropatt=0.0))
     threads = tf.config.threading.get_intra_op_parallelism_threads() or os.cpu_count()
-    ids = np.random.default_rng(0).integers(9, FLAGS.vocab_size,
-                                            size=(FLAGS.batch_size, FLAGS.prompt_len))
-    new = FLAGS.batch_size * FLAGS.new_tokens
+    ids = np.random.default_rng(0).integers(9, c.vocab_size,
+                                            size=(c.batch_size, c.prompt_len))
+    new = c.batch_size * c.new_tokens
     rows = []
     hf_model = None
-    if FLAGS.reference:
+    if c.reference:
         try:
             import torch
             sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
@@ -78,8 +73,8 @@ def main(argv):
     outputs = {}
     for name, use_cache in (("xlnet-tf2 cached", True), ("xlnet-tf2 full recompute", False)):
         outputs[name], first, median = _timed(lambda: model.generate(
-            ids, max_new_tokens=FLAGS.new_tokens, eos_token_id=None, use_cache=use_cache,
-            jit_compile=FLAGS.jit_compile), FLAGS.repeats)
+            ids, max_new_tokens=c.new_tokens, eos_token_id=None, use_cache=use_cache,
+            jit_compile=c.jit_compile), c.repeats)
         rows.append((name, first, median))
     if hf_model is not None:
         import torch
@@ -87,13 +82,13 @@ def main(argv):
         def hf_generate():
             with torch.no_grad():
                 return hf_model.generate(torch.tensor(ids).long(), do_sample=False,
-                                         max_new_tokens=FLAGS.new_tokens, eos_token_id=None,
+                                         max_new_tokens=c.new_tokens, eos_token_id=None,
                                          pad_token_id=5).numpy()
-        outputs["huggingface"], first, median = _timed(hf_generate, FLAGS.repeats)
+        outputs["huggingface"], first, median = _timed(hf_generate, c.repeats)
         rows.append(("huggingface (PyTorch, cache)", first, median))
-    print(f"config: {FLAGS.n_layer} layers, d_model {FLAGS.d_model}, vocab {FLAGS.vocab_size}; "
-          f"batch {FLAGS.batch_size}, prompt {FLAGS.prompt_len}, {FLAGS.new_tokens} new tokens; "
-          f"{threads} threads; jit_compile={FLAGS.jit_compile}")
+    print(f"config: {c.n_layer} layers, d_model {c.d_model}, vocab {c.vocab_size}; "
+          f"batch {c.batch_size}, prompt {c.prompt_len}, {c.new_tokens} new tokens; "
+          f"{threads} threads; jit_compile={c.jit_compile}")
     for name, first, median in rows:
         print(f"  {name:30s} first call {first:7.2f} s   then {median:7.3f} s   "
               f"{new / median:8.1f} new tokens/s")
@@ -102,4 +97,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

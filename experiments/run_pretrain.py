@@ -4,52 +4,39 @@
         --model_config=base --train_batch_size=256 --train_steps=100000
 
 A run whose --model_dir already holds checkpoints resumes from the newest readable one
-(weights, optimizer, step, Transformer-XL memory and data position). All logic lives in
-xlnet_tf2.training; this file only parses flags.
+(weights, optimizer, step, Transformer-XL memory and data position). Every flag is a setting
+of PretrainConfig (xlnet_tf2/tasks/pretraining_config.py); the task is
+xlnet_tf2/tasks/pretraining.py. Exit status: 0 done, 2 bad input (one line naming the flag,
+file or checkpoint), 3 the run stopped (the loss diverged or the data ran out).
 """
 
 import sys
-
-from absl import app, flags
 
 from xlnet_tf2 import cli
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity (before TF is imported)
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.training.run_config import PretrainConfig  # noqa: E402
+from xlnet_tf2.tasks.pretraining_config import PretrainConfig  # noqa: E402
 
-FLAGS = flags.FLAGS
-# Every flag is a setting of PretrainConfig (xlnet_tf2/training/run_config.py), with its help.
 define_flags(PretrainConfig)
 
 
 def main(argv):
-    if len(argv) > 1:
-        raise app.UsageError(f"Unexpected arguments: {argv[1:]}")
-    from xlnet_tf2.training import distribution
-    from xlnet_tf2.tasks.pretraining_job import run_pretraining
+    cli.no_arguments(argv)
+    config = config_from_flags(PretrainConfig)
+    if config.loop.deterministic:  # before anything starts TensorFlow's runtime
+        from xlnet_tf2.training import determinism
+        determinism.enable()
+    from xlnet_tf2.tasks.pretraining import run_pretraining
+    from xlnet_tf2.training.distribution import strategy_of
     from xlnet_tf2.training.trainer import DataExhaustedError, TrainingDivergedError
-    from xlnet_tf2.training.run_config import RunConfigError
-    from xlnet_tf2.config import ConfigError
-    from xlnet_tf2.data.manifest import ManifestError
-    from xlnet_tf2.data.pretrain_dataset import BatchLayoutError
 
     try:
-        config = config_from_flags(PretrainConfig)
-        if config.loop.deterministic:  # before anything starts TensorFlow's runtime
-            from xlnet_tf2.training import determinism
-            determinism.enable()
-        # Next: multi-worker and TPU strategies need a fresh TensorFlow runtime.
-        dist = config.distribution
-        strategy = distribution.resolve_strategy(dist.strategy, dist.tpu, dist.tpu_timeout)
-        result = run_pretraining(config, strategy)
-    except (distribution.StrategyError, RunConfigError, ConfigError, ManifestError,
-            BatchLayoutError, FileNotFoundError) as e:
-        print(f"run_pretrain.py: error: {e}", file=sys.stderr)
-        return 2
+        # Before anything else: multi-worker and TPU strategies need a fresh runtime.
+        result = run_pretraining(config, strategy_of(config.distribution))
     except (TrainingDivergedError, DataExhaustedError) as e:
-        print(f"run_pretrain.py: stopped: {e}", file=sys.stderr)
+        print(f"{cli.program_name()}: stopped: {e}", file=sys.stderr, flush=True)
         return 3
     last = result.steps[-1]["loss"] if result.steps else float("nan")
     print(f"Finished at step {result.final_step} (started at {result.start_step}); "
@@ -58,4 +45,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    app.run(main)
+    cli.run(main)

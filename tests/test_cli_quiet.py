@@ -36,7 +36,7 @@ def tensorflow_is_noisy():
 
 def test_importing_the_package_and_cli_does_not_import_tensorflow():
     run = _run(["-c", "import sys, xlnet_tf2, xlnet_tf2.cli; "
-                      "from xlnet_tf2.tasks import finetune_flags; "
+                      "from xlnet_tf2.tasks import finetune_config; "
                       "print('tensorflow' in sys.modules, xlnet_tf2.__version__); "
                       "print(xlnet_tf2.XLNetConfig.preset('tiny').d_model, "
                       "'tensorflow' in sys.modules)"])

@@ -128,8 +128,8 @@ def test_cli_reports_errors_without_traceback(tmp_path):
          f"--input={corpus_path()}", f"--spm_model={spm_model()}",
          f"--output_dir={tmp_path}/o", "--seq_len=64", "--reuse_len=32", "--perm_size=20"],
         capture_output=True, text=True, cwd=REPO)
-    assert out.returncode == 1
-    assert "create_tfrecords: error: --perm_size=20 must divide" in out.stderr
+    assert out.returncode == 2
+    assert "create_tfrecords.py: error: --perm_size=20 must divide" in out.stderr
     assert "Traceback" not in out.stderr
     # The only line on stderr: no TensorFlow or Beam start-up noise without --verbosity.
     assert out.stderr.strip().count("\n") == 0, out.stderr
@@ -141,11 +141,11 @@ def test_misspelled_flag_is_not_passed_to_beam_silently(tmp_path):
          f"--input={corpus_path()}", f"--spm_model={spm_model()}",
          f"--output_dir={tmp_path}/o", "--eval_fractoin=0.1", "--direct_num_workers=1"],
         capture_output=True, text=True, cwd=REPO)
-    assert out.returncode == 1
+    assert out.returncode == 2
     assert out.stderr.strip() == (
-        "create_tfrecords: error: unknown flag --eval_fractoin=0.1: neither a flag of "
+        "create_tfrecords.py: error: unknown flag --eval_fractoin=0.1: neither a flag of "
         "create_tfrecords.py nor an Apache Beam pipeline option. Check the spelling (python "
-        "data_prep/create_tfrecords.py --helpfull lists the script's flags).")
+        "data_prep/create_tfrecords.py --help lists the script's flags).")
     assert not os.path.exists(tmp_path / "o")
 
 
@@ -161,8 +161,8 @@ def test_train_sentencepiece_refuses_bad_text(tmp_path, content, message):
         [sys.executable, os.path.join(REPO, "data_prep/train_sentencepiece.py"),
          f"--input={corpus_path()},{bad}", f"--model_prefix={tmp_path}/sp", "--vocab_size=300"],
         capture_output=True, text=True, cwd=REPO)
-    assert out.returncode == 1
-    assert f"train_sentencepiece: error: {bad}{message}" in out.stderr
+    assert out.returncode == 2
+    assert f"train_sentencepiece.py: error: {bad}{message}" in out.stderr
     assert "remove it from --input" in out.stderr and "Traceback" not in out.stderr
     assert not os.path.exists(tmp_path / "sp.model")
 

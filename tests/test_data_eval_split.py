@@ -9,9 +9,9 @@ from xlnet_tf2.prep.beam_pipeline import create_tfrecords, is_eval_document
 from xlnet_tf2.data import integrity
 from xlnet_tf2.data.manifest import ManifestError, read_manifest
 from xlnet_tf2.data.params import DataParams, DataPrepError
-from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
+from xlnet_tf2.data.pretrain_dataset import PretrainData, build_pretrain_dataset
 from xlnet_tf2.tasks.pretraining_eval import default_eval_dirs
-from xlnet_tf2.tasks.pretraining_job import resolve_spm_model
+from xlnet_tf2.tasks.pretraining import resolve_spm_model
 from test_data_fixtures import LOCAL_BEAM, corpus_path, spm_model, tokenizer
 
 PARAMS = DataParams(seq_len=32, reuse_len=16, num_predict=5, perm_size=16, bi_data=True,
@@ -48,15 +48,16 @@ def test_eval_fraction_holds_out_documents(prepared):
 def test_pretraining_finds_and_reads_the_held_out_dir(prepared):
     root, _, _ = prepared
     data_dir = str(root / "split")
-    assert default_eval_dirs([data_dir], read_manifest) == [os.path.join(data_dir, "eval")]
-    assert default_eval_dirs([str(root / "all")], read_manifest) == []
+    assert default_eval_dirs([data_dir]) == [os.path.join(data_dir, "eval")]
+    assert default_eval_dirs([str(root / "all")]) == []
     ds = build_pretrain_dataset(os.path.join(data_dir, "eval"), seq_len=32, reuse_len=16,
                                 num_predict=5, bi_data=True, vocab_size=600,
                                 global_batch_size=4)
     batch = next(iter(ds))
     assert batch["input_ids"].shape == (4, 32)
     # The SentencePiece model sits beside the data and matches the manifest's checksum.
-    assert resolve_spm_model(None, [data_dir]) == os.path.join(data_dir, "spiece.model")
+    assert resolve_spm_model(None, PretrainData.read([data_dir])) == os.path.join(
+        data_dir, "spiece.model")
 
 
 def test_file_stats_describe_every_file(prepared):

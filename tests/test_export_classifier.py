@@ -65,7 +65,7 @@ def test_classifier_learns_and_keeps_best(trained):
 
 
 def _in_process_outputs(trained, texts):
-    from xlnet_tf2.tasks.task_spec import load_task_model
+    from xlnet_tf2.tasks.finetuned_model import load_task_model
     from xlnet_tf2.tasks.classification import build_features
     from xlnet_tf2.tasks.text_readers import TextExample
     from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 
 import numpy as np
 import pytest
@@ -21,7 +22,8 @@ def _update_sizes(layer_decay):
     import keras
 
     from xlnet_tf2.models.sequence_classifier import SequenceClassifier
-    from xlnet_tf2.tasks.finetuning import FinetuneConfig, create_optimizer
+    from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
+    from xlnet_tf2.training.trainer import Trainer
 
     keras.utils.set_random_seed(0)
     model = SequenceClassifier(_tiny(), 2)
@@ -29,9 +31,12 @@ def _update_sizes(layer_decay):
     # Distinct tokens (identical ones would make attention uniform and the query gradient 0).
     inputs["input_ids"] = tf.constant(np.random.RandomState(0).randint(9, 300, [4, 16]), tf.int32)
     model(inputs)
-    cfg = FinetuneConfig.flat(model_dir="/unused", train_steps=10, learning_rate=1e-3,
-                         layer_decay=layer_decay)
-    optimizer = create_optimizer(model, cfg)
+    cfg = FinetuneConfig.flat(model_dir=tempfile.mkdtemp(), train_steps=10, learning_rate=1e-3,
+                              layer_decay=layer_decay, best_metric="accuracy")
+    # The optimizer the fine-tuning loop really builds for this model (layer-wise rates).
+    task = FinetuneTask(cfg, model_fn=lambda: model, loss_fn=None,
+                        dataset_fn=lambda context, start_step: None, eval_fn=None, seq_len=16)
+    optimizer = Trainer(task).optimizer
     variables = [v for v in model.trainable_variables if v is not model.transformer.mask_emb]
     before = {id(v): v.numpy().copy() for v in variables}
     for _ in range(1):  # one step: the update ratio is exactly the lr ratio

@@ -74,7 +74,7 @@ def trained(tmp_path_factory):
 
 @pytest.mark.slow
 def test_race_trains_evaluates_and_export_matches(trained):
-    from xlnet_tf2.tasks.task_spec import load_task_model
+    from xlnet_tf2.tasks.finetuned_model import load_task_model
     from xlnet_tf2.tasks import race
     from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 

@@ -9,7 +9,8 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.data.finetune_batches import global_batches_fn
 from xlnet_tf2.models.sequence_classifier import SequenceClassifier
 from xlnet_tf2.tasks.losses import classification_loss
-from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneRunner
+from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
+from xlnet_tf2.training.trainer import Trainer
 
 CONFIG = XLNetConfig.preset("tiny", n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64,
                             n_token=300, dropout=0.1, dropatt=0.1)
@@ -23,11 +24,13 @@ def _run(model_dir, stop_at):
     cfg = FinetuneConfig.flat(model_dir=str(model_dir), train_steps=6, train_batch_size=8,
                               learning_rate=1e-3, warmup_steps=1, eval_every=100, log_steps=1,
                               save_steps=2, keep_checkpoints=5, best_metric="accuracy")
-    runner = FinetuneRunner(cfg, lambda: SequenceClassifier(CONFIG, 2, head_dropout=0.1),
-                            classification_loss, global_batches_fn(FEATURES, 8, seed=5), None,
-                            16)
+    task = FinetuneTask(cfg, model_fn=lambda: SequenceClassifier(CONFIG, 2, head_dropout=0.1),
+                        loss_fn=classification_loss,
+                        dataset_fn=global_batches_fn(FEATURES, 8, seed=5), eval_fn=None,
+                        seq_len=16)
+    runner = Trainer(task)
     if stop_at < 6:  # kill the run after the checkpoint of step `stop_at`
-        loop = runner.trainer.save_checkpoint
+        loop = runner.save_checkpoint
 
         def save_then_stop(step, state):
             path = loop(step, state)
@@ -35,13 +38,13 @@ def _run(model_dir, stop_at):
                 raise KeyboardInterrupt
             return path
 
-        runner.trainer.save_checkpoint = save_then_stop
+        runner.save_checkpoint = save_then_stop
         try:
             runner.train()
         except KeyboardInterrupt:
             pass
         return runner, None
-    return runner, runner.train()
+    return runner, task.result(runner.train())
 
 
 def test_resumed_finetuning_equals_the_uninterrupted_run(tmp_path):

@@ -307,7 +307,7 @@ def test_malformed_json_names_file(tmp_path):
 # ---------------------------------------------------------------------------- end to end
 @pytest.mark.slow
 def test_squad_train_predict_evaluate_export_reload(tmp_path):
-    from xlnet_tf2.tasks.task_spec import load_task_model
+    from xlnet_tf2.tasks.finetuned_model import load_task_model
     from xlnet_tf2.tasks import squad
     from xlnet_tf2.tasks import squad_eval
     from xlnet_tf2.tasks.classification import predict

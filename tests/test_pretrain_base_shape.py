@@ -12,9 +12,10 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.tasks.pretraining import DataShape, Pretrainer
-from xlnet_tf2.training.run_config import PretrainConfig
-from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
+from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
+from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from xlnet_tf2.training.trainer import Trainer
 
 L, R, M, P, B = 512, 256, 384, 85, 2
 
@@ -32,8 +33,9 @@ def test_base_shape_step_compiles_and_runs_on_cpu(tmp_path):
         model_dir=str(tmp_path), data_dir=("synthetic",), model_config="base",
         train_batch_size=B, train_steps=10, mem_len=M, jit_compile=True, learning_rate=1e-4,
         warmup_steps=0, dropout=0.1, dropatt=0.1, peak_tflops=1.0)
-    p = Pretrainer(config, XLNetConfig.preset("base"), shape, dataset_fn)
-    c = p.model_config
+    p = Trainer(PretrainTask(config, architecture=XLNetConfig.preset("base"),
+                             data=SyntheticPretrainData(shape, 32000, dataset_fn)))
+    c = p.task.model_config
     assert (c.n_layer, c.d_model, c.n_head, c.d_inner, c.n_token) == (12, 768, 12, 3072, 32000)
     assert (c.mem_len, c.reuse_len, c.bi_data) == (M, R, True)
     # The compiled loop itself (one step); train() would also write a 1.3 GB checkpoint.

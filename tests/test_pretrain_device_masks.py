@@ -11,9 +11,10 @@ from xlnet_tf2.data.masks import COMPACT_FEATURES, two_stream_masks
 from xlnet_tf2.data.pretrain_dataset import (DENSE_HOST_DTYPES, OUTPUT_FEATURES,
                                              build_pretrain_dataset, bytes_per_example)
 from xlnet_tf2.tasks.pretraining import (LOSS_FEATURES, MODEL_FEATURES, DataShape,
-                                           Pretrainer)
-from xlnet_tf2.training.run_config import PretrainConfig
-from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
+                                         PretrainTask)
+from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from xlnet_tf2.training.trainer import Trainer
 from xlnet_tf2.tools.corpus import build_stdlib_corpus
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import train_sentencepiece
@@ -57,13 +58,16 @@ def _small_pretrainer(model_dir, shape, dataset_fn, eval_dataset_fn=None, **over
                   initializer_range=0.3, peak_tflops=1.0, dropout=0.0, dropatt=0.0,
                   jit_compile=True)
     values.update(overrides)
-    return Pretrainer(PretrainConfig.flat(**values), model, shape, dataset_fn,
-                      eval_dataset_fn=eval_dataset_fn)
+    eval_data = (None if eval_dataset_fn is None else
+                 SyntheticPretrainData(shape, 600, lambda context, start: eval_dataset_fn(context)))
+    return Trainer(PretrainTask(PretrainConfig.flat(**values), architecture=model,
+                                data=SyntheticPretrainData(shape, 600, dataset_fn),
+                                eval_data=eval_data))
 
 
 @pytest.mark.parametrize("online", [False, True])
 def test_device_masks_equal_host_masks_on_real_records(tmp_path, prepared, online):
-    """The real pipeline (stored and online orders): the Pretrainer's jit-compiled builder
+    """The real pipeline (stored and online orders): the pretraining task's jit-compiled builder
     gives bit-identical masks to the host-built ones."""
     cfg = dict(seq_len=SMALL.seq_len, reuse_len=SMALL.reuse_len, num_predict=SMALL.num_predict,
                bi_data=True, vocab_size=600, global_batch_size=4, online_permutation=online,
@@ -72,7 +76,7 @@ def test_device_masks_equal_host_masks_on_real_records(tmp_path, prepared, onlin
     assert tuple(ds.element_spec) == OUTPUT_FEATURES
     shape = DataShape(SMALL.seq_len, SMALL.reuse_len, SMALL.num_predict, True)
     p = _small_pretrainer(tmp_path, shape, None)
-    device = tf.function(p.model_features, jit_compile=True)
+    device = tf.function(p.task.model_features, jit_compile=True)
     host = ds.map(lambda x: _host_dense(x, SMALL.reuse_len))
     for compact, expected in zip(ds.take(3), host.take(3)):
         built = device({k: compact[k] for k in COMPACT_FEATURES})
@@ -100,7 +104,7 @@ def test_training_and_evaluation_use_masks_built_on_the_device(tmp_path):
     p = _small_pretrainer(tmp_path, shape, data, eval_steps=1, eval_batches=2,
                           eval_dataset_fn=lambda context: data(context, 0, seed=11),
                           jit_compile=False)
-    assert set(p.feature_keys) == set(COMPACT_FEATURES) | {"stream_id", "direction",
+    assert set(p.task.step_features) == set(COMPACT_FEATURES) | {"stream_id", "direction",
                                                            "chunk_index"}
     assert not {"perm_mask", "target_mapping", "target", "target_mask"} & set(
         data(None, 0).element_spec)
@@ -119,7 +123,7 @@ def test_training_and_evaluation_use_masks_built_on_the_device(tmp_path):
         return total / count
 
     held_out = eager(data(None, 0, seed=11).take(2))
-    assert p.evaluate(0)["loss"] == pytest.approx(held_out, abs=1e-5)
+    assert p.task.evaluate(p, 0)["loss"] == pytest.approx(held_out, abs=1e-5)
     train_loss = eager(data(None, 0).take(1))
     assert p.train().steps[0]["loss"] == pytest.approx(train_loss, abs=1e-5)
 

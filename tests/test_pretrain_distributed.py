@@ -109,8 +109,8 @@ MIRRORED_SCRIPT = textwrap.dedent("""
     cpu = tf.config.list_physical_devices("CPU")[0]
     tf.config.set_logical_device_configuration(cpu, [tf.config.LogicalDeviceConfiguration()] * 2)
     tf.config.threading.set_inter_op_parallelism_threads(1)
-    from xlnet_tf2.tasks.pretraining_job import build_pretrainer
-    from xlnet_tf2.training.run_config import PretrainConfig
+    from xlnet_tf2.tasks.pretraining import build_trainer
+    from xlnet_tf2.tasks.pretraining_config import PretrainConfig
     data_dir, out = sys.argv[1], sys.argv[2]
     results = {}
     for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
@@ -121,7 +121,7 @@ MIRRORED_SCRIPT = textwrap.dedent("""
                                 mem_len=16, save_steps=3, log_steps=3, peak_tflops=0.1,
                                 record_steps=True, dropout=0.1, dropatt=0.1,
                                 deterministic=True)
-        p = build_pretrainer(config, strategy)
+        p = build_trainer(config, strategy)
         results[name] = {"replicas": strategy.num_replicas_in_sync,
                          "steps": p.train().steps}
     print("RESULT" + json.dumps(results))

@@ -7,9 +7,11 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.tasks.pretraining import DataExhaustedError, DataShape, Pretrainer
-from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
-from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
+from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
+from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from xlnet_tf2.training.trainer import DataExhaustedError, Trainer
 
 SHAPE = DataShape(seq_len=16, reuse_len=8, num_predict=4, bi_data=True)
 # A large init scale makes attention (and so the memory) matter from the first steps.
@@ -19,7 +21,7 @@ BATCH = 8
 
 
 def make(model_dir, accum, stop_after=None, **overrides):
-    """A Pretrainer of global batch 8 with `accum` micro-batches; `stop_after`: the data runs
+    """A pretraining Trainer of global batch 8 with `accum` micro-batches; `stop_after`: the data runs
     out after that many steps (an interrupted run, same schedule as the full one)."""
     def dataset_fn(context, start_step):
         data = synthetic_pretrain_dataset(seq_len=16, reuse_len=8, num_predict=4, bi_data=True,
@@ -34,19 +36,20 @@ def make(model_dir, accum, stop_after=None, **overrides):
                   save_steps=1, log_steps=100, seed=7, initializer_range=0.3,
                   peak_tflops=1.0, dropout=0.0, dropatt=0.0)
     values.update(overrides)
-    return Pretrainer(PretrainConfig.flat(**values), MODEL, SHAPE, dataset_fn)
+    return Trainer(PretrainTask(PretrainConfig.flat(**values), architecture=MODEL,
+                                data=SyntheticPretrainData(SHAPE, 200, dataset_fn)))
 
 
 def _memory_by_slot(p):
     """{slot: [n_layer, M, D]} of the saved memory (rows are ordered differently per layout)."""
-    layers = np.stack([v.numpy() for v in p.memory_state.layers], axis=1)
-    return {int(s): layers[i] for i, s in enumerate(p.memory_state.slots)}
+    layers = np.stack([v.numpy() for v in p.carried_state.layers], axis=1)
+    return {int(s): layers[i] for i, s in enumerate(p.carried_state.slots)}
 
 
 def _eager_step_loss(p, batch, mems):
     """(mean loss over the micro-batches, each fed rows [4k, 4k + 4) of `mems`; the same with
     the memory rows reversed, i.e. another micro-batch's memory)."""
-    batch = p.model_features(batch)
+    batch = p.task.model_features(batch)
     total, count, swapped = 0.0, 0.0, 0.0
     for k in range(2):
         rows = slice(4 * k, 4 * k + 4)
@@ -78,16 +81,16 @@ def test_accumulation_equals_the_large_batch_and_carries_memory_per_micro_batch(
         first.train()
     # The layouts differ: one batch [4 forward; 4 backward] against two micro-batches
     # [2 forward; 2 backward] each; the slots name the same texts.
-    assert one.row_slots(0) == [0, 1, 2, 3, 4, 5, 6, 7]
-    assert first.row_slots(0) == [0, 1, 4, 5, 2, 3, 6, 7]
-    step1 = next(iter(first.dataset_fn(None, 0)))
+    assert one.layout.slots(0) == [0, 1, 2, 3, 4, 5, 6, 7]
+    assert first.layout.slots(0) == [0, 1, 4, 5, 2, 3, 6, 7]
+    step1 = next(iter(first.task.build_inputs(None, 0)))
     np.testing.assert_array_equal(step1["stream_id"], [0, 1, 0, 1, 2, 3, 2, 3])
     np.testing.assert_array_equal(step1["direction"], [0, 0, 1, 1, 0, 0, 1, 1])
     # Step 2 eagerly: micro-batch k fed the memory micro-batch k produced at step 1.
-    mems = [v.numpy() for v in first.memory_state.layers]                 # [8, M, D] each
+    mems = [v.numpy() for v in first.carried_state.layers]                 # [8, M, D] each
     assert all(np.abs(m).max() > 0 for m in mems)
     two = make(tmp_path / "two", 2)  # restores in train()
-    expected2, swapped2 = _eager_step_loss(first, next(iter(two.dataset_fn(None, 1))), mems)
+    expected2, swapped2 = _eager_step_loss(first, next(iter(two.task.build_inputs(None, 1))), mems)
     assert abs(swapped2 - expected2) > 1e-3  # another micro-batch's memory: another loss
     result = two.train()
     assert result.start_step == 1
@@ -115,10 +118,10 @@ def test_dropout_accumulation_resumes_exactly(tmp_path):
     assert [s["loss"] for s in result.steps] == reference[1:]
     for a, b in zip(straight.model.variables, resumed.model.variables):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    for a, b in zip(straight.memory_state.layers, resumed.memory_state.layers):
+    for a, b in zip(straight.carried_state.layers, resumed.carried_state.layers):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
 
 
 def test_micro_batch_must_hold_both_directions(tmp_path):
-    with pytest.raises(RunConfigError, match="even batch on every replica and micro-batch"):
+    with pytest.raises(RunConfigError, match="micro-batch 1 .* must be even"):
         make(tmp_path, 8)  # micro-batches of one row

@@ -9,9 +9,10 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.tasks.pretraining import DataShape, Pretrainer, TrainingDivergedError
-from xlnet_tf2.training.run_config import PretrainConfig
-from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
+from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
+from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from xlnet_tf2.training.trainer import Trainer, TrainingDivergedError
 
 SHAPE = DataShape(seq_len=16, reuse_len=8, num_predict=4, bi_data=True)
 # A large init scale makes attention (and so the memory) matter from the first steps.
@@ -26,7 +27,7 @@ def dataset_fn(context, start_step):
 
 
 def make(model_dir, **overrides):
-    """A Pretrainer at the paper's run-time settings (dropout 0.1, bi_data, memory) unless
+    """A pretraining Trainer at the paper's run-time settings (dropout 0.1, bi_data, memory) unless
     `overrides` say otherwise."""
     values = dict(model_dir=str(model_dir), data_dir=("synthetic",), model_config="tiny",
                   train_batch_size=4, train_steps=2, steps_per_loop=2, learning_rate=1e-2,
@@ -34,11 +35,12 @@ def make(model_dir, **overrides):
                   initializer_range=0.3,
                   peak_tflops=1.0)
     values.update(overrides)
-    return Pretrainer(PretrainConfig.flat(**values), MODEL, SHAPE, dataset_fn)
+    return Trainer(PretrainTask(PretrainConfig.flat(**values), architecture=MODEL,
+                                data=SyntheticPretrainData(SHAPE, 200, dataset_fn)))
 
 
 def eager_loss(pretrainer, batch, mems):
-    batch = pretrainer.model_features(batch)  # the dense masks, as the step builds them
+    batch = pretrainer.task.model_features(batch)  # the dense masks, as the step builds them
     inputs = {k: batch[k] for k in ("input_ids", "segment_ids", "perm_mask", "target_mapping")}
     inputs["mems"] = mems
     logits = pretrainer.model(inputs, training=False)["logits"]
@@ -57,7 +59,7 @@ def test_loss_matches_eager_and_memory_continues(tmp_path):
 
     # Step 2 eagerly, from the weights and memory saved after step 1.
     weights1 = [v.numpy() for v in a.model.variables]
-    mems1 = [tf.constant(v.numpy()) for v in a.memory_state.layers]
+    mems1 = [tf.constant(v.numpy()) for v in a.carried_state.layers]
     assert all(float(tf.reduce_max(tf.abs(m))) > 0 for m in mems1)  # memory was filled
     batch2 = next(iter(dataset_fn(None, 1)))
     loss2 = eager_loss(a, batch2, mems1)
@@ -96,7 +98,7 @@ def test_checkpoint_restores_every_variable(tmp_path):
     p.train()
     saved = {"model": [v.numpy() for v in p.model.variables],
              "optimizer": [v.numpy() for v in p.optimizer.variables],
-             "memory": [v.numpy() for v in p.memory_state.layers]}
+             "memory": [v.numpy() for v in p.carried_state.layers]}
     # Another seed: every value that matches below came from the checkpoint, not the init.
     q = make(tmp_path, train_steps=3, seed=99)
     assert not np.array_equal(q.model.transformer.layer_1.rel_attn.q.numpy(),
@@ -104,7 +106,7 @@ def test_checkpoint_restores_every_variable(tmp_path):
     assert q.restore() is not None
     assert int(q.global_step.numpy()) == 3
     for key, fresh in (("model", q.model.variables), ("optimizer", q.optimizer.variables),
-                       ("memory", q.memory_state.layers)):
+                       ("memory", q.carried_state.layers)):
         assert len(fresh) == len(saved[key])
         for old, new in zip(saved[key], fresh):
             np.testing.assert_array_equal(old, new.numpy())
@@ -169,11 +171,12 @@ def test_memory_resets_where_a_slot_starts_a_new_stream(tmp_path):
                       train_steps=train_steps, steps_per_loop=1, learning_rate=1e-2,
                       warmup_steps=0, mem_len=8, save_steps=1, log_steps=100, seed=7,
                       initializer_range=0.3, peak_tflops=1.0, dropout=0.0, dropatt=0.0)
-        return Pretrainer(PretrainConfig.flat(**values), MODEL, SHAPE, blocks_of_two)
+        return Trainer(PretrainTask(PretrainConfig.flat(**values), architecture=MODEL,
+                                    data=SyntheticPretrainData(SHAPE, 200, blocks_of_two)))
 
     a = make_blocks(tmp_path, 2)
     a.train()  # steps 1 (chunk 0) and 2 (chunk 1): the memory after step 2 is not zero
-    mems = [tf.constant(v.numpy()) for v in a.memory_state.layers]
+    mems = [tf.constant(v.numpy()) for v in a.carried_state.layers]
     assert all(float(tf.reduce_max(tf.abs(m))) > 0 for m in mems)
     batch3 = next(iter(blocks_of_two(None, 2)))
     assert set(batch3["chunk_index"].numpy().tolist()) == {0}
@@ -197,8 +200,10 @@ def test_held_out_evaluation_matches_an_eager_pass(tmp_path):
                   train_steps=4, steps_per_loop=2, learning_rate=1e-2, warmup_steps=0,
                   mem_len=8, save_steps=100, log_steps=100, seed=7, initializer_range=0.3,
                   peak_tflops=1.0, eval_steps=2, eval_batches=3)
-    p = Pretrainer(PretrainConfig.flat(**values), MODEL, SHAPE, dataset_fn,
-                   eval_dataset_fn=lambda context: held_out(context))
+    p = Trainer(PretrainTask(
+        PretrainConfig.flat(**values), architecture=MODEL,
+        data=SyntheticPretrainData(SHAPE, 200, dataset_fn),
+        eval_data=SyntheticPretrainData(SHAPE, 200, lambda context, start: held_out(context))))
     p.train()
     results = [json.loads(line) for line in open(tmp_path / "eval_results.jsonl")]
     assert [r["step"] for r in results] == [2, 4]
@@ -206,7 +211,7 @@ def test_held_out_evaluation_matches_an_eager_pass(tmp_path):
     mems = p.model.transformer.initial_memory(4)
     total, count = 0.0, 0.0
     for batch in held_out(None).take(3):
-        batch = p.model_features(batch)
+        batch = p.task.model_features(batch)
         inputs = {k: batch[k] for k in ("input_ids", "segment_ids", "perm_mask",
                                         "target_mapping")}
         out = p.model({**inputs, "mems": mems}, training=False)

@@ -10,9 +10,10 @@ import pytest
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.tasks.pretraining import DataShape, Pretrainer
-from xlnet_tf2.training.run_config import PretrainConfig
-from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
+from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
+from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from xlnet_tf2.training.trainer import Trainer
 
 SHAPE = DataShape(seq_len=16, reuse_len=8, num_predict=4, bi_data=True)
 MODEL = XLNetConfig.preset("tiny", n_token=200, d_model=32, n_head=2, d_head=16, d_inner=64)
@@ -30,7 +31,8 @@ def make(model_dir, model=MODEL, **overrides):
                   train_steps=2, steps_per_loop=2, learning_rate=1e-3, warmup_steps=0,
                   mem_len=8, save_steps=2, log_steps=2, peak_tflops=1.0, record_steps=True)
     values.update(overrides)
-    return Pretrainer(PretrainConfig.flat(**values), model, SHAPE, dataset_fn)
+    return Trainer(PretrainTask(PretrainConfig.flat(**values), architecture=model,
+                                data=SyntheticPretrainData(SHAPE, 200, dataset_fn)))
 
 
 @pytest.mark.parametrize("change, message", [

@@ -190,7 +190,7 @@ def test_converted_task_directory_is_an_export_model_dir(hf_tasks, tmp_path):
     import shutil
 
     from test_finetune_data import train_tiny_spm
-    from xlnet_tf2.tasks.task_spec import load_task_model
+    from xlnet_tf2.tasks.finetuned_model import load_task_model
 
     _, directory, _ = hf_tasks["classification"]
     model_dir = tmp_path / "model_dir"

@@ -92,5 +92,5 @@ def test_train_sentencepiece_cli(tmp_path):
         [sys.executable, os.path.join(REPO, "data_prep/train_sentencepiece.py"),
          f"--input={tmp_path}/nothing*.txt", "--vocab_size=400", f"--model_prefix={tmp_path}/x"],
         capture_output=True, text=True, cwd=REPO)
-    assert bad.returncode == 1 and "matches no file" in bad.stderr
+    assert bad.returncode == 2 and "matches no file" in bad.stderr
     assert "Traceback" not in bad.stderr

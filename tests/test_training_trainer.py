@@ -1,7 +1,9 @@
 """The one training loop (xlnet_tf2/training/trainer.py): pretraining and fine-tuning both run
 through it; fine-tuning honours steps_per_loop and gives the same result on two replicas as
-on one; the callback and loop boundaries of a toy regression."""
+on one; the evaluation cadence and loop boundaries of a toy regression task."""
 
+import dataclasses
+import inspect
 import json
 import os
 import subprocess
@@ -15,7 +17,8 @@ import tensorflow as tf
 
 from xlnet_tf2 import config_flags
 from xlnet_tf2.training.run_config import LoopConfig, OptimizerConfig
-from xlnet_tf2.training.trainer import Trainer, TrainerConfig, TrainingDivergedError
+from xlnet_tf2.training.task import Task
+from xlnet_tf2.training.trainer import Trainer, TrainingDivergedError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -26,7 +29,8 @@ FINETUNE_RUN = textwrap.dedent("""
     from xlnet_tf2.config import XLNetConfig
     from xlnet_tf2.models.sequence_classifier import SequenceClassifier
     from xlnet_tf2.tasks.losses import classification_loss
-    from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneRunner
+    from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
+    from xlnet_tf2.training.trainer import Trainer
 
     def finetune(model_dir, steps_per_loop=1, strategy=None, eval_fn=None, wrap_loop=None):
         # The paper's fine-tuning dropout: masks are keyed by each row's place in the global
@@ -47,23 +51,26 @@ FINETUNE_RUN = textwrap.dedent("""
                              learning_rate=1e-3, warmup_steps=1, weight_decay=0.01,
                              layer_decay=0.5, eval_every=4, log_steps=2,
                              steps_per_loop=steps_per_loop, best_metric="lsum")
-        runner = FinetuneRunner(cfg, lambda: SequenceClassifier(config, 2, head_dropout=0.1),
-                                classification_loss, dataset_fn, eval_fn, 16, strategy)
+        task = FinetuneTask(cfg, model_fn=lambda: SequenceClassifier(config, 2, head_dropout=0.1),
+                            loss_fn=classification_loss, dataset_fn=dataset_fn, eval_fn=eval_fn,
+                            seq_len=16)
+        trainer = Trainer(task, strategy=strategy)
         if wrap_loop is not None:
-            runner.trainer._loop = wrap_loop(runner.trainer._loop)
-        return runner, runner.train()
+            trainer._loop = wrap_loop(trainer._loop)
+        return trainer, task.result(trainer.train())
 """)
 exec(FINETUNE_RUN)
 
 
-def test_pretraining_and_finetuning_share_the_trainer(tmp_path):
-    from xlnet_tf2.tasks.pretraining import Pretrainer
+def test_pretraining_and_finetuning_are_tasks_of_one_trainer(tmp_path):
+    from xlnet_tf2.tasks.finetuning import FinetuneTask
+    from xlnet_tf2.tasks.pretraining import PretrainTask
 
-    assert issubclass(Pretrainer, Trainer)
-    for name in ("_train_loop", "_replica_step", "_forward_backward", "train"):
-        assert getattr(Pretrainer, name) is getattr(Trainer, name), name
-    runner, _ = finetune(str(tmp_path / "x"), eval_fn=lambda m: {"lsum": 0.0})
-    assert type(runner.trainer) is Trainer
+    # The loop takes a task, its loop settings and a strategy; nothing else.
+    assert list(inspect.signature(Trainer).parameters) == ["task", "loop_config", "strategy"]
+    assert issubclass(PretrainTask, Task) and issubclass(FinetuneTask, Task)
+    trainer, _ = finetune(str(tmp_path / "x"), eval_fn=lambda m: {"lsum": 0.0})
+    assert type(trainer) is Trainer and type(trainer.task) is FinetuneTask
 
 
 def test_finetuning_honours_steps_per_loop(tmp_path):
@@ -85,9 +92,9 @@ def test_finetuning_honours_steps_per_loop(tmp_path):
                 return original(*args)
             return loop
 
-        runner, result = finetune(str(tmp_path / f"spl{steps_per_loop}"), steps_per_loop,
-                                  eval_fn=eval_fn, wrap_loop=counted)
-        results[steps_per_loop] = (calls, result, [v.numpy() for v in runner.model.variables])
+        trainer, result = finetune(str(tmp_path / f"spl{steps_per_loop}"), steps_per_loop,
+                                   eval_fn=eval_fn, wrap_loop=counted)
+        results[steps_per_loop] = (calls, result, [v.numpy() for v in trainer.model.variables])
     # steps_per_loop=1: a loop per step; 4 with log_steps=2: loops end at the log step.
     assert results[1][0] == [1, 1, 1, 1] and results[4][0] == [2, 2]
     one, four = results[1][1], results[4][1]
@@ -107,11 +114,11 @@ MIRRORED_FINETUNE = FINETUNE_RUN + textwrap.dedent("""
     out = {}
     for name, strategy in (("one", tf.distribute.OneDeviceStrategy("/cpu:0")),
                            ("mirrored", tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]))):
-        runner, result = finetune(sys.argv[1] + "/" + name, steps_per_loop=2, strategy=strategy)
+        trainer, result = finetune(sys.argv[1] + "/" + name, steps_per_loop=2, strategy=strategy)
         out[name] = {"replicas": strategy.num_replicas_in_sync,
                      "loss": result.last_log["train/loss"],
                      "weights": float(sum(np.abs(v.numpy()).sum()
-                                          for v in runner.model.trainable_variables))}
+                                          for v in trainer.model.trainable_variables))}
     print("RESULT" + json.dumps(out))
 """)
 
@@ -127,43 +134,61 @@ def test_finetuning_on_two_replicas_matches_one_device(tmp_path):
     assert out["mirrored"]["weights"] == pytest.approx(out["one"]["weights"], rel=1e-5)
 
 
-def _toy_trainer(model_dir, callback=None, **overrides):
-    """y = x . w + 1 regression with a per-example squared error."""
-    x = np.random.RandomState(0).normal(size=[64, 3]).astype(np.float32)
-    y = x @ np.array([1.0, -2.0, 0.5], np.float32) + 1.0
+@dataclasses.dataclass(frozen=True)
+class ToyConfig:
+    loop: LoopConfig
+    optimizer: OptimizerConfig
 
-    def model_fn():
-        model = keras.Sequential([keras.Input([3]), keras.layers.Dense(1)])
-        return model
 
-    def dataset_fn(context, start_step):
-        return tf.data.Dataset.from_tensor_slices({"x": x, "y": y}).repeat().batch(8)
+class ToyRegression(Task):
+    """y = x . w + 1 regression with a per-example squared error, evaluated every 3 steps."""
 
+    eval_every = 3
+
+    def __init__(self, config, evaluated):
+        self.config, self.evaluated = config, evaluated
+        self.x = np.random.RandomState(0).normal(size=[64, 3]).astype(np.float32)
+        self.y = self.x @ np.array([1.0, -2.0, 0.5], np.float32) + 1.0
+
+    def build_model(self):
+        return keras.Sequential([keras.Input([3]), keras.layers.Dense(1)])
+
+    def build_inputs(self, input_context, start_step):
+        return tf.data.Dataset.from_tensor_slices({"x": self.x, "y": self.y}).repeat().batch(8)
+
+    def loss_count(self, features):
+        return tf.cast(tf.shape(features["x"])[0], tf.float32)
+
+    def loss(self, model, features, state, training=True):
+        return tf.reduce_sum(tf.square(model(features["x"])[:, 0] - features["y"])), state
+
+    def evaluate(self, trainer, step):
+        self.evaluated.append(step)
+        return {"step": step}
+
+
+def _toy_trainer(model_dir, evaluated=None, **overrides):
     values = dict(model_dir=str(model_dir), train_steps=10, train_batch_size=8,
                   steps_per_loop=4, learning_rate=0.1, log_steps=5, save_steps=10,
                   peak_tflops=1.0)
     values.update(overrides)
     loop = {k: v for k, v in values.items() if k not in ("learning_rate",)}
-    trainer = Trainer(TrainerConfig(loop=config_flags.from_flat(LoopConfig, loop),
-                                    optimizer=OptimizerConfig(learning_rate=values["learning_rate"],
-                                                              warmup_steps=0, weight_decay=0.0),
-                                    callback_steps=3), model_fn=model_fn, dataset_fn=dataset_fn,
-                      loss_fn=lambda f, s: (tf.reduce_sum(
-                          tf.square(trainer.model(f["x"])[:, 0] - f["y"])), s),
-                      count_fn=lambda f: tf.cast(tf.shape(f["x"])[0], tf.float32),
-                      callback=callback)
-    return trainer
+    config = ToyConfig(loop=config_flags.from_flat(LoopConfig, loop),
+                       optimizer=OptimizerConfig(learning_rate=values["learning_rate"],
+                                                 warmup_steps=0, weight_decay=0.0))
+    return Trainer(ToyRegression(config, [] if evaluated is None else evaluated))
 
 
-def test_toy_regression_callbacks_loop_boundaries_and_nan_stop(tmp_path):
+def test_toy_regression_evaluations_loop_boundaries_and_nan_stop(tmp_path):
     called = []
-    trainer = _toy_trainer(tmp_path / "a", callback=called.append)
+    trainer = _toy_trainer(tmp_path / "a", evaluated=called)
     lengths = []
     loop = trainer._loop
     trainer._loop = lambda *args: (lengths.append(int(args[-1])), loop(*args))[1]
     result = trainer.train()
-    assert called == [3, 6, 9, 10]  # every callback_steps and at the end
-    assert lengths == [3, 2, 1, 3, 1]  # loops end at callback (3, 6, 9) and log (5, 10) steps
+    assert called == [3, 6, 9, 10]  # every eval_every steps and at the end
+    assert result.evaluations == [{"step": s} for s in called]
+    assert lengths == [3, 2, 1, 3, 1]  # loops end at evaluation (3, 6, 9) and log (5, 10) steps
     losses = [s["loss"] for s in result.steps]
     assert losses[-1] < 0.5 * losses[0]  # it learns
     assert tf.train.latest_checkpoint(str(tmp_path / "a")).endswith("ckpt-10")

@@ -21,7 +21,8 @@ Importing this module does not import TensorFlow (xlnet_tf2/__init__.py is lazy)
 stays fast. Python errors are never hidden: an exception raised by the import still reaches
 the user with its traceback.
 
-`run` calls absl's `app.run(main)`; an error a user can fix (a flag, a file, a record, a
+`run` calls absl's `app.run(main)`; an error a user can fix (a flag value absl cannot parse, a
+flag that is unknown or missing, a setting the config tree rejects, a file, a record, a
 checkpoint: the project's error classes below) is printed as `<program>: error: <message>`
 and the program exits with status 2. Anything else is a bug and keeps its traceback.
 """
@@ -34,7 +35,9 @@ import importlib.util
 import os
 import sys
 import warnings
-from typing import Callable, Optional, Sequence, Tuple, Type
+from typing import Callable, Optional, Sequence
+
+from xlnet_tf2.config_flags import RunConfigError
 
 VERBOSITY_FLAGS = ("--verbosity", "-verbosity", "--v", "-v")
 
@@ -127,23 +130,41 @@ def quiet_startup(argv: Optional[Sequence[str]] = None) -> bool:
     return True
 
 
-def user_error_types() -> Tuple[Type[BaseException], ...]:
-    """The exceptions that mean "the input is wrong" (their messages name file/flag/record)."""
-    from xlnet_tf2.config import ConfigError
-    from xlnet_tf2.config_flags import RunConfigError
-    from xlnet_tf2.conversion.readers import CheckpointReadError
-    from xlnet_tf2.conversion.weight_maps import WeightMismatchError
-    from xlnet_tf2.data.manifest import ManifestError
-    from xlnet_tf2.data.params import DataPrepError
-    from xlnet_tf2.data.pretrain_dataset import BatchLayoutError
-    from xlnet_tf2.tasks.errors import TaskDataError
-    from xlnet_tf2.tokenizers.sentencepiece_tokenizer import TokenizerError
-    from xlnet_tf2.training.checkpointing import CheckpointRestoreError
-    from xlnet_tf2.training.distribution import StrategyError
+# The exceptions that mean "the input is wrong" (their messages name file/flag/record), as
+# (module, class): a module that was never imported raised none of them, so a bad flag is
+# reported without importing TensorFlow just to check.
+USER_ERRORS = (
+    ("xlnet_tf2.config", "ConfigError"),
+    ("xlnet_tf2.config_flags", "RunConfigError"),
+    ("xlnet_tf2.conversion.readers", "CheckpointReadError"),
+    ("xlnet_tf2.conversion.weight_maps", "WeightMismatchError"),
+    ("xlnet_tf2.data.manifest", "ManifestError"),
+    ("xlnet_tf2.data.params", "DataPrepError"),
+    ("xlnet_tf2.data.batch_layout", "BatchLayoutError"),
+    ("xlnet_tf2.tasks.errors", "TaskDataError"),
+    ("xlnet_tf2.tokenizers.sentencepiece_tokenizer", "TokenizerError"),
+    ("xlnet_tf2.training.checkpointing", "CheckpointRestoreError"),
+    ("xlnet_tf2.training.distribution", "StrategyError"),
+)
 
-    return (ConfigError, RunConfigError, CheckpointReadError, WeightMismatchError,
-            ManifestError, DataPrepError, BatchLayoutError, TaskDataError, TokenizerError,
-            CheckpointRestoreError, StrategyError, FileNotFoundError)
+
+def is_user_error(error: BaseException) -> bool:
+    """Whether `error` is one a user can fix (USER_ERRORS, a missing or existing file)."""
+    if isinstance(error, (FileNotFoundError, FileExistsError)):
+        return True
+    for module, name in USER_ERRORS:
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(error, getattr(loaded, name)):
+            return True
+    return False
+
+
+def no_arguments(argv: Sequence[str]) -> None:
+    """Refuses words left on the command line after the flags (a value meant for a flag that
+    lost its `=`, a misplaced glob), naming them."""
+    if len(argv) > 1:
+        raise RunConfigError(f"unexpected arguments {' '.join(argv[1:])!r}: every setting is a "
+                             "--flag=value.")
 
 
 def program_name() -> str:
@@ -156,7 +177,9 @@ def with_error_lines(main: Callable) -> Callable:
     def wrapped(argv):
         try:
             return main(argv)
-        except user_error_types() as e:
+        except Exception as e:  # noqa: BLE001 - anything else is re-raised with its traceback
+            if not is_user_error(e):
+                raise
             message = str(e).strip() or type(e).__name__
             if isinstance(e, FileNotFoundError) and e.filename and e.filename not in message:
                 message = f"{message}: {e.filename}"
@@ -166,8 +189,30 @@ def with_error_lines(main: Callable) -> Callable:
     return wrapped
 
 
-def run(main: Callable) -> None:
-    """absl's app.run(main) with user errors printed as one line (exit status 2)."""
+def parse_flags(argv: Sequence[str], *, known_only: bool = False) -> list:
+    """absl's flag parsing, with a value absl cannot parse, an unknown flag or a missing
+    required flag printed as one line `<program>: error: <message>` and exit status 2 (absl's
+    own parser writes two lines and exits with 1). `known_only`: arguments that are not the
+    command's flags stay in the returned argv."""
+    from absl import flags
+
+    try:
+        return flags.FLAGS(list(argv), known_only=known_only)
+    except flags.Error as e:
+        message = " ".join(str(e).split())
+        print(f"{program_name()}: error: {message} (--help lists the flags)", file=sys.stderr,
+              flush=True)
+        sys.exit(2)
+
+
+def run(main: Callable, *, pass_unknown_flags: bool = False) -> None:
+    """absl's app.run(main) with user errors printed as one line (exit status 2): bad flags
+    (`parse_flags`) and the project's error classes (`with_error_lines`).
+
+    pass_unknown_flags: arguments that are not flags of the command reach `main` in argv
+    (create_tfrecords.py hands them to Apache Beam, which checks them).
+    """
     from absl import app
 
-    app.run(with_error_lines(main))
+    app.run(with_error_lines(main),
+            flags_parser=lambda argv: parse_flags(argv, known_only=pass_unknown_flags))

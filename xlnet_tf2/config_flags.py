@@ -23,17 +23,26 @@ resume policy:
   "warn"   resuming is possible but the run is no longer the one that was started (learning
            rate, seed, ...): logged and recorded;
   "free"   bookkeeping that may change between attempts (logging, steps per loop, ...).
+
+Every command of the project makes its flags this way (data preparation, conversion, export,
+feature extraction, the tools and benchmarks included), and the flags of a config tree are key
+flags of the program that defines them: its `--help` lists them, whichever module called
+`define_flags`. Validation lives in the config classes' `__post_init__`, raising
+`RunConfigError` naming the flag, so a bad value is one line from any command (xlnet_tf2/cli.py)
+and the same error from library callers.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 import typing
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type
 
 from absl import flags as absl_flags
 
-# Flags defined here belong to the command that asked for them (its --help lists them).
+# Flags defined here belong to the module that asked for them (and are key flags of the main
+# program, see define_flags).
 absl_flags.disclaim_key_flags()
 
 RESUME_POLICIES = ("fixed", "warn", "free")
@@ -45,7 +54,8 @@ class RunConfigError(ValueError):
 
 def setting(default: Any = dataclasses.MISSING, help: str = "", *,  # noqa: A002 - absl's word
             choices: Optional[Sequence[str]] = None, resume: str = "fixed",
-            required: bool = False, default_factory: Any = dataclasses.MISSING):
+            required: bool = False, default_factory: Any = dataclasses.MISSING,
+            default_from: Optional[str] = None):
     """A leaf setting of a run configuration (a dataclass field with flag metadata).
 
     Args:
@@ -54,14 +64,65 @@ def setting(default: Any = dataclasses.MISSING, help: str = "", *,  # noqa: A002
       choices: for string settings, the allowed values (an enum flag).
       resume: "fixed", "warn" or "free" (see the module docstring).
       required: the flag must be given on the command line.
+      default_from: another leaf of the tree whose value this one takes when it is not given
+        (or given as None) to `from_flat` or on the command line; `default` still serves the
+        dataclass built directly. E.g. data preparation's perm_size defaults to reuse_len.
     """
     if resume not in RESUME_POLICIES:
         raise ValueError(f"resume policy must be one of {RESUME_POLICIES}, got {resume!r}")
     metadata = {"help": help, "choices": tuple(choices) if choices else None,
-                "resume": resume, "required": required}
+                "resume": resume, "required": required, "default_from": default_from}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
+
+
+def setting_like(cls: Type, name: str, default: Any = dataclasses.MISSING):
+    """A leaf with the help, choices and resume policy of leaf `name` of config class `cls`,
+    and its default unless `default` is given: two trees that share one setting (the training
+    loop's --precision and feature extraction's, the benchmarks' sizes) write it once."""
+    field = {f.name: f for f in dataclasses.fields(cls)}[name]
+    if default is not dataclasses.MISSING:
+        return dataclasses.field(default=default, metadata=field.metadata)
+    if field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+        return dataclasses.field(default_factory=field.default_factory,  # type: ignore[misc]
+                                 metadata=field.metadata)
+    return dataclasses.field(default=field.default, metadata=field.metadata)
+
+
+def check_declared(config) -> None:
+    """The checks a config class's fields declare, for its `__post_init__` (library callers
+    get the same error as the command line): every `required` setting is set, every setting
+    with `choices` holds one of them. Raises RunConfigError naming the flag."""
+    for field in dataclasses.fields(config):
+        value = getattr(config, field.name)
+        if field.metadata.get("required") and value in (None, "", ()):
+            raise RunConfigError(f"--{field.name} is required: {field.metadata['help']}")
+        choices = field.metadata.get("choices")
+        if choices and value is not None and value not in choices:
+            raise RunConfigError(f"--{field.name} must be one of {', '.join(choices)}; got "
+                                 f"{value!r}.")
+
+
+def check_positive(config, *names: str) -> None:
+    """Raises RunConfigError naming the first setting of `names` that is set (not None) but
+    not a positive integer."""
+    _check_integers(config, names, 1, "a positive integer")
+
+
+def check_non_negative(config, *names: str) -> None:
+    """Raises RunConfigError naming the first setting of `names` that is set (not None) but
+    not an integer >= 0."""
+    _check_integers(config, names, 0, "an integer >= 0")
+
+
+def _check_integers(config, names: Sequence[str], low: int, what: str) -> None:
+    for name in names:
+        value = getattr(config, name)
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise RunConfigError(f"--{name} must be {what}, got {value!r}.")
 
 
 def section(cls: Type):
@@ -108,14 +169,22 @@ def leaves(cls: Type, prefix: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str,
             yield prefix + (field.name,), field, hints[field.name]
 
 
-def _check_unique(cls: Type) -> None:
+def _unique_leaves(cls: Type) -> Dict[str, dataclasses.Field]:
+    """{leaf name: field} of a tree whose leaf names are unique (they are its flags)."""
     seen: Dict[str, Tuple[str, ...]] = {}
-    for path, _, _ in leaves(cls):
+    fields: Dict[str, dataclasses.Field] = {}
+    for path, field, _ in leaves(cls):
         name = path[-1]
         if name in seen:
             raise TypeError(f"{cls.__name__}: setting {name!r} appears at {seen[name]} and "
                             f"{path}; flag names must be unique in a config tree.")
-        seen[name] = path
+        seen[name], fields[name] = path, field
+    for name, field in fields.items():
+        source = field.metadata.get("default_from")
+        if source is not None and source not in fields:
+            raise TypeError(f"{cls.__name__}.{name}: default_from={source!r} is not a setting "
+                            "of the tree.")
+    return fields
 
 
 def _default_of(field: dataclasses.Field):
@@ -131,11 +200,15 @@ def from_flat(cls: Type, values: Optional[Mapping[str, Any]] = None, **kwargs):
     """Builds a config tree from flat leaf names; unknown names raise RunConfigError."""
     flat = dict(values or {})
     flat.update(kwargs)
-    _check_unique(cls)
-    known = {path[-1] for path, _, _ in leaves(cls)}
-    unknown = sorted(set(flat) - known)
+    fields = _unique_leaves(cls)
+    unknown = sorted(set(flat) - set(fields))
     if unknown:
         raise RunConfigError(f"Unknown {cls.__name__} setting(s) {unknown}.")
+    for name, field in fields.items():
+        source = field.metadata.get("default_from")
+        if source is not None and flat.get(name) is None:
+            given = flat.get(source)
+            flat[name] = given if given is not None else _default_of(fields[source])
     return _build(cls, flat)
 
 
@@ -146,16 +219,24 @@ def _build(cls: Type, flat: Mapping[str, Any]):
         if _is_section(cls, field):
             args[field.name] = _build(_section_class(cls, field), flat)
         elif field.name in flat:
-            args[field.name] = _coerce(flat[field.name], hints[field.name])
+            args[field.name] = _coerce(flat[field.name], hints[field.name], field.name)
     return cls(**args)
 
 
-def _coerce(value, annotation):
-    """Lists from flags or JSON become tuples where the field is a tuple."""
-    _, _, sequence = _base_type(annotation)
-    if sequence and isinstance(value, list):
-        return tuple(value)
-    return value
+def _coerce(value, annotation, name: str):
+    """Lists from flags or JSON become tuples where the field is a tuple; the items of a list
+    flag (strings) become numbers where the field holds numbers."""
+    base, _, sequence = _base_type(annotation)
+    if not sequence or not isinstance(value, (list, tuple)):
+        return value
+    if base in (int, float):
+        try:
+            return tuple(base(item) for item in value)
+        except (TypeError, ValueError):
+            kind = "an integer" if base is int else "a number"
+            raise RunConfigError(f"--{name}: every item must be {kind}, got "
+                                 f"{','.join(map(str, value))!r}.") from None
+    return tuple(value)
 
 
 def to_flat(config) -> Dict[str, Any]:
@@ -198,7 +279,7 @@ def from_dict(cls: Type, values: Mapping[str, Any], *, source: str = "config"):
             args[field.name] = from_dict(_section_class(cls, field), values[field.name],
                                          source=source)
         else:
-            args[field.name] = _coerce(values[field.name], hints[field.name])
+            args[field.name] = _coerce(values[field.name], hints[field.name], field.name)
     return cls(**args)
 
 
@@ -245,12 +326,14 @@ def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
     """Defines one absl flag per leaf of `cls` (names, types, defaults, help from the fields).
 
     `exclude`: leaves that get no flag (the CLI sets them otherwise); `defaults`: different
-    defaults for this command. Returns the names defined.
+    defaults for this command. Returns the names defined. The flags are key flags of the
+    module that calls this and of the main program (what its --help lists), also when a
+    library module defines them for the command.
     """
     from absl import flags
 
     fv = flag_values if flag_values is not None else flags.FLAGS
-    _check_unique(cls)
+    _unique_leaves(cls)
     defaults = dict(defaults or {})
     names = []
     for path, field, annotation in leaves(cls):
@@ -259,12 +342,17 @@ def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
             continue
         meta = field.metadata
         help_text = meta.get("help") or name
-        default = defaults.get(name, _default_of(field))
+        # A leaf that defaults to another's value has no default of its own on the command line.
+        own = None if meta.get("default_from") else _default_of(field)
+        default = defaults.get(name, own)
         base, optional, sequence = _base_type(annotation)
         if meta.get("required"):
             default = None
         if sequence:
-            flags.DEFINE_list(name, list(default) if default else None, help_text, flag_values=fv)
+            # absl list flags hold strings; config_from_flags turns them back into numbers.
+            flags.DEFINE_list(name, None if default is None else [str(v) for v in default],
+                              help_text,
+                              flag_values=fv)
         elif meta.get("choices"):
             flags.DEFINE_enum(name, default, list(meta["choices"]), help_text, flag_values=fv)
         elif base is bool:
@@ -280,8 +368,15 @@ def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
         del optional
         if meta.get("required"):
             flags.mark_flag_as_required(name, flag_values=fv)
+        fv.register_key_flag_for_module(_program(), fv[name])
         names.append(name)
     return names
+
+
+def _program() -> str:
+    """The module name absl's --help lists the key flags of: the main program's (absl names
+    the `__main__` module after sys.argv[0])."""
+    return sys.argv[0] if sys.argv and sys.argv[0] else "__main__"
 
 
 def config_from_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (), **extra):

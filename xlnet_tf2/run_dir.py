@@ -15,6 +15,7 @@ find the architecture and the tokenizer there, with no other flag. A checkpoint 
 
 from __future__ import annotations
 
+import hashlib
 import os
 from typing import Optional
 
@@ -102,3 +103,26 @@ def model_spm_file(model_dir: str) -> str:
             "fine-tuning and conversion (with --spm_model) put it there; copy the model the "
             "backbone was trained with to that path.")
     return path
+
+
+def file_sha256(path: str) -> str:
+    """sha256 hex digest of a local or remote file."""
+    digest = hashlib.sha256()
+    with tf.io.gfile.GFile(path, "rb") as f:
+        digest.update(f.read())
+    return digest.hexdigest()
+
+
+def copy_spm_model(spm_model: str, model_dir: str) -> str:
+    """Copies the SentencePiece model to MODEL_DIR/spiece.model (atomically: a temporary name,
+    then a rename), unless an identical one is there; returns the target path."""
+    if not tf.io.gfile.exists(spm_model):
+        raise RunDirError(f"--spm_model={spm_model!r} does not exist.")
+    target = os.path.join(model_dir, SPM_FILE)
+    tf.io.gfile.makedirs(model_dir)
+    if tf.io.gfile.exists(target) and file_sha256(target) == file_sha256(spm_model):
+        return target
+    temporary = target + ".tmp"
+    tf.io.gfile.copy(spm_model, temporary, overwrite=True)
+    tf.io.gfile.rename(temporary, target, overwrite=True)
+    return target

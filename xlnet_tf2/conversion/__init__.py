@@ -1,17 +1,28 @@
-"""Checkpoint conversion between the original TF1 release, HuggingFace and our format,
-task heads included."""
+"""Checkpoint conversion between the original TF1 release, HuggingFace and our format, task
+heads included (convert.py, head_maps.py, to_huggingface.py).
 
-from xlnet_tf2.conversion.convert import (DEFAULT_SEQ_LEN, SOURCES, TARGETS, TaskOptions,
-                                          convert_checkpoint)
-from xlnet_tf2.conversion.readers import (CheckpointReadError, read_huggingface_directory,
-                                          read_original_checkpoint)
-from xlnet_tf2.conversion.to_huggingface import save_huggingface
-from xlnet_tf2.conversion.weight_maps import (WeightMismatchError, assign_weights,
-                                              huggingface_weight_map, original_weight_map)
+Every public name is imported on first use: the command's settings
+(xlnet_tf2.conversion.convert_config) load without TensorFlow, so `--help` stays fast.
+"""
 
-__all__ = [
-    "CheckpointReadError", "DEFAULT_SEQ_LEN", "SOURCES", "TARGETS", "TaskOptions",
-    "WeightMismatchError", "assign_weights", "convert_checkpoint", "huggingface_weight_map",
-    "original_weight_map", "read_huggingface_directory", "read_original_checkpoint",
-    "save_huggingface",
-]
+from xlnet_tf2.lazy_names import lazy_names
+
+_LAZY = {
+    "DEFAULT_SEQ_LEN": "xlnet_tf2.conversion.convert_config",
+    "SOURCES": "xlnet_tf2.conversion.convert_config",
+    "TARGETS": "xlnet_tf2.conversion.convert_config",
+    "TaskOptions": "xlnet_tf2.conversion.convert",
+    "convert_checkpoint": "xlnet_tf2.conversion.convert",
+    "CheckpointReadError": "xlnet_tf2.conversion.readers",
+    "read_huggingface_directory": "xlnet_tf2.conversion.readers",
+    "read_original_checkpoint": "xlnet_tf2.conversion.readers",
+    "save_huggingface": "xlnet_tf2.conversion.to_huggingface",
+    "WeightMismatchError": "xlnet_tf2.conversion.weight_maps",
+    "assign_weights": "xlnet_tf2.conversion.weight_maps",
+    "huggingface_weight_map": "xlnet_tf2.conversion.weight_maps",
+    "original_weight_map": "xlnet_tf2.conversion.weight_maps",
+}
+
+__all__ = sorted(_LAZY)
+
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

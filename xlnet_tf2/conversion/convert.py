@@ -20,6 +20,7 @@ from typing import List, Optional
 from xlnet_tf2 import run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.conversion import head_maps
+from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN, SOURCES, TARGETS
 from xlnet_tf2.conversion.readers import (CheckpointReadError, read_huggingface_directory,
                                           read_json, read_original_checkpoint)
 from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES, model_kind, save_huggingface
@@ -36,12 +37,6 @@ _OPTIONAL_REASON = {
 }
 _LAYER_PATTERNS = {"original": r"model/transformer/layer_(\d+)/",
                    "huggingface": r"transformer\.layer\.(\d+)\."}
-
-SOURCES = ("original", "huggingface", "xlnet_tf2")
-TARGETS = ("xlnet_tf2", "huggingface")
-# The original's default max_seq_length of each runner (run_classifier.py, run_squad.py,
-# run_race.py): task.json's seq_len when none is given.
-DEFAULT_SEQ_LEN = {"classification": 128, "regression": 128, "squad": 512, "race": 512}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,5 +270,23 @@ def _check_tied_copies(tensors, config, unused):
                                  "checkpoint really has per-layer biases: set untie_r true.")
 
 
+def describe_report(report: dict, output_dir: str) -> str:
+    """What experiments/convert_checkpoint.py prints about a conversion's report."""
+    lines = []
+    if "converted" in report:
+        head = f" with the {report['task']['task']} head" if "task" in report else ""
+        lines.append(
+            f"Converted {report['converted']} tensors{head}; skipped {len(report['skipped'])} "
+            f"optimizer/step variables; {len(report['unused'])} tensors not converted "
+            f"(another head's, or a head without --task); {len(report['initialized'])} "
+            "pretraining-only tensors absent (left initialized).")
+        lines += [f"note: {note}" for note in report["notes"]]
+    if "architecture" in report:
+        lines.append(f"Wrote a HuggingFace {report['architecture']} to {output_dir}.")
+    else:
+        lines.append(f"Wrote {output_dir}.")
+    return "\n".join(lines)
+
+
 __all__ = ["CheckpointReadError", "DEFAULT_SEQ_LEN", "SOURCES", "TARGETS", "TaskOptions",
-           "convert_checkpoint"]
+           "convert_checkpoint", "describe_report"]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import dataclasses
 
+from xlnet_tf2.config_flags import setting
+
 
 class DataPrepError(ValueError):
     """Bad input or flags for data preparation; the message says what to change."""
@@ -18,43 +20,52 @@ SPAN_MODES = ("word", "original")
 
 @dataclasses.dataclass(frozen=True)
 class DataParams:
-    """Parameters of the pretraining examples (XLNET_REFERENCE.md §2).
+    """Parameters of the pretraining examples (XLNET_REFERENCE.md §2); each field's help is
+    its flag's in data_prep/create_tfrecords.py (xlnet_tf2/prep/prep_config.py). L is seq_len,
+    R reuse_len, P num_predict: ceil(P/2) targets in the reused half and floor(P/2) in the new
+    half, before `<sep>`/`<cls>` are removed. A manifest records every field (to_dict)."""
 
-    seq_len: example length L.
-    reuse_len: R, the leading positions cached as memory for the next step of the stream.
-      Consecutive examples of a stream advance by R tokens.
-    num_predict: P, the number of sampled targets per example (ceil(P/2) in the reused half,
-      floor(P/2) in the new half, before `<sep>`/`<cls>` are removed).
-    mask_alpha, mask_beta: a span of n units is placed in a window of n * alpha / beta tokens.
-    perm_size: positions are permuted within consecutive blocks of this size, blocks in
-      natural order; must divide both R and L - R.
-    bi_data: also write every stream read backwards (time-reversed).
-    num_streams: number of parallel token streams the corpus is cut into.
-    num_passes: passes over the corpus; each re-samples A/B, targets and orders.
-    seed: every random choice derives from it.
-    uncased: lowercase text before encoding.
-    span_mode: "original" (default: the original sampler exactly, spans of n subword pieces)
-      or "word" (spans of n whole words, the paper's evident intent).
-    max_span: longest span n (the original uses 5).
-    word_cache: tokenize with the word cache of `encode.BatchEncoder` (default). Both modes
-      give exactly `encode_ids` line by line; the cache is faster once words repeat (large
-      corpora) and slower on the first megabytes of new text (docs/DATA.md).
-    """
-
-    seq_len: int = 512
-    reuse_len: int = 256
-    num_predict: int = 85
-    mask_alpha: int = 6
-    mask_beta: int = 1
-    perm_size: int = 256
-    bi_data: bool = True
-    num_streams: int = 32
-    num_passes: int = 1
-    seed: int = 0
-    uncased: bool = False
-    span_mode: str = "original"
-    max_span: int = 5
-    word_cache: bool = True
+    seq_len: int = setting(512, "Length L of every example in tokens.")
+    reuse_len: int = setting(
+        256, "Number R of leading tokens of an example that the next step of its stream keeps "
+        "as memory; a stream advances by R tokens per example. The original requires "
+        "seq_len / 2.")
+    num_predict: int = setting(
+        85, "Number of target tokens sampled per example (about 1/K of seq_len; the paper "
+        "uses 85 of 512).")
+    mask_alpha: int = setting(
+        6, "A span of n units is placed in a window of n * mask_alpha / mask_beta tokens.")
+    mask_beta: int = setting(
+        1, "The divisor of a span's window: n * mask_alpha / mask_beta tokens (see "
+        "--mask_alpha).")
+    perm_size: int = setting(
+        256, "Positions are permuted in blocks of this size (defaults to --reuse_len); it "
+        "must divide reuse_len and seq_len - reuse_len.", default_from="reuse_len")
+    bi_data: bool = setting(
+        True, "Also write every stream read backwards, for bidirectional-data pretraining.")
+    num_streams: int = setting(
+        32, "Number of parallel token streams. Training needs num_streams to be a multiple "
+        "of the streams it reads per step: the global batch, or half of it with --bi_data.")
+    num_passes: int = setting(
+        1, "Passes over the corpus; each pass re-samples A/B pairs, targets and "
+        "factorization orders.")
+    seed: int = setting(
+        0, "Seed of every random choice; the same inputs and seed give byte-identical output "
+        "for any number of workers.")
+    uncased: bool = setting(
+        False, "Lowercase the text before encoding (uncased models only).")
+    span_mode: str = setting(
+        "original", "How target spans are sampled: 'original' (default) is the original "
+        "sampler exactly, spans of n subword pieces (its span-end bug); 'word' samples spans "
+        "of n whole words (the paper's evident intent).", choices=SPAN_MODES)
+    max_span: int = setting(
+        5, "Longest span n of target units, drawn with p(n) proportional to 1/n (the "
+        "original uses 5).")
+    word_cache: bool = setting(
+        True, "Tokenize repeated words from a per-word cache (default). Exact: the ids equal "
+        "line-by-line encoding either way (words whose segmentation is not unique, and lines "
+        "that are not plain ASCII, are encoded whole). Faster once words repeat; on a few MB "
+        "of new text --noword_cache is faster (docs/DATA.md).")
 
     @property
     def new_len(self) -> int:

@@ -44,13 +44,14 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Dict, List, Sequence, Union
+from typing import Dict, List, Sequence, Tuple, Union
 
 import tensorflow as tf
 
 from xlnet_tf2.data import integrity
 from xlnet_tf2.data import manifest as manifest_lib
 from xlnet_tf2.data import records
+from xlnet_tf2.data.batch_layout import BatchLayout, BatchLayoutError
 from xlnet_tf2.data.permutation import online_ranks
 
 # Per example: (dtype, shape as a function of (L, P)). segment_ids fit int8 (0..4).
@@ -98,8 +99,15 @@ def bytes_per_example(seq_len: int, num_predict: int, dense_masks: bool = False)
     return sum(feature_bytes(seq_len, num_predict, dense_masks).values())
 
 
-class BatchLayoutError(ValueError):
-    """The global batch, the replicas and the prepared streams do not fit together."""
+@dataclasses.dataclass(frozen=True)
+class DataShape:
+    """The static example shape of prepared data (from its manifest): what the training step
+    is compiled for."""
+
+    seq_len: int
+    reuse_len: int
+    num_predict: int
+    bi_data: bool
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,6 +142,171 @@ class PretrainSchedule:
         raise AssertionError("unreachable")
 
 
+@dataclasses.dataclass(frozen=True)
+class PretrainData:
+    """Prepared directories, each manifest read once: the one description of a run's data.
+
+    `read` checks that the directories agree with each other (example shape, vocabulary,
+    SentencePiece model); `check` that they match given training settings; `validate` that a
+    batch layout can be served and every file it reads has its manifest's size, all without
+    building a pipeline; `dataset` builds the tf.data pipeline.
+    """
+
+    data_dirs: Tuple[str, ...]
+    manifests: Tuple[dict, ...]
+
+    @classmethod
+    def read(cls, data_dirs: Union[str, Sequence[str]]) -> "PretrainData":
+        """Reads every manifest once. Raises ManifestError naming the directory that is
+        missing, incomplete or disagrees with the first."""
+        dirs = (data_dirs,) if isinstance(data_dirs, str) else tuple(data_dirs)
+        if not dirs:
+            raise manifest_lib.ManifestError("No data directory given.")
+        manifests = tuple(manifest_lib.read_manifest(d) for d in dirs)
+        data = cls(dirs, manifests)
+        shape = data.shape
+        for d, m in zip(dirs[1:], manifests[1:]):
+            manifest_lib.check_manifest(m, data_dir=d, seq_len=shape.seq_len,
+                                        reuse_len=shape.reuse_len,
+                                        num_predict=shape.num_predict, bi_data=shape.bi_data,
+                                        vocab_size=data.vocab_size)
+            if m["spm_sha256"] != data.spm_sha256:
+                raise manifest_lib.ManifestError(
+                    f"{d} was encoded with another SentencePiece model than {dirs[0]}; all "
+                    "directories of one training run must share the vocabulary.")
+        return data
+
+    @property
+    def shape(self) -> DataShape:
+        params = self.manifests[0]["params"]
+        return DataShape(seq_len=params["seq_len"], reuse_len=params["reuse_len"],
+                         num_predict=params["num_predict"], bi_data=bool(params["bi_data"]))
+
+    @property
+    def vocab_size(self) -> int:
+        return int(self.manifests[0]["vocab_size"])
+
+    @property
+    def spm_sha256(self) -> str:
+        return self.manifests[0]["spm_sha256"]
+
+    @property
+    def perm_size(self) -> int:
+        return self.manifests[0]["params"]["perm_size"]
+
+    def check(self, *, seq_len: int, reuse_len: int, num_predict: int, bi_data: bool,
+              vocab_size: int) -> None:
+        """Raises ManifestError if the data was prepared with other settings."""
+        for d, m in zip(self.data_dirs, self.manifests):
+            manifest_lib.check_manifest(m, data_dir=d, seq_len=seq_len, reuse_len=reuse_len,
+                                        num_predict=num_predict, bi_data=bi_data,
+                                        vocab_size=vocab_size)
+
+    def schedule(self, global_batch_size: int) -> PretrainSchedule:
+        """The step schedule at a global batch; BatchLayoutError if the prepared streams
+        cannot serve it."""
+        bi_data = self.shape.bi_data
+        if global_batch_size <= 0 or (bi_data and global_batch_size % 2):
+            raise BatchLayoutError(f"global_batch_size={global_batch_size} must be positive"
+                                   f"{' and even with bi_data' if bi_data else ''}.")
+        per_step = global_batch_size // 2 if bi_data else global_batch_size
+        for d, m in zip(self.data_dirs, self.manifests):
+            if m["num_streams"] % per_step:
+                raise BatchLayoutError(
+                    f"{d} has num_streams={m['num_streams']}, not a multiple of the {per_step} "
+                    f"streams each step reads (global batch {global_batch_size}"
+                    f"{', halved for bi_data' if bi_data else ''}). Re-prepare with "
+                    f"--num_streams a multiple of {per_step}, or use a global batch whose "
+                    f"{'half ' if bi_data else ''}divides {m['num_streams']}.")
+        manifests = list(self.manifests)
+        offsets = [sum(m["num_streams"] for m in manifests[:i]) for i in range(len(manifests))]
+        blocks = []
+        for pass_id in range(max(m["num_passes"] for m in manifests)):
+            for i, (d, m) in enumerate(zip(self.data_dirs, manifests)):
+                if pass_id >= m["num_passes"]:
+                    continue
+                for group in range(m["num_streams"] // per_step):
+                    blocks.append(Block(d, i, pass_id, group, m["chunks_per_stream"],
+                                        offsets[i]))
+        return PretrainSchedule(blocks=blocks, streams_per_step=per_step, manifests=manifests)
+
+    def _slots(self, schedule: PretrainSchedule, layout: BatchLayout, replicas: Sequence[int]):
+        """([slot][block] file paths, [slot] (stream, direction)) of the rows of `replicas`."""
+        slot_files, slot_streams = [], []
+        for replica in replicas:
+            for row in range(layout.replica_batch):
+                stream, direction = layout.slot(replica, row)
+                slot_files.append([os.path.join(b.data_dir, records.shard_name(
+                    b.pass_id, direction, b.group * schedule.streams_per_step + stream))
+                    for b in schedule.blocks])
+                slot_streams.append((stream, direction))
+        return slot_files, slot_streams
+
+    def validate(self, layout: BatchLayout) -> None:
+        """Checks, without building a pipeline, that `layout` can be served and that every
+        file it reads has the size its manifest records (ManifestError / BatchLayoutError
+        naming the directory, file or flag)."""
+        schedule = self.schedule(layout.global_batch)
+        slot_files, _ = self._slots(schedule, layout, range(layout.num_replicas))
+        integrity.check_slot_files(schedule, slot_files)
+
+    def corrupt_record_locator(self, global_batch_size: int) -> integrity.CorruptRecordLocator:
+        """Finds the file and record behind a DataLossError of a training step."""
+        return integrity.CorruptRecordLocator(self.schedule(global_batch_size),
+                                              bi_data=self.shape.bi_data)
+
+    def dataset(self, global_batch_size: int, *, input_context=None, start_step: int = 0,
+                online_permutation: bool = False, seed: int = 0,
+                micro_batches: int = 1) -> tf.data.Dataset:
+        """Per-replica batches (see `build_pretrain_dataset`)."""
+        shape = self.shape
+        seq_len, num_predict, bi_data = shape.seq_len, shape.num_predict, shape.bi_data
+        schedule = self.schedule(global_batch_size)
+        layout, replicas = _pipeline_layout(global_batch_size, bi_data, input_context,
+                                            micro_batches)
+        local = layout.replica_batch
+        first_block, skip = schedule.locate(start_step)
+        perm_size = self.perm_size
+        slot_files, slot_streams = self._slots(schedule, layout, replicas)
+        slots = [_slot_dataset(files, first_block, skip) for files in slot_files]
+        # File sizes against the manifest now; every record against the schedule while reading.
+        integrity.check_slot_files(schedule, slot_files)
+        check_records = integrity.RecordCheck(schedule, slot_files, slot_streams)
+        block_dir = tf.constant([b.dir_index for b in schedule.blocks], tf.int32)
+        block_offset = tf.constant([b.stream_offset for b in schedule.blocks], tf.int32)
+        block_end = tf.constant([0] + [b.steps for b in schedule.blocks], tf.int64)
+        block_end = tf.cumsum(block_end)[1:]
+        cycle_steps = schedule.steps_per_cycle
+
+        def to_batch(step, *serialized):
+            parsed = check_records(records.parse_batch(tf.stack(serialized), seq_len,
+                                                       num_predict), step)
+            position = step % cycle_steps
+            block = tf.cast(tf.searchsorted(block_end, position[None], side="right")[0],
+                            tf.int32)
+            cycle = step // cycle_steps
+            if online_permutation:
+                keys = _row_keys(parsed, block_dir[block], cycle, seed)
+                parsed["perm_rank"] = online_ranks(keys, seq_len, perm_size)
+            features = dict(parsed)
+            features["stream_id"] = parsed["stream_id"] + block_offset[block]
+            # [k * b, ...] -> [k, b, ...]: one element per replica served by this pipeline.
+            return {name: tf.reshape(tf.cast(features[name], OUTPUT_DTYPES[name][0]),
+                                     [len(replicas), local] + features[name].shape[1:].as_list())
+                    for name in OUTPUT_FEATURES}
+
+        steps = tf.data.Dataset.counter(start=start_step, dtype=tf.int64)
+        dataset = tf.data.Dataset.zip((steps,) + tuple(slots))
+        dataset = dataset.map(to_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
+        # Each step element holds k replicas' batches; emit them one after the other.
+        dataset = dataset.flat_map(tf.data.Dataset.from_tensor_slices)
+        options = tf.data.Options()
+        options.deterministic = True
+        options.experimental_distribute.auto_shard_policy = (
+            tf.data.experimental.AutoShardPolicy.OFF)  # sharding is done by the schedule above
+        return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+
+
 def load_schedule(data_dirs: Union[str, Sequence[str]], *, seq_len: int, reuse_len: int,
                   num_predict: int, bi_data: bool, vocab_size: int,
                   global_batch_size: int) -> PretrainSchedule:
@@ -143,84 +316,24 @@ def load_schedule(data_dirs: Union[str, Sequence[str]], *, seq_len: int, reuse_l
       ManifestError if a directory is incomplete or does not match the training settings.
       BatchLayoutError if the global batch cannot be served from the prepared streams.
     """
-    dirs = [data_dirs] if isinstance(data_dirs, str) else list(data_dirs)
-    if not dirs:
-        raise manifest_lib.ManifestError("No data directory given.")
-    if global_batch_size <= 0 or (bi_data and global_batch_size % 2):
-        raise BatchLayoutError(f"global_batch_size={global_batch_size} must be positive"
-                               f"{' and even with bi_data' if bi_data else ''}.")
-    per_step = global_batch_size // 2 if bi_data else global_batch_size
-    manifests, blocks = [], []
-    for d in dirs:
-        m = manifest_lib.read_manifest(d)
-        manifest_lib.check_manifest(m, data_dir=d, seq_len=seq_len, reuse_len=reuse_len,
-                                    num_predict=num_predict, bi_data=bi_data,
-                                    vocab_size=vocab_size)
-        if manifests and m["spm_sha256"] != manifests[0]["spm_sha256"]:
-            raise manifest_lib.ManifestError(
-                f"{d} was encoded with another SentencePiece model than {dirs[0]}; all "
-                "directories of one training run must share the vocabulary.")
-        if m["num_streams"] % per_step:
-            raise BatchLayoutError(
-                f"{d} has num_streams={m['num_streams']}, not a multiple of the {per_step} "
-                f"streams each step reads (global batch {global_batch_size}"
-                f"{', halved for bi_data' if bi_data else ''}). Re-prepare with --num_streams "
-                f"a multiple of {per_step}, or use a global batch whose "
-                f"{'half ' if bi_data else ''}divides {m['num_streams']}.")
-        manifests.append(m)
-    offsets = [sum(m["num_streams"] for m in manifests[:i]) for i in range(len(manifests))]
-    for pass_id in range(max(m["num_passes"] for m in manifests)):
-        for i, (d, m) in enumerate(zip(dirs, manifests)):
-            if pass_id >= m["num_passes"]:
-                continue
-            for group in range(m["num_streams"] // per_step):
-                blocks.append(Block(d, i, pass_id, group, m["chunks_per_stream"], offsets[i]))
-    return PretrainSchedule(blocks=blocks, streams_per_step=per_step, manifests=manifests)
+    data = PretrainData.read(data_dirs)
+    data.check(seq_len=seq_len, reuse_len=reuse_len, num_predict=num_predict, bi_data=bi_data,
+               vocab_size=vocab_size)
+    return data.schedule(global_batch_size)
 
 
-def _replica_layout(global_batch_size: int, bi_data: bool, input_context,
-                    micro_batches: int = 1):
-    """(local batch b, replica ids served by this input pipeline)."""
+def _pipeline_layout(global_batch_size: int, bi_data: bool, input_context,
+                     micro_batches: int = 1):
+    """(BatchLayout of the run, replica ids served by this input pipeline)."""
     replicas = input_context.num_replicas_in_sync if input_context else 1
     pipelines = input_context.num_input_pipelines if input_context else 1
     pipeline_id = input_context.input_pipeline_id if input_context else 0
-    if global_batch_size % replicas:
-        raise BatchLayoutError(f"global_batch_size={global_batch_size} is not divisible by "
-                               f"the {replicas} replicas in sync.")
-    local = global_batch_size // replicas
-    if bi_data and local % 2:
-        raise BatchLayoutError(
-            f"With bi_data every replica's batch is half forward, half backward, so the local "
-            f"batch {local} (= {global_batch_size} / {replicas} replicas) must be even.")
-    if micro_batches < 1 or local % micro_batches:
-        raise BatchLayoutError(
-            f"The local batch {local} (= {global_batch_size} / {replicas} replicas) is not "
-            f"divisible by --grad_accum_steps={micro_batches}.")
-    if bi_data and (local // micro_batches) % 2:
-        raise BatchLayoutError(
-            f"With bi_data every micro-batch is half forward, half backward, so the micro-batch "
-            f"{local // micro_batches} (= {global_batch_size} / {replicas} replicas / "
-            f"--grad_accum_steps={micro_batches}) must be even.")
+    layout = BatchLayout(global_batch_size, replicas, micro_batches, bi_data)
     if replicas % pipelines:
         raise BatchLayoutError(f"{replicas} replicas cannot be split evenly over "
                                f"{pipelines} input pipelines.")
     per_pipeline = replicas // pipelines
-    return local, list(range(pipeline_id * per_pipeline, (pipeline_id + 1) * per_pipeline))
-
-
-def slot_assignment(replica: int, row: int, local_batch: int, bi_data: bool,
-                    micro_batches: int = 1):
-    """(stream index inside the step's group, direction) of local row `row` of `replica`.
-
-    With `micro_batches` N the replica's b rows are N virtual replicas of b / N rows each
-    (see the module docstring)."""
-    micro = local_batch // micro_batches
-    virtual = replica * micro_batches + row // micro
-    row = row % micro
-    if not bi_data:
-        return virtual * micro + row, 0
-    half = micro // 2
-    return virtual * half + row % half, int(row >= half)
+    return layout, list(range(pipeline_id * per_pipeline, (pipeline_id + 1) * per_pipeline))
 
 
 def _slot_dataset(files: List[str], first_block: int, skip: int) -> tf.data.Dataset:
@@ -266,56 +379,9 @@ def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int
         factorization order), target_positions int32 [b, P] (ascending, -1 padded),
         stream_id / chunk_index / direction / pass_id int32 [b].
     """
-    schedule = load_schedule(data_dirs, seq_len=seq_len, reuse_len=reuse_len,
-                             num_predict=num_predict, bi_data=bi_data, vocab_size=vocab_size,
-                             global_batch_size=global_batch_size)
-    local, replicas = _replica_layout(global_batch_size, bi_data, input_context,
-                                      micro_batches)
-    first_block, skip = schedule.locate(start_step)
-    perm_size = schedule.manifests[0]["params"]["perm_size"]
-
-    slots, slot_files, slot_streams = [], [], []
-    for replica in replicas:
-        for row in range(local):
-            stream, direction = slot_assignment(replica, row, local, bi_data, micro_batches)
-            files = [os.path.join(b.data_dir, records.shard_name(
-                b.pass_id, direction, b.group * schedule.streams_per_step + stream))
-                for b in schedule.blocks]
-            slots.append(_slot_dataset(files, first_block, skip))
-            slot_files.append(files)
-            slot_streams.append((stream, direction))
-    # File sizes against the manifest now; every record against the schedule while reading.
-    integrity.check_slot_files(schedule, slot_files)
-    check_records = integrity.RecordCheck(schedule, slot_files, slot_streams)
-    block_dir = tf.constant([b.dir_index for b in schedule.blocks], tf.int32)
-    block_offset = tf.constant([b.stream_offset for b in schedule.blocks], tf.int32)
-    block_end = tf.constant([0] + [b.steps for b in schedule.blocks], tf.int64)
-    block_end = tf.cumsum(block_end)[1:]
-    cycle_steps = schedule.steps_per_cycle
-
-    def to_batch(step, *serialized):
-        parsed = check_records(records.parse_batch(tf.stack(serialized), seq_len, num_predict),
-                               step)
-        position = step % cycle_steps
-        block = tf.cast(tf.searchsorted(block_end, position[None], side="right")[0], tf.int32)
-        cycle = step // cycle_steps
-        if online_permutation:
-            keys = _row_keys(parsed, block_dir[block], cycle, seed)
-            parsed["perm_rank"] = online_ranks(keys, seq_len, perm_size)
-        features = dict(parsed)
-        features["stream_id"] = parsed["stream_id"] + block_offset[block]
-        # [k * b, ...] -> [k, b, ...]: one element per replica served by this pipeline.
-        return {name: tf.reshape(tf.cast(features[name], OUTPUT_DTYPES[name][0]),
-                                 [len(replicas), local] + features[name].shape[1:].as_list())
-                for name in OUTPUT_FEATURES}
-
-    steps = tf.data.Dataset.counter(start=start_step, dtype=tf.int64)
-    dataset = tf.data.Dataset.zip((steps,) + tuple(slots))
-    dataset = dataset.map(to_batch, num_parallel_calls=tf.data.AUTOTUNE, deterministic=True)
-    # Each step element holds k replicas' batches; emit them one after the other.
-    dataset = dataset.flat_map(tf.data.Dataset.from_tensor_slices)
-    options = tf.data.Options()
-    options.deterministic = True
-    options.experimental_distribute.auto_shard_policy = (
-        tf.data.experimental.AutoShardPolicy.OFF)  # sharding is done by the schedule above
-    return dataset.with_options(options).prefetch(tf.data.AUTOTUNE)
+    data = PretrainData.read(data_dirs)
+    data.check(seq_len=seq_len, reuse_len=reuse_len, num_predict=num_predict, bi_data=bi_data,
+               vocab_size=vocab_size)
+    return data.dataset(global_batch_size, input_context=input_context, start_step=start_step,
+                        online_permutation=online_permutation, seed=seed,
+                        micro_batches=micro_batches)

@@ -38,12 +38,12 @@ from typing import Optional
 import tensorflow as tf
 
 from xlnet_tf2.export import feature_extraction
+from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
 from xlnet_tf2.tokenizers.packing import LAYOUTS
+from xlnet_tf2.tasks.finetuned_model import load_task_model
 from xlnet_tf2.tasks.task_spec import TaskSpec
 from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
 from xlnet_tf2.export import serving_tasks
-
-EXPORT_TASKS = ("classification", "regression", "race", "squad", "features")
 
 
 def _ids_spec(name, rank=2):
@@ -163,3 +163,13 @@ def export(module: ServingModule, export_base: str, version: Optional[int] = Non
                         null_score_threshold=module.spec.null_score_threshold)
         f.write(json.dumps(info, indent=2) + "\n")
     return path
+
+
+def export_model_dir(config: ExportConfig) -> str:
+    """Exports config.model_dir (experiments/export_saved_model.py); returns the version's
+    path."""
+    model, spec, spm_model = load_task_model(config.model_dir, config.task, config.checkpoint)
+    if config.seq_len and config.task == "features":
+        spec = spec.replace(seq_len=config.seq_len)
+    return export(ServingModule(config.task, model, spec, spm_model), config.export_dir,
+                  config.version)

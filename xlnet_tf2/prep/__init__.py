@@ -4,6 +4,9 @@
     streams) -> examples (A/B split, span_sampling targets, permutation ranks) -> records +
     manifest, driven by the Apache Beam pipeline in beam_pipeline.py.
 
+The commands' settings (their flags) are prep_config.py's; vocabulary.py trains the
+SentencePiece model of data_prep/train_sentencepiece.py.
+
 The on-disk format it writes (records, manifest, params) and the online input pipeline that
 reads it live one floor down, in xlnet_tf2/data. See docs/DATA.md.
 """

@@ -60,7 +60,7 @@ def check_pipeline_args(args: Sequence[str]) -> List[str]:
         raise DataPrepError(
             f"unknown flag{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: neither a "
             "flag of create_tfrecords.py nor an Apache Beam pipeline option. Check the spelling "
-            "(python data_prep/create_tfrecords.py --helpfull lists the script's flags).")
+            "(python data_prep/create_tfrecords.py --help lists the script's flags).")
     return args
 
 

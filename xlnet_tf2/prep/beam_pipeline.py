@@ -52,6 +52,7 @@ from xlnet_tf2.prep.encode import BatchEncoder
 from xlnet_tf2.prep.examples import row_example_batches
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.prep.span_sampling import start_piece_table
+from xlnet_tf2.prep.prep_config import check_prep_settings
 from xlnet_tf2.progress import Progress
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, TokenizerError
 
@@ -494,15 +495,8 @@ def preflight(*, params: DataParams, input_patterns: Sequence[str], tfds_name: O
     Returns:
       (tokenizer, train sources, held-out sources, input characters or 0 if unknown).
     """
-    params.validate()
-    if not output_dir:
-        raise DataPrepError("--output_dir is required.")
-    if bool(input_patterns) == bool(tfds_name):
-        raise DataPrepError("Pass exactly one of --input (text files) and --tfds_name.")
-    if not 0.0 <= eval_fraction < 1.0:
-        raise DataPrepError(f"--eval_fraction must be in [0, 1), got {eval_fraction}.")
-    if eval_fraction and eval_input:
-        raise DataPrepError("Pass at most one of --eval_fraction and --eval_input.")
+    check_prep_settings(params, output_dir=output_dir, input_patterns=input_patterns,
+                        tfds_name=tfds_name, eval_fraction=eval_fraction, eval_input=eval_input)
     try:
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=params.uncased)
     except TokenizerError as e:
@@ -623,3 +617,21 @@ def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
     if with_eval:
         result["_eval"] = manifest.read_manifest(eval_dir)
     return result
+
+
+def summary(result: dict, output_dir: str) -> str:
+    """What data_prep/create_tfrecords.py prints about `create_tfrecords`' result."""
+    m, seconds = result, result["_seconds"]
+    lines = [
+        f"Done in {seconds:.1f}s: {m['documents']} documents, {m['total_tokens']} tokens "
+        f"({m['total_tokens'] / seconds:.0f} tokens/s), {m['num_streams']} streams x "
+        f"{m['chunks_per_stream']} chunks x {m['directions']} directions x "
+        f"{m['num_passes']} passes = {m['num_examples']} examples in {len(m['files'])} "
+        f"files; {m['tokens_dropped']} tail tokens dropped; {m['bad_lines_skipped']} bad "
+        f"lines skipped. Manifest: {output_dir}/record_info.json"]
+    if "_eval" in m:
+        e = m["_eval"]
+        lines.append(f"Held out: {e['documents']} documents, {e['total_tokens']} tokens, "
+                     f"{e['num_examples']} examples. Manifest: {output_dir}/{EVAL_DIR}/"
+                     "record_info.json")
+    return "\n".join(lines)

@@ -21,11 +21,12 @@ only the settings windows depend on, so changing n_best_size or a threshold reus
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import time
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -131,3 +132,11 @@ def cached_features(name: str, key_parts: dict, build: Callable[[], Dict[str, np
         logging.warning("could not write the feature cache %s (%s); continuing without it",
                         prefix, e)
     return features
+
+
+def examples_fingerprint(examples: Sequence) -> str:
+    """sha256 of the examples' texts and labels (what their features depend on)."""
+    digest = hashlib.sha256()
+    for e in examples:
+        digest.update(json.dumps(dataclasses.astuple(e), default=str).encode("utf-8"))
+    return digest.hexdigest()

@@ -1,13 +1,17 @@
-"""The typed configuration tree of a fine-tuning run; the shared fine-tuning flags
-(run_classifier.py, run_squad.py, run_race.py) are derived from it.
+"""The typed configuration trees of the fine-tuning tasks; every flag of run_classifier.py,
+run_squad.py and run_race.py is a leaf of one of them (help, default, validation and resume
+policy on the field). This module imports no TensorFlow, so `--help` stays fast.
 
-    FinetuneConfig
+    FinetuneConfig                    what every fine-tuning task shares
       init_checkpoint, model_config, spm_model, seq_len, eval_batch_size, eval_every,
-      best_metric, layer_decay, head_dropout, lower
+      best_metric, layer_decay, head_dropout, lower, feature_cache_dir
       loop          FinetuneLoopConfig       pretraining's LoopConfig, fine-tuning defaults
       optimizer     FinetuneOptimizerConfig  pretraining's OptimizerConfig, fine-tuning defaults
       model         DropoutConfig            the backbone's dropout
       distribution  DistributionConfig
+    ClassificationConfig(FinetuneConfig)   + task, data files or TFDS, columns, labels, pooling
+    SquadConfig(FinetuneConfig)            + data files, windows, answer search, prediction
+    RaceConfig(FinetuneConfig)             + data paths, question+option length
 
 Fine-tuning never inherits pretraining's run-time settings: the backbone is built from the
 architecture in `--model_config` (default: the init checkpoint's xlnet_config.json) with no
@@ -17,7 +21,7 @@ memory, no bi_data and this run's dropout.
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
 from xlnet_tf2 import config_flags
 from xlnet_tf2.config_flags import RunConfigError, section, setting
@@ -98,6 +102,11 @@ class FinetuneConfig:
     def with_default_metric(self, metric: str) -> "FinetuneConfig":
         return self if self.best_metric else dataclasses.replace(self, best_metric=metric)
 
+    @property
+    def default_metric(self) -> Optional[str]:
+        """The metric that picks the best checkpoint unless --best_metric says otherwise."""
+        return None
+
     # Short names for the settings the task runners read.
     @property
     def model_dir(self) -> str:
@@ -114,3 +123,124 @@ class FinetuneConfig:
     @property
     def best_mode(self) -> str:
         return "min" if (self.best_metric or "") in LOWER_IS_BETTER else "max"
+
+
+
+SUMMARY_TYPES = ("last", "first", "mean", "attn")
+
+
+@dataclasses.dataclass(frozen=True)
+class ClassificationConfig(FinetuneConfig):
+    """Sentence(-pair) classification or regression (experiments/run_classifier.py)."""
+
+    task: str = setting(
+        "classification", "Classification (softmax over the label set) or regression (one "
+        "score, MSE).", choices=("classification", "regression"))
+    train_file: Optional[str] = setting(
+        None, "Training data: a .tsv/.csv with a header row or a .jsonl file; columns are "
+        "chosen with the *_column flags.", resume="warn")
+    eval_file: Optional[str] = setting(
+        None, "Evaluation data in the same format as --train_file.", resume="free")
+    tfds_name: Optional[str] = setting(
+        None, "A TensorFlow Datasets name (e.g. glue/sst2, glue/mnli, glue/stsb, "
+        "imdb_reviews) used instead of --train_file/--eval_file; the data must be prepared in "
+        "--tfds_data_dir (or downloadable).", resume="warn")
+    tfds_train_split: str = setting("train", "The TFDS split to train on.", resume="warn")
+    tfds_eval_split: Optional[str] = setting(
+        None, "The TFDS split to evaluate on (default: the dataset's validation split, e.g. "
+        "validation_matched for glue/mnli).", resume="free")
+    tfds_data_dir: Optional[str] = setting(
+        None, "The TensorFlow Datasets data directory (default: TFDS's own, "
+        "~/tensorflow_datasets).", resume="free")
+    text_a_column: Optional[str] = setting(
+        None, "Name of the column holding the (first) text.")
+    text_b_column: Optional[str] = setting(
+        None, "Name of the column holding the second text of a pair task; leave unset for "
+        "single-text tasks.")
+    label_column: Optional[str] = setting(None, "Name of the column holding the label.")
+    labels: Tuple[str, ...] = setting(
+        (), "The label set in output order (e.g. 0,1). Default: the TFDS class names, or the "
+        "sorted distinct labels of the training file. A label outside this set is an error "
+        "naming the file and record.")
+    summary_type: str = setting(
+        "last", "How the sequence is pooled: last (the original <cls>-last, left-padded "
+        "layout), first (<cls> first, right-padded), mean (over real tokens only) or attn (a "
+        "learned query attending over real tokens).", choices=SUMMARY_TYPES)
+
+    @property
+    def default_metric(self) -> str:
+        return "pearson" if self.task == "regression" else "accuracy"
+
+
+@dataclasses.dataclass(frozen=True)
+class SquadConfig(FinetuneConfig):
+    """SQuAD 1.1/2.0 span extraction with a no-answer class (experiments/run_squad.py)."""
+
+    train_file: Optional[str] = setting(
+        None, "Training data: a SQuAD-format JSON file (train-v1.1.json or train-v2.0.json). "
+        "Required when --do_train.", resume="warn")
+    predict_file: Optional[str] = setting(
+        None, "Evaluation data: a SQuAD-format JSON file (dev-v1.1.json or dev-v2.0.json); "
+        "predicted and scored with the official metrics at every evaluation.", resume="free")
+    do_train: bool = setting(
+        True, "Train on --train_file. When false, only predict and evaluate --predict_file "
+        "with the model already in --model_dir (its task.json settings and spiece.model are "
+        "used; --spm_model is then not read).", resume="free")
+    checkpoint: str = setting(
+        "best", "Without training: predict with the best-evaluation weights (best/) or the "
+        "latest training checkpoint.", choices=("best", "latest"), resume="free")
+    version_2_with_negative: bool = setting(
+        False, "SQuAD 2.0: questions may be unanswerable (is_impossible); predictions.json "
+        "holds \"\" for questions whose no-answer score exceeds --null_score_threshold, and "
+        "null_odds.json is written.")
+    doc_stride: int = setting(
+        128, "Tokens between the starts of consecutive document windows when a context does "
+        "not fit in one sequence.")
+    max_query_length: int = setting(
+        64, "The question keeps at most this many (first) tokens.")
+    max_answer_length: int = setting(
+        64, "Longest answer considered at prediction time, in tokens.", resume="free")
+    n_best_size: int = setting(
+        5, "Beam width: the top n start positions times, for each, the top n end positions; "
+        "also the number of candidates kept per question in nbest_predictions.json.")
+    null_score_threshold: float = setting(
+        0.0, "SQuAD 2.0: a question is predicted unanswerable when its answer-class logit "
+        "(null_odds) exceeds this value.", resume="free")
+    output_dir: Optional[str] = setting(
+        None, "Where predictions.json, null_odds.json and nbest_predictions.json go "
+        "(default: --model_dir).", resume="free")
+
+    def __post_init__(self):
+        super().__post_init__()
+        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
+            if getattr(self, name) <= 0:
+                raise RunConfigError(f"--{name} must be positive, got {getattr(self, name)}.")
+
+    @property
+    def default_metric(self) -> str:
+        return "f1"
+
+
+@dataclasses.dataclass(frozen=True)
+class RaceConfig(FinetuneConfig):
+    """RACE-format multiple choice, 4 options (experiments/run_race.py)."""
+
+    train_path: Optional[str] = setting(
+        None, "A RACE JSON file or a directory of them (searched recursively, e.g. RACE/train "
+        "covering high/ and middle/).", required=True, resume="warn")
+    eval_path: Optional[str] = setting(
+        None, "Evaluation RACE file or directory.", resume="free")
+    max_qa_length: int = setting(
+        128, "Tokens kept of question+option (its last ones).")
+
+    def __post_init__(self):
+        super().__post_init__()
+        if not self.train_path:
+            raise RunConfigError("--train_path is required: a RACE JSON file or a directory "
+                                 "of them.")
+        if self.max_qa_length <= 0:
+            raise RunConfigError(f"--max_qa_length must be positive, got {self.max_qa_length}.")
+
+    @property
+    def default_metric(self) -> str:
+        return "accuracy"

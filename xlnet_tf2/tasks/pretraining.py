@@ -1,54 +1,68 @@
-"""Pretraining: the permutation-LM loss and the Transformer-XL memory on top of the generic
-training loop (trainer.py), which does the steps, loops, strategy, clipping, optimizer,
+"""Pretraining as a Task: the permutation-LM loss and the Transformer-XL memory; the generic
+loop (xlnet_tf2/training/trainer.py) does the steps, loops, strategy, clipping, optimizer,
 checkpoints and logging.
+
+    trainer = build_trainer(config, strategy)     # reads each manifest once
+    result = trainer.train()                       # or run_pretraining(config, strategy)
 
 Dimension glossary: GB global batch, b per-replica batch (GB / replicas), L seq_len,
 P num_predict, M mem_len, D d_model, V vocabulary.
 
-What this file adds to the loop:
+The data decides the example shape (seq_len, reuse_len, num_predict, bi_data) and the
+vocabulary: `PretrainData` (data/pretrain_dataset.py) reads every manifest of the run once and
+the input pipeline is built from it, so data and training cannot silently disagree; a batch
+layout the data cannot serve is refused before the first step, without building a pipeline.
+
+What this task gives the loop:
   * the model (XLNetLMHeadModel): the architecture of --model_config with the run-time
     settings of this run (mem_len, dropout, clamp from the flags; reuse_len and bi_data from
     the data's manifest);
   * the loss: the token-weighted mean over all replicas, i.e. the sum of per-target
     cross-entropy over real targets (target_mask) divided by the global number of real targets
-    (the loop all-reduces `target_mask`'s sum), so each replica's gradient is its share of the
+    (`loss_count`, all-reduced by the loop), so each replica's gradient is its share of the
     global mean and their sum is the global gradient;
   * the memory as the loop's carried state: a loop variable of every loop, saved for every
-    checkpoint by each host for its own replicas' rows (memory_state.MemoryState, rows tagged
+    checkpoint by each host for its own replicas' rows (training/memory_state.py, rows tagged
     with their slot, so it restores exactly on any topology); the pipeline is deterministic
     in the step, so the data position is the step counter;
   * the dense two-stream masks built on the device inside the step: batches carry the
     compact features (data/masks.py COMPACT_FEATURES: ranks [L] and target positions [P] per
-    example) and `_lm_loss` expands them with masks.dense_features inside the (XLA-compiled)
+    example) and `loss` expands them with masks.dense_features inside the (XLA-compiled)
     forward/backward function, for training and held-out evaluation alike;
   * gradient accumulation: with --grad_accum_steps N the pipeline lays every replica batch
     out as N micro-batches that are each a well-formed batch (a virtual replica, see
-    data/pretrain_dataset.py), the loop's memory rows follow the batch rows, so micro-batch k
+    data/batch_layout.py), the loop's memory rows follow the batch rows, so micro-batch k
     of step t + 1 continues the text micro-batch k held at step t;
   * static per-replica shapes, the per-step record of which examples were consumed
-    (`record_steps`), and the FLOP count for MFU.
+    (`record_steps`), the FLOP count for MFU, held-out evaluation (pretraining_eval.py) and a
+    self-contained model_dir: besides checkpoints it receives `xlnet_config.json` (the
+    architecture), `spiece.model` (the SentencePiece model the data was encoded with, checked
+    against the manifest's sha256) and `run_config.json`, so fine-tuning, feature extraction
+    and export work from it with no other flag.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Callable, Optional
+import os
+from typing import Optional, Sequence
 
 import keras
 import tensorflow as tf
 
-from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.models import XLNetLMHeadModel
+from xlnet_tf2 import run_dir
+from xlnet_tf2.config import PRESETS, XLNetConfig
+from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.data.batch_layout import BatchLayout
 from xlnet_tf2.data.masks import COMPACT_FEATURES, dense_features
-from xlnet_tf2.data.pretrain_dataset import slot_assignment
+from xlnet_tf2.data.pretrain_dataset import DataShape, PretrainData
+from xlnet_tf2.models import XLNetLMHeadModel
+from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from xlnet_tf2.tasks.pretraining_eval import HeldOutEvaluator, default_eval_dirs
 from xlnet_tf2.training import checkpointing, distribution
-from xlnet_tf2.training.memory_state import MemoryState, local_replica_ids, log_size
-from xlnet_tf2.tasks.pretraining_eval import HeldOutEvaluator
 from xlnet_tf2.training.flops import pretrain_step_flops
-from xlnet_tf2.training.run_config import PretrainConfig, RunConfigError
-from xlnet_tf2.training.trainer import (DataExhaustedError, RunSettings,  # noqa: F401
-                                        Trainer, TrainerConfig, TrainingDivergedError,
-                                        TrainResult)
+from xlnet_tf2.training.memory_state import MemoryState, local_replica_ids, log_size
+from xlnet_tf2.training.task import RunSettings, Task
+from xlnet_tf2.training.trainer import Trainer, TrainResult
 
 # Features the model consumes and the loss inputs, both built on the device from the batch's
 # compact features (COMPACT_FEATURES) by masks.dense_features.
@@ -61,23 +75,7 @@ SLOT_FEATURES = ("stream_id", "direction", "chunk_index")
 # pass), recorded per step when `record_steps` is on, to audit what was consumed.
 EXAMPLE_ID_FEATURES = ("stream_id", "chunk_index", "direction", "pass_id")
 
-# dataset_fn(input_context, start_step) -> tf.data.Dataset of per-replica batches.
-DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
-
-
-@dataclasses.dataclass(frozen=True)
-class DataShape:
-    """The static example shape the loop is compiled for (from the data manifest)."""
-
-    seq_len: int
-    reuse_len: int
-    num_predict: int
-    bi_data: bool
-
-
-def eval_batch_size(config: PretrainConfig) -> int:
-    """--eval_batch_size, or the training batch size when it is 0."""
-    return config.evaluation.eval_batch_size or config.loop.train_batch_size
+__all__ = ["DataShape", "PretrainTask", "build_trainer", "pretraining_task", "run_pretraining"]
 
 
 def reset_memory(mems, chunk_index):
@@ -90,133 +88,100 @@ def reset_memory(mems, chunk_index):
     return [m * keep for m in mems]
 
 
-def set_precision(precision: str) -> None:
-    keras.mixed_precision.set_global_policy(precision)
-
-
-class Pretrainer(Trainer):
-    """The Trainer of one pretraining run: LM model and loss, memory, data position.
+class PretrainTask(Task):
+    """One pretraining run: LM model and loss, memory, data position, held-out loss.
 
     Args:
       config: the run's settings.
-      model_config: the architecture (its run-time fields are ignored: they come from
+      data: the training data: a `PretrainData` (prepared directories), or any object with its
+        `shape`, `vocab_size`, `validate(layout)`, `dataset(global_batch_size, input_context=,
+        start_step=, online_permutation=, seed=, micro_batches=)` and
+        `corrupt_record_locator(global_batch_size)` (e.g. tools/synthetic_data.py).
+      architecture: the model architecture (its run-time fields are ignored: they come from
         `config.model` and, for reuse_len and bi_data, from the data).
-      data_shape: the prepared data's example shape.
-      dataset_fn: (input_context, start_step) -> per-replica batches.
-      strategy: the tf.distribute strategy (default: the current one).
-      eval_dataset_fn: (input_context) -> per-replica held-out batches of
-        `config.evaluation.eval_batch_size` (None: no held-out evaluation).
+      eval_data: held-out data of the same shape (None: no held-out evaluation).
+      spm_model: the SentencePiece model the data was encoded with, copied into model_dir.
     """
 
-    def __init__(self, config: PretrainConfig, model_config: XLNetConfig, data_shape: DataShape,
-                 dataset_fn: DatasetFn, strategy: Optional[tf.distribute.Strategy] = None,
-                 eval_dataset_fn: Optional[Callable] = None):
+    def __init__(self, config: PretrainConfig, *, data, architecture: XLNetConfig,
+                 eval_data=None, spm_model: Optional[str] = None):
         self.config = config
-        self.data_shape = data_shape
+        self.data = data
+        self.eval_data = eval_data
+        self.spm_model = spm_model
+        self.data_shape: DataShape = data.shape
+        shape = self.data_shape
+        runtime = config.model.runtime(reuse_len=shape.reuse_len, bi_data=shape.bi_data)
+        self.model_config = XLNetConfig.from_architecture(architecture.architecture(), **runtime)
         loop = config.loop
-        strategy = strategy or tf.distribute.get_strategy()
-        num_replicas = strategy.num_replicas_in_sync
-        if loop.train_batch_size % (num_replicas * loop.grad_accum_steps):
-            raise RunConfigError(
-                f"--train_batch_size={loop.train_batch_size} must be divisible by the number of "
-                f"replicas ({num_replicas}) times --grad_accum_steps={loop.grad_accum_steps}.")
-        micro_batch = loop.train_batch_size // num_replicas // loop.grad_accum_steps
-        if data_shape.bi_data and micro_batch % 2:
-            raise RunConfigError(
-                f"bi_data needs an even batch on every replica and micro-batch (a forward and a "
-                f"backward half), but --train_batch_size={loop.train_batch_size} over "
-                f"{num_replicas} replicas and --grad_accum_steps={loop.grad_accum_steps} gives "
-                f"{micro_batch}.")
-        runtime = config.model.runtime(reuse_len=data_shape.reuse_len, bi_data=data_shape.bi_data)
-        self.model_config = XLNetConfig.from_architecture(model_config.architecture(), **runtime)
-        self.step_flops = pretrain_step_flops(
-            self.model_config, seq_len=data_shape.seq_len, mem_len=self.model_config.mem_len,
-            num_predict=data_shape.num_predict, global_batch_size=loop.train_batch_size,
-            num_replicas=num_replicas)
-        derived = {"seq_len": data_shape.seq_len, "reuse_len": data_shape.reuse_len,
-                   "num_predict": data_shape.num_predict, "bi_data": data_shape.bi_data,
-                   **self.model_config.architecture()}
-        sources = {k: "the data's record_info.json" for k in
-                   ("seq_len", "reuse_len", "num_predict", "bi_data")}
-        sources.update({k: "--model_config" for k in self.model_config.architecture()})
-        evaluation = config.evaluation
-        self.eval_global_batch = eval_batch_size(config)
-        if eval_dataset_fn is not None and self.eval_global_batch % num_replicas:
-            raise RunConfigError(f"--eval_batch_size={self.eval_global_batch} must be "
-                                 f"divisible by the number of replicas ({num_replicas}).")
-        eval_every = evaluation.eval_steps if eval_dataset_fn is not None else 0
-        super().__init__(
-            TrainerConfig(loop=loop, optimizer=config.optimizer,
-                          callback_steps=eval_every or None),
-            model_fn=self._build_model, loss_fn=self._lm_loss, count_fn=self._target_count,
-            dataset_fn=dataset_fn, strategy=strategy, carried_state_fn=self._memory_state,
-            feature_keys=COMPACT_FEATURES + SLOT_FEATURES,
-            replica_features=self._static_features, example_ids_fn=self._slot_example_ids,
-            record_features=EXAMPLE_ID_FEATURES if loop.record_steps else (),
-            init_fn=self._load_init_checkpoint,
-            callback=(lambda step: self.evaluate(step)) if eval_every else None,
-            run_files={"xlnet_config.json": self.model_config.to_json_string()},
-            run_settings=RunSettings(type(config), config, derived, sources),
-            tokens_per_step=loop.train_batch_size * data_shape.seq_len,
-            flops_per_step=self.step_flops.train_per_step,
-            exhausted_hint="Prepare more data or passes (data_prep/create_tfrecords.py "
-                           "--num_passes) or lower --train_steps.")
-        self.memory_state = self.carried_state
-        self.evaluator = None
-        if eval_dataset_fn is not None:
-            self.evaluator = HeldOutEvaluator(
-                self.strategy, eval_dataset_fn, self._eval_loss, self._eval_initial_memory,
-                evaluation.eval_batches, loop.model_dir, self.is_chief)
+        self.step_features = COMPACT_FEATURES + SLOT_FEATURES
+        self.record_features = EXAMPLE_ID_FEATURES if loop.record_steps else ()
+        self.eval_every = config.evaluation.eval_steps if eval_data is not None else None
+        self.exhausted_hint = ("Prepare more data or passes (data_prep/create_tfrecords.py "
+                               "--num_passes) or lower --train_steps.")
+        self.evaluator: Optional[HeldOutEvaluator] = None
+        self._model: Optional[keras.Model] = None
+        self._replica_batch = self._eval_replica_batch = 0
+        self._corrupt_record_locator = None
 
-    # ------------------------------------------------------------------ hooks of the loop
-    def _build_model(self) -> keras.Model:
+    # ------------------------------------------------------------------ what to build
+    def batch_layout(self, num_replicas: int) -> BatchLayout:
+        loop = self.config.loop
+        layout = BatchLayout(loop.train_batch_size, num_replicas, loop.grad_accum_steps,
+                             self.data_shape.bi_data)
+        self.data.validate(layout)  # a layout the data cannot serve fails before any step
+        if self.eval_data is not None:
+            self.eval_data.validate(BatchLayout(self.config.eval_batch_size, num_replicas,
+                                                1, self.data_shape.bi_data))
+            self._eval_replica_batch = self.config.eval_batch_size // num_replicas
+        self._replica_batch = layout.replica_batch
+        return layout
+
+    def build_model(self) -> keras.Model:
         model = XLNetLMHeadModel(self.model_config)
         model.build()
+        self._model = model
         return model
 
-    def _memory_state(self, model: keras.Model) -> MemoryState:
+    def build_inputs(self, input_context, start_step: int) -> tf.data.Dataset:
+        loop = self.config.loop
+        return self.data.dataset(loop.train_batch_size, input_context=input_context,
+                                 start_step=start_step,
+                                 online_permutation=self.config.online_permutation,
+                                 seed=loop.seed, micro_batches=loop.grad_accum_steps)
+
+    def initialize(self, model: keras.Model) -> Optional[str]:
+        if not self.config.init_checkpoint:
+            return None
+        checkpointing.load_model_weights(model, self.config.init_checkpoint)
+        return self.config.init_checkpoint
+
+    def carried_state(self, model: keras.Model, layout: BatchLayout,
+                      strategy: tf.distribute.Strategy) -> MemoryState:
         """This worker's share of the memory: [local rows, M, D] per layer, on the host, each
         row tagged with its slot (memory_state.py)."""
-        worker = distribution.worker_id(self.strategy)
-        replica_ids = local_replica_ids(self.strategy, worker,
-                                        distribution.num_workers(self.strategy))
-        slots = [slot for r in replica_ids for slot in self.row_slots(r)]
-        state = MemoryState(self.model_config.n_layer, self.model_config.mem_len,
-                            self.model_config.d_model, tf.as_dtype(model.compute_dtype),
-                            replica_ids, self.replica_batch, slots, worker)
+        worker = distribution.worker_id(strategy)
+        replica_ids = local_replica_ids(strategy, worker, distribution.num_workers(strategy))
+        slots = [slot for r in replica_ids for slot in layout.slots(r)]
+        c = self.model_config
+        state = MemoryState(c.n_layer, c.mem_len, c.d_model, tf.as_dtype(model.compute_dtype),
+                            replica_ids, layout.replica_batch, slots, worker)
         log_size(state)
         return state
 
-    def row_slots(self, replica: int):
-        """The slot (direction * F + stream within the step's group) of each row of a replica
-        batch, as the input pipeline lays the rows out (data/pretrain_dataset.py; with
-        --grad_accum_steps N every micro-batch of b / N rows is a virtual replica)."""
-        b, bi_data = self.replica_batch, self.data_shape.bi_data
-        streams = self.config.loop.train_batch_size // (2 if bi_data else 1)
-        slots = []
-        for row in range(b):
-            stream, direction = slot_assignment(replica, row, b, bi_data, self.micro_batches)
-            slots.append(direction * streams + stream)
-        return slots
-
-    def _load_init_checkpoint(self) -> Optional[str]:
-        if not self.config.init_checkpoint:
-            return None
-        checkpointing.load_model_weights(self.model, self.config.init_checkpoint)
-        return self.config.init_checkpoint
-
-    def _static_features(self, features, b: Optional[int] = None):
+    # ------------------------------------------------------------------ the step
+    def replica_features(self, features, b: Optional[int] = None):
         """Pins the per-replica batch shapes (b rows, default the training replica batch):
         some strategies' iterators (multi-worker) hand out batches with an unknown batch
         dimension, and XLA/TPU need static shapes."""
-        b = b or self.replica_batch
+        b = b or self._replica_batch
         L, P = self.data_shape.seq_len, self.data_shape.num_predict
         shapes = {"input_ids": [b, L], "segment_ids": [b, L], "perm_rank": [b, L],
                   "target_positions": [b, P], "stream_id": [b], "direction": [b],
                   "chunk_index": [b]}
         return {k: tf.ensure_shape(v, shapes[k]) for k, v in features.items()}
 
-    def _slot_example_ids(self, features):
+    def example_ids(self, features):
         """int32 [rows]: direction * F + stream within the step's group (F streams per step),
         the same for an example on any number of replicas or micro-batches. Stream ids are
         unique across directories by multiples of num_streams, a multiple of F."""
@@ -224,8 +189,7 @@ class Pretrainer(Trainer):
         return (tf.cast(features["direction"], tf.int32) * streams
                 + tf.math.floormod(tf.cast(features["stream_id"], tf.int32), streams))
 
-    @staticmethod
-    def _target_count(features):
+    def loss_count(self, features):
         """float32: the real targets of a batch of compact features (positions >= 0)."""
         return tf.reduce_sum(tf.cast(features["target_positions"] >= 0, tf.float32))
 
@@ -234,7 +198,7 @@ class Pretrainer(Trainer):
         runs (on the device inside the step): masks.dense_features at this run's reuse_len."""
         return dense_features(features, self.data_shape.reuse_len)
 
-    def _lm_loss(self, features, mems, training: bool = True):
+    def loss(self, model, features, mems, training: bool = True):
         """(summed cross-entropy over this replica's real targets, new memory); `features`
         are compact, the dense masks are built here (inside the compiled step)."""
         chunk_index = features["chunk_index"]
@@ -242,42 +206,166 @@ class Pretrainer(Trainer):
         inputs = {k: features[k] for k in MODEL_FEATURES}
         if self.model_config.mem_len:
             inputs["mems"] = reset_memory(list(mems), chunk_index)
-        outputs = self.model(inputs, training=training)
+        outputs = model(inputs, training=training)
         logits = outputs["logits"]  # float32 [b, P, V]
         ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
             labels=tf.cast(features["target"], tf.int32), logits=logits)  # [b, P]
         ce_sum = tf.reduce_sum(ce * tf.cast(features["target_mask"], tf.float32))
         return ce_sum, list(outputs["new_mems"])
 
-    # ------------------------------------------------------------------ held-out evaluation
-    def _eval_replica_batch(self) -> int:
-        return self.eval_global_batch // self.num_replicas
+    # ------------------------------------------------------------------ around the loop
+    def run_files(self, model):
+        return {run_dir.ARCH_FILE: self.model_config.to_json_string()}
 
+    def run_settings(self) -> RunSettings:
+        shape = self.data_shape
+        derived = {"seq_len": shape.seq_len, "reuse_len": shape.reuse_len,
+                   "num_predict": shape.num_predict, "bi_data": shape.bi_data,
+                   **self.model_config.architecture()}
+        sources = {k: "the data's record_info.json" for k in
+                   ("seq_len", "reuse_len", "num_predict", "bi_data")}
+        sources.update({k: "--model_config" for k in self.model_config.architecture()})
+        return RunSettings(type(self.config), self.config, derived, sources)
+
+    def on_train_begin(self, trainer) -> None:
+        if trainer.is_chief and self.spm_model:
+            run_dir.copy_spm_model(self.spm_model, self.config.model_dir)
+
+    def tokens_per_step(self, global_batch: int) -> int:
+        return global_batch * self.data_shape.seq_len
+
+    def flops_per_step(self, global_batch: int, num_replicas: int) -> float:
+        shape = self.data_shape
+        return pretrain_step_flops(
+            self.model_config, seq_len=shape.seq_len, mem_len=self.model_config.mem_len,
+            num_predict=shape.num_predict, global_batch_size=global_batch,
+            num_replicas=num_replicas).train_per_step
+
+    def locate_input_error(self, first_step: int, last_step: int):
+        """A corrupted record (DataLossError) is reported naming its file and step."""
+        if self._corrupt_record_locator is None:
+            self._corrupt_record_locator = self.data.corrupt_record_locator(
+                self.config.loop.train_batch_size)
+        if self._corrupt_record_locator is None:
+            return None
+        return self._corrupt_record_locator(first_step, last_step)
+
+    # ------------------------------------------------------------------ held-out evaluation
     def _eval_loss(self, features, mems):
         """Per replica, no dropout: (new memory, summed cross-entropy, target count)."""
-        features = self._static_features(
+        features = self.replica_features(
             {k: features[k] for k in COMPACT_FEATURES + ("chunk_index",)},
-            self._eval_replica_batch())
-        ce_sum, new_mems = self._lm_loss(features, mems, training=False)
-        return new_mems, ce_sum, self._target_count(features)
+            self._eval_replica_batch)
+        ce_sum, new_mems = self.loss(self._model, features, mems, training=False)
+        return new_mems, ce_sum, self.loss_count(features)
 
     def _eval_initial_memory(self):
         c = self.model_config
-        return [tf.zeros([self._eval_replica_batch(), c.mem_len, c.d_model],
-                         self.model.compute_dtype) for _ in range(c.n_layer)] if c.mem_len else []
+        return [tf.zeros([self._eval_replica_batch, c.mem_len, c.d_model],
+                         self._model.compute_dtype) for _ in range(c.n_layer)] if c.mem_len else []
 
-    def evaluate(self, step: Optional[int] = None) -> dict:
-        """Held-out loss and perplexity of the current weights (pretrain_eval.py)."""
-        if self.evaluator is None:
+    def _eval_inputs(self, input_context):
+        return self.eval_data.dataset(self.config.eval_batch_size, input_context=input_context)
+
+    def evaluate(self, trainer, step: int) -> dict:
+        """Held-out loss and perplexity of the current weights (pretraining_eval.py)."""
+        if self.eval_data is None:
             raise RunConfigError("No held-out data: prepare it with data_prep/create_tfrecords.py "
                                  "--eval_fraction (or --eval_input), or pass --eval_data_dir.")
-        return self.evaluator.evaluate(int(self.global_step.numpy()) if step is None else step)
+        if self.evaluator is None:
+            self.evaluator = HeldOutEvaluator(
+                trainer.strategy, self._eval_inputs, self._eval_loss, self._eval_initial_memory,
+                self.config.evaluation.eval_batches, self.config.model_dir, trainer.is_chief)
+        return self.evaluator.evaluate(step)
 
-    # ------------------------------------------------------------------ memory placement
-    def distribute_memory(self):
-        """Per-replica memory values cut from the global [GB, M, D] checkpoint copy."""
-        return self.distribute_state()
 
-    def gather_memory(self, mems) -> None:
-        """Stores per-replica memories into the checkpoint copy (replica r -> slots r*b...)."""
-        self.gather_state(mems)
+# ---------------------------------------------------------------------------- from a config
+def resolve_model_config(name_or_path: str, vocab_size: int) -> XLNetConfig:
+    """A preset takes the data's vocabulary size; a JSON file must already agree with it."""
+    if name_or_path in PRESETS:
+        return XLNetConfig.preset(name_or_path, n_token=vocab_size)
+    config = XLNetConfig.resolve(name_or_path)
+    if config.n_token != vocab_size:
+        raise RunConfigError(
+            f"--model_config={name_or_path!r} has n_token={config.n_token} but the data in "
+            f"--data_dir was encoded with a {vocab_size}-piece vocabulary; fix n_token or use "
+            "data encoded with the model's SentencePiece model.")
+    return config
+
+
+def resolve_spm_model(spm_model: Optional[str], data: PretrainData) -> str:
+    """The SentencePiece model the data was encoded with: `spm_model` if given, else
+    DATA_DIR/spiece.model, else the path the manifest records; checked against the
+    manifest's sha256 so a run directory never ships a tokenizer that does not match its data.
+    """
+    first_dir, expected = data.data_dirs[0], data.spm_sha256
+    if spm_model:
+        candidates = [spm_model]
+    else:
+        recorded = data.manifests[0].get("spm_model") or ""
+        candidates = [os.path.join(first_dir, run_dir.SPM_FILE)]
+        if recorded:
+            candidates += [recorded, os.path.join(first_dir, recorded)]
+    for path in candidates:
+        if not tf.io.gfile.exists(path):
+            continue
+        found = run_dir.file_sha256(path)
+        if found == expected:
+            return path
+        if spm_model:
+            raise RunConfigError(
+                f"--spm_model={spm_model!r} is not the SentencePiece model {first_dir} was "
+                f"encoded with (sha256 {found[:12]}..., the manifest records "
+                f"{expected[:12]}...). Pass the model given to data_prep/create_tfrecords.py.")
+    raise RunConfigError(
+        f"Cannot find the SentencePiece model {first_dir} was encoded with (looked at "
+        f"{', '.join(candidates)}; the manifest's sha256 is {expected[:12]}...). Pass it with "
+        "--spm_model: it is copied into --model_dir so fine-tuning and export can use it.")
+
+
+def read_data_dirs(flag: str, data_dirs: Sequence[str]) -> PretrainData:
+    """PretrainData of directories given by `flag`, which must exist."""
+    for d in data_dirs:
+        if not tf.io.gfile.isdir(d):
+            raise RunConfigError(f"{flag}={d!r} is not a directory; pass directories written "
+                                 "by data_prep/create_tfrecords.py.")
+    return PretrainData.read(data_dirs)
+
+
+def held_out_data(config: PretrainConfig, data: PretrainData) -> Optional[PretrainData]:
+    """--eval_data_dir, else DATA_DIR/eval of every --data_dir that has one; None without
+    --eval_steps. Checked against the training data's shape and vocabulary."""
+    if not config.evaluation.eval_steps:
+        return None
+    dirs = list(config.evaluation.eval_data_dir or ()) or default_eval_dirs(config.data_dirs)
+    if not dirs:
+        raise RunConfigError(
+            f"--eval_steps={config.evaluation.eval_steps} needs held-out data, but no --data_dir "
+            "has an eval/ directory: prepare the data with data_prep/create_tfrecords.py "
+            "--eval_fraction=0.01 (or --eval_input), or pass --eval_data_dir.")
+    eval_data = read_data_dirs("--eval_data_dir", dirs)
+    shape = data.shape
+    eval_data.check(seq_len=shape.seq_len, reuse_len=shape.reuse_len,
+                    num_predict=shape.num_predict, bi_data=shape.bi_data,
+                    vocab_size=data.vocab_size)
+    return eval_data
+
+
+def pretraining_task(config: PretrainConfig) -> PretrainTask:
+    """The task of a run configuration: every manifest read once, the architecture, the
+    SentencePiece model and the held-out data resolved and checked."""
+    data = read_data_dirs("--data_dir", config.data_dirs)
+    return PretrainTask(config, data=data,
+                        architecture=resolve_model_config(config.model_config, data.vocab_size),
+                        eval_data=held_out_data(config, data),
+                        spm_model=resolve_spm_model(config.spm_model, data))
+
+
+def build_trainer(config: PretrainConfig,
+                  strategy: Optional[tf.distribute.Strategy] = None) -> Trainer:
+    return Trainer(pretraining_task(config), strategy=strategy)
+
+
+def run_pretraining(config: PretrainConfig,
+                    strategy: Optional[tf.distribute.Strategy] = None) -> TrainResult:
+    return build_trainer(config, strategy).train()

@@ -23,6 +23,7 @@ from typing import Callable, List, Sequence
 import tensorflow as tf
 from absl import logging
 
+from xlnet_tf2.data.manifest import MANIFEST_NAME
 from xlnet_tf2.training.metrics_logger import write_scalar
 
 EVAL_RESULTS_FILE = "eval_results.jsonl"
@@ -93,12 +94,8 @@ class HeldOutEvaluator:
         return result
 
 
-def default_eval_dirs(data_dirs: Sequence[str], manifest_reader) -> List[str]:
-    """DATA_DIR/eval for every training directory that has a prepared eval split."""
-    found = []
-    for d in data_dirs:
-        candidate = os.path.join(d, "eval")
-        if tf.io.gfile.exists(os.path.join(candidate, "record_info.json")):
-            manifest_reader(candidate)  # complete and readable
-            found.append(candidate)
-    return found
+def default_eval_dirs(data_dirs: Sequence[str]) -> List[str]:
+    """DATA_DIR/eval for every training directory that has a prepared eval split (its
+    manifest is read, once, by the caller)."""
+    return [os.path.join(d, "eval") for d in data_dirs
+            if tf.io.gfile.exists(os.path.join(d, "eval", MANIFEST_NAME))]

@@ -1,4 +1,5 @@
-"""RACE multiple choice: the original JSON layout -> 4 sequences per question -> softmax.
+"""RACE multiple choice as a task: the original JSON layout -> 4 sequences per question ->
+softmax.
 
 Input: a JSON file, or a directory searched recursively for *.json / *.txt files, each holding
 one RACE passage: {"article": str, "questions": [str], "options": [[str, str, str, str]],
@@ -21,9 +22,18 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf2.data.finetune_batches import global_batches_fn
+from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
+from xlnet_tf2.tasks import feature_cache, metrics
 from xlnet_tf2.tasks.errors import TaskDataError
+from xlnet_tf2.tasks.finetune_config import RaceConfig
+from xlnet_tf2.tasks.finetuning import FinetuneTask, backbone_config, spm_model_of
+from xlnet_tf2.tasks.losses import classification_loss
+from xlnet_tf2.tasks.task_spec import TaskSpec
 from xlnet_tf2.tokenizers.packing import encode_sequence_pair
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
+from xlnet_tf2.training import distribution
+from xlnet_tf2.training.inference import predict
 
 ANSWER_LETTERS = "ABCD"
 
@@ -111,44 +121,42 @@ def build_features(examples: Sequence[RaceExample], tokenizer, seq_len: int,
     return features
 
 
-def run(*, cfg, model_config, spec, spm_model: str, train_path: str, eval_path: Optional[str],
-        eval_batch_size: int, strategy=None, head_dropout: float = 0.1):
-    from xlnet_tf2.tasks import classification
-    from xlnet_tf2.tasks import feature_cache
-    from xlnet_tf2.tasks import metrics
-    from xlnet_tf2.training import distribution
-    from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
-    from xlnet_tf2.tasks.losses import classification_loss
-    from xlnet_tf2.tasks.task_spec import copy_spm_model
-    from xlnet_tf2.tasks.finetuning import FinetuneRunner
+class RaceTask(FinetuneTask):
+    """RACE multiple choice from a RaceConfig: passages -> C sequences per question
+    (tokenized once, feature cache) -> MultipleChoiceModel, softmax over the options,
+    evaluated by accuracy."""
 
-    tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-    is_chief = distribution.is_chief(strategy or tf.distribute.get_strategy())
+    def __init__(self, config: RaceConfig, strategy: Optional[tf.distribute.Strategy] = None):
+        model_config, spm_model = backbone_config(config), spm_model_of(config)
+        spec = TaskSpec(task="race", seq_len=config.seq_len, max_qa_length=config.max_qa_length,
+                        lower=config.lower)
+        tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
+        is_chief = distribution.is_chief(strategy or tf.distribute.get_strategy())
 
-    def features_of(name, path):
-        examples = read_race(path, spec.num_choices)
-        return feature_cache.cached_features(
-            name, {"examples": classification.examples_fingerprint(examples),
-                   "spm": tokenizer.checksum, "spec": dataclasses.asdict(spec)},
-            lambda: build_features(examples, tokenizer, spec.seq_len, spec.max_qa_length),
-            cfg.feature_cache_dir, is_chief)
+        def features_of(name, path):
+            examples = read_race(path, spec.num_choices)
+            return feature_cache.cached_features(
+                name, {"examples": feature_cache.examples_fingerprint(examples),
+                       "spm": tokenizer.checksum, "spec": dataclasses.asdict(spec)},
+                lambda: build_features(examples, tokenizer, spec.seq_len, spec.max_qa_length),
+                config.feature_cache_dir, is_chief)
 
-    train = features_of("train", train_path)
-    if "label" not in train:
-        raise TaskDataError(train_path, None, "training passages need \"answers\".")
-    evaluation = features_of("eval", eval_path) if eval_path else None
-    spec.write(cfg.model_dir)
-    copy_spm_model(spm_model, cfg.model_dir)
+        train = features_of("train", config.train_path)
+        if "label" not in train:
+            raise TaskDataError(config.train_path, None, "training passages need \"answers\".")
+        evaluation = features_of("eval", config.eval_path) if config.eval_path else None
 
-    eval_fn = None
-    if evaluation is not None:
-        def eval_fn(model):
-            logits = classification.predict(model, evaluation, eval_batch_size)["logits"]
-            return {"accuracy": metrics.accuracy(evaluation["label"], logits.argmax(-1))}
+        eval_fn = None
+        if evaluation is not None:
+            def eval_fn(model):
+                logits = predict(model, evaluation, config.eval_batch_size)["logits"]
+                return {"accuracy": metrics.accuracy(evaluation["label"], logits.argmax(-1))}
 
-    runner = FinetuneRunner(
-        cfg, lambda: MultipleChoiceModel(model_config, spec.num_choices, spec.summary_type,
-                                         head_dropout=head_dropout),
-        classification_loss, classification.train_dataset_fn(train, cfg.train_batch_size, cfg.seed),
-        eval_fn, spec.seq_len, strategy, tokens_per_example=spec.seq_len * spec.num_choices)
-    return runner.train()
+        super().__init__(
+            config, model_fn=lambda: MultipleChoiceModel(
+                model_config, spec.num_choices, spec.summary_type,
+                head_dropout=config.head_dropout),
+            loss_fn=classification_loss,
+            dataset_fn=global_batches_fn(train, config.train_batch_size, config.seed),
+            eval_fn=eval_fn, seq_len=spec.seq_len,
+            tokens_per_example=spec.seq_len * spec.num_choices, spec=spec, spm_model=spm_model)

@@ -1,5 +1,5 @@
-"""SQuAD 1.1/2.0 fine-tuning: windows (squad_data.py) -> SquadModel -> beam post-processing
--> official metrics (squad_eval.py) and the prediction files.
+"""SQuAD 1.1/2.0 fine-tuning as a task: windows (squad_data.py) -> SquadModel -> beam
+post-processing -> official metrics (squad_eval.py) and the prediction files.
 
 Post-processing, per question over all its windows: every (start, end) pair of the head's
 top-k starts x top-e ends (k = e = n_best_size) whose start and end are document tokens of
@@ -28,11 +28,22 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2.tasks import squad_eval
+from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.data.finetune_batches import global_batches_fn
+from xlnet_tf2.models.squad_model import SquadModel
+from xlnet_tf2.tasks import feature_cache, squad_eval
 from xlnet_tf2.tasks.errors import TaskDataError
-from xlnet_tf2.tasks.squad_data import (SquadExample, SquadWindow, TokenizedContext,
-                                             build_all_windows, read_squad, stack_windows)
+from xlnet_tf2.tasks.finetune_config import SquadConfig
+from xlnet_tf2.tasks.finetuned_model import load_task_model
+from xlnet_tf2.tasks.finetuning import FinetuneTask, backbone_config, spm_model_of
+from xlnet_tf2.tasks.losses import squad_loss
+from xlnet_tf2.tasks.squad_data import (MODEL_INPUTS, SquadExample, SquadWindow,
+                                        TokenizedContext, build_all_windows, read_squad,
+                                        stack_windows)
+from xlnet_tf2.tasks.task_spec import TaskSpec
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SPIECE_UNDERLINE, SentencePieceTokenizer
+from xlnet_tf2.training import distribution
+from xlnet_tf2.training.inference import predict
 
 BEAM_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
                 "cls_logits")
@@ -129,8 +140,6 @@ WINDOW_ARRAYS = ("example_index", "doc_offset", "doc_length", "max_context", "ch
 def cache_key(kind: str, path: str, tokenizer: SentencePieceTokenizer, spec) -> dict:
     """What a SQuAD file's windows depend on: the file's content, the SentencePiece model and
     the window settings (not the prediction settings: n_best_size, thresholds, ...)."""
-    from xlnet_tf2.tasks import feature_cache
-
     if not tf.io.gfile.exists(path):
         raise TaskDataError(path, None, "does not exist.")
     return {"task": f"squad_{kind}", "file": feature_cache.file_fingerprint(path),
@@ -164,8 +173,6 @@ def windows_from_arrays(examples: Sequence[SquadExample], arrays: Dict[str, np.n
     """(windows, contexts) back from `window_arrays`. A context's pieces are the vocabulary's
     pieces of its ids (a character unknown to the model shows as <unk>, not as itself); ids,
     character spans and everything prediction uses are the originals."""
-    from xlnet_tf2.tasks.squad_data import MODEL_INPUTS
-
     windows = []
     tokens: Dict[int, Dict[int, tuple]] = collections.defaultdict(dict)
     for row in range(len(arrays["example_index"])):
@@ -205,8 +212,6 @@ class SquadEvalSet:
               cache_dir: Optional[str] = "off", is_chief: bool = True) -> "SquadEvalSet":
         """Reads and tokenizes `path`; with a cache_dir (None: the default one; "off": none)
         the windows come from / go to the feature cache (feature_cache.py)."""
-        from xlnet_tf2.tasks import feature_cache
-
         examples = read_squad(path, spec.version_2_with_negative)
 
         def build_arrays():
@@ -229,8 +234,6 @@ def predict_and_evaluate(model, data: SquadEvalSet, spec, batch_size: int,
                          output_dir: Optional[str]) -> Dict[str, float]:
     """Runs the model over all windows, writes the prediction files (if output_dir) and
     returns the official metrics (exact, f1[, HasAns_*, NoAns_*, best_*])."""
-    from xlnet_tf2.tasks.classification import predict
-
     outputs = predict(model, data.features, batch_size, output_keys=BEAM_OUTPUTS)
     best, null_odds, nbest = postprocess(data.examples, data.windows, data.contexts, outputs,
                                          spec.max_answer_length, spec.n_best_size)
@@ -248,8 +251,6 @@ def train_features(path: str, tokenizer, spec, cache_dir: Optional[str] = "off",
                    is_chief: bool = True) -> Dict[str, np.ndarray]:
     """Model inputs and labels of every window of `path` (stack_windows); with a cache_dir
     (None: the default one; "off": none) tokenized once across runs and workers."""
-    from xlnet_tf2.tasks import feature_cache
-
     def build():
         examples = read_squad(path, spec.version_2_with_negative)
         windows, _ = build_all_windows(examples, tokenizer, spec.seq_len, spec.doc_stride,
@@ -262,51 +263,59 @@ def train_features(path: str, tokenizer, spec, cache_dir: Optional[str] = "off",
                                          build, cache_dir, is_chief)
 
 
-def run(*, cfg, model_config, spec, spm_model: str, train_file: str,
-        predict_file: Optional[str], eval_batch_size: int, output_dir: Optional[str] = None,
-        strategy=None, head_dropout: float = 0.1):
-    """Trains on train_file, evaluating on predict_file every cfg.eval_every steps (the
-    prediction files of each evaluation overwrite the previous ones)."""
-    from xlnet_tf2.tasks import classification
-    from xlnet_tf2.models.squad_model import SquadModel
-    from xlnet_tf2.tasks.losses import squad_loss
-    from xlnet_tf2.tasks.task_spec import copy_spm_model
-    from xlnet_tf2.tasks.finetuning import FinetuneRunner
+def squad_spec(config: SquadConfig) -> TaskSpec:
+    """task.json of a SQuAD run: the window and prediction settings."""
+    return TaskSpec(task="squad", seq_len=config.seq_len, layout="squad", lower=config.lower,
+                    version_2_with_negative=config.version_2_with_negative,
+                    doc_stride=config.doc_stride, max_query_length=config.max_query_length,
+                    max_answer_length=config.max_answer_length,
+                    n_best_size=config.n_best_size,
+                    null_score_threshold=config.null_score_threshold)
 
+
+class SquadTask(FinetuneTask):
+    """SQuAD fine-tuning from a SquadConfig: trains on --train_file, evaluating on
+    --predict_file every eval_every steps (the prediction files of each evaluation overwrite
+    the previous ones)."""
+
+    def __init__(self, config: SquadConfig, strategy: Optional[tf.distribute.Strategy] = None):
+        if not config.train_file:
+            raise RunConfigError("--train_file is required when training (--do_train).")
+        model_config, spm_model = backbone_config(config), spm_model_of(config)
+        spec = squad_spec(config)
+        tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
+        if tokenizer.vocab_size > model_config.n_token:
+            raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the "
+                                 f"model's n_token is {model_config.n_token}.")
+        is_chief = distribution.is_chief(strategy or tf.distribute.get_strategy())
+        cache_dir = config.feature_cache_dir
+        train = train_features(config.train_file, tokenizer, spec, cache_dir, is_chief)
+        evaluation = (SquadEvalSet.build(config.predict_file, tokenizer, spec, cache_dir,
+                                         is_chief) if config.predict_file else None)
+
+        eval_fn = None
+        if evaluation is not None:
+            def eval_fn(model):
+                return predict_and_evaluate(model, evaluation, spec, config.eval_batch_size,
+                                            config.output_dir or config.model_dir)
+
+        super().__init__(
+            config, model_fn=lambda: SquadModel(model_config, spec.n_best_size,
+                                                spec.n_best_size,
+                                                head_dropout=config.head_dropout),
+            loss_fn=squad_loss,
+            dataset_fn=global_batches_fn(train, config.train_batch_size, config.seed),
+            eval_fn=eval_fn, seq_len=spec.seq_len, spec=spec, spm_model=spm_model)
+
+
+def predict_only(config: SquadConfig) -> Dict[str, float]:
+    """Predicts and evaluates --predict_file with the trained model in --model_dir (no
+    training; its task.json settings and spiece.model are used)."""
+    if not config.predict_file:
+        raise RunConfigError("--nodo_train needs --predict_file.")
+    model_dir = config.model_dir
+    model, spec, spm_model = load_task_model(model_dir, "squad", config.checkpoint)
     tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-    if tokenizer.vocab_size > model_config.n_token:
-        raise ValueError(f"--spm_model has {tokenizer.vocab_size} pieces but the model's n_token "
-                         f"is {model_config.n_token}.")
-    from xlnet_tf2.training import distribution
-
-    is_chief = distribution.is_chief(strategy or tf.distribute.get_strategy())
-    train = train_features(train_file, tokenizer, spec, cfg.feature_cache_dir, is_chief)
-    evaluation = (SquadEvalSet.build(predict_file, tokenizer, spec, cfg.feature_cache_dir,
-                                     is_chief) if predict_file else None)
-    spec.write(cfg.model_dir)
-    copy_spm_model(spm_model, cfg.model_dir)
-
-    eval_fn = None
-    if evaluation is not None:
-        def eval_fn(model):
-            return predict_and_evaluate(model, evaluation, spec, eval_batch_size,
-                                        output_dir or cfg.model_dir)
-
-    runner = FinetuneRunner(
-        cfg, lambda: SquadModel(model_config, spec.n_best_size, spec.n_best_size,
-                                head_dropout=head_dropout),
-        squad_loss, classification.train_dataset_fn(train, cfg.train_batch_size, cfg.seed),
-        eval_fn, spec.seq_len, strategy)
-    return runner.train()
-
-
-def predict_only(*, model_dir: str, predict_file: str, eval_batch_size: int,
-                 output_dir: Optional[str] = None, checkpoint: str = "best",
-                 feature_cache_dir: Optional[str] = "off") -> Dict[str, float]:
-    """Predicts and evaluates a trained model_dir on predict_file (no training)."""
-    from xlnet_tf2.tasks.task_spec import load_task_model
-
-    model, spec, spm_model = load_task_model(model_dir, "squad", checkpoint)
-    tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-    data = SquadEvalSet.build(predict_file, tokenizer, spec, feature_cache_dir)
-    return predict_and_evaluate(model, data, spec, eval_batch_size, output_dir or model_dir)
+    data = SquadEvalSet.build(config.predict_file, tokenizer, spec, config.feature_cache_dir)
+    return predict_and_evaluate(model, data, spec, config.eval_batch_size,
+                                config.output_dir or model_dir)

@@ -14,16 +14,10 @@ from typing import List, Optional
 import tensorflow as tf
 
 from xlnet_tf2 import run_dir
-from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
-from xlnet_tf2.models.squad_model import SquadModel
-from xlnet_tf2.tasks.finetuning import init_backbone, restore_for_inference
 
 TASKS = ("classification", "regression", "race", "squad")
-TASK_FILE = "task.json"
-SPM_FILE = "spiece.model"
+TASK_FILE = run_dir.TASK_FILE
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,65 +71,3 @@ class TaskSpec:
         if unknown:
             raise RunConfigError(f"{path}: unknown key(s) {unknown}.")
         return cls(**values)
-
-
-def copy_spm_model(spm_model: str, model_dir: str) -> str:
-    if not tf.io.gfile.exists(spm_model):
-        raise FileNotFoundError(f"--spm_model={spm_model!r} does not exist.")
-    target = os.path.join(model_dir, SPM_FILE)
-    tf.io.gfile.makedirs(model_dir)
-    if os.path.abspath(spm_model) != os.path.abspath(target):
-        tf.io.gfile.copy(spm_model, target, overwrite=True)
-    return target
-
-
-def default_seq_len(model_dir: str) -> int:
-    """The sequence length a model_dir was trained with: task.json's (fine-tuning), else
-    run_config.json's data seq_len (pretraining), else 512."""
-    if tf.io.gfile.exists(os.path.join(model_dir, run_dir.TASK_FILE)):
-        return TaskSpec.read(model_dir).seq_len
-    record_path = os.path.join(model_dir, run_dir.RUN_CONFIG_FILE)
-    if tf.io.gfile.exists(record_path):
-        with tf.io.gfile.GFile(record_path) as f:
-            seq_len = json.load(f).get("derived", {}).get("seq_len")
-        if seq_len:
-            return int(seq_len)
-    return 512
-
-
-def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
-    """(model, spec, spm_model path) of a fine-tuned model_dir, or for task "features" of any
-    directory holding an xlnet_config.json, spiece.model and a backbone checkpoint (converted
-    release, pretraining run or fine-tuning run)."""
-    # Inference settings: the architecture of the directory, no dropout, no memory, no
-    # bi_data (a pretraining run's data layout never carries over).
-    run_dir.require_model_dir(model_dir)
-    config = XLNetConfig.from_json_file(os.path.join(model_dir, run_dir.ARCH_FILE),
-                                        dropout=0.0, dropatt=0.0, mem_len=0)
-    spm_model = run_dir.model_spm_file(model_dir)
-    if task == "features":
-        seq_len = default_seq_len(model_dir)
-        spec = TaskSpec(task="classification", seq_len=seq_len)
-        model = SequenceClassifier(config, 1)
-        model(model.dummy_inputs(seq_len))
-        init_backbone(model, model_dir)
-        return model, spec, spm_model
-    spec = TaskSpec.read(model_dir)
-    expected = {"classification": "classification", "regression": "regression",
-                "race": "race", "squad": "squad"}[task]
-    if spec.task != expected:
-        raise RunConfigError(f"--task={task} but {model_dir}/task.json says {spec.task!r}; "
-                             f"pass --task={spec.task} (or --task=features).")
-    if task in ("classification", "regression"):
-        model = SequenceClassifier(
-            config, 1 if task == "regression" else len(spec.label_list), spec.summary_type,
-            head_dropout=0.0)
-    elif task == "squad":
-        model = SquadModel(config, spec.n_best_size, spec.n_best_size,
-                                       head_dropout=0.0)
-    else:
-        model = MultipleChoiceModel(config, spec.num_choices, spec.summary_type,
-                                                head_dropout=0.0)
-    model(model.dummy_inputs(spec.seq_len))
-    restore_for_inference(model, model_dir, checkpoint)
-    return model, spec, spm_model

@@ -14,7 +14,7 @@ The names are imported on first use: the Python tokenizer (and data preparation,
 workers are fresh processes) never pays for importing TensorFlow and Keras.
 """
 
-import importlib
+from xlnet_tf2.lazy_names import lazy_names
 
 _LAZY = {
     "SentencePieceTokenizer": "xlnet_tf2.tokenizers.sentencepiece_tokenizer",
@@ -27,14 +27,4 @@ _LAZY = {
 
 __all__ = sorted(_LAZY)
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'xlnet_tf2.tokenizers' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY)

@@ -14,6 +14,8 @@ import re
 import sysconfig
 from typing import Iterator, List, Optional
 
+from xlnet_tf2.data.params import DataPrepError
+
 # A sentence ends at ". ", "? " or "! " followed by an upper-case letter or a quote.
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z\"'(])")
 _MIN_SENTENCE_CHARS = 20
@@ -72,7 +74,7 @@ def build_stdlib_corpus(output_path: str, min_bytes: int = 1_000_000,
     Args:
       output_path: the text file to write (one sentence per line, blank line after each
         document).
-      min_bytes: fail with ValueError if the standard library yields less text than this.
+      min_bytes: fail with DataPrepError if the standard library yields less text than this.
       max_bytes: stop after the first document that reaches this size (None: everything).
       stdlib_dir: the library to scan; defaults to this interpreter's standard library.
 
@@ -91,7 +93,7 @@ def build_stdlib_corpus(output_path: str, min_bytes: int = 1_000_000,
             if max_bytes is not None and written >= max_bytes:
                 break
     if written < min_bytes:
-        raise ValueError(f"The standard library under {stdlib_dir or 'the default path'} "
-                         f"gave only {written} bytes of docstrings, less than min_bytes="
-                         f"{min_bytes}.")
+        raise DataPrepError(f"The standard library under {stdlib_dir or 'the default path'} "
+                            f"gave only {written} bytes of docstrings, less than --min_bytes="
+                            f"{min_bytes}; lower --min_bytes.")
     return {"path": output_path, "bytes": written, "documents": docs, "sentences": sentences}

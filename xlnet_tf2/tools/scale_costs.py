@@ -37,25 +37,36 @@ import dataclasses
 from typing import Dict, List
 
 from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.training.device_peak import ACCELERATORS
 from xlnet_tf2.training.flops import pretrain_step_flops
 from xlnet_tf2.data.pretrain_dataset import feature_bytes
+from xlnet_tf2.tools.command_configs import ScaleReportConfig
 
 F32 = 4
 
 
 @dataclasses.dataclass(frozen=True)
-class PodSetting:
-    global_batch: int = 8192
-    seq_len: int = 512
-    reuse_len: int = 256
-    mem_len: int = 384
-    num_predict: int = 85
+class PodSetting(ScaleReportConfig):
+    """The pod and step of the report: the command's settings (global_batch, seq_len,
+    reuse_len, mem_len, num_predict, chips, chips_per_host; the paper's by default) and what
+    the report assumes beside them."""
+
     bi_data: bool = True
-    chips: int = 512
-    chips_per_host: int = 4
     replicas_per_chip: int = 2   # TPU v3: one replica per TensorCore
     chip_peak_flops: float = ACCELERATORS["TPU v3"].bf16
+
+    def __post_init__(self):
+        super().__post_init__()
+        if self.global_batch % self.replicas:
+            raise RunConfigError(f"--global_batch={self.global_batch} is not divisible by the "
+                                 f"{self.replicas} replicas ({self.replicas_per_chip} per "
+                                 "chip).")
+
+    @classmethod
+    def of(cls, config: ScaleReportConfig) -> "PodSetting":
+        """The setting of the command's config (experiments/scale_report.py)."""
+        return cls(**dataclasses.asdict(config))
 
     @property
     def hosts(self) -> int:

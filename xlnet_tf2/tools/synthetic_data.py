@@ -5,7 +5,7 @@ per-replica batches of the compact features (`OUTPUT_FEATURES`, the dense masks 
 the device by the training step) in which batch slot s of step t carries chunk t of its
 stream (so memory continues per slot), elements of one input pipeline in round-robin replica
 order (what `distribute_datasets_from_function` hands to its local replicas), the same slot
-layout (`slot_assignment`: with `bi_data` every replica's batch, and with `micro_batches` > 1
+layout (`BatchLayout.slot`: with `bi_data` every replica's batch, and with `micro_batches` > 1
 every micro-batch, is [forward half; backward half] of the same streams). Deterministic in
 (seed, step): a dataset started at `start_step` continues exactly where another one stopped.
 
@@ -18,9 +18,13 @@ permutation of each half ([0, R) and [R, L)); the targets are `num_predict` rand
 
 from __future__ import annotations
 
+import dataclasses
+from typing import Callable, Optional
+
 import tensorflow as tf
 
-from xlnet_tf2.data.pretrain_dataset import OUTPUT_DTYPES, OUTPUT_FEATURES, slot_assignment
+from xlnet_tf2.data.batch_layout import BatchLayout
+from xlnet_tf2.data.pretrain_dataset import OUTPUT_DTYPES, OUTPUT_FEATURES, DataShape
 
 
 def _mix(x: tf.Tensor) -> tf.Tensor:
@@ -63,8 +67,8 @@ def synthetic_pretrain_dataset(*, seq_len: int, reuse_len: int, num_predict: int
     b = global_batch_size // replicas
     L, R, P, V = seq_len, reuse_len, num_predict, vocab_size
     # [replicas, b] stream within the step and direction of every row (the pipeline's rule).
-    layout = [[slot_assignment(r, row, b, bi_data, micro_batches) for row in range(b)]
-              for r in range(replicas)]
+    batch_layout = BatchLayout(global_batch_size, replicas, micro_batches, bi_data)
+    layout = [[batch_layout.slot(r, row) for row in range(b)] for r in range(replicas)]
     stream_table = tf.constant([[s for s, _ in rows] for rows in layout], tf.int64)
     direction_table = tf.constant([[d for _, d in rows] for rows in layout], tf.int32)
 
@@ -92,3 +96,32 @@ def synthetic_pretrain_dataset(*, seq_len: int, reuse_len: int, num_predict: int
         return {k: tf.cast(features[k], OUTPUT_DTYPES[k][0]) for k in OUTPUT_FEATURES}
 
     return tf.data.Dataset.range(10 ** 12).map(element).prefetch(2)
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticPretrainData:
+    """Training data for `PretrainTask` (tasks/pretraining.py) without prepared files: the
+    synthetic stream above, or batches from `dataset_fn(input_context, start_step)` (tests
+    that need special data: a stream that runs out, a scripted sequence of blocks)."""
+
+    shape: DataShape
+    vocab_size: int
+    dataset_fn: Optional[Callable] = None
+
+    def validate(self, layout) -> None:
+        """Nothing to check: any batch layout can be served (BatchLayout checks itself)."""
+
+    def corrupt_record_locator(self, global_batch_size: int):
+        return None  # no files
+
+    def dataset(self, global_batch_size: int, *, input_context=None, start_step: int = 0,
+                online_permutation: bool = False, seed: int = 0,
+                micro_batches: int = 1) -> tf.data.Dataset:
+        if self.dataset_fn is not None:
+            return self.dataset_fn(input_context, start_step)
+        s = self.shape
+        return synthetic_pretrain_dataset(
+            seq_len=s.seq_len, reuse_len=s.reuse_len, num_predict=s.num_predict,
+            bi_data=s.bi_data, vocab_size=self.vocab_size, global_batch_size=global_batch_size,
+            input_context=input_context, start_step=start_step, seed=seed,
+            micro_batches=micro_batches)

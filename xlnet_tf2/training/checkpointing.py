@@ -58,7 +58,18 @@ class CheckpointKeeper:
                                                   checkpoint_name="ckpt"))
 
     def latest_path(self) -> Optional[str]:
-        return self.reader.latest_checkpoint
+        candidates = self._candidates()
+        return candidates[0] if candidates else None
+
+    def _candidates(self) -> List[str]:
+        """Checkpoint prefixes, newest first: the ones the state file lists, and any newer
+        complete one it does not list yet (a run killed between writing ckpt-N.index, which
+        is written last, and updating the `checkpoint` state file still resumes from N)."""
+        listed = {int(os.path.basename(p)[len("ckpt-"):]): p for p in self.reader.checkpoints
+                  if os.path.basename(p)[len("ckpt-"):].isdigit()}
+        for step in self.saved_steps():
+            listed.setdefault(step, os.path.join(self.model_dir, f"ckpt-{step}"))
+        return [listed[step] for step in sorted(listed, reverse=True)]
 
     def saved_steps(self) -> List[int]:
         """Steps of the checkpoints in model_dir (read from the directory, on every worker)."""
@@ -84,7 +95,7 @@ class CheckpointKeeper:
         the one before it tried. One that reads but does not fit this run's model (another
         architecture, batch or memory length) is an error at once: older checkpoints of the
         same run would not fit either, and nothing is broken."""
-        candidates: List[str] = list(reversed(self.reader.checkpoints))
+        candidates = self._candidates()
         failures = []
         for path in candidates:
             try:

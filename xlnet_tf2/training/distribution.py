@@ -116,6 +116,11 @@ def resolve_strategy(name: str = "auto", tpu: Optional[str] = None,
     return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
 
 
+def strategy_of(config) -> tf.distribute.Strategy:
+    """The strategy of a run configuration's DistributionConfig section (run_config.py)."""
+    return resolve_strategy(config.strategy, config.tpu, config.tpu_timeout)
+
+
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """True on the worker that writes checkpoints and summaries."""
     resolver = getattr(strategy, "cluster_resolver", None)

@@ -12,7 +12,7 @@ is a plain loop over batches.
 
 from __future__ import annotations
 
-from typing import Callable, Dict, Optional
+from typing import Callable, Dict, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -61,3 +61,18 @@ def batched_outputs(fn: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
         progress.update(done)
     progress.done()
     return {k: np.concatenate(v, axis=0)[:n] for k, v in collected.items()}
+
+
+def predict(model, features: Dict[str, np.ndarray], batch_size: int,
+            output_keys: Sequence[str] = ("logits",)) -> Dict[str, np.ndarray]:
+    """Runs `model` over all rows in batches of exactly `batch_size` (the last is padded and
+    the padding outputs dropped), so every call has the same shapes; inside the current
+    distribution strategy (inference.py), with a progress line on long sets."""
+    inputs = {k: v for k, v in features.items() if k != "label" and not k.endswith("positions")
+              and k != "is_impossible"}
+
+    def outputs_of(batch):
+        outputs = model(batch, training=False)
+        return {k: outputs[k] for k in output_keys}
+
+    return batched_outputs(outputs_of, inputs, batch_size, label="evaluating")

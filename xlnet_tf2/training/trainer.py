@@ -1,27 +1,30 @@
-"""The one training loop of the project: pretraining (pretrainer.py) and fine-tuning
-(xlnet_tf2/tasks/finetuning.py) are this loop with a loss and a few hooks.
+"""The one training loop of the project: `Trainer(task)` runs any Task (task.py): pretraining
+and every fine-tuning task (xlnet_tf2/tasks/) are tasks; the loop knows nothing of any one.
 
 How one run goes:
-  1. Under the strategy's scope: the model (`model_fn`), the AdamW and its schedule
-     (optimization.py), the step counter.
+  1. Under the strategy's scope: the model (`task.build_model()`), the optimizer and its
+     schedule (optimization.py, from the task's optimizer settings), the step counter. The
+     global batch is split over the replicas and accumulation micro-batches by the task's
+     `BatchLayout` (data/batch_layout.py: the one home of the divisibility rules).
   2. Check run_config.json of a model_dir with checkpoints (a changed setting the checkpoints
      depend on is an error naming the flag), then restore the newest readable checkpoint (a
-     corrupt one is reported and the one before it used), else `init_fn()` (e.g.
+     corrupt one is reported and the one before it used), else `task.initialize(model)` (e.g.
      --init_checkpoint), else fresh weights.
-  3. An optional carried state (pretraining's Transformer-XL memory) comes back from its
-     per-host files and is cut into per-replica values (`carried_state.distribute`).
+  3. An optional carried state (`task.carried_state`: pretraining's Transformer-XL memory)
+     comes back from its per-host files and is cut into per-replica values.
   4. Loops of at most `steps_per_loop` steps run inside one tf.function; each step goes through
      `strategy.run`. The carried state is a loop variable of that function and its return
      value, so it continues across steps and loops.
   5. After each loop: a NaN/inf loss stops the run before anything is saved (the last
      checkpoint stays good); every `log_steps` TensorBoard scalars and a console line (loss,
-     tokens/s, MFU); every `callback_steps` the callback (fine-tuning's evaluation and
-     best-checkpoint keeping); every `save_steps` and at the end the carried state (each host
-     its own replicas' share) and then the checkpoint. Loops end exactly at those steps.
+     tokens/s, MFU); every `task.eval_every` steps `task.evaluate` (held-out loss, or
+     fine-tuning's evaluation and best-checkpoint keeping); every `save_steps` and at the end
+     the carried state (each host its own replicas' share) and then the checkpoint. Loops end
+     exactly at those steps.
 
 The step (one replica's share, `_replica_step`):
-  count    = all-reduced sum of `count_fn(features)` (real targets, or examples), at least 1
-  loss     = loss_fn(features, state)[0] / count    -- this replica's share of the global mean
+  count    = all-reduced sum of `task.loss_count(features)` (real targets, or examples), >= 1
+  loss     = task.loss(model, features, state)[0] / count  -- this replica's share of the mean
   gradient = d loss / d variables, summed over `grad_accum_steps` micro-batches (consecutive
              row slices of the replica batch and of its carried state) and over replicas,
              clipped to `clip_norm` (global norm), applied once by the optimizer.
@@ -38,28 +41,21 @@ import dataclasses
 import json
 import os
 import time
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 import keras
 import numpy as np
 import tensorflow as tf
 from absl import logging
 
-from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
 from xlnet_tf2.training import checkpointing, determinism, distribution, run_record
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
 from xlnet_tf2.training.optimization import create_optimizer
-from xlnet_tf2.training.run_config import PRECISIONS, LoopConfig, OptimizerConfig  # noqa: F401
-
-# dataset_fn(input_context, start_step) -> tf.data.Dataset of per-replica batches.
-DatasetFn = Callable[[tf.distribute.InputContext, int], tf.data.Dataset]
-# loss_fn(features, state) -> (float32 loss summed over this replica's batch, new state).
-LossFn = Callable[[Dict[str, tf.Tensor], Any], Any]
-# count_fn(features) -> float32 scalar: what the loss sum is a sum over (targets, examples).
-CountFn = Callable[[Dict[str, tf.Tensor]], tf.Tensor]
+from xlnet_tf2.training.run_config import LoopConfig
+from xlnet_tf2.training.task import RunSettings, Task  # noqa: F401 (RunSettings: re-export)
 
 
 class TrainingDivergedError(RuntimeError, FloatingPointError):
@@ -71,32 +67,6 @@ class DataExhaustedError(RuntimeError):
     """The input pipeline ran out before --train_steps."""
 
 
-@dataclasses.dataclass(frozen=True)
-class TrainerConfig:
-    """The loop and optimizer settings every run has (PretrainConfig and FinetuneConfig hold
-    them as their `loop` and `optimizer` sections; see run_config.py for each setting)."""
-
-    loop: LoopConfig
-    optimizer: OptimizerConfig
-    callback_steps: Optional[int] = None  # None: no callback
-
-    def __post_init__(self):
-        if self.callback_steps is not None and self.callback_steps <= 0:
-            raise ValueError(f"callback_steps must be positive, got {self.callback_steps}.")
-
-
-@dataclasses.dataclass(frozen=True)
-class RunSettings:
-    """A run's configuration tree and derived values (data shape, architecture) for
-    run_config.json and the resume check; `derived_sources` names where a derived value comes
-    from (e.g. "seq_len": "the data manifest") for error messages."""
-
-    config_cls: type
-    config: Any
-    derived: Dict[str, Any]
-    derived_sources: Optional[Dict[str, str]] = None
-
-
 @dataclasses.dataclass
 class TrainResult:
     start_step: int
@@ -104,89 +74,30 @@ class TrainResult:
     steps: List[dict]  # one dict per step run in this call: step, loss, grad_norm, lr, ...
     restored_from: Optional[str]
     last_log: Optional[dict] = None  # the scalars of the last console line
+    evaluations: List[dict] = dataclasses.field(default_factory=list)  # task.evaluate results
 
 
 class Trainer:
-    """Owns the strategy, model, optimizer, step counter, checkpoints and the loop of one run.
+    """Owns the strategy, model, optimizer, step counter, checkpoints and the loop of one run
+    of `task` (see task.py for what the loop asks of it).
 
     Args:
-      config: loop and optimizer settings.
-      model_fn: () -> built keras model; called under the strategy's scope after the precision
-        policy and the seed are set.
-      loss_fn: per replica, under the gradient tape: (features, state) -> (loss_sum, new_state),
-        loss_sum a float32 scalar summed over the replica's batch (the state is [] without
-        `carried_state`).
-      count_fn: per replica: features -> float32 number of terms in loss_sum.
-      dataset_fn: (input_context, start_step) -> per-replica batches; deterministic in the
-        step if the data position is to survive a restart.
+      task: the Task to run.
+      loop_config: the loop settings (default: `task.config.loop`).
       strategy: a tf.distribute strategy (distribution.resolve_strategy); default: current.
-      trainable_fn: model -> the variables to train (default: all trainable ones).
-      lr_multipliers_fn: model -> {id(variable): learning-rate multiplier} (layer decay).
-      carried_state_fn: model -> the carried state (memory_state.MemoryState): its
-        `distribute(strategy)` gives the per-replica values handed to loss_fn, `gather(strategy,
-        values)` stores the values loss_fn returned, and `save(model_dir, step)`,
-        `restore(model_dir, step)`, `prune(model_dir, keep_steps)` keep it beside the
-        checkpoints, each host its own share.
-      feature_keys: the batch features handed to the replica step (default: all).
-      replica_features: per replica, before count_fn and loss_fn: features -> features
-        (e.g. pinning static shapes).
-      record_features: batch features gathered over replicas into every step's record.
-      init_fn: () -> path of the weights it loaded, or None; used when model_dir holds no
-        checkpoint.
-      callback: (step) -> None, every `callback_steps` and at the end, before that step's
-        checkpoint is saved.
-      run_files: {file name: text} the chief writes into model_dir at the start.
-      run_settings: the run's configuration tree for run_config.json and the resume check.
-      example_ids_fn: per replica and micro-batch: features -> int32 [rows], each row's place
-        in the global batch in an order independent of the topology (keys its dropout masks);
-        default replica * b + row.
-      tokens_per_step, flops_per_step: for tokens/s and MFU.
-      exhausted_hint: appended to the error when the data runs out before train_steps.
     """
 
-    # (first_step, last_step) -> (path, record, step) of the corrupt input record behind a
-    # DataLossError, or None; set by jobs that know their files (pretrain_job.py).
-    input_error_locator: Optional[Callable[[int, int], Optional[tuple]]] = None
-
-    def __init__(self, config: TrainerConfig, *, model_fn: Callable[[], keras.Model],
-                 loss_fn: LossFn, count_fn: CountFn, dataset_fn: DatasetFn,
-                 strategy: Optional[tf.distribute.Strategy] = None,
-                 trainable_fn: Optional[Callable[[keras.Model], List[tf.Variable]]] = None,
-                 lr_multipliers_fn: Optional[Callable[[keras.Model], Dict[int, float]]] = None,
-                 carried_state_fn: Optional[Callable[[keras.Model], tf.Module]] = None,
-                 feature_keys: Optional[Sequence[str]] = None,
-                 replica_features: Optional[Callable[[dict], dict]] = None,
-                 record_features: Sequence[str] = (),
-                 init_fn: Optional[Callable[[], Optional[str]]] = None,
-                 callback: Optional[Callable[[int], None]] = None,
-                 run_files: Optional[Dict[str, str]] = None,
-                 run_settings: Optional["RunSettings"] = None,
-                 example_ids_fn: Optional[Callable[[dict], tf.Tensor]] = None,
-                 tokens_per_step: int = 0, flops_per_step: float = 0.0,
-                 exhausted_hint: str = ""):
-        self.trainer_config = config
-        self.loop_config, self.optimizer_config = config.loop, config.optimizer
-        loop = config.loop
+    def __init__(self, task: Task, loop_config: Optional[LoopConfig] = None,
+                 strategy: Optional[tf.distribute.Strategy] = None):
+        self.task = task
+        loop = self.loop_config = loop_config or task.config.loop
+        self.optimizer_config = task.config.optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
-        if loop.train_batch_size % (self.num_replicas * loop.grad_accum_steps):
-            raise RunConfigError(
-                f"--train_batch_size={loop.train_batch_size} must be divisible by the number "
-                f"of replicas ({self.num_replicas}) times --grad_accum_steps="
-                f"{loop.grad_accum_steps}.")
-        self.replica_batch = loop.train_batch_size // self.num_replicas
-        self.micro_batches = loop.grad_accum_steps
-        self.micro_batch = self.replica_batch // self.micro_batches
-        self.loss_fn, self.count_fn, self.dataset_fn = loss_fn, count_fn, dataset_fn
-        self.feature_keys = tuple(feature_keys) if feature_keys is not None else None
-        self.replica_features = replica_features
-        self.record_features = tuple(record_features)
-        self.init_fn, self.callback = init_fn, callback
-        self.run_files = dict(run_files or {})
-        self.run_settings = run_settings
-        self.example_ids_fn = example_ids_fn
-        self.tokens_per_step, self.flops_per_step = tokens_per_step, flops_per_step
-        self.exhausted_hint = exhausted_hint
+        self.layout = task.batch_layout(self.num_replicas)
+        self.replica_batch = self.layout.replica_batch
+        self.micro_batches = self.layout.micro_batches
+        self.micro_batch = self.layout.micro_batch
         self.is_chief = distribution.is_chief(self.strategy)
         self.loss_scaling = loop.precision == "mixed_float16"
         self.attempt: Optional[int] = None
@@ -197,23 +108,21 @@ class Trainer:
             determinism.enable()
         keras.mixed_precision.set_global_policy(loop.precision)
         keras.utils.set_random_seed(loop.seed)
-        opt = config.optimizer
+        opt = self.optimizer_config
         with self.strategy.scope():
-            self.model = model_fn()
+            self.model = task.build_model()
             self.num_dropout_layers = assign_dropout_salts(self.model)
-            self._trainable = list(trainable_fn(self.model) if trainable_fn
-                                   else self.model.trainable_variables)
+            self._trainable = list(task.trainable_variables(self.model))
             self.optimizer, self.schedule = create_optimizer(
                 self.model, learning_rate=opt.learning_rate,
                 warmup_steps=opt.warmup_steps, total_steps=loop.train_steps,
                 weight_decay=opt.weight_decay, epsilon=opt.adam_epsilon,
                 bias_correction=opt.adam_bias_correction, loss_scaling=self.loss_scaling,
-                variables=self._trainable,
-                lr_multipliers=lr_multipliers_fn(self.model) if lr_multipliers_fn else None)
+                variables=self._trainable, lr_multipliers=task.lr_multipliers(self.model))
             self.global_step = tf.Variable(0, dtype=tf.int64, trainable=False, name="global_step",
                                            aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA)
         # Host-side (outside the strategy): e.g. the memory, [GB, M, D] per layer.
-        self.carried_state = carried_state_fn(self.model) if carried_state_fn else None
+        self.carried_state = task.carried_state(self.model, self.layout, self.strategy)
         self.checkpoints = checkpointing.CheckpointKeeper(
             loop.model_dir, model=self.model, optimizer=self.optimizer,
             global_step=self.global_step, max_to_keep=loop.keep_checkpoints,
@@ -234,7 +143,7 @@ class Trainer:
         with dropout_keys(self.loop_config.seed, step, example_ids,
                           self.loop_config.train_batch_size):
             with tf.GradientTape() as tape:
-                loss_sum, new_state = self.loss_fn(features, state)
+                loss_sum, new_state = self.task.loss(self.model, features, state, training=True)
                 loss = loss_sum / global_count
                 if self.loss_scaling:
                     loss = self.optimizer.scale_loss(loss)
@@ -242,10 +151,11 @@ class Trainer:
         return grads, new_state, loss_sum
 
     def _example_ids(self, features, replica, micro):
-        """int32 [mb]: the rows' places in the global batch (the stage's `example_ids_fn`,
-        else replica * b + micro * mb + row)."""
-        if self.example_ids_fn is not None:
-            return self.example_ids_fn(features)
+        """int32 [mb]: the rows' places in the global batch (the task's `example_ids`, else
+        replica * b + micro * mb + row)."""
+        ids = self.task.example_ids(features)
+        if ids is not None:
+            return ids
         return (tf.cast(replica, tf.int32) * self.replica_batch + micro * self.micro_batch
                 + tf.range(self.micro_batch, dtype=tf.int32))
 
@@ -285,11 +195,10 @@ class Trainer:
         return grads, new_state, loss_sum
 
     def _replica_step(self, features, state, step):
-        if self.replica_features is not None:
-            features = self.replica_features(features)
+        features = self.task.replica_features(features)
         context = tf.distribute.get_replica_context()
         replica = context.replica_id_in_sync_group
-        local_count = tf.cast(self.count_fn(features), tf.float32)
+        local_count = tf.cast(self.task.loss_count(features), tf.float32)
         global_count = tf.maximum(
             context.all_reduce(tf.distribute.ReduceOp.SUM, local_count), 1.0)
         if self.micro_batches == 1:
@@ -316,13 +225,13 @@ class Trainer:
         losses = tf.TensorArray(tf.float32, size=num_steps)
         norms = tf.TensorArray(tf.float32, size=num_steps)
         rates = tf.TensorArray(tf.float32, size=num_steps)
-        record_keys = [k for k in self.record_features if k in iterator.element_spec]
+        record_keys = [k for k in self.task.record_features if k in iterator.element_spec]
         records = tf.TensorArray(tf.int32, size=num_steps)  # [steps, len(record_keys), GB]
         for i in tf.range(num_steps):
             features = next(iterator)
             rates = rates.write(i, tf.cast(self.schedule(self.optimizer.iterations), tf.float32))
-            step_features = (features if self.feature_keys is None
-                             else {k: features[k] for k in self.feature_keys})
+            keys = self.task.step_features
+            step_features = features if keys is None else {k: features[k] for k in keys}
             step = self.global_step.read_value()  # the step being trained, 0-based
             state, loss_share, grad_norm = self.strategy.run(
                 self._replica_step, args=(step_features, state, step))
@@ -360,8 +269,8 @@ class Trainer:
         A model_dir with checkpoints is first checked against its run_config.json: a changed
         setting the checkpoints depend on raises RunConfigError naming the flag."""
         self._changed_settings = []
-        if self.checkpoints.latest_path() and self.run_settings is not None:
-            rs = self.run_settings
+        rs = self.task.run_settings()
+        if self.checkpoints.latest_path() and rs is not None:
             self._changed_settings = run_record.check_resume(
                 rs.config_cls, rs.config, rs.derived, self.loop_config.model_dir,
                 rs.derived_sources)
@@ -374,8 +283,8 @@ class Trainer:
                                 "starts from zero.", path)
                 print(f"[checkpoint] note: {path} has no saved memory; it starts from zero.",
                       flush=True)
-        if path is None and self.init_fn is not None:
-            path = self.init_fn()
+        if path is None:
+            path = self.task.initialize(self.model)
         return path
 
     def save_checkpoint(self, step: int, state) -> str:
@@ -391,16 +300,16 @@ class Trainer:
         return path
 
     def _write_run_files(self, resumed: bool) -> None:
-        """The chief's files in model_dir: the stage's run_files and, for a run that is not a
+        """The chief's files in model_dir: the task's run_files and, for a run that is not a
         resume, run_config.json (a resumed run keeps the one it was started with)."""
         model_dir = self.loop_config.model_dir
-        for name, text in self.run_files.items():
+        for name, text in self.task.run_files(self.model).items():
             with tf.io.gfile.GFile(os.path.join(model_dir, name), "w") as f:
                 f.write(text)
         record_path = os.path.join(model_dir, run_record.RUN_CONFIG_FILE)
-        if self.run_settings is not None and (not resumed or not tf.io.gfile.exists(record_path)):
-            run_record.write_run_config(model_dir, self.run_settings.config,
-                                        self.run_settings.derived)
+        rs = self.task.run_settings()
+        if rs is not None and (not resumed or not tf.io.gfile.exists(record_path)):
+            run_record.write_run_config(model_dir, rs.config, rs.derived)
 
     def _peak_flops(self) -> float:
         cfg = self.loop_config
@@ -432,6 +341,7 @@ class Trainer:
                 cfg.model_dir, start_step=start_step, restored_from=restored,
                 changed=self._changed_settings)
             run_record.prune_steps_log(cfg.model_dir, start_step)
+        self.task.on_train_begin(self)
         if start_step >= cfg.train_steps:
             logging.info("model_dir already holds step %d >= --train_steps=%d; nothing to do.",
                          start_step, cfg.train_steps)
@@ -441,15 +351,18 @@ class Trainer:
         # otherwise share the cores with the measurement and inflate the MFU.
         peak_flops = self._peak_flops()
         dataset = self.strategy.distribute_datasets_from_function(
-            lambda context: self.dataset_fn(context, start_step))
+            lambda context: self.task.build_inputs(context, start_step))
         iterator = iter(dataset)
         state = self.distribute_state()
         logger = MetricsLogger(cfg.model_dir, enabled=self.is_chief, total_steps=cfg.train_steps,
-                               tokens_per_step=self.tokens_per_step,
-                               flops_per_step=self.flops_per_step, peak_flops=peak_flops)
+                               tokens_per_step=self.task.tokens_per_step(cfg.train_batch_size),
+                               flops_per_step=self.task.flops_per_step(cfg.train_batch_size,
+                                                                       self.num_replicas),
+                               peak_flops=peak_flops)
         step_log = (tf.io.gfile.GFile(os.path.join(cfg.model_dir, run_record.STEPS_FILE), "a")
                     if cfg.record_steps and self.is_chief else None)
         history: List[dict] = []
+        evaluations: List[dict] = []
         last_log = None
         step = start_step
         try:
@@ -462,11 +375,11 @@ class Trainer:
                 except tf.errors.OutOfRangeError as e:
                     raise DataExhaustedError(
                         f"The input data ran out at step {step} of "
-                        f"--train_steps={cfg.train_steps}. {self.exhausted_hint}") from e
+                        f"--train_steps={cfg.train_steps}. {self.task.exhausted_hint}") from e
                 except (tf.errors.DataLossError, tf.errors.InvalidArgumentError) as e:
                     # A corrupted or misplaced input record: one error naming file and step.
                     translated = translate_input_error(e, step + 1, step + num_steps,
-                                                       self.input_error_locator)
+                                                       self.task.locate_input_error)
                     if translated is None:
                         raise
                     raise translated from e
@@ -490,23 +403,22 @@ class Trainer:
                 final = step == cfg.train_steps
                 if step % cfg.log_steps == 0 or final:
                     last_log = logger.write(step)
-                callback_steps = self.trainer_config.callback_steps
-                if self.callback is not None and (
-                        (callback_steps and step % callback_steps == 0) or final):
-                    self.callback(step)
+                eval_every = self.task.eval_every
+                if eval_every and (step % eval_every == 0 or final):
+                    evaluations.append(self.task.evaluate(self, step))
                 if step % cfg.save_steps == 0 or final:
                     self.save_checkpoint(step, state)
         finally:
             if step_log is not None:
                 step_log.close()
             logger.close()
-        return TrainResult(start_step, step, history, restored, last_log)
+        return TrainResult(start_step, step, history, restored, last_log, evaluations)
 
     def _next_loop_length(self, step: int) -> int:
         """Loops end exactly at log, callback, save and final steps."""
         cfg = self.loop_config
         boundaries = [cfg.train_steps]
-        for every in (cfg.log_steps, cfg.save_steps, self.trainer_config.callback_steps):
+        for every in (cfg.log_steps, cfg.save_steps, self.task.eval_every):
             if every:
                 boundaries.append((step // every + 1) * every)
         return min(cfg.steps_per_loop, min(boundaries) - step)
@@ -517,7 +429,7 @@ class Trainer:
             r = {"step": first_step + i + 1, "loss": float(stats["loss"][i]),
                  "grad_norm": float(stats["grad_norm"][i]),
                  "learning_rate": float(stats["learning_rate"][i])}
-            for k in self.record_features:
+            for k in self.task.record_features:
                 if k in stats:
                     r[k] = stats[k][i].tolist()
             records.append(r)

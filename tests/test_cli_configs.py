@@ -1,0 +1,198 @@
+"""The commands' config trees (xlnet_tf2/config_flags.py): a config built from the command
+line equals the one `from_flat` builds from the same settings, the flags keep their names and
+defaults, and a bad value is one line naming the flag, exit status 2, no traceback (before
+TensorFlow starts)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from absl import flags
+
+from xlnet_tf2.config_flags import RunConfigError, config_from_flags, define_flags, from_flat
+from xlnet_tf2.conversion.convert_config import ConvertConfig
+from xlnet_tf2.data.params import DataParams, DataPrepError
+from xlnet_tf2.export.export_config import ExportConfig, ExtractConfig
+from xlnet_tf2.prep.prep_config import PrepConfig, SentencePieceConfig
+from xlnet_tf2.tools.command_configs import (BaseStepBenchmarkConfig, BenchmarkConfig,
+                                             CorpusConfig, DataBenchmarkConfig,
+                                             GenerationBenchmarkConfig, ScaleReportConfig)
+
+ROOT = next(p for p in Path(__file__).resolve().parents if (p / "data_prep").is_dir())
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+
+# (config class, command line, the same settings for from_flat)
+CASES = [
+    (PrepConfig, ["--input=a.txt,b/*.txt", "--spm_model=sp.model", "--output_dir=out"],
+     dict(input=("a.txt", "b/*.txt"), spm_model="sp.model", output_dir="out")),
+    (PrepConfig, ["--tfds_name=wiki", "--tfds_split=train[:1%]", "--output_dir=out",
+                  "--seq_len=64", "--reuse_len=32", "--num_predict=10", "--nobi_data",
+                  "--num_streams=4", "--num_passes=2", "--seed=7", "--uncased",
+                  "--span_mode=word", "--noword_cache", "--eval_fraction=0.1", "--overwrite",
+                  "--skip_bad_lines", "--max_span=3", "--mask_alpha=4", "--mask_beta=2"],
+     dict(tfds_name="wiki", tfds_split="train[:1%]", output_dir="out", seq_len=64,
+          reuse_len=32, num_predict=10, bi_data=False, num_streams=4, num_passes=2, seed=7,
+          uncased=True, span_mode="word", word_cache=False, eval_fraction=0.1, overwrite=True,
+          skip_bad_lines=True, max_span=3, mask_alpha=4, mask_beta=2)),
+    (PrepConfig, ["--input=a.txt", "--output_dir=out", "--eval_input=h.txt", "--seq_len=96",
+                  "--reuse_len=48", "--perm_size=16"],
+     dict(input=("a.txt",), output_dir="out", eval_input=("h.txt",), seq_len=96, reuse_len=48,
+          perm_size=16)),
+    (SentencePieceConfig, ["--input=c.txt", "--vocab_size=400", "--model_prefix=o/sp",
+                           "--uncased", "--character_coverage=1.0",
+                           "--input_sentence_size=1000"],
+     dict(input=("c.txt",), vocab_size=400, model_prefix="o/sp", uncased=True,
+          character_coverage=1.0, input_sentence_size=1000)),
+    (ConvertConfig, ["--source=original", "--checkpoint=r/xlnet_model.ckpt",
+                     "--output_dir=converted"],
+     dict(source="original", checkpoint="r/xlnet_model.ckpt", output_dir="converted")),
+    (ConvertConfig, ["--source=huggingface", "--checkpoint=hf", "--config=c.json",
+                     "--spm_model=s.model", "--output_dir=o"],
+     dict(source="huggingface", checkpoint="hf", config="c.json", spm_model="s.model",
+          output_dir="o")),
+    (ExportConfig, ["--model_dir=m", "--task=features", "--export_dir=e", "--seq_len=128",
+                    "--checkpoint=latest", "--version=3"],
+     dict(model_dir="m", task="features", export_dir="e", seq_len=128, checkpoint="latest",
+          version=3)),
+    (ExtractConfig, ["--model_dir=m", "--input_file=t.txt", "--output_file=f.jsonl",
+                     "--batch_size=4", "--precision=mixed_bfloat16", "--strategy=one_device",
+                     "--tpu_timeout=5"],
+     dict(model_dir="m", input_file="t.txt", output_file="f.jsonl", batch_size=4,
+          precision="mixed_bfloat16", strategy="one_device", tpu_timeout=5)),
+    (CorpusConfig, ["--output=c.txt", "--min_bytes=10", "--max_bytes=20"],
+     dict(output="c.txt", min_bytes=10, max_bytes=20)),
+    (DataBenchmarkConfig, ["--workers=0,2", "--noword_cache", "--nostages", "--seq_len=64",
+                           "--reuse_len=32"],
+     dict(workers=(0, 2), word_cache=False, stages=False, seq_len=64, reuse_len=32)),
+    (ScaleReportConfig, ["--chips=256", "--chips_per_host=8", "--global_batch=4096"],
+     dict(chips=256, chips_per_host=8, global_batch=4096)),
+    (BenchmarkConfig, ["--workloads=pretrain,data", "--seq_len=256", "--reuse_len=128",
+                       "--noreference", "--data_workers=1", "--threads=2"],
+     dict(workloads=("pretrain", "data"), seq_len=256, reuse_len=128, reference=False,
+          data_workers=(1,), threads=2)),
+    (BaseStepBenchmarkConfig, ["--repeats=5", "--output_json=b.json", "--model_config=tiny"],
+     dict(repeats=5, output_json="b.json", model_config="tiny")),
+    (GenerationBenchmarkConfig, ["--prompt_len=256", "--new_tokens=64", "--jit_compile"],
+     dict(prompt_len=256, new_tokens=64, jit_compile=True)),
+]
+
+
+def _from_command_line(cls, argv):
+    values = flags.FlagValues()
+    define_flags(cls, values)
+    values(["command"] + argv)
+    return config_from_flags(cls, values)
+
+
+@pytest.mark.parametrize("cls,argv,flat", CASES,
+                         ids=[f"{c.__name__}-{i}" for i, (c, _, _) in enumerate(CASES)])
+def test_config_from_flags_equals_from_flat(cls, argv, flat):
+    assert _from_command_line(cls, argv) == from_flat(cls, flat)
+
+
+def test_flags_of_a_config_tree_are_key_flags_of_the_program():
+    """Defined from another module than the program's (here this test module), they still are
+    what the program's --help lists."""
+    values = flags.FlagValues()
+    define_flags(CorpusConfig, values)
+    program = {flag.name for flag in values.get_key_flags_for_module(sys.argv[0])}
+    assert program == {"output", "min_bytes", "max_bytes"}
+
+
+def test_data_params_from_flags_keep_the_manifest_fields():
+    """The flags' defaults are DataParams' own, --perm_size defaults to --reuse_len, and the
+    params keep exactly the fields a manifest records."""
+    base = ["--input=a.txt", "--output_dir=o"]
+    assert _from_command_line(PrepConfig, base).params == DataParams()
+    params = _from_command_line(PrepConfig, base + ["--seq_len=64", "--reuse_len=32",
+                                                    "--num_predict=10"]).params
+    assert params == DataParams(seq_len=64, reuse_len=32, perm_size=32, num_predict=10)
+    assert DataParams.from_dict(params.to_dict()) == params
+    assert list(params.to_dict()) == ["seq_len", "reuse_len", "num_predict", "mask_alpha",
+                                      "mask_beta", "perm_size", "bi_data", "num_streams",
+                                      "num_passes", "seed", "uncased", "span_mode", "max_span",
+                                      "word_cache"]
+
+
+def test_flags_keep_their_defaults():
+    assert from_flat(BenchmarkConfig).workloads == ("pretrain", "inference", "scaling")
+    assert (from_flat(BenchmarkConfig).warmup, from_flat(BenchmarkConfig).repeats) == (2, 7)
+    step = from_flat(BaseStepBenchmarkConfig)
+    assert (step.batch_size, step.seq_len, step.mem_len, step.warmup, step.repeats) == (
+        2, 512, 384, 1, 3)
+    generation = from_flat(GenerationBenchmarkConfig)
+    assert (generation.n_layer, generation.d_model, generation.d_inner) == (6, 512, 2048)
+    assert from_flat(DataBenchmarkConfig).workers == (0, 1, 2)
+    extract = from_flat(ExtractConfig, model_dir="m", input_file="t", output_file="f.npz")
+    assert (extract.precision, extract.distribution.strategy, extract.batch_size) == (
+        "float32", "auto", 16)
+
+
+@pytest.mark.parametrize("cls,flat,error,message", [
+    (PrepConfig, dict(input=("a",), output_dir="o", seq_len=64, reuse_len=32, perm_size=20),
+     DataPrepError, "--perm_size=20 must divide"),
+    (PrepConfig, dict(input=("a",)), DataPrepError, "--output_dir is required"),
+    (PrepConfig, dict(input=("a",), output_dir="o", eval_fraction=1.0), DataPrepError,
+     "--eval_fraction must be in [0, 1)"),
+    (ConvertConfig, dict(source="tf1", checkpoint="c", output_dir="o"), RunConfigError,
+     "--source must be one of original, huggingface"),
+    (ConvertConfig, dict(source="original", output_dir="o"), RunConfigError,
+     "--checkpoint is required"),
+    (ExportConfig, dict(model_dir="m", task="features", export_dir="e", seq_len=0),
+     RunConfigError, "--seq_len must be a positive integer, got 0"),
+    (ExtractConfig, dict(model_dir="m", input_file="t", output_file="f.txt"), RunConfigError,
+     "--output_file='f.txt' must end in .npz or .jsonl"),
+    (ExtractConfig, dict(model_dir="m", input_file="t", output_file="f.npz",
+                         precision="float64"), RunConfigError, "--precision must be one of"),
+    (SentencePieceConfig, dict(model_prefix="p", vocab_size=9), RunConfigError,
+     "--vocab_size=9 leaves no room beside the 9 special pieces"),
+    (ScaleReportConfig, dict(chips=510), RunConfigError,
+     "--chips=510 is not divisible by --chips_per_host=4"),
+    (BenchmarkConfig, dict(workloads=("pretrain", "speed")), RunConfigError,
+     "--workloads: unknown workload(s) ['speed']"),
+    (DataBenchmarkConfig, dict(workers=("1", "x")), RunConfigError,
+     "--workers: every item must be an integer, got '1,x'"),
+    (GenerationBenchmarkConfig, dict(d_model=100, n_head=8), RunConfigError,
+     "--d_model=100 must be divisible by --n_head=8"),
+])
+def test_bad_settings_name_the_flag(cls, flat, error, message):
+    with pytest.raises(error) as raised:
+        from_flat(cls, flat)
+    assert message in str(raised.value)
+
+
+def _one_error_line(args):
+    run = subprocess.run([sys.executable] + args, capture_output=True, text=True, cwd=ROOT,
+                         env=ENV, timeout=120)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "Traceback" not in run.stderr, run.stderr[-3000:]
+    lines = run.stderr.strip().splitlines()
+    assert len(lines) == 1, run.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.parametrize("args,expected", [
+    (["data_prep/create_tfrecords.py", "--input=a.txt", "--output_dir=o", "--seq_len=64",
+      "--reuse_len=32", "--perm_size=20"],
+     "create_tfrecords.py: error: --perm_size=20 must divide both --reuse_len=32"),
+    (["data_prep/create_tfrecords.py", "--input=a.txt", "--output_dir=o", "--seq_len=many"],
+     "create_tfrecords.py: error: flag --seq_len=many: "),
+    (["experiments/convert_checkpoint.py", "--source=tf1", "--checkpoint=c", "--output_dir=o"],
+     "convert_checkpoint.py: error: flag --source=tf1: value should be one of "),
+    (["experiments/convert_checkpoint.py", "--source=original", "--checkpoint=c"],
+     "convert_checkpoint.py: error: flag --output_dir=None: "),
+    (["experiments/export_saved_model.py", "--model_dir=m", "--task=features",
+      "--export_dir=e", "--seq_len=0"],
+     "export_saved_model.py: error: --seq_len must be a positive integer, got 0."),
+    (["experiments/extract_features.py", "--model_dir=m", "--input_file=t",
+      "--output_file=f.csv"],
+     "extract_features.py: error: --output_file='f.csv' must end in .npz or .jsonl."),
+    (["experiments/scale_report.py", "--chips=510"],
+     "scale_report.py: error: --chips=510 is not divisible by --chips_per_host=4."),
+])
+def test_a_bad_value_is_one_line_naming_the_flag(args, expected):
+    assert _one_error_line(args).startswith(expected)

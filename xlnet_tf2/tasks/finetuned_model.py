@@ -1,0 +1,103 @@
+"""A trained model_dir read back for inference: its task model with the weights to use.
+
+Used by evaluation without training (run_squad.py --nodo_train), feature extraction and
+export; every model_dir this project writes is self-contained (run_dir.py), so the directory
+alone says what to build: task.json (fine-tuning), run_config.json (pretraining's seq_len),
+xlnet_config.json, spiece.model and the checkpoints.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Optional
+
+import keras
+import tensorflow as tf
+
+from xlnet_tf2 import run_dir
+from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
+from xlnet_tf2.models.saving import restore_weights
+from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+from xlnet_tf2.models.squad_model import SquadModel
+from xlnet_tf2.tasks.task_spec import TaskSpec
+
+BEST_DIR = "best"
+BEST_EVAL_FILE = "best_eval.json"
+
+
+def default_seq_len(model_dir: str) -> int:
+    """The sequence length a model_dir was trained with: task.json's (fine-tuning), else
+    run_config.json's data seq_len (pretraining), else 512."""
+    if tf.io.gfile.exists(os.path.join(model_dir, run_dir.TASK_FILE)):
+        return TaskSpec.read(model_dir).seq_len
+    record_path = os.path.join(model_dir, run_dir.RUN_CONFIG_FILE)
+    if tf.io.gfile.exists(record_path):
+        with tf.io.gfile.GFile(record_path) as f:
+            seq_len = json.load(f).get("derived", {}).get("seq_len")
+        if seq_len:
+            return int(seq_len)
+    return 512
+
+
+def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
+    """(model, spec, spm_model path) of a fine-tuned model_dir, or for task "features" of any
+    directory holding an xlnet_config.json, spiece.model and a backbone checkpoint (converted
+    release, pretraining run or fine-tuning run)."""
+    # Inference settings: the architecture of the directory, no dropout, no memory, no
+    # bi_data (a pretraining run's data layout never carries over).
+    run_dir.require_model_dir(model_dir)
+    config = XLNetConfig.from_json_file(os.path.join(model_dir, run_dir.ARCH_FILE),
+                                        dropout=0.0, dropatt=0.0, mem_len=0)
+    spm_model = run_dir.model_spm_file(model_dir)
+    if task == "features":
+        seq_len = default_seq_len(model_dir)
+        spec = TaskSpec(task="classification", seq_len=seq_len)
+        model = SequenceClassifier(config, 1)
+        model(model.dummy_inputs(seq_len))
+        restore_weights(model.transformer, model_dir, source="--model_dir")
+        return model, spec, spm_model
+    spec = TaskSpec.read(model_dir)
+    expected = {"classification": "classification", "regression": "regression",
+                "race": "race", "squad": "squad"}[task]
+    if spec.task != expected:
+        raise RunConfigError(f"--task={task} but {model_dir}/task.json says {spec.task!r}; "
+                             f"pass --task={spec.task} (or --task=features).")
+    if task in ("classification", "regression"):
+        model = SequenceClassifier(
+            config, 1 if task == "regression" else len(spec.label_list), spec.summary_type,
+            head_dropout=0.0)
+    elif task == "squad":
+        model = SquadModel(config, spec.n_best_size, spec.n_best_size, head_dropout=0.0)
+    else:
+        model = MultipleChoiceModel(config, spec.num_choices, spec.summary_type,
+                                    head_dropout=0.0)
+    model(model.dummy_inputs(spec.seq_len))
+    restore_for_inference(model, model_dir, checkpoint)
+    return model, spec, spm_model
+
+
+def restore_for_inference(model: keras.Model, model_dir: str, which: str = "best") -> str:
+    """Loads a fine-tuned model's weights: `best` (best/ckpt-*, falling back to the latest
+    training checkpoint when no evaluation ran) or `latest`."""
+    path = None
+    if which == "best":
+        path = tf.train.latest_checkpoint(os.path.join(model_dir, BEST_DIR)) or \
+            _best_from_json(model_dir)
+    if path is None:
+        path = tf.train.latest_checkpoint(model_dir)
+    if path is None:
+        raise FileNotFoundError(f"--model_dir={model_dir!r} holds no checkpoint; train first.")
+    status = tf.train.Checkpoint(model=model).read(path)
+    status.assert_existing_objects_matched().expect_partial()
+    return path
+
+
+def _best_from_json(model_dir: str) -> Optional[str]:
+    path = os.path.join(model_dir, BEST_EVAL_FILE)
+    if not tf.io.gfile.exists(path):
+        return None
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f).get("checkpoint")

@@ -1,0 +1,230 @@
+"""The settings of the tools' commands as config trees (xlnet_tf2/config_flags.py): their flags,
+help, defaults and checks are written here once.
+
+    CorpusConfig              data_prep/build_corpus.py
+    DataBenchmarkConfig       data_prep/benchmark_data.py
+    ScaleReportConfig         experiments/scale_report.py (the pod of xlnet_tf2/tools/scale_costs.py)
+    BenchmarkConfig           experiments/benchmark.py
+    BaseStepBenchmarkConfig   experiments/benchmark_base_step.py
+    GenerationBenchmarkConfig experiments/benchmark_generation.py
+
+Importing this module does not import TensorFlow (`--help` stays fast).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional, Tuple
+
+from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
+                                    check_positive, setting, setting_like)
+
+WORKLOADS = ("pretrain", "inference", "scaling", "data")
+
+
+def _check_reuse_len(config) -> None:
+    if config.reuse_len > config.seq_len:
+        raise RunConfigError(f"--reuse_len={config.reuse_len} must not exceed "
+                             f"--seq_len={config.seq_len}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusConfig:
+    """The docstring corpus of the demo and the tests."""
+
+    output: str = setting(
+        None, "The text file to write, in the pretraining input format.", required=True)
+    min_bytes: int = setting(
+        1_000_000, "Fail if the standard library yields less text than this many bytes.")
+    max_bytes: Optional[int] = setting(
+        None, "Stop once this much text is written, in bytes (default: all of it).")
+
+    def __post_init__(self):
+        check_declared(self)
+        check_non_negative(self, "min_bytes")
+        check_positive(self, "max_bytes")
+
+
+@dataclasses.dataclass(frozen=True)
+class DataBenchmarkConfig:
+    """Data-preparation and input-pipeline throughput on a docstring corpus."""
+
+    workdir: str = setting(
+        "/tmp/xlnet_data_benchmark", "Scratch directory for the corpus, the SentencePiece "
+        "model and the prepared data.")
+    corpus_bytes: int = setting(5_000_000, "Size of the benchmark corpus in bytes.")
+    corpus_repeats: int = setting(
+        16, "The end-to-end runs prepare the corpus concatenated this many times (16 x 5 MB "
+        "is about 18M tokens), so Beam's fixed start-up weighs as it does on real data; the "
+        "stages use one copy.")
+    vocab_size: int = setting(8000, "Vocabulary size of the SentencePiece model trained first.")
+    workers: Tuple[int, ...] = setting(
+        (0, 1, 2), "Beam DirectRunner worker process counts to time (0: in-process, "
+        "in_memory mode).")
+    word_cache: bool = setting(
+        True, "Prepare with the word cache (the default of create_tfrecords.py); "
+        "--noword_cache for line mode.")
+    stages: bool = setting(True, "Also time each preparation stage in one process.")
+    seq_len: int = setting(512, "Example length of the prepared data in tokens.")
+    reuse_len: int = setting(256, "Reused prefix length of the prepared examples in tokens.")
+    num_predict: int = setting(85, "Number of target tokens per prepared example.")
+    num_streams: int = setting(16, "Number of token streams the corpus is prepared into.")
+    global_batch_size: int = setting(16, "Batch size timed in the input pipeline.")
+    pipeline_steps: int = setting(100, "Number of batches timed in the input pipeline.")
+
+    def __post_init__(self):
+        check_positive(self, "corpus_bytes", "corpus_repeats", "vocab_size", "seq_len",
+                       "reuse_len", "num_predict", "num_streams", "global_batch_size",
+                       "pipeline_steps")
+        _check_workers(self.workers, "workers")
+        _check_reuse_len(self)
+
+
+def _check_workers(workers, name: str) -> None:
+    if not workers or any(w < 0 for w in workers):
+        raise RunConfigError(f"--{name} must list worker counts >= 0, got "
+                             f"{','.join(map(str, workers))!r}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScaleReportConfig:
+    """The pod and the step of the paper-scale cost report (defaults: the paper's setting)."""
+
+    global_batch: int = setting(8192, "Global batch in sequences per optimizer step.")
+    seq_len: int = setting(512, "Sequence length of the pretraining examples in tokens.")
+    reuse_len: int = setting(256, "Reused prefix length of the pretraining examples in tokens.")
+    mem_len: int = setting(384, "Transformer-XL memory length in positions per layer.")
+    num_predict: int = setting(85, "Predicted tokens per sequence (query-stream rows).")
+    chips: int = setting(512, "Number of TPU v3 chips of the pod.")
+    chips_per_host: int = setting(4, "Number of TPU chips attached to each host.")
+
+    def __post_init__(self):
+        check_positive(self, "global_batch", "seq_len", "reuse_len", "num_predict", "chips",
+                       "chips_per_host")
+        check_non_negative(self, "mem_len")
+        _check_reuse_len(self)
+        if self.chips % self.chips_per_host:
+            raise RunConfigError(f"--chips={self.chips} is not divisible by "
+                                 f"--chips_per_host={self.chips_per_host}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class BenchmarkConfig:
+    """The side-by-side speed benchmark against HuggingFace's PyTorch XLNet."""
+
+    workloads: Tuple[str, ...] = setting(
+        ("pretrain", "inference", "scaling"), "Which workloads to run: pretrain (one full "
+        "training step), inference (content-stream features at batch 1 and "
+        "--inference_batch_size), scaling (the training step at sequence lengths 128, 256, "
+        "512 and several memory lengths), data (data preparation and input-pipeline "
+        "throughput).")
+    n_layer: int = setting(4, "Number of layers of the benchmarked model.")
+    d_model: int = setting(256, "Width of the benchmarked model's hidden states.")
+    n_head: int = setting(4, "Number of attention heads of every layer.")
+    d_head: int = setting(64, "Size of each attention head of the benchmarked model.")
+    d_inner: int = setting(1024, "Inner width of the feed-forward layers.")
+    vocab_size: int = setting(32000, "Vocabulary size of the model (the LM head's width).")
+    batch_size: int = setting(
+        8, "Global batch of the pretraining step (with bi_data: half forward, half backward).")
+    seq_len: int = setting(128, "Sequence length of the pretraining step in tokens.")
+    reuse_len: int = setting(64, "Reused (memory-producing) prefix length of the pretraining "
+                             "step.")
+    mem_len: int = setting(64, "Memory length of the pretraining step in positions per layer.")
+    num_predict: int = setting(21, "Predicted tokens per example (query-stream rows).")
+    bi_data: bool = setting(True, "Forward and backward halves in the pretraining batch.")
+    inference_batch_size: int = setting(32, "The larger batch of the inference workload.")
+    inference_seq_len: int = setting(128, "Sequence length of the inference workload in "
+                                     "tokens.")
+    inference_vocab_size: int = setting(
+        2000, "Vocabulary of the inference workload's model: the SentencePiece model shipped "
+        "in the SavedModel is trained with this many pieces on a standard-library corpus. "
+        "Features do not touch the LM head, so only the embedding table's size depends on it.")
+    saved_model: bool = setting(
+        True, "Also time the exported SavedModel (the features export, called through its "
+        "serve_token_ids signature) in the inference workload.")
+    warmup: int = setting(
+        2, "Untimed calls of each workload before timing (compilation included).")
+    repeats: int = setting(7, "Timed calls of each workload (the median is reported).")
+    threads: Optional[int] = setting(
+        None, "CPU threads for both frameworks; default: all cores.")
+    reference: bool = setting(
+        True, "Also time HuggingFace's PyTorch XLNet (needs requirements-reference.txt) and "
+        "report the throughput ratio ours/theirs.")
+    output_json: Optional[str] = setting(None, "Optional path to write all rows as JSON.")
+    data_seq_len: int = setting(
+        512, "Example length of the data workload (reuse_len is half, num_predict 1/6 of it).")
+    data_corpus_bytes: int = setting(
+        5_000_000, "Size of the data workload's docstring corpus in bytes.")
+    data_corpus_repeats: int = setting_like(DataBenchmarkConfig, "corpus_repeats")
+    data_workers: Tuple[int, ...] = setting_like(DataBenchmarkConfig, "workers")
+    data_word_cache: bool = setting(
+        True, "Prepare with the word cache (the default of create_tfrecords.py); "
+        "--nodata_word_cache for line mode.")
+
+    def __post_init__(self):
+        unknown = sorted(set(self.workloads) - set(WORKLOADS))
+        if unknown or not self.workloads:
+            raise RunConfigError(f"--workloads: unknown workload(s) {unknown}; choose from "
+                                 f"{', '.join(WORKLOADS)}.")
+        check_positive(self, "n_layer", "d_model", "n_head", "d_head", "d_inner", "vocab_size",
+                       "batch_size", "seq_len", "reuse_len", "num_predict",
+                       "inference_batch_size", "inference_seq_len", "inference_vocab_size",
+                       "repeats", "threads", "data_seq_len", "data_corpus_bytes",
+                       "data_corpus_repeats")
+        check_non_negative(self, "mem_len", "warmup")
+        _check_reuse_len(self)
+        _check_workers(self.data_workers, "data_workers")
+
+
+@dataclasses.dataclass(frozen=True)
+class BaseStepBenchmarkConfig:
+    """One pretraining step at XLNet-Base's shape, ours against HuggingFace's."""
+
+    model_config: str = setting(
+        "base", "Architecture preset name (base, large, tiny) or the path of an "
+        "xlnet_config.json file.")
+    batch_size: int = setting_like(BenchmarkConfig, "batch_size", default=2)
+    seq_len: int = setting_like(BenchmarkConfig, "seq_len", default=512)
+    reuse_len: int = setting_like(BenchmarkConfig, "reuse_len", default=256)
+    mem_len: int = setting_like(BenchmarkConfig, "mem_len", default=384)
+    num_predict: int = setting_like(BenchmarkConfig, "num_predict", default=85)
+    warmup: int = setting_like(BenchmarkConfig, "warmup", default=1)
+    repeats: int = setting_like(BenchmarkConfig, "repeats", default=3)
+    threads: Optional[int] = setting_like(BenchmarkConfig, "threads")
+    reference: bool = setting_like(BenchmarkConfig, "reference")
+    output_json: Optional[str] = setting_like(BenchmarkConfig, "output_json")
+
+    def __post_init__(self):
+        check_positive(self, "batch_size", "seq_len", "reuse_len", "num_predict", "repeats",
+                       "threads")
+        check_non_negative(self, "mem_len", "warmup")
+        _check_reuse_len(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class GenerationBenchmarkConfig:
+    """Generation speed with and without the memory cache (random weights of this shape)."""
+
+    n_layer: int = setting_like(BenchmarkConfig, "n_layer", default=6)
+    d_model: int = setting_like(BenchmarkConfig, "d_model", default=512)
+    n_head: int = setting(
+        8, "Number of attention heads of every layer (each of size d_model / n_head).")
+    d_inner: int = setting_like(BenchmarkConfig, "d_inner", default=2048)
+    vocab_size: int = setting_like(BenchmarkConfig, "vocab_size")
+    batch_size: int = setting(1, "Number of prompts generated from per call.")
+    prompt_len: int = setting(
+        128, "Prompt tokens (XLNet prompts are long: the padding text alone is about 170 "
+        "tokens).")
+    new_tokens: int = setting(32, "Number of tokens generated per prompt.")
+    repeats: int = setting(3, "Timed calls after the first (the median is reported).")
+    jit_compile: bool = setting(False, "Compile the generation loop with XLA (jit_compile).")
+    reference: bool = setting(
+        True, "Also time HuggingFace's PyTorch generate when torch and transformers are "
+        "installed.")
+
+    def __post_init__(self):
+        check_positive(self, "n_layer", "d_model", "n_head", "d_inner", "vocab_size",
+                       "batch_size", "prompt_len", "new_tokens", "repeats")
+        if self.d_model % self.n_head:
+            raise RunConfigError(f"--d_model={self.d_model} must be divisible by "
+                                 f"--n_head={self.n_head}.")
