@@ -209,13 +209,18 @@ def test_regressor_multiple_choice_and_question_answerer(spm):
     assert logits.shape == (4, 4)
     np.testing.assert_allclose(logits, chooser.task_model(packed)["logits"].numpy(), atol=1e-5)
 
-    # question answering: the first SQuAD window, labels are its token positions
-    contexts = [" ".join(TEXTS[i:i + 3]) for i in range(4)]
-    questions = ["What is sorted?", "What runs?", "What is parsed?", "What is split?"]
+    # question answering: the first SQuAD window; labels from raw answers are the token
+    # positions fine-tuning's data gives (an answer past the window and none: <cls>)
+    contexts = [" ".join(TEXTS[i:i + 3]) for i in range(4)] + [" ".join(TEXTS)] * 2
+    questions = ["What is sorted?", "What runs?", "What is parsed?", "What is split?",
+                 "What is encoded?", "What is missing?"]
     answers = [("list", contexts[0].index("list")), ("event loop", contexts[1].index("event")),
-               ("email message", contexts[2].index("email")), ("header", contexts[3].index("header"))]
-    windows = [build_windows(SquadExample("q", q, c, (a,), False), 0, tokenize_context(c, tokenizer),
-                             tokenizer.encode_ids(q), SEQ_LEN * 2, 128, 16)[0]
+               ("email message", contexts[2].index("email")),
+               ("header", contexts[3].index("header")),
+               ("message body", contexts[4].index("message body")), None]
+    windows = [build_windows(SquadExample("q", q, c, () if a is None else (a,), a is None), 0,
+                             tokenize_context(c, tokenizer), tokenizer.encode_ids(q),
+                             SEQ_LEN * 2, 128, 16)[0]
                for q, c, a in zip(questions, contexts, answers)]
     qa = xlnet_tf2.XLNetQuestionAnswerer(
         _config(), head_dropout=0.0, start_n_top=3, end_n_top=3,
@@ -229,11 +234,17 @@ def test_regressor_multiple_choice_and_question_answerer(spm):
     y = {"start_positions": np.array([w.start_position for w in windows]),
          "end_positions": np.array([w.end_position for w in windows]),
          "is_impossible": np.array([float(w.is_impossible) for w in windows])}
-    assert not any(y["is_impossible"])
-    before = qa.evaluate(x, y, verbose=0)
+    raw = {"answer_start": [0 if a is None else a[1] for a in answers],
+           "answer_text": ["" if a is None else a[0] for a in answers]}
+    labels = qa.preprocessor.answer_labels(contexts, raw["answer_start"], raw["answer_text"],
+                                           packed)
+    for key in y:
+        np.testing.assert_array_equal(labels[key].numpy(), y[key], err_msg=key)
+    assert y["is_impossible"].tolist() == [0, 0, 0, 0, 1, 1]  # past the window, no answer
+    before = qa.evaluate(x, raw, batch_size=3, verbose=0)
+    assert qa.evaluate(x, y, batch_size=3, verbose=0) == pytest.approx(before, rel=1e-6)
     # the default loss is the original's: (start + end cross-entropy) / 2 + answer class / 2
-    out = qa.task_model({**{k: v for k, v in packed.items()},
-                         "start_positions": y["start_positions"]})
+    out = qa.task_model({**packed, "start_positions": y["start_positions"]})
     xent = keras.losses.sparse_categorical_crossentropy
     want = np.mean(0.5 * (xent(y["start_positions"], out["start_logits"], from_logits=True)
                           + xent(y["end_positions"], out["end_logits"], from_logits=True))
@@ -242,11 +253,11 @@ def test_regressor_multiple_choice_and_question_answerer(spm):
                        from_logits=True))
     assert before == pytest.approx(float(want), rel=1e-5)
     qa.compile(optimizer=keras.optimizers.Adam(2e-3))
-    qa.fit(x, y, batch_size=2, epochs=8, verbose=0)
-    assert qa.evaluate(x, y, verbose=0) < 0.5 * before
+    qa.fit(x, raw, batch_size=3, epochs=8, verbose=0)
+    assert qa.evaluate(x, raw, batch_size=3, verbose=0) < 0.7 * before
     predicted = qa.predict(x, verbose=0)
-    assert predicted["start_top_index"].shape == (4, 3)
-    assert predicted["end_top_index"].shape == (4, 3, 3)
+    assert predicted["start_top_index"].shape == (6, 3)
+    assert predicted["end_top_index"].shape == (6, 3, 3)
     direct = qa.task_model(packed)  # inference form: the beam
     np.testing.assert_array_equal(predicted["start_top_index"], direct["start_top_index"].numpy())
     np.testing.assert_array_equal(predicted["end_top_index"], direct["end_top_index"].numpy())

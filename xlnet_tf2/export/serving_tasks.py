@@ -135,38 +135,10 @@ def squad_signatures(module):
             "serve_token_ids": serve_token_ids.get_concrete_function()}
 
 
-def context_token_spans(tokenizer, context: tf.Tensor):
-    """Ids int32 [B, (T)] of raw contexts [B] and each token's raw character span
-    [start, end) int64 [B, (T)] (code points of the raw context), as
-    squad_data.tokenize_context computes them: a token's span runs from the raw start of its
-    first visible character to the raw end of its last; a bare "▁" has an empty span at its
-    space (the raw length past the end)."""
-    normalized, raw_start, raw_end = tokenizer.normalize_with_offsets(context)
-    pieces, begin, end = tokenizer.encode_pieces_with_offsets(normalized)
-    ids = tf.cast(tokenizer._pieces.string_to_id(pieces), tf.int32)
-    # byte offsets into the normalized text -> its character indices, in [0, N_b]
-    char_bytes = tf.strings.unicode_decode_with_offsets(normalized, "UTF-8")[1]  # [B, (N)]
-    sentinel = tf.int64.max
-    char_bytes = char_bytes.to_tensor(sentinel)
-    first = tf.searchsorted(char_bytes, begin.to_tensor(sentinel), side="left",
-                            out_type=tf.int64)                                   # [B, T]
-    last = tf.searchsorted(char_bytes, end.to_tensor(sentinel), side="left", out_type=tf.int64)
-    raw_length = tf.cast(tf.strings.length(context, unit="UTF8_CHAR"), tf.int64)
-    tail = tf.RaggedTensor.from_tensor(raw_length[:, None])
-    starts = tf.concat([raw_start, tail], axis=1).to_tensor(0)                   # [B, N+1]
-    ends = tf.concat([raw_end, tail], axis=1).to_tensor(0)
-    char_start = tf.gather(starts, first, batch_dims=1)
-    char_end = tf.where(last > first, tf.gather(ends, tf.maximum(last - 1, 0), batch_dims=1),
-                        char_start)
-    lengths = ids.row_lengths()
-    return (ids, tf.RaggedTensor.from_tensor(char_start, lengths=lengths),
-            tf.RaggedTensor.from_tensor(char_end, lengths=lengths))
-
-
 def answer_whole_contexts(module, question, context, no_answer_of):
     """The serving_default outputs of squad_signatures for raw question / context [B]."""
     spec, L = module.spec, module.seq_len
-    context_ids, char_start, char_end = context_token_spans(module.tokenizer, context)
+    context_ids, char_start, char_end = module.tokenizer.encode_ids_with_char_spans(context)
     windows = in_graph_packing.squad_windows(context_ids, module.tokenizer.encode_ids(question),
                                            L, spec.doc_stride, spec.max_query_length)
     valid = windows["valid"]                                              # [B, W]

@@ -5,10 +5,12 @@
     qa.fit(x, {"start_positions": starts, "end_positions": ends}, epochs=2)
     out = qa.predict(x)   # start_top_index [N, k], end_top_index [N, k, e], cls_logits [N], ...
 
-Labels are token positions in the packed window (`context <sep> question <sep> <cls>`: the
-context's tokens come first, so a context token's index is its position), plus
-`is_impossible` (1.0 = no answer) for SQuAD 2.0; an answer outside the window points at the
-window's <cls> (cls_index), as fine-tuning does. The preprocessor reads each context's first
+Labels are either raw answers, `{"answer_start": character offsets in the context,
+"answer_text": answer strings ("" = no answer)}` (SQuAD's own fields; the preprocessor finds
+their tokens), or token positions in the packed window (`context <sep> question <sep>
+<cls>`: a context token's index is its position) `{"start_positions", "end_positions"}`,
+plus `is_impossible` (1.0 = no answer) for SQuAD 2.0. An answer outside the window points at
+the window's <cls> (cls_index), as fine-tuning does; raw answers always give is_impossible. The preprocessor reads each context's first
 window only; experiments/export_saved_model.py --task=squad serves whole contexts.
 """
 
@@ -25,6 +27,7 @@ from xlnet_tf2.tokenizers.xlnet_question_answering_preprocessor import (
     XLNetQuestionAnsweringPreprocessor)
 
 LABEL_KEYS = ("start_positions", "end_positions", "is_impossible")
+ANSWER_KEYS = ("answer_start", "answer_text")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
@@ -68,12 +71,21 @@ class XLNetQuestionAnswerer(XLNetTask):
     def default_metrics(self):
         return None  # the loss alone (Keras would pair metrics with y's keys)
 
-    def prepare_labels(self, inputs: dict, y):
+    def prepare_labels(self, x, inputs: dict, y):
         if y is None:
             return inputs, None
+        if set(y) == set(ANSWER_KEYS):
+            if isinstance(x, dict) and "input_ids" in x:
+                raise ValueError(f"raw answers {ANSWER_KEYS} need raw question/context "
+                                 "inputs; with token dicts give start_positions and "
+                                 "end_positions.")
+            context = x["context"] if isinstance(x, dict) else x[1]
+            y = self.preprocessor.answer_labels(context, y["answer_start"], y["answer_text"],
+                                                inputs)
         unknown = sorted(set(y) - set(LABEL_KEYS))
         if unknown:
-            raise ValueError(f"SQuAD labels are {LABEL_KEYS}; got {unknown}.")
+            raise ValueError(f"SQuAD labels are {LABEL_KEYS} (or raw answers {ANSWER_KEYS}); "
+                             f"got {unknown}.")
         y = {k: tf.cast(v, tf.float32 if k == "is_impossible" else tf.int32) for k, v in y.items()}
         return {**inputs, "start_positions": y["start_positions"]}, y
 

@@ -139,12 +139,14 @@ class XLNetTask(keras.Model):
                              "one when the preset has a spiece.model).")
         return self.preprocessor(x)
 
-    def prepare_labels(self, inputs: dict, y):
-        """(model inputs, labels) of a batch; SQuAD moves the gold start into the inputs."""
+    def prepare_labels(self, x, inputs: dict, y):
+        """(model inputs, labels) of a batch from its raw `x`, its model `inputs` and labels
+        `y`; SQuAD turns raw answers into positions and moves the gold start into the
+        inputs."""
         return inputs, y
 
     def _element(self, x, y=None, sample_weight=None):
-        inputs, y = self.prepare_labels(self.preprocess(x), y)
+        inputs, y = self.prepare_labels(x, self.preprocess(x), y)
         if y is None:
             return inputs
         return (inputs, y) if sample_weight is None else (inputs, y, sample_weight)

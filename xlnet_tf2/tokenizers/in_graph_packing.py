@@ -135,6 +135,31 @@ def squad_answer_inputs(input_ids: tf.Tensor, segment_ids: tf.Tensor,
             "doc_length": tf.reduce_sum(tf.cast(doc, tf.int32), axis=1)}
 
 
+def answer_positions(char_start: tf.RaggedTensor, char_end: tf.RaggedTensor,
+                     answer_start: tf.Tensor, answer_end: tf.Tensor, doc_length: tf.Tensor,
+                     cls_index: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """The labels of a context's first window, as xlnet_tf2/tasks/squad_data.py gives them:
+    the first and last token overlapping the answer's raw characters [answer_start,
+    answer_end) (tokens with an empty span never count) when both lie in the window's
+    doc_length document tokens, else the window's <cls> (and is_impossible 1; so is an empty
+    answer). Token spans ragged [B, (T)], the rest [B] -> start_positions, end_positions
+    int32 [B], is_impossible float32 [B]."""
+    answer_start = tf.cast(answer_start, tf.int64)[:, None]
+    answer_end = tf.cast(answer_end, tf.int64)[:, None]
+    starts, ends = char_start.to_tensor(0), char_end.to_tensor(0)           # [B, T]
+    hits = (starts < answer_end) & (ends > answer_start) & (ends > starts)
+    hits &= answer_end > answer_start
+    count = tf.shape(hits)[1]
+    first = tf.argmax(tf.cast(hits, tf.int32), axis=1, output_type=tf.int32)
+    last = count - 1 - tf.argmax(tf.cast(tf.reverse(hits, [1]), tf.int32), axis=1,
+                                 output_type=tf.int32)
+    inside = tf.reduce_any(hits, axis=1) & (last < tf.cast(doc_length, tf.int32))
+    cls_index = tf.cast(cls_index, tf.int32)
+    return {"start_positions": tf.where(inside, first, cls_index),
+            "end_positions": tf.where(inside, last, cls_index),
+            "is_impossible": tf.cast(~inside, tf.float32)}
+
+
 def squad_windows(context_ids: tf.RaggedTensor, question_ids: tf.RaggedTensor, seq_len: int,
                   doc_stride: int, max_query_length: int) -> Dict[str, tf.Tensor]:
     """Every document window of each (context, question), as

@@ -6,6 +6,9 @@ and of the SQuAD export's windows).
     inputs = preprocessor({"question": questions, "context": contexts})
     # input_ids, segment_ids, attention_mask, p_mask int32 [B, L]; cls_index int32 [B]
 
+Training labels from raw answers (SQuAD's `answer_start` character offset and `text`):
+`answer_labels` gives the token positions the fine-tuning data gives (squad_data.py).
+
 Only the first window of each context is read (its first seq_len - 3 - len(question)
 tokens); the SavedModel export (experiments/export_saved_model.py --task=squad) reads every
 window of long contexts.
@@ -65,3 +68,29 @@ class XLNetQuestionAnsweringPreprocessor(XLNetPreprocessor):
         if scalar:
             inputs = {k: v[0] for k, v in inputs.items()}
         return inputs
+
+    def answer_labels(self, context, answer_start, answer_text,
+                      inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """start_positions, end_positions int32 [B] and is_impossible float32 [B] of raw
+        answers in the windows `inputs` (this layer's output for `context`): answer_start is
+        the answer's first character in the raw context (code points, as Python indexes
+        str), answer_text its text ("" for no answer). An answer outside the window points
+        at its <cls> with is_impossible 1, as in fine-tuning."""
+        context = tf.convert_to_tensor(context, tf.string)
+        answer_text = tf.convert_to_tensor(answer_text, tf.string)
+        scalar = context.shape.rank == 0
+        if scalar:
+            context, answer_text = context[None], answer_text[None]
+            answer_start = tf.reshape(answer_start, [1])
+            inputs = {k: v[None] for k, v in inputs.items()}
+        _, char_start, char_end = self._require_tokenizer().encode_ids_with_char_spans(context)
+        answer_start = tf.cast(answer_start, tf.int64)
+        answer_end = answer_start + tf.cast(tf.strings.length(answer_text, unit="UTF8_CHAR"),
+                                            tf.int64)
+        doc_length = in_graph_packing.squad_answer_inputs(
+            inputs["input_ids"], inputs["segment_ids"], inputs["attention_mask"])["doc_length"]
+        labels = in_graph_packing.answer_positions(char_start, char_end, answer_start,
+                                                   answer_end, doc_length, inputs["cls_index"])
+        if scalar:
+            labels = {k: v[0] for k, v in labels.items()}
+        return labels
