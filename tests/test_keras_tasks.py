@@ -112,7 +112,8 @@ def test_keras_file_carries_the_spm_and_loads_after_import_xlnet_tf2(spm, tmp_pa
         "import keras, numpy as np\n"
         f"model = keras.models.load_model({str(moved)!r})\n"
         f"texts = json.loads({json.dumps(json.dumps(TEXTS))})\n"
-        f"diff = np.max(np.abs(model.predict(texts, verbose=0) - np.load({str(tmp_path / 'expected.npy')!r})))\n"
+        f"expected = np.load({str(tmp_path / 'expected.npy')!r})\n"
+        "diff = np.max(np.abs(model.predict(texts, verbose=0) - expected))\n"
         "print(json.dumps({'no_tensorflow': no_tensorflow, 'class': type(model).__name__,\n"
         "                  'labels': model.label_list, 'diff': float(diff),\n"
         "                  'optimizer_variables': len(model.optimizer.variables)}))\n")

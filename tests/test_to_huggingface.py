@@ -106,8 +106,8 @@ def hf_tasks(tmp_path_factory):
             hf.config.id2label = {0: "neg", 1: "neutral", 2: "pos"}
             hf.config.label2id = {v: k for k, v in hf.config.id2label.items()}
         hf.save_pretrained(str(root / task / "hf"))
-        report = convert_checkpoint("huggingface", str(root / task / "hf"), str(root / task / "ours"),
-                                    task=TaskOptions(task, seq_len=L))
+        report = convert_checkpoint("huggingface", str(root / task / "hf"),
+                                    str(root / task / "ours"), task=TaskOptions(task, seq_len=L))
         assert report["unused"] == [] and report["initialized"] == []
         out[task] = (hf, root / task, report["task"])
     return out

@@ -106,7 +106,8 @@ def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
     if task is None:
         model = XLNetLMHeadModel(config)
         model.build()
-        weight_map = (original_weight_map if source == "original" else huggingface_weight_map)(model)
+        lm_map = original_weight_map if source == "original" else huggingface_weight_map
+        weight_map = lm_map(model)
     else:
         settings, scope = _task_settings(source, task, tensors, hf_config, checkpoint)
         model = saving.build_task_model(config, settings)

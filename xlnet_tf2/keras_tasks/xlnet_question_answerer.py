@@ -2,7 +2,7 @@
 
     qa = xlnet_tf2.XLNetQuestionAnswerer.from_preset("converted/base", seq_len=256)
     x = {"question": questions, "context": contexts}
-    qa.fit(x, {"start_positions": starts, "end_positions": ends}, epochs=2)
+    qa.fit(x, {"answer_start": char_offsets, "answer_text": answers}, epochs=2)
     out = qa.predict(x)   # start_top_index [N, k], end_top_index [N, k, e], cls_logits [N], ...
 
 Labels are either raw answers, `{"answer_start": character offsets in the context,
@@ -10,8 +10,9 @@ Labels are either raw answers, `{"answer_start": character offsets in the contex
 their tokens), or token positions in the packed window (`context <sep> question <sep>
 <cls>`: a context token's index is its position) `{"start_positions", "end_positions"}`,
 plus `is_impossible` (1.0 = no answer) for SQuAD 2.0. An answer outside the window points at
-the window's <cls> (cls_index), as fine-tuning does; raw answers always give is_impossible. The preprocessor reads each context's first
-window only; experiments/export_saved_model.py --task=squad serves whole contexts.
+the window's <cls> (cls_index), as fine-tuning does; raw answers always give is_impossible.
+The preprocessor reads each context's first window only; experiments/export_saved_model.py
+--task=squad serves whole contexts.
 """
 
 from __future__ import annotations

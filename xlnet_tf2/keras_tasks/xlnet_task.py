@@ -19,7 +19,7 @@ strings in, token dicts out):
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+from typing import Dict
 
 import keras
 import tensorflow as tf
