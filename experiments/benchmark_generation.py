@@ -61,7 +61,7 @@ def main(argv):
         try:
             import torch
             sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "tests"))
-            from hf_reference import ours_from_hf, random_hf_model
+            from fixtures.hf_reference import ours_from_hf, random_hf_model
             torch.set_num_threads(threads)
             hf_model = random_hf_model(config, seed=0)
             model = ours_from_hf(hf_model, config)

@@ -11,7 +11,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
-from hf_reference import hf_config  # noqa: E402
+from fixtures.hf_reference import hf_config  # noqa: E402
 
 
 def _torch_inputs(batch, with_two_stream):

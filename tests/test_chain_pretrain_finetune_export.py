@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from test_finetune_data import spm_training_text, write_classification_files
+from fixtures.task_files import spm_training_text, write_classification_files
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")

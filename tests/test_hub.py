@@ -18,9 +18,12 @@ from xlnet_tf2.hub import PretrainedNotFoundError
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
-from test_conversion import _config, _inputs, _original_tensors, _write_tf1_checkpoint  # noqa: E402
-from test_finetune_data import train_tiny_spm  # noqa: E402
+from fixtures.hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
+from fixtures.task_files import train_tiny_spm  # noqa: E402
+from fixtures.tf1_checkpoints import original_tensors as _original_tensors  # noqa: E402
+from fixtures.tf1_checkpoints import tiny_config as _config  # noqa: E402
+from fixtures.tf1_checkpoints import two_stream_inputs as _inputs  # noqa: E402
+from fixtures.tf1_checkpoints import write_tf1_checkpoint as _write_tf1_checkpoint  # noqa: E402
 
 ENV = {**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"}
 VOCAB = 500  # the tiny SentencePiece model's

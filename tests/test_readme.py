@@ -34,7 +34,7 @@ def _run_block(marker):
 def converted_base(tmp_path, monkeypatch):
     """A tiny converted directory standing in for converted/base, in the working directory."""
     import xlnet_tf2
-    from test_finetune_data import train_tiny_spm
+    from fixtures.task_files import train_tiny_spm
 
     spm = train_tiny_spm(str(tmp_path))
     config = xlnet_tf2.XLNetConfig.preset("tiny", n_token=500)

@@ -20,6 +20,8 @@ from typing import Any, Mapping
 
 from absl import logging
 
+from xlnet_tf2 import fileio
+
 _ACTIVATIONS = ("gelu", "relu")
 _ATTN_TYPES = ("bi", "uni")
 
@@ -132,17 +134,7 @@ class XLNetConfig:
         """Reads an `xlnet_config.json` (original or ours): its architecture keys, with
         `overrides` setting run-time fields (defaults otherwise). Run-time keys found in the
         file (written by older versions of this project) are ignored with a note."""
-        import tensorflow as tf  # gfile reads local paths and gs:// alike
-
-        if not tf.io.gfile.exists(path):
-            raise ConfigError(f"Model config file {path!r} does not exist.")
-        with tf.io.gfile.GFile(path, "r") as f:
-            try:
-                values = json.load(f)
-            except json.JSONDecodeError as e:
-                raise ConfigError(f"Model config file {path!r} is not valid JSON: {e}.") from e
-        if not isinstance(values, dict):
-            raise ConfigError(f"Model config file {path!r} must hold a JSON object.")
+        values = fileio.read_json_object(path, ConfigError, "a model config file")
         stored_runtime = sorted(k for k in values if k in RUNTIME_KEYS)
         if stored_runtime:
             logging.info("%s holds run-time setting(s) %s (written by an older version); they "

@@ -283,14 +283,26 @@ def from_dict(cls: Type, values: Mapping[str, Any], *, source: str = "config"):
     return cls(**args)
 
 
-def replace_flat(config, **changes):
-    """A copy of the tree with leaves replaced by flat name."""
-    flat = to_flat(config)
-    unknown = sorted(set(changes) - set(flat))
-    if unknown:
-        raise RunConfigError(f"Unknown {type(config).__name__} setting(s) {unknown}.")
-    flat.update(changes)
-    return from_flat(type(config), flat)
+def with_defaults(cls, name: str, **defaults):
+    """A subclass of config class `cls` whose leaves in `defaults` default differently (the
+    same help, validation and resume policy): fine-tuning's loop is pretraining's loop with
+    fine-tuning's defaults."""
+    fields = []
+    for field in dataclasses.fields(cls):
+        if field.name in defaults:
+            new = dataclasses.field(default=defaults.pop(field.name), metadata=field.metadata)
+        elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
+            new = dataclasses.field(default_factory=field.default_factory,  # type: ignore[misc]
+                                    metadata=field.metadata)
+        else:
+            new = dataclasses.field(default=field.default, metadata=field.metadata)
+        fields.append((field.name, field.type, new))
+    if defaults:
+        raise TypeError(f"{cls.__name__} has no setting(s) {sorted(defaults)}")
+    derived = dataclasses.make_dataclass(name, fields, bases=(cls,), frozen=True)
+    derived.__module__ = cls.__module__
+    derived.__doc__ = f"{cls.__doc__}\n\n    ({name}: the same settings with other defaults.)"
+    return derived
 
 
 # ---------------------------------------------------------------------------- comparing trees

@@ -1,4 +1,5 @@
-"""File access for data preparation that imports TensorFlow only for remote paths.
+"""File access that imports TensorFlow only for remote paths (data preparation, tokenizers,
+run files), plus the project's one atomic writer and one JSON-object reader.
 
 Beam starts every worker as a fresh Python process; importing TensorFlow there costs about
 4.4 s of one core per worker (measured here), more than a worker needs to tokenize 4 MB of
@@ -8,10 +9,11 @@ hdfs://, ...) load `tf.io.gfile`.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
-from typing import IO, List
+from typing import IO, Any, List, Type
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
@@ -43,6 +45,10 @@ def exists(path: str) -> bool:
     return _gfile().exists(path) if is_remote(path) else os.path.exists(_local(path))
 
 
+def isdir(path: str) -> bool:
+    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(_local(path))
+
+
 def makedirs(path: str) -> None:
     if is_remote(path):
         _gfile().makedirs(path)
@@ -60,6 +66,12 @@ def rename(source: str, target: str) -> None:
         _gfile().rename(source, target, overwrite=True)
     else:
         os.replace(_local(source), _local(target))
+
+
+def copy_atomically(source: str, target: str) -> None:
+    """Copies a file to a temporary name beside `target`, then renames it into place."""
+    with open_file(source, "rb") as f:
+        write_atomically(target, f.read())
 
 
 def remove(path: str) -> None:
@@ -113,3 +125,27 @@ def publish_directory(staging: str, target: str, last: tuple = ()) -> None:
     for name in names:
         rename(os.path.join(staging, name), os.path.join(target, name))
     rmtree(staging)
+
+
+def write_json_atomically(path: str, value: Any) -> None:
+    """`value` as indented, key-sorted JSON, written atomically."""
+    write_atomically(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode())
+
+
+def read_json_object(path: str, error: Type[Exception] = ValueError, what: str = "",
+                     fix: str = "") -> dict:
+    """The JSON object stored in `path`. A missing file, a file that is not valid JSON (cut
+    short by a full disk or a copy) or that holds something else than an object raises
+    `error` with one line naming the file, `what` it is and `fix` (what to do)."""
+    label = f"{path}{f' ({what})' if what else ''}"
+    tail = f" {fix}" if fix else ""
+    if not exists(path):
+        raise error(f"{label} does not exist.{tail}")
+    try:
+        with open_file(path, "r") as f:
+            values = json.load(f)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise error(f"{label} is not valid JSON ({e}).{tail}") from None
+    if not isinstance(values, dict):
+        raise error(f"{label} must hold a JSON object, not {type(values).__name__}.{tail}")
+    return values

@@ -19,7 +19,7 @@ import hashlib
 import os
 from typing import Optional
 
-import tensorflow as tf
+from xlnet_tf2 import fileio
 
 ARCH_FILE = "xlnet_config.json"
 SPM_FILE = "spiece.model"
@@ -35,7 +35,7 @@ class RunDirError(FileNotFoundError):
 
 def directory_of(path: str) -> str:
     """The directory of a checkpoint directory or prefix."""
-    if tf.io.gfile.isdir(path):
+    if fileio.isdir(path):
         return path
     return os.path.dirname(path) or "."
 
@@ -45,18 +45,18 @@ def find_file(path: Optional[str], name: str) -> Optional[str]:
     if not path:
         return None
     candidate = os.path.join(directory_of(path), name)
-    return candidate if tf.io.gfile.exists(candidate) else None
+    return candidate if fileio.exists(candidate) else None
 
 
 def require_model_dir(model_dir: str, flag: str = "--model_dir") -> str:
     """Checks that `model_dir` exists and holds a model; returns it."""
     if not model_dir:
         raise RunDirError(f"{flag} is required.")
-    if not tf.io.gfile.isdir(model_dir):
+    if not fileio.isdir(model_dir):
         raise RunDirError(f"{flag}={model_dir!r} does not exist or is not a directory; pass a "
                           "pretraining or fine-tuning --model_dir or a converted release "
                           "directory.")
-    if not tf.io.gfile.exists(os.path.join(model_dir, ARCH_FILE)):
+    if not fileio.exists(os.path.join(model_dir, ARCH_FILE)):
         raise RunDirError(f"{flag}={model_dir!r} holds no {ARCH_FILE}: it is not a directory "
                           "written by this project's pretraining, fine-tuning or conversion.")
     return model_dir
@@ -80,7 +80,7 @@ def architecture_file(model_config: Optional[str], init_checkpoint: Optional[str
 def spm_model_file(spm_model: Optional[str], init_checkpoint: Optional[str]) -> str:
     """--spm_model, else the spiece.model beside --init_checkpoint."""
     if spm_model:
-        if not tf.io.gfile.exists(spm_model):
+        if not fileio.exists(spm_model):
             raise RunDirError(f"--spm_model={spm_model!r} does not exist.")
         return spm_model
     found = find_file(init_checkpoint, SPM_FILE)
@@ -97,7 +97,7 @@ def spm_model_file(spm_model: Optional[str], init_checkpoint: Optional[str]) -> 
 def model_spm_file(model_dir: str) -> str:
     """DIR/spiece.model of a model directory, or an error saying how to get one there."""
     path = os.path.join(model_dir, SPM_FILE)
-    if not tf.io.gfile.exists(path):
+    if not fileio.exists(path):
         raise RunDirError(
             f"{path} does not exist: the directory has no SentencePiece model. Pretraining, "
             "fine-tuning and conversion (with --spm_model) put it there; copy the model the "
@@ -108,7 +108,7 @@ def model_spm_file(model_dir: str) -> str:
 def file_sha256(path: str) -> str:
     """sha256 hex digest of a local or remote file."""
     digest = hashlib.sha256()
-    with tf.io.gfile.GFile(path, "rb") as f:
+    with fileio.open_file(path, "rb") as f:
         digest.update(f.read())
     return digest.hexdigest()
 
@@ -116,13 +116,11 @@ def file_sha256(path: str) -> str:
 def copy_spm_model(spm_model: str, model_dir: str) -> str:
     """Copies the SentencePiece model to MODEL_DIR/spiece.model (atomically: a temporary name,
     then a rename), unless an identical one is there; returns the target path."""
-    if not tf.io.gfile.exists(spm_model):
+    if not fileio.exists(spm_model):
         raise RunDirError(f"--spm_model={spm_model!r} does not exist.")
     target = os.path.join(model_dir, SPM_FILE)
-    tf.io.gfile.makedirs(model_dir)
-    if tf.io.gfile.exists(target) and file_sha256(target) == file_sha256(spm_model):
+    fileio.makedirs(model_dir)
+    if fileio.exists(target) and file_sha256(target) == file_sha256(spm_model):
         return target
-    temporary = target + ".tmp"
-    tf.io.gfile.copy(spm_model, temporary, overwrite=True)
-    tf.io.gfile.rename(temporary, target, overwrite=True)
+    fileio.copy_atomically(spm_model, target)
     return target

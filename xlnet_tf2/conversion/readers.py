@@ -6,12 +6,13 @@ arrays keyed by the source's own tensor names.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Dict, Optional, Tuple
 
 import numpy as np
 import tensorflow as tf
+
+from xlnet_tf2 import fileio
 
 # Variables of a TF1 training checkpoint that are not model weights.
 _OPTIMIZER_MARKERS = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum", "/LAMB")
@@ -23,16 +24,7 @@ class CheckpointReadError(ValueError):
 
 
 def read_json(path: str) -> dict:
-    if not tf.io.gfile.exists(path):
-        raise CheckpointReadError(f"Config file {path!r} does not exist.")
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            values = json.load(f)
-        except json.JSONDecodeError as e:
-            raise CheckpointReadError(f"Config file {path!r} is not valid JSON: {e}.") from e
-    if not isinstance(values, dict):
-        raise CheckpointReadError(f"Config file {path!r} must hold a JSON object.")
-    return values
+    return fileio.read_json_object(path, CheckpointReadError, "the model's config file")
 
 
 def read_original_checkpoint(checkpoint: str, config_path: Optional[str] = None

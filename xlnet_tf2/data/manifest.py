@@ -11,12 +11,10 @@ refused by name instead of ending an epoch early.
 
 from __future__ import annotations
 
-import json
 import os
 from typing import Optional
 
 from xlnet_tf2 import fileio
-from xlnet_tf2.data.params import DataParams
 
 MANIFEST_NAME = "record_info.json"
 FORMAT = "xlnet-tf2-pretrain-v1"
@@ -28,8 +26,7 @@ class ManifestError(ValueError):
 
 def write_manifest(output_dir: str, manifest: dict) -> str:
     path = os.path.join(output_dir, MANIFEST_NAME)
-    fileio.write_atomically(path, (json.dumps(manifest, indent=2, sort_keys=True)
-                                   + "\n").encode())
+    fileio.write_json_atomically(path, manifest)
     return path
 
 
@@ -40,8 +37,9 @@ def read_manifest(data_dir: str) -> dict:
         raise ManifestError(f"{data_dir} has no {MANIFEST_NAME}: it was not prepared by "
                             "data_prep/create_tfrecords.py or the preparation did not finish. "
                             "Run (or re-run) data preparation into it.")
-    with fileio.open_file(path) as f:
-        manifest = json.load(f)
+    manifest = fileio.read_json_object(
+        path, ManifestError, "the manifest of prepared data",
+        "Re-run data_prep/create_tfrecords.py into the directory, or copy it again whole.")
     if manifest.get("format") != FORMAT:
         raise ManifestError(f"{path} has format {manifest.get('format')!r}, expected {FORMAT!r}; "
                             "re-prepare the data with this version of data_prep.")
@@ -54,10 +52,6 @@ def read_manifest(data_dir: str) -> dict:
     # have none and still load) by xlnet_tf2/data/integrity.py, in parallel, for the files a
     # pipeline reads: a stat per file is slow on cloud storage.
     return manifest
-
-
-def data_params(manifest: dict) -> DataParams:
-    return DataParams.from_dict(manifest["params"])
 
 
 def check_manifest(manifest: dict, *, data_dir: str, seq_len: int, reuse_len: int,

@@ -43,9 +43,9 @@ import apache_beam as beam
 import numpy as np
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from xlnet_tf2 import special_ids
+from xlnet_tf2 import __version__, special_ids
 from xlnet_tf2.data import manifest, records
-from xlnet_tf2 import fileio
+from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.prep import text_sources
 from xlnet_tf2.prep import streams
 from xlnet_tf2.prep.encode import BatchEncoder
@@ -65,7 +65,6 @@ _log = logging.getLogger("xlnet_tf2.data")
 # (data_prep/create_tfrecords.py) can print them and drop the rest.
 PROGRESS_TAG = "[xlnet-progress] "
 EVAL_DIR = "eval"
-SPM_FILE = "spiece.model"
 # Scratch space of one run inside OUTPUT_DIR: progress counts and token files; removed at the
 # end (and by the next run if a run was killed).
 _WORK_DIR = ".prep"
@@ -380,8 +379,6 @@ class _WriteStream(beam.DoFn):
 
 def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab_size,
                     spm_sha256, spm_model, sources, split):
-    from xlnet_tf2 import __version__
-
     file_infos = sorted(file_infos, key=lambda f: f["name"])
     chunks = summary["chunks_per_row"]
     data = {
@@ -532,7 +529,7 @@ def preflight(*, params: DataParams, input_patterns: Sequence[str], tfds_name: O
 
 def _copy_spm_model(tokenizer: SentencePieceTokenizer, directory: str) -> None:
     """Writes the SentencePiece model beside the data (training finds it there)."""
-    fileio.write_atomically(os.path.join(directory, SPM_FILE), tokenizer.model_proto)
+    fileio.write_atomically(os.path.join(directory, run_dir.SPM_FILE), tokenizer.model_proto)
 
 
 @contextlib.contextmanager

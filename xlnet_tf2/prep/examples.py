@@ -208,17 +208,3 @@ def row_example_batches(ids: np.ndarray, sent_ids: np.ndarray, *, params: DataPa
         yield build_examples(ids, sent_ids, np.arange(first, min(first + batch, total)),
                              params=params, starts_word=starts_word, stream_id=stream_id,
                              direction=direction, pass_id=pass_id, bounds=bounds)
-
-
-def row_examples(ids: np.ndarray, sent_ids: np.ndarray, *, params: DataParams,
-                 starts_word: np.ndarray, stream_id: int, pass_id: int,
-                 direction: int) -> Iterator[Example]:
-    """Yields every chunk of one row in one direction as `Example`s, chunk 0 first."""
-    for b in row_example_batches(ids, sent_ids, params=params, starts_word=starts_word,
-                                 stream_id=stream_id, pass_id=pass_id, direction=direction):
-        for n in range(b["chunk_index"].shape[0]):
-            yield Example(input_ids=b["input_ids"][n], segment_ids=b["segment_ids"][n],
-                          target_positions=b["target_positions"][n],
-                          perm_rank=b["perm_rank"][n], stream_id=stream_id,
-                          chunk_index=int(b["chunk_index"][n]), direction=direction,
-                          pass_id=pass_id, is_next=int(b["is_next"][n]))

@@ -24,9 +24,9 @@ import dataclasses
 from typing import Optional, Tuple
 
 from xlnet_tf2 import config_flags
-from xlnet_tf2.config_flags import RunConfigError, section, setting
+from xlnet_tf2.config_flags import RunConfigError, section, setting, with_defaults
 from xlnet_tf2.training.run_config import (DistributionConfig, DropoutConfig, LoopConfig,
-                                           OptimizerConfig, with_defaults)
+                                           OptimizerConfig)
 
 FinetuneLoopConfig = with_defaults(
     LoopConfig, "FinetuneLoopConfig", train_steps=1000, train_batch_size=32, steps_per_loop=1,

@@ -19,9 +19,10 @@ import dataclasses
 from typing import Optional, Tuple
 
 from xlnet_tf2 import config_flags
-from xlnet_tf2.config_flags import RunConfigError, section, setting
+from xlnet_tf2.config_flags import (RunConfigError, check_non_negative, check_positive,
+                                    section, setting)
 from xlnet_tf2.training.run_config import (DistributionConfig, DropoutConfig, LoopConfig,
-                                           OptimizerConfig, _non_negative, _positive)
+                                           OptimizerConfig)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -40,7 +41,7 @@ class PretrainModelConfig(DropoutConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        _non_negative(self, "mem_len")
+        check_non_negative(self, "mem_len")
         if not isinstance(self.clamp_len, int) or self.clamp_len < -1:
             raise RunConfigError(f"--clamp_len must be -1 or >= 0, got {self.clamp_len!r}.")
         if not self.initializer_range > 0:
@@ -74,8 +75,8 @@ class PretrainEvalConfig:
         resume="free")
 
     def __post_init__(self):
-        _non_negative(self, "eval_steps", "eval_batch_size")
-        _positive(self, "eval_batches")
+        check_non_negative(self, "eval_steps", "eval_batch_size")
+        check_positive(self, "eval_batches")
 
 
 @dataclasses.dataclass(frozen=True)

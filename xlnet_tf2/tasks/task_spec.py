@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import tensorflow as tf
 
-from xlnet_tf2 import run_dir
+from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
 
 TASKS = ("classification", "regression", "race", "squad")
@@ -64,8 +64,8 @@ class TaskSpec:
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(f"{path} does not exist: --model_dir must be a directory "
                                     "written by run_classifier.py, run_race.py or run_squad.py.")
-        with tf.io.gfile.GFile(path) as f:
-            values = json.load(f)
+        values = fileio.read_json_object(path, RunConfigError, "what the fine-tuned model is",
+                                         "Restore it from the run that wrote the directory.")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:

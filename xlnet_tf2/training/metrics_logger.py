@@ -13,6 +13,8 @@ from typing import List
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
 
+from xlnet_tf2.progress import format_eta
+
 # tf.summary.scalar lives in the tensorboard package, which training does not need; writing
 # the summary with TensorBoard's "scalars" plugin metadata gives the same event records.
 _SCALAR_METADATA = summary_pb2.SummaryMetadata(
@@ -21,13 +23,6 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
 
 def write_scalar(name: str, value: float, step: int) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), step=step, metadata=_SCALAR_METADATA)
-
-
-def _format_eta(seconds: float) -> str:
-    seconds = int(max(seconds, 0))
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
 
 
 class MetricsLogger:
@@ -75,7 +70,7 @@ class MetricsLogger:
         self._pending = []
         self._timed_steps, self._timed_seconds = 0, 0.0
         self._all_steps_seconds = 0.0
-        eta = _format_eta((self.total_steps - step) * step_time)
+        eta = format_eta((self.total_steps - step) * step_time)
         line = (f"step {step:>7d}/{self.total_steps} | loss {values['train/loss']:.4f} | "
                 f"lr {values['train/learning_rate']:.3g} | grad_norm {values['train/grad_norm']:.3f} | "
                 f"{values['perf/tokens_per_sec']:,.0f} tok/s | step {step_time * 1000:.1f} ms | "

@@ -6,7 +6,8 @@
     DistributionConfig  strategy and TPU
 
 Each task's configuration tree holds them as its `loop`, `optimizer`, `model` and
-`distribution` sections, with the task's own defaults where they differ (`with_defaults`):
+`distribution` sections, with the task's own defaults where they differ
+(`config_flags.with_defaults`):
 pretraining's in xlnet_tf2/tasks/pretraining_config.py, fine-tuning's in
 xlnet_tf2/tasks/finetune_config.py. Every leaf is one flag of the same name, with its help
 text and its resume policy (xlnet_tf2/config_flags.py): a checkpointed run cannot resume under
@@ -18,24 +19,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from xlnet_tf2.config_flags import RunConfigError, section, setting  # noqa: F401 (re-export)
+from xlnet_tf2.config_flags import (RunConfigError, check_non_negative, check_positive,
+                                    setting)
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "one_device")
-
-
-def _positive(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise RunConfigError(f"--{name} must be a positive integer, got {value!r}.")
-
-
-def _non_negative(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise RunConfigError(f"--{name} must be an integer >= 0, got {value!r}.")
 
 
 def _rate(config, *names):
@@ -43,28 +31,6 @@ def _rate(config, *names):
         value = getattr(config, name)
         if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
             raise RunConfigError(f"--{name} must be in [0, 1), got {value!r}.")
-
-
-def with_defaults(cls, name: str, **defaults):
-    """A subclass of config class `cls` whose leaves in `defaults` default differently (the
-    same help, validation and resume policy): fine-tuning's loop is pretraining's loop with
-    fine-tuning's defaults."""
-    fields = []
-    for field in dataclasses.fields(cls):
-        if field.name in defaults:
-            new = dataclasses.field(default=defaults.pop(field.name), metadata=field.metadata)
-        elif field.default_factory is not dataclasses.MISSING:  # type: ignore[misc]
-            new = dataclasses.field(default_factory=field.default_factory,  # type: ignore[misc]
-                                    metadata=field.metadata)
-        else:
-            new = dataclasses.field(default=field.default, metadata=field.metadata)
-        fields.append((field.name, field.type, new))
-    if defaults:
-        raise TypeError(f"{cls.__name__} has no setting(s) {sorted(defaults)}")
-    derived = dataclasses.make_dataclass(name, fields, bases=(cls,), frozen=True)
-    derived.__module__ = cls.__module__
-    derived.__doc__ = f"{cls.__doc__}\n\n    ({name}: the same settings with other defaults.)"
-    return derived
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +50,7 @@ class DistributionConfig:
         resume="free")
 
     def __post_init__(self):
-        _positive(self, "tpu_timeout")
+        check_positive(self, "tpu_timeout")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,9 +114,9 @@ class LoopConfig:
         if not self.model_dir:
             raise RunConfigError("--model_dir is required: the directory for checkpoints and "
                                  "logs.")
-        _positive(self, "train_steps", "train_batch_size", "grad_accum_steps", "steps_per_loop",
+        check_positive(self, "train_steps", "train_batch_size", "grad_accum_steps", "steps_per_loop",
                   "save_steps", "keep_checkpoints", "log_steps")
-        _non_negative(self, "seed")
+        check_non_negative(self, "seed")
         if self.precision not in PRECISIONS:
             raise RunConfigError(f"--precision must be one of {PRECISIONS}, got "
                                  f"{self.precision!r}.")
@@ -186,7 +152,7 @@ class OptimizerConfig:
         "uses 1.0).", resume="warn")
 
     def __post_init__(self):
-        _non_negative(self, "warmup_steps")
+        check_non_negative(self, "warmup_steps")
         if not self.learning_rate > 0:
             raise RunConfigError(f"--learning_rate must be positive, got {self.learning_rate}.")
         if self.weight_decay < 0:

@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Mapping, Optional, Type
 import tensorflow as tf
 from absl import logging
 
-from xlnet_tf2 import config_flags
+from xlnet_tf2 import config_flags, fileio
 from xlnet_tf2.config_flags import ChangedSetting, RunConfigError
 
 RUN_CONFIG_FILE = "run_config.json"
@@ -35,7 +35,9 @@ STEPS_FILE = "steps.jsonl"
 
 # What TensorFlow's checkpoint writer leaves behind when a process dies mid-save:
 # "<prefix>_temp/" (sharded save) and "<prefix>_temp_<uuid>/" directories, "*.tempstate*" files.
-_STALE = re.compile(r"^(ckpt-\d+_temp.*|.*\.tempstate\d*|checkpoint\.tmp.*)$")
+# (the last alternative: a file written atomically by fileio.write_atomically, cut short)
+_STALE = re.compile(r"^(ckpt-\d+_temp.*|.*\.tempstate\d*|checkpoint\.tmp.*"
+                    r"|.*\.tmp-\d+-[0-9a-f]{12})$")
 
 
 def flatten(values: Mapping[str, Any]) -> Dict[str, Any]:
@@ -47,25 +49,6 @@ def flatten(values: Mapping[str, Any]) -> Dict[str, Any]:
         else:
             out[key] = value
     return out
-
-
-def read_json(path: str) -> Optional[dict]:
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            return json.load(f)
-        except json.JSONDecodeError as e:
-            raise RunConfigError(f"{path} is not valid JSON ({e}); it records the settings of "
-                                 "the run in that directory. Restore it, or use a new "
-                                 "--model_dir.") from None
-
-
-def write_json_atomic(path: str, value: Any) -> None:
-    tmp = path + ".tmp"
-    with tf.io.gfile.GFile(tmp, "w") as f:
-        f.write(json.dumps(value, indent=2, sort_keys=True) + "\n")
-    tf.io.gfile.rename(tmp, path, overwrite=True)
 
 
 def clean_stale_files(model_dir: str) -> List[str]:
@@ -109,7 +92,10 @@ def check_resume(config_cls: Type, config, derived: Mapping[str, Any], model_dir
     Returns:
       the changed "warn" settings (logged by the caller and recorded in attempts.jsonl).
     """
-    record = read_json(os.path.join(model_dir, RUN_CONFIG_FILE))
+    path = os.path.join(model_dir, RUN_CONFIG_FILE)
+    record = (fileio.read_json_object(
+        path, RunConfigError, "the settings of the run in that directory",
+        "Restore it, or use a new --model_dir.") if fileio.exists(path) else None)
     if record is None:
         return []
     changes = changes_against_record(config_cls, config, derived, record)
@@ -131,7 +117,7 @@ def check_resume(config_cls: Type, config, derived: Mapping[str, Any], model_dir
 
 
 def write_run_config(model_dir: str, config, derived: Mapping[str, Any]) -> None:
-    write_json_atomic(os.path.join(model_dir, RUN_CONFIG_FILE),
+    fileio.write_json_atomically(os.path.join(model_dir, RUN_CONFIG_FILE),
                       {"settings": config_flags.to_dict(config), "derived": dict(derived)})
 
 

@@ -1,0 +1,113 @@
+"""Batch encoding equals line-by-line `encode_ids`; cost is linear whatever the line lengths."""
+
+import time
+
+import numpy as np
+
+from xlnet_tf2.prep.encode import BatchEncoder, normalize, score_margin
+from xlnet_tf2.prep.examples import row_example_batches
+from xlnet_tf2.data.params import DataParams
+from xlnet_tf2.data import records
+from xlnet_tf2.prep.span_sampling import start_piece_table
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, preprocess_text
+
+from fixtures.corpora import corpus_path, tokenizer
+
+HARD = ["In 2000, 1,234,567 people paid $3,50, or 12,", "Café naïve résumé – “quoted” ``x'' ''y''",
+        "a\u00a0b\u2003c  d\te", "zero\u200bwidth and ¨ diaeresis a¨b",
+        "漢字 unknown ☃ chars<eop> x <eop>y", "", "   ", "2000,", ",,,", "ﬁne ligature ½ ㍱",
+        "ÀÉÎÕÜ ñ ç", "tab\tseparated\tvalues 3,4,5,"]
+
+
+def _split(ids, per_line):
+    offsets = np.concatenate([[0], np.cumsum(per_line)])
+    return [ids[offsets[k]:offsets[k + 1]].tolist() for k in range(len(per_line))]
+
+
+def test_normalize_equals_preprocess_text():
+    with open(corpus_path()) as f:
+        lines = f.readlines()[:2000]
+    for line in lines + HARD:
+        for lower in (False, True):
+            assert normalize(line, lower=lower, keep_accents=False) == \
+                preprocess_text(line, lower=lower)
+
+
+def test_exact_mode_equals_encode_ids():
+    tok = tokenizer()
+    with open(corpus_path()) as f:
+        lines = f.readlines()
+    ids, per_line = BatchEncoder(tok).encode_lines(lines + HARD)
+    assert ids.dtype == np.int32 and per_line.shape == (len(lines) + len(HARD),)
+    assert _split(ids, per_line) == [tok.encode_ids(line) for line in lines + HARD]
+
+
+# "x___" splits in two ways of exactly the same score with the test model ("_" + "__" or
+# "__" + "_" after "x"); "]]]" does with 8k models trained on docstrings.
+TIES = ["x___ a___ x___ _____", "]]] ]]]] a]]]b ]]]", "((( ))) (((x)))", "---- ----- ======", "x" * 1200,
+        "word " * 300, "tab\tand control\x01char", "MiXeD CaSe ``quotes'' " + "'" * 3 + "x"]
+
+
+def test_word_cache_equals_encode_ids():
+    """Exact: new, second-time and cached words, batch by batch, ties and odd lines too."""
+    tok = tokenizer()
+    encoder = BatchEncoder(tok, word_cache=True)
+    with open(corpus_path()) as f:
+        lines = f.readlines()[:3000]
+    want = [tok.encode_ids(line) for line in lines]
+    want_extra = [tok.encode_ids(line) for line in HARD + TIES]
+    for _ in range(3):  # words are new, then seen twice (cached or refused), then cached
+        got = []
+        for start in range(0, len(lines), 500):
+            got += _split(*encoder.encode_lines(lines[start:start + 500]))
+        assert got == want
+        assert _split(*encoder.encode_lines(HARD + TIES)) == want_extra
+    assert encoder._rows > 1000  # the cache is really used
+    # A word with two segmentations of the same score never comes from the cache.
+    top2 = encoder._sp.NBestEncodeAsImmutableProto("x___", 2).nbests
+    assert top2[0].score == top2[1].score
+    assert encoder._index["x___"] < 0 and encoder._index["x"] >= 0
+    # Uncased models lowercase first; the cached path must too.
+    lower = SentencePieceTokenizer(tok.model_proto, lower=True)
+    enc = BatchEncoder(lower, word_cache=True)
+    for _ in range(3):
+        assert _split(*enc.encode_lines(lines[:300] + TIES)) == \
+            [lower.encode_ids(line) for line in lines[:300] + TIES]
+
+
+def test_score_margin_covers_float32_rounding():
+    # Scores up to 20 on lines of 1,000 characters: running sums below 2^15, ulp 2^-9.
+    assert score_margin(20.0) == 2.0 * 2.0 ** (14 - 23)
+    assert score_margin(1000.0) > score_margin(20.0)
+
+
+def _prepare_without_beam(lines, tok, params):
+    """Tokenize + build + serialize every example of one row, as a Beam worker does."""
+    ids, per_line = BatchEncoder(tok).encode_lines(lines)
+    sent = np.repeat(np.arange(len(per_line)), per_line)
+    starts = start_piece_table(tok)
+    count = 0
+    for direction in (0, 1):
+        for batch in row_example_batches(ids, sent, params=params, starts_word=starts,
+                                         stream_id=0, pass_id=0, direction=direction):
+            num = batch["chunk_index"].shape[0]
+            for name in ("stream_id", "direction", "pass_id"):
+                batch[name] = np.zeros(num, np.int32)
+            count += len(records.serialize_batch(batch))
+    return ids.shape[0], count
+
+
+def test_cost_is_linear_in_line_length():
+    tok = tokenizer()
+    with open(corpus_path()) as f:
+        lines = [line for line in f.readlines() if line.strip()]
+    params = DataParams(seq_len=128, reuse_len=64, num_predict=21, perm_size=64)
+    timings = {}
+    for name, text in [("lines", lines), ("one line", [" ".join(l.strip() for l in lines)])]:
+        start = time.perf_counter()
+        tokens, examples = _prepare_without_beam(text, tok, params)
+        timings[name] = time.perf_counter() - start
+        assert examples == 2 * ((tokens - 128) // 64 + 1)
+    # 250 kB as one line costs about what it costs as lines (the old per-token sentence
+    # walks in split_a_and_b made it quadratic in the line length).
+    assert timings["one line"] < 3 * timings["lines"] + 0.5, timings

@@ -1,0 +1,146 @@
+"""Reading text inputs a block at a time, and data-prep workers that never import TensorFlow."""
+
+import os
+import random
+import subprocess
+import sys
+
+import pytest
+
+from xlnet_tf2.prep import text_sources
+from xlnet_tf2.data.params import DataPrepError
+
+from fixtures.paths import REPO_ROOT as REPO
+
+
+def _lines_one_by_one(path):
+    """The lines as iterating the file object yields them, without the "\\n"."""
+    with open(path, "rb") as f:
+        return [raw[:-1].decode() if raw.endswith(b"\n") else raw.decode() for raw in f]
+
+
+def test_block_reading_equals_line_reading_at_every_block_size(tmp_path, monkeypatch):
+    rng = random.Random(0)
+    path = str(tmp_path / "t.txt")
+    for case in range(150):
+        parts = [rng.choice(["", "a", "bc d", "  ", "\u00e9\u3000x", "\r", "y" * rng.randint(0, 40)])
+                 for _ in range(rng.randint(0, 30))]
+        with open(path, "w", encoding="utf-8", newline="") as f:
+            f.write("\n".join(parts) + rng.choice(["", "\n", "\n\n"]))
+        # Blocks from 1 byte (every multi-byte character is cut) to longer than the file.
+        monkeypatch.setattr(text_sources, "READ_BLOCK_BYTES", rng.randint(1, 60))
+        assert list(text_sources.read_lines(path, False, "fix")) == _lines_one_by_one(path), case
+
+
+def test_bad_line_is_named_across_blocks_and_skipped_when_asked(tmp_path, monkeypatch):
+    path = tmp_path / "bad.txt"
+    lines = [f"sentence {i}".encode() for i in range(50)]
+    lines[36] = b"caf\xe9"               # line 37: not UTF-8
+    lines[41] = b"nul \x00 byte"         # line 42: binary
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    monkeypatch.setattr(text_sources, "READ_BLOCK_BYTES", 64)  # the bad lines are blocks away
+    with pytest.raises(DataPrepError, match=f"{path}:37: line is not valid UTF-8"):
+        list(text_sources.read_lines(str(path), False, "fix it."))
+
+    class Count:
+        n = 0
+
+        def inc(self):
+            Count.n += 1
+
+    kept = list(text_sources.read_lines(str(path), True, "fix it.", Count()))
+    assert Count.n == 2 and len(kept) == 48 and "sentence 49" == kept[-1]
+    lines[36] = b"fine"
+    path.write_bytes(b"\n".join(lines))
+    with pytest.raises(DataPrepError, match=f"{path}:42: line holds NUL bytes"):
+        list(text_sources.read_lines(str(path), False, "fix it."))
+
+
+def test_a_line_longer_than_a_block(tmp_path, monkeypatch):
+    path = tmp_path / "long.txt"
+    long_line = "w " * 5000
+    path.write_text(f"a\n{long_line}\nb", encoding="utf-8")
+    monkeypatch.setattr(text_sources, "READ_BLOCK_BYTES", 100)
+    assert list(text_sources.read_lines(str(path), False, "fix")) == ["a", long_line, "b"]
+
+
+def test_workers_import_no_tensorflow():
+    """What a Beam worker imports to run the pipeline's steps pulls in no TensorFlow."""
+    code = ("import sys\n"
+            "import xlnet_tf2.prep.beam_pipeline, xlnet_tf2.data.records\n"
+            "import xlnet_tf2.data.manifest, xlnet_tf2.prep.text_sources\n"
+            "import apache_beam.runners.worker.sdk_worker_main\n"
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+            "('tensorflow', 'keras')))\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_beam_scratch_goes_to_a_private_temp_dir_that_is_removed():
+    import tempfile
+
+    from xlnet_tf2.prep.beam_pipeline import _private_tempdir
+
+    before = tempfile.gettempdir()
+    with _private_tempdir():
+        inside = tempfile.gettempdir()
+        leaked = tempfile.mkdtemp(prefix="beam-temp")  # what Beam's job service does
+        assert os.path.dirname(leaked) == inside != before
+    assert tempfile.gettempdir() == before and not os.path.exists(inside)
+
+
+def test_word_cache_and_line_mode_prepare_the_same_bytes(tmp_path):
+    """Both tokenizer modes are exact, so the prepared files are byte for byte the same."""
+    import dataclasses
+    import filecmp
+
+    from xlnet_tf2.prep.beam_pipeline import create_tfrecords
+    from xlnet_tf2.data.params import DataParams
+    from fixtures.corpora import LOCAL_BEAM, corpus_path, spm_model
+
+    params = DataParams(seq_len=64, reuse_len=32, num_predict=10, perm_size=32, bi_data=True,
+                        num_streams=2)
+    outs = []
+    for cache in (False, True):
+        out = str(tmp_path / f"cache{int(cache)}")
+        create_tfrecords(params=dataclasses.replace(params, word_cache=cache), output_dir=out,
+                         spm_model=spm_model(), input_patterns=[corpus_path()],
+                         beam_args=LOCAL_BEAM)
+        outs.append(out)
+    names = sorted(n for n in os.listdir(outs[0]) if n.endswith(".tfrecord"))
+    assert len(names) == 4
+    match, mismatch, errors = filecmp.cmpfiles(outs[0], outs[1], names, shallow=False)
+    assert mismatch == [] and errors == [] and len(match) == 4
+
+
+def test_remote_paths_go_through_gfile():
+    """URLs (gs:// on Dataflow; TensorFlow's in-memory ram:// here) take the tf.io.gfile path
+    for every file operation data preparation makes, scratch and token files included."""
+    import numpy as np
+    import tensorflow as tf
+
+    from xlnet_tf2.data import records
+    from xlnet_tf2 import fileio
+    from xlnet_tf2.prep.beam_pipeline import read_tokens, write_tokens
+
+    root = "ram://xlnet-remote-test/out"
+    assert fileio.is_remote(root) and not fileio.is_remote("/tmp/x")
+    assert not fileio.is_remote("file:///tmp/x")
+    fileio.makedirs(root + "/.prep/tokens")
+    ids, sent = np.arange(7, dtype=np.int32), np.array([0, 0, 1, 1, 1, 2, 2], np.int32)
+    path = root + "/.prep/tokens/t.npy"
+    write_tokens(path, ids, sent)
+    np.testing.assert_array_equal(read_tokens(path), np.stack([ids, sent]))
+    fileio.write_atomically(root + "/m.json", b"{}")
+    with fileio.open_file(root + "/m.json") as f:
+        assert f.read() == "{}"
+    with records.TFRecordFileWriter(root + "/r.tfrecord") as w:
+        w.write_all([b"a", b"bc"])
+        w.commit()
+    assert [r.numpy() for r in tf.data.TFRecordDataset(root + "/r.tfrecord")] == [b"a", b"bc"]
+    assert sorted(fileio.listdir(root)) == [".prep", "m.json", "r.tfrecord"]
+    fileio.remove(root + "/m.json")
+    fileio.rmtree(root + "/.prep")
+    assert fileio.listdir(root) == ["r.tfrecord"] and not fileio.exists(path)
+    fileio.rmtree("ram://xlnet-remote-test")

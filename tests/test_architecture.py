@@ -1,0 +1,121 @@
+"""The shape of the code, checked: the floors of xlnet_tf2 never point up (the import-linter
+`layers` contract in pyproject.toml), no module of the package imports one of its own modules
+inside a function (the way an upward arrow or a circle hides), and no test module imports
+another (shared test code lives in tests/fixtures/ and conftest.py files)."""
+
+import ast
+import os
+import subprocess
+import sys
+import tomllib
+
+import pytest
+
+from fixtures.paths import REPO_ROOT
+
+PACKAGE = os.path.join(REPO_ROOT, "xlnet_tf2")
+TESTS = os.path.join(REPO_ROOT, "tests")
+
+# Modules whose imports inside functions are the point: they keep TensorFlow out of
+# `import xlnet_tf2` and out of every command's start-up and --help.
+LAZY_BY_DESIGN = {
+    "xlnet_tf2/__init__.py": "public names are imported on first use, so `import xlnet_tf2` "
+                             "does not import TensorFlow",
+    "xlnet_tf2/cli.py": "a command's start-up and --help must not import TensorFlow: the "
+                        "project's error classes are looked up (or imported) only when an "
+                        "error is caught",
+}
+
+
+def _python_files(root):
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if d != "__pycache__")
+        for name in sorted(filenames):
+            if name.endswith(".py"):
+                yield os.path.join(dirpath, name)
+
+
+def _relative(path):
+    return os.path.relpath(path, REPO_ROOT).replace(os.sep, "/")
+
+
+def _own_imports_inside_functions(path):
+    """[(line, statement)] of the imports of the package's own modules inside a function."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    found = set()
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            continue
+        for node in ast.walk(function):
+            if isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                # A relative import inside the package is always one of its own modules.
+                modules = ["xlnet_tf2" if node.level else node.module or ""]
+            else:
+                continue
+            if any(m == "xlnet_tf2" or m.startswith("xlnet_tf2.") for m in modules):
+                found.add((node.lineno, ast.unparse(node)))
+    return sorted(found)
+
+
+def _offenders():
+    offenders = []
+    for path in _python_files(PACKAGE):
+        relative = _relative(path)
+        if relative not in LAZY_BY_DESIGN:
+            offenders += [(relative, line, statement)
+                          for line, statement in _own_imports_inside_functions(path)]
+    return offenders
+
+
+def _report(offenders):
+    return "imports of the package inside a function (import at the top of the module; if " \
+           "that makes a circle, the code is on the wrong floor):\n" + "\n".join(
+               f"  {path}:{line}: {statement}" for path, line, statement in offenders)
+
+
+def test_floors_never_point_up():
+    """lint-imports checks the `layers` contract of pyproject.toml on this tree."""
+    with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
+        contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
+    floors = [c for c in contracts if c["type"] == "layers"]
+    assert len(floors) == 1 and floors[0]["containers"] == ["xlnet_tf2"], contracts
+    assert floors[0]["exhaustive"] is True
+    run = subprocess.run(
+        [sys.executable, "-c",
+         "import sys; from importlinter.cli import lint_imports; "
+         "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))"],
+        cwd=REPO_ROOT, capture_output=True, text=True, timeout=120,
+        env=dict(os.environ, PYTHONPATH=REPO_ROOT))
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-3000:]
+    assert "1 kept, 0 broken" in run.stdout, run.stdout[-3000:]
+
+
+def test_no_import_of_the_package_inside_a_function():
+    for relative in LAZY_BY_DESIGN:  # a rename must not widen the exceptions silently
+        assert os.path.isfile(os.path.join(REPO_ROOT, relative)), relative
+    offenders = _offenders()
+    assert not offenders, _report(offenders)
+
+
+def test_no_test_module_imports_another():
+    """Test modules (test_*.py, conftest.py) import shared code from tests/fixtures/ only."""
+    paths = list(_python_files(TESTS))
+    test_modules = {os.path.basename(p)[:-3] for p in paths
+                    if os.path.basename(p).startswith("test_")} | {"conftest"}
+    assert len(test_modules) > 50, sorted(test_modules)
+    offenders = []
+    for path in paths:
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and not node.level:
+                names = [node.module or ""]
+            else:
+                continue
+            offenders += [(_relative(path), node.lineno, name) for name in names
+                          if name.split(".")[0] in test_modules]
+    assert not offenders, "test modules importing test modules (move what they share to " \
+        "tests/fixtures/):\n" + "\n".join(f"  {p}:{line}: {name}" for p, line, name in offenders)
