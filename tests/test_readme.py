@@ -23,8 +23,16 @@ def test_model_api_example_runs():
     assert tuple(out["new_mems"][0].shape) == (2, 8, 64)
 
 
-def test_huggingface_style_example_runs(tmp_path, monkeypatch):
-    """The example as written, on a tiny converted directory standing in for converted/base."""
+def _run_block(marker):
+    block = next(b for b in _python_blocks() if marker in b)
+    namespace = {}
+    exec(compile(block, "README.md", "exec"), namespace)
+    return namespace
+
+
+@pytest.fixture
+def converted_base(tmp_path, monkeypatch):
+    """A tiny converted directory standing in for converted/base, in the working directory."""
     import xlnet_tf2
     from fixtures.task_files import train_tiny_spm
 
@@ -34,9 +42,13 @@ def test_huggingface_style_example_runs(tmp_path, monkeypatch):
     model.build()
     xlnet_tf2.save_pretrained(model, str(tmp_path / "converted" / "base"), spm_model=spm)
     monkeypatch.chdir(tmp_path)
-    block = next(b for b in _python_blocks() if "from_pretrained(path" in b)
-    namespace = {}
-    exec(compile(block, "README.md", "exec"), namespace)
+    return config
+
+
+def test_huggingface_style_example_runs(converted_base):
+    """The example as written, on a tiny converted directory standing in for converted/base."""
+    config = converted_base
+    namespace = _run_block("from_pretrained(path")
     out, batch = namespace["out"], namespace["batch"]
     assert tuple(out["last_hidden_state"].shape) == (2, batch["input_ids"].shape[1],
                                                      config.d_model)
@@ -96,3 +108,24 @@ def test_huggingface_style_tokenizer_and_generation_examples_run(tmp_path, monke
                                                   for s in namespace["samples"])
     np.testing.assert_array_equal(greedy, namespace["model"].generate(
         prompt, max_new_tokens=8, eos_token_id=None))
+
+
+def test_keras_hub_style_example_runs(converted_base):
+    import numpy as np
+
+    namespace = _run_block('XLNetClassifier.from_preset("converted/base", num_classes=2')
+    classifier, restored = namespace["classifier"], namespace["restored"]
+    texts = namespace["texts"]
+    assert namespace["logits"].shape == (1, 2) and namespace["pairs"].shape == (4, 2)
+    expected = classifier.predict(texts, verbose=0)
+    np.testing.assert_allclose(restored.predict(texts, verbose=0), expected, atol=1e-6)
+    np.testing.assert_allclose(namespace["again"].predict(texts, verbose=0), expected, atol=1e-6)
+    assert 0.0 <= namespace["accuracy"] <= 1.0 and namespace["loss"] > 0
+
+
+def test_back_to_huggingface_example_runs(converted_base):
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    namespace = _run_block('format="huggingface")  # config.json')
+    assert namespace["diff"] <= 1e-5
+    assert namespace["hf_classifier"].config.id2label == {0: "negative", 1: "positive"}

@@ -116,6 +116,17 @@ def write_atomically(path: str, data: bytes) -> None:
     rename(tmp, path)
 
 
+def publish_directory(staging: str, target: str, last: tuple = ()) -> None:
+    """Moves every file of the flat directory `staging` into `target` (each rename atomic on
+    local file systems; names in `last` after the others, e.g. a checkpoint's state file),
+    then removes `staging`. Files of `target` that `staging` lacks are left as they are."""
+    makedirs(target)
+    names = sorted(listdir(staging), key=lambda name: name in last)
+    for name in names:
+        rename(os.path.join(staging, name), os.path.join(target, name))
+    rmtree(staging)
+
+
 def write_json_atomically(path: str, value: Any) -> None:
     """`value` as indented, key-sorted JSON, written atomically."""
     write_atomically(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode())

@@ -1,6 +1,8 @@
-"""Loading a pretrained XLNet by directory or name: `from_pretrained`.
+"""Loading a pretrained XLNet by directory or name (`from_pretrained`), and writing one in our
+format or HuggingFace's (`save_pretrained`).
 
     model = xlnet_tf2.from_pretrained("path/to/dir", mem_len=384)
+    xlnet_tf2.save_pretrained(model, "hf_dir", format="huggingface")
 
 `name_or_dir` may be
   - a directory this project wrote: a converted release (model.ckpt.*), a pretraining or
@@ -19,6 +21,10 @@ keyword arguments, as for `load_pretrained`.
 
 Release names are also architecture presets: `from_pretrained("xlnet-base-cased",
 load_weights=False)` builds that architecture with fresh weights and needs nothing on disk.
+
+Importing this module registers `from_pretrained` as the loader of every preset our own
+format does not cover (models/presets.py), so `XLNetLMHeadModel.from_preset` takes what
+`from_pretrained` takes.
 """
 
 from __future__ import annotations
@@ -34,9 +40,13 @@ import tensorflow as tf
 from xlnet_tf2 import run_dir
 from xlnet_tf2.config import RUNTIME_KEYS, XLNetConfig
 from xlnet_tf2.conversion.convert import convert_checkpoint
-from xlnet_tf2.locate import (ORIGINAL_PREFIX, PRETRAINED, PretrainedNotFoundError, resolve)
-from xlnet_tf2.models import XLNetLMHeadModel
-from xlnet_tf2.models import saving
+from xlnet_tf2.conversion.to_huggingface import save_huggingface
+from xlnet_tf2.locate import (ORIGINAL_PREFIX, PRETRAINED, PretrainedNotFoundError, detect_kind,
+                              resolve)
+from xlnet_tf2.models import XLNetLMHeadModel, XLNetModel
+from xlnet_tf2.models import presets, saving
+
+FORMATS = ("xlnet_tf2", "huggingface")
 
 
 def pretrained_config(name: str, **runtime) -> XLNetConfig:
@@ -101,3 +111,42 @@ def from_pretrained(name_or_dir: str, *, load_weights: bool = True,
         return saving.load_pretrained(scratch, **runtime)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def save_pretrained(model, output_dir: str, spm_model: Optional[str] = None, *,
+                    format: str = "xlnet_tf2", label_list=None):
+    """Writes `model` into `output_dir`.
+
+    format "xlnet_tf2": our directory (xlnet_config.json, model.ckpt.*, spiece.model), read
+      by from_pretrained / load_pretrained / XLNetLMHeadModel.from_preset; for an
+      XLNetLMHeadModel or XLNetModel.
+    format "huggingface": config.json + model.safetensors (+ spiece.model) that transformers'
+      XLNetLMHeadModel / XLNetModel / XLNetForSequenceClassification / XLNetForMultipleChoice /
+      XLNetForQuestionAnswering `.from_pretrained` load (conversion/to_huggingface.py), for
+      those and our task models (label_list: classification label names, HF's id2label).
+    A keras-hub-style task (XLNetClassifier, ...) writes itself (its `save_to_preset`), its
+    SentencePiece model and task settings included.
+    """
+    if format not in FORMATS:
+        raise ValueError(f"format must be one of {FORMATS}, got {format!r}.")
+    if hasattr(model, "save_to_preset"):
+        return model.save_to_preset(output_dir, format=format)
+    if format == "huggingface":
+        return save_huggingface(model, output_dir, spm_model, label_list)
+    if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
+        return saving.save_pretrained(model, output_dir, spm_model)
+    raise TypeError(
+        f"A {type(model).__name__} in our format is a task directory (task.json + checkpoint), "
+        "which fine-tuning runs and experiments/convert_checkpoint.py --task write; wrap it in "
+        "a task class (xlnet_tf2.XLNetClassifier, ...) and call save_to_preset, or pass "
+        "format='huggingface'.")
+
+
+def _load_preset(preset: str, runtime: dict):
+    """The presets loader of everything but our own directories (models/presets.py)."""
+    if tf.io.gfile.isdir(preset) and detect_kind(preset) == "converted":
+        return None  # models/saving.py's loader
+    return from_pretrained(preset, **runtime)
+
+
+presets.register_loader(_load_preset)

@@ -84,7 +84,6 @@ def _alignment_texts():
 
 def test_in_graph_normalization_and_token_spans_equal_offline(tmp_path):
     from xlnet_tf2.tokenizers.in_graph_tokenizer import InGraphTokenizer
-    from xlnet_tf2.export.serving_tasks import context_token_spans
     from xlnet_tf2.tasks.squad_data import normalize_with_offsets, tokenize_context
     from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
@@ -92,7 +91,7 @@ def test_in_graph_normalization_and_token_spans_equal_offline(tmp_path):
     tokenizer, graph_tokenizer = SentencePieceTokenizer.from_file(spm), InGraphTokenizer(spm)
     texts = _alignment_texts()
     normalized, raw_start, raw_end = graph_tokenizer.normalize_with_offsets(tf.constant(texts))
-    ids, char_start, char_end = context_token_spans(graph_tokenizer, tf.constant(texts))
+    ids, char_start, char_end = graph_tokenizer.encode_ids_with_char_spans(tf.constant(texts))
     for n, text in enumerate(texts):
         expected = normalize_with_offsets(text)
         assert (normalized[n].numpy().decode(), raw_start[n].numpy().tolist(),

@@ -1,4 +1,5 @@
-"""Checkpoint conversion from the original TF1 release and from HuggingFace.
+"""Checkpoint conversion between the original TF1 release, HuggingFace and our format, task
+heads included (convert.py, head_maps.py, to_huggingface.py).
 
 Every public name is imported on first use: the command's settings
 (xlnet_tf2.conversion.convert_config) load without TensorFlow, so `--help` stays fast.
@@ -7,11 +8,15 @@ Every public name is imported on first use: the command's settings
 from xlnet_tf2.lazy_names import lazy_names
 
 _LAZY = {
+    "DEFAULT_SEQ_LEN": "xlnet_tf2.conversion.convert_config",
     "SOURCES": "xlnet_tf2.conversion.convert_config",
+    "TARGETS": "xlnet_tf2.conversion.convert_config",
+    "TaskOptions": "xlnet_tf2.conversion.convert",
     "convert_checkpoint": "xlnet_tf2.conversion.convert",
     "CheckpointReadError": "xlnet_tf2.conversion.readers",
     "read_huggingface_directory": "xlnet_tf2.conversion.readers",
     "read_original_checkpoint": "xlnet_tf2.conversion.readers",
+    "save_huggingface": "xlnet_tf2.conversion.to_huggingface",
     "WeightMismatchError": "xlnet_tf2.conversion.weight_maps",
     "assign_weights": "xlnet_tf2.conversion.weight_maps",
     "huggingface_weight_map": "xlnet_tf2.conversion.weight_maps",

@@ -5,32 +5,78 @@ TensorFlow."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Optional, Tuple
 
-from xlnet_tf2.config_flags import check_declared, setting
+from xlnet_tf2.config_flags import RunConfigError, check_declared, check_positive, setting
 
-SOURCES = ("original", "huggingface")
+SOURCES = ("original", "huggingface", "xlnet_tf2")
+TARGETS = ("xlnet_tf2", "huggingface")
+HEAD_TASKS = ("classification", "regression", "squad", "race")
+# The original's default max_seq_length of each runner (run_classifier.py, run_squad.py,
+# run_race.py): task.json's seq_len when none is given.
+DEFAULT_SEQ_LEN = {"classification": 128, "regression": 128, "squad": 512, "race": 512}
 
 
 @dataclasses.dataclass(frozen=True)
 class ConvertConfig:
-    """Which released checkpoint to convert, and where the xlnet-tf2 directory goes."""
+    """Which checkpoint to convert, in which direction, and (for a fine-tuned one) its head."""
 
     source: str = setting(
         None, "Where the checkpoint comes from: 'original' for the zihangdai/xlnet TF1 "
-        "release, 'huggingface' for a transformers save_pretrained directory.",
-        choices=SOURCES, required=True)
+        "release (or a checkpoint its run_*.py fine-tuned), 'huggingface' for a transformers "
+        "save_pretrained directory, 'xlnet_tf2' for one of this project's directories (only "
+        "with --target=huggingface).", choices=SOURCES, required=True)
+    target: str = setting(
+        "xlnet_tf2", "The format to write: this project's ('xlnet_tf2') or HuggingFace's "
+        "config.json + model.safetensors ('huggingface').", choices=TARGETS)
     checkpoint: str = setting(
         None, "For --source=original, the TF1 checkpoint prefix (e.g. .../xlnet_model.ckpt, "
-        "without .index). For --source=huggingface, the save_pretrained directory.",
+        "without .index). For --source=huggingface or xlnet_tf2, the directory.",
         required=True)
     config: Optional[str] = setting(
         None, "For --source=original, the xlnet_config.json of the release. Defaults to "
-        "xlnet_config.json beside the checkpoint. Ignored for HuggingFace.")
+        "xlnet_config.json beside the checkpoint. Ignored otherwise.")
     spm_model: Optional[str] = setting(
-        None, "Optional SentencePiece model (spiece.model) to copy into the output directory.")
+        None, "Optional SentencePiece model (spiece.model) to copy into the output directory "
+        "(for --source=xlnet_tf2 the directory's own spiece.model is the default).")
     output_dir: str = setting(
         None, "Directory to write the converted checkpoint into.", required=True)
+    task: Optional[str] = setting(
+        None, "Convert a fine-tuned checkpoint with its task head into a task directory "
+        "(task.json + checkpoint). Without it only the backbone converts and head tensors are "
+        "reported as unused. Not for --source=xlnet_tf2, whose task.json says the task.",
+        choices=HEAD_TASKS)
+    seq_len: Optional[int] = setting(
+        None, "With --task: the sequence length the head was fine-tuned with (written to "
+        "task.json). Default: the original's max_seq_length for the task (128 for "
+        "classification and regression, 512 for squad and race).")
+    label_list: Optional[Tuple[str, ...]] = setting(
+        None, "With --task=classification: the label names in id order, e.g. "
+        "negative,positive. Default: the HuggingFace config's id2label, else 0,1,...")
+    summary_type: Optional[str] = setting(
+        None, "With --task and --source=original: the --summary_type the checkpoint was "
+        "fine-tuned with (default last, the original's). HuggingFace configs say their own. "
+        "Only last and first compute the same here; mean and attn are refused.",
+        choices=("last", "first", "mean", "attn"))
+    cls_scope: Optional[str] = setting(
+        None, "With --task=classification or regression and --source=original: the <scope> "
+        "of the head's model/classification_<scope>/logit variables (the original's "
+        "--cls_scope or task name). Default: the only one in the checkpoint.")
+    paired: bool = setting(
+        False, "With --task=classification or regression: the inputs are text pairs (written "
+        "to task.json for serving).")
+    num_choices: int = setting(
+        4, "With --task=race: the number of answer options per question (4 in RACE).")
 
     def __post_init__(self):
         check_declared(self)
+        check_positive(self, "seq_len", "num_choices")
+        if self.source == "xlnet_tf2" and self.target != "huggingface":
+            raise RunConfigError("--source=xlnet_tf2 converts to --target=huggingface only.")
+        if self.task and self.source == "xlnet_tf2":
+            raise RunConfigError("--task is read from the directory's task.json for "
+                                 "--source=xlnet_tf2; do not pass it.")
+        if not self.task:
+            for name in ("seq_len", "label_list", "summary_type", "cls_scope"):
+                if getattr(self, name) is not None:
+                    raise RunConfigError(f"--{name} describes a head: it needs --task.")

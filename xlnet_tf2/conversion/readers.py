@@ -24,7 +24,7 @@ class CheckpointReadError(ValueError):
     """A checkpoint or its config cannot be read; the message names the file."""
 
 
-def _read_json(path: str) -> dict:
+def read_json(path: str) -> dict:
     return fileio.read_json_object(path, CheckpointReadError, "the model's config file")
 
 
@@ -37,7 +37,7 @@ def read_original_checkpoint(checkpoint: str, config_path: Optional[str] = None
     """
     if config_path is None:
         config_path = os.path.join(os.path.dirname(checkpoint), "xlnet_config.json")
-    config_values = _read_json(config_path)
+    config_values = read_json(config_path)
     try:
         reader = tf.train.load_checkpoint(checkpoint)
     except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
@@ -98,7 +98,7 @@ def read_huggingface_directory(directory: str
     Returns (architecture values, run-time settings the config sets, tensors keyed like
     XLNetLMHeadModel's state dict, notes).
     """
-    hf = _read_json(os.path.join(directory, "config.json"))
+    hf = read_json(os.path.join(directory, "config.json"))
     notes = []
     config_values = {}
     for hf_key, our_key in _HF_CONFIG_KEYS.items():

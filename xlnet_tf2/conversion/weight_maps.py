@@ -4,6 +4,8 @@ A weight map is a list of `WeightSource(name, variable, extract)`: the external 
 (a TF1 variable name or a HuggingFace state-dict key), our Keras variable, and a function that
 turns the stored array into the variable's value (a transpose, or one layer's slice of a
 stacked array). Maps are built from the model's structure, never by pattern-matching names.
+The backbone maps here; the task heads' in head_maps.py. The HuggingFace maps also run
+backwards (`export`, to_huggingface.py): every extract there is its own inverse.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class WeightSource:
     variable: object  # keras.Variable
     extract: Callable[[np.ndarray], np.ndarray] = lambda array: array
     optional: bool = False
+    export: Callable[[np.ndarray], np.ndarray] = lambda array: array  # our value -> stored
 
 
 class WeightMismatchError(ValueError):
@@ -43,13 +46,22 @@ def _transpose(array):
     return np.transpose(array)
 
 
+def transposed(name: str, variable) -> WeightSource:
+    """A PyTorch `nn.Linear` weight [out, in] for a Keras kernel [in, out]."""
+    return WeightSource(name, variable, _transpose, export=_transpose)
+
+
 def huggingface_weight_map(lm_model) -> List[WeightSource]:
     """State-dict keys of HuggingFace's `XLNetLMHeadModel` (PyTorch layout)."""
-    backbone = lm_model.transformer
+    return huggingface_backbone_map(lm_model.transformer) + [
+        WeightSource("lm_loss.bias", lm_model.lm_bias, optional=True)]
+
+
+def huggingface_backbone_map(backbone) -> List[WeightSource]:
+    """The `transformer.*` keys every HuggingFace XLNet model (LM or task) shares."""
     entries = [
         WeightSource("transformer.word_embedding.weight", backbone.word_embedding.embeddings),
         WeightSource("transformer.mask_emb", backbone.mask_emb, optional=True),
-        WeightSource("lm_loss.bias", lm_model.lm_bias, optional=True),
     ]
     for i, block in enumerate(backbone.blocks):
         attn, ff = block.rel_attn, block.ff
@@ -64,9 +76,9 @@ def huggingface_weight_map(lm_model) -> List[WeightSource]:
         entries += [
             WeightSource(prefix + "rel_attn.layer_norm.weight", attn.layer_norm.gamma),
             WeightSource(prefix + "rel_attn.layer_norm.bias", attn.layer_norm.beta),
-            WeightSource(prefix + "ff.layer_1.weight", ff.layer_1.kernel, _transpose),
+            transposed(prefix + "ff.layer_1.weight", ff.layer_1.kernel),
             WeightSource(prefix + "ff.layer_1.bias", ff.layer_1.bias),
-            WeightSource(prefix + "ff.layer_2.weight", ff.layer_2.kernel, _transpose),
+            transposed(prefix + "ff.layer_2.weight", ff.layer_2.kernel),
             WeightSource(prefix + "ff.layer_2.bias", ff.layer_2.bias),
             WeightSource(prefix + "ff.layer_norm.weight", ff.layer_norm.gamma),
             WeightSource(prefix + "ff.layer_norm.bias", ff.layer_norm.beta),
@@ -76,12 +88,17 @@ def huggingface_weight_map(lm_model) -> List[WeightSource]:
 
 def original_weight_map(lm_model) -> List[WeightSource]:
     """TF1 variable names of the released zihangdai/xlnet checkpoints (`model/` scope)."""
-    backbone = lm_model.transformer
+    return original_backbone_map(lm_model.transformer) + [
+        WeightSource("model/lm_loss/bias", lm_model.lm_bias, optional=True)]
+
+
+def original_backbone_map(backbone) -> List[WeightSource]:
+    """The `model/transformer/` variables of every original checkpoint (pretrained or
+    fine-tuned)."""
     root = "model/transformer/"
     entries = [
         WeightSource(root + "word_embedding/lookup_table", backbone.word_embedding.embeddings),
         WeightSource(root + "mask_emb/mask_emb", backbone.mask_emb, optional=True),
-        WeightSource("model/lm_loss/bias", lm_model.lm_bias, optional=True),
     ]
     for i, block in enumerate(backbone.blocks):
         attn, ff = block.rel_attn, block.ff

@@ -13,12 +13,6 @@ import tensorflow as tf
 from xlnet_tf2.tokenizers import in_graph_packing
 
 
-def _keep_last(ids: tf.RaggedTensor, keep: int) -> tf.RaggedTensor:
-    lengths = ids.row_lengths()
-    positions = tf.ragged.range(lengths)
-    return tf.ragged.boolean_mask(ids, positions >= (lengths - keep)[:, None])
-
-
 def race_signatures(module):
     spec, L, C = module.spec, module.seq_len, module.spec.num_choices
 
@@ -40,20 +34,10 @@ def race_signatures(module):
                                   tf.TensorSpec([None, C], tf.string, name="options")])
     def serve_text(article, question, options):
         batch = tf.shape(article)[0]
-        questions = tf.reshape(tf.repeat(question, C), [-1])             # [B*C]
-        flat_options = tf.reshape(options, [-1])                          # [B*C]
-        # str.replace("_", option): escape the rewrite string's backslashes.
-        rewrite = tf.strings.regex_replace(flat_options, r"\\", r"\\\\")
-        blank = tf.strings.regex_full_match(questions, "(?s).*_.*")
-        filled = tf.map_fn(lambda qo: tf.strings.regex_replace(qo[0], "_", qo[1]),
-                           (questions, rewrite), fn_output_signature=tf.string)
-        qa = tf.where(blank, filled, tf.strings.join([questions, flat_options], " "))
-        qa_ids = _keep_last(module.tokenizer.encode_ids(qa), spec.max_qa_length)
+        qa = in_graph_packing.multiple_choice_texts(question, options)    # [B*C]
         article_ids = module.tokenizer.encode_ids(tf.reshape(tf.repeat(article, C), [-1]))
-        keep = tf.maximum(L - 3 - qa_ids.row_lengths(), 0)
-        positions = tf.ragged.range(article_ids.row_lengths())
-        context = tf.ragged.boolean_mask(article_ids, positions < keep[:, None])
-        flat = in_graph_packing.encode_sequence_pair(context, qa_ids, L, "cls_last")
+        flat = in_graph_packing.encode_multiple_choice(
+            article_ids, module.tokenizer.encode_ids(qa), L, spec.max_qa_length)
         return module._outputs({k: tf.reshape(v, [batch, C, L]) for k, v in flat.items()})
 
     return {"serving_default": serve_text.get_concrete_function(),
@@ -151,38 +135,10 @@ def squad_signatures(module):
             "serve_token_ids": serve_token_ids.get_concrete_function()}
 
 
-def context_token_spans(tokenizer, context: tf.Tensor):
-    """Ids int32 [B, (T)] of raw contexts [B] and each token's raw character span
-    [start, end) int64 [B, (T)] (code points of the raw context), as
-    squad_data.tokenize_context computes them: a token's span runs from the raw start of its
-    first visible character to the raw end of its last; a bare "▁" has an empty span at its
-    space (the raw length past the end)."""
-    normalized, raw_start, raw_end = tokenizer.normalize_with_offsets(context)
-    pieces, begin, end = tokenizer.encode_pieces_with_offsets(normalized)
-    ids = tf.cast(tokenizer._pieces.string_to_id(pieces), tf.int32)
-    # byte offsets into the normalized text -> its character indices, in [0, N_b]
-    char_bytes = tf.strings.unicode_decode_with_offsets(normalized, "UTF-8")[1]  # [B, (N)]
-    sentinel = tf.int64.max
-    char_bytes = char_bytes.to_tensor(sentinel)
-    first = tf.searchsorted(char_bytes, begin.to_tensor(sentinel), side="left",
-                            out_type=tf.int64)                                   # [B, T]
-    last = tf.searchsorted(char_bytes, end.to_tensor(sentinel), side="left", out_type=tf.int64)
-    raw_length = tf.cast(tf.strings.length(context, unit="UTF8_CHAR"), tf.int64)
-    tail = tf.RaggedTensor.from_tensor(raw_length[:, None])
-    starts = tf.concat([raw_start, tail], axis=1).to_tensor(0)                   # [B, N+1]
-    ends = tf.concat([raw_end, tail], axis=1).to_tensor(0)
-    char_start = tf.gather(starts, first, batch_dims=1)
-    char_end = tf.where(last > first, tf.gather(ends, tf.maximum(last - 1, 0), batch_dims=1),
-                        char_start)
-    lengths = ids.row_lengths()
-    return (ids, tf.RaggedTensor.from_tensor(char_start, lengths=lengths),
-            tf.RaggedTensor.from_tensor(char_end, lengths=lengths))
-
-
 def answer_whole_contexts(module, question, context, no_answer_of):
     """The serving_default outputs of squad_signatures for raw question / context [B]."""
     spec, L = module.spec, module.seq_len
-    context_ids, char_start, char_end = context_token_spans(module.tokenizer, context)
+    context_ids, char_start, char_end = module.tokenizer.encode_ids_with_char_spans(context)
     windows = in_graph_packing.squad_windows(context_ids, module.tokenizer.encode_ids(question),
                                            L, spec.doc_stride, spec.max_query_length)
     valid = windows["valid"]                                              # [B, W]

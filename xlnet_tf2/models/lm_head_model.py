@@ -6,6 +6,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.models import generation
+from xlnet_tf2.models import presets as preset_registry
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models.xlnet_model import XLNetModel
 
@@ -36,6 +37,15 @@ class XLNetLMHeadModel(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+    presets = preset_registry.ClassProperty(preset_registry.presets)
+
+    @classmethod
+    def from_preset(cls, preset: str, **runtime) -> "XLNetLMHeadModel":
+        """keras-hub's constructor from a preset: one of `XLNetLMHeadModel.presets`, a hub
+        repository id, or a directory (ours, HuggingFace's or the original release's);
+        `runtime` sets run-time fields (mem_len=..., dropout=...). See models/presets.py."""
+        return preset_registry.load_lm_model(preset, **runtime)
 
     def call(self, inputs, training=None, output_hidden_states=False):
         outputs = dict(self.transformer(inputs, training=training,

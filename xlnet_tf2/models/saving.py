@@ -4,19 +4,39 @@ A saved (or converted) directory holds:
   model.ckpt.index / model.ckpt.data-*   a native TF2 checkpoint of XLNetLMHeadModel
   xlnet_config.json                      the model config (our keys, a superset of the original's)
   spiece.model                           the SentencePiece model, when one was given
+
+A task directory (a fine-tuning model_dir, or a fine-tuned checkpoint converted with its head)
+holds a task model instead:
+  ckpt-N.* + checkpoint                  `tf.train.Checkpoint(model=task_model)`; a fine-tuning
+                                         run also keeps best/ckpt-N.*, read first
+  xlnet_config.json, spiece.model        as above
+  task.json                              which head and how its inputs are laid out: `task`,
+                                         `seq_len`, `summary_type`, `label_list`,
+                                         `num_choices`, `n_best_size`, ... (the fine-tuning
+                                         runners' TaskSpec, xlnet_tf2/tasks/task_spec.py, which
+                                         reads the same file)
 """
 
 from __future__ import annotations
 
+import json
 import os
-from typing import Optional
+import uuid
+from typing import Optional, Tuple
 
 import tensorflow as tf
 
-from xlnet_tf2 import run_dir
+from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2.locate import detect_kind
+from xlnet_tf2.models import presets
 from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
+from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
+from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+from xlnet_tf2.models.squad_model import SquadModel
 from xlnet_tf2.models.xlnet_model import XLNetModel
+
+TASKS = ("classification", "regression", "race", "squad")
 
 CHECKPOINT_PREFIX = run_dir.SAVED_CHECKPOINT_PREFIX
 CONFIG_NAME = run_dir.ARCH_FILE
@@ -81,3 +101,137 @@ def load_pretrained(directory: str, **config_overrides):
     model = XLNetLMHeadModel(config)
     restore_weights(model, directory)
     return model
+
+
+def task_of(model) -> str:
+    """Which of TASKS a task model serves (a one-output SequenceClassifier is a regressor)."""
+    if isinstance(model, SquadModel):
+        return "squad"
+    if isinstance(model, MultipleChoiceModel):
+        return "race"
+    if isinstance(model, SequenceClassifier):
+        return "regression" if model.num_outputs == 1 else "classification"
+    raise TypeError(f"{type(model).__name__} is not a task model (SequenceClassifier, "
+                    "MultipleChoiceModel or SquadModel).")
+
+
+def build_task_model(config: XLNetConfig, settings: dict, head_dropout: float = 0.1):
+    """The task model task.json `settings` describe, built (weights fresh)."""
+    task = settings.get("task")
+    summary_type = settings.get("summary_type", "last")
+    if task in ("classification", "regression"):
+        labels = settings.get("label_list") or []
+        if task == "classification" and len(labels) < 2:
+            raise ValueError(f"a classification task.json needs a label_list of at least 2 "
+                             f"labels, got {labels!r}.")
+        model = SequenceClassifier(config, 1 if task == "regression" else len(labels),
+                                   summary_type, head_dropout=head_dropout)
+    elif task == "race":
+        model = MultipleChoiceModel(config, settings.get("num_choices", 4), summary_type,
+                                    head_dropout=head_dropout)
+    elif task == "squad":
+        n_top = settings.get("n_best_size", 5)
+        model = SquadModel(config, n_top, n_top, head_dropout=head_dropout)
+    else:
+        raise ValueError(f"task.json: task must be one of {TASKS}, got {task!r}.")
+    # A short dummy batch builds the weights (SQuAD's beam needs n_best_size positions).
+    model(model.dummy_inputs(max(8, settings.get("n_best_size", 0))), training=False)
+    return model
+
+
+def save_task_directory(model, output_dir: str, settings: dict,
+                        spm_model: Optional[str] = None) -> str:
+    """Writes a task directory (module docstring) for `model`; `settings` is task.json (at
+    least `task` and `seq_len`). The files are written under a staging name and moved in
+    last, so a failure leaves an existing directory as it was. Returns the checkpoint prefix."""
+    if settings.get("task") != task_of(model):
+        raise ValueError(f"settings say task {settings.get('task')!r} but the model is a "
+                         f"{task_of(model)} model.")
+    if not settings.get("seq_len"):
+        raise ValueError("task.json settings need seq_len (the sequence length of the inputs).")
+    if spm_model and not tf.io.gfile.exists(spm_model):
+        raise FileNotFoundError(f"--spm_model {spm_model!r} does not exist.")
+    staging = os.path.join(output_dir, f".staging-{uuid.uuid4().hex[:8]}")
+    tf.io.gfile.makedirs(staging)
+    try:
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging,
+                                             max_to_keep=1, checkpoint_name="ckpt")
+        prefix = manager.save(checkpoint_number=0)
+        model.config.to_json_file(os.path.join(staging, CONFIG_NAME))
+        with tf.io.gfile.GFile(os.path.join(staging, run_dir.TASK_FILE), "w") as f:
+            f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+        if spm_model:
+            tf.io.gfile.copy(spm_model, os.path.join(staging, SPM_NAME), overwrite=True)
+    except BaseException:
+        fileio.rmtree(staging)
+        raise
+    fileio.publish_directory(staging, output_dir, last=("checkpoint",))
+    return os.path.join(output_dir, os.path.basename(prefix))
+
+
+def read_task_settings(directory: str) -> dict:
+    """task.json of a task directory, as a dict."""
+    path = os.path.join(directory, run_dir.TASK_FILE)
+    if not tf.io.gfile.exists(path):
+        raise FileNotFoundError(f"{path} does not exist: {directory} is not a task directory "
+                                "(a fine-tuning model_dir or a converted fine-tuned checkpoint).")
+    with tf.io.gfile.GFile(path) as f:
+        return json.load(f)
+
+
+def task_checkpoint(directory: str, which: str = "best") -> str:
+    """The checkpoint prefix of a task directory: the best evaluation's (best/, named by
+    best_eval.json) unless `which` is "latest", else the latest checkpoint."""
+    path = None
+    if which == "best":
+        path = tf.train.latest_checkpoint(os.path.join(directory, "best"))
+        best_json = os.path.join(directory, "best_eval.json")
+        if path is None and tf.io.gfile.exists(best_json):
+            with tf.io.gfile.GFile(best_json) as f:
+                path = json.load(f).get("checkpoint")
+    path = path or tf.train.latest_checkpoint(directory)
+    if path is None:
+        raise FileNotFoundError(f"{directory} holds no checkpoint (ckpt-N.* with its "
+                                "`checkpoint` state file).")
+    return path
+
+
+def restore_task_weights(model, directory: str, which: str = "best") -> str:
+    """Reads a task directory's checkpoint (task_checkpoint) into `model`, a task model of
+    the same task and architecture; returns the prefix read."""
+    path = task_checkpoint(directory, which)
+    try:
+        status = tf.train.Checkpoint(model=model).read(path)
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError) as e:
+        raise ValueError(f"{path} does not hold the weights of this {task_of(model)} model "
+                         f"(is {directory}/task.json's task and architecture the same?): "
+                         f"{e}") from None
+    status.expect_partial()
+    return path
+
+
+def load_task_directory(directory: str, which: str = "best", head_dropout: float = 0.1,
+                        **config_overrides) -> Tuple[object, dict]:
+    """(task model with its weights, task.json settings) of a task directory;
+    `config_overrides` set run-time fields (e.g. dropout=0.0)."""
+    settings = read_task_settings(directory)
+    config = XLNetConfig.from_json_file(os.path.join(directory, CONFIG_NAME),
+                                        **config_overrides)
+    model = build_task_model(config, settings, head_dropout)
+    restore_task_weights(model, directory, which)
+    return model, settings
+
+
+def _load_own_directory(preset: str, runtime: dict):
+    """The presets loader of our LM directories (models/presets.py)."""
+    if not tf.io.gfile.isdir(preset) or detect_kind(preset) != "converted":
+        return None
+    if tf.io.gfile.exists(os.path.join(preset, run_dir.TASK_FILE)):
+        task = read_task_settings(preset).get("task")
+        raise ValueError(f"{preset} is a {task} task directory, not a language model: load it "
+                         "with its task class (e.g. xlnet_tf2.XLNetClassifier.from_preset).")
+    return load_pretrained(preset, **runtime)
+
+
+presets.register_loader(_load_own_directory)

@@ -7,6 +7,8 @@
   in_graph_tokenizer       the same encoding as TensorFlow ops (tensorflow-text), for serving
   in_graph_packing         the same layouts as TensorFlow ops, ragged ids in
   xlnet_preprocessor       `XLNetPreprocessor`, a Keras layer on the two in-graph modules
+  xlnet_multiple_choice_preprocessor, xlnet_question_answering_preprocessor
+                           the same for RACE's and SQuAD's layouts
 
 The names are imported on first use: the Python tokenizer (and data preparation, whose Beam
 workers are fresh processes) never pays for importing TensorFlow and Keras.
@@ -18,6 +20,9 @@ _LAZY = {
     "SentencePieceTokenizer": "xlnet_tf2.tokenizers.sentencepiece_tokenizer",
     "XLNetTokenizer": "xlnet_tf2.tokenizers.xlnet_tokenizer",
     "XLNetPreprocessor": "xlnet_tf2.tokenizers.xlnet_preprocessor",
+    "XLNetMultipleChoicePreprocessor": "xlnet_tf2.tokenizers.xlnet_multiple_choice_preprocessor",
+    "XLNetQuestionAnsweringPreprocessor":
+        "xlnet_tf2.tokenizers.xlnet_question_answering_preprocessor",
 }
 
 __all__ = sorted(_LAZY)

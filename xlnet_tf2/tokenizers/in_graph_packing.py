@@ -19,6 +19,13 @@ def _keep_first(ids: tf.RaggedTensor, keep: tf.Tensor) -> tf.RaggedTensor:
     return tf.ragged.boolean_mask(ids, positions < tf.cast(keep, positions.dtype)[:, None])
 
 
+def _keep_last(ids: tf.RaggedTensor, keep: int) -> tf.RaggedTensor:
+    """Every row keeps its last `keep` tokens."""
+    lengths = ids.row_lengths()
+    positions = tf.ragged.range(lengths)
+    return tf.ragged.boolean_mask(ids, positions >= (lengths - keep)[:, None])
+
+
 def truncated_lengths(len_a: tf.Tensor, len_b: Optional[tf.Tensor], seq_len: int):
     """In-graph `features.truncated_lengths` (int64 [B] each)."""
     if len_b is None:
@@ -69,6 +76,31 @@ def _pad(rows: tf.RaggedTensor, seq_len: int, value: int, left: bool) -> tf.Tens
     return tf.reverse(dense, axis=[1]) if left else dense
 
 
+def multiple_choice_texts(question: tf.Tensor, options: tf.Tensor) -> tf.Tensor:
+    """RACE's question-option text of every option, as xlnet_tf2/tasks/race.py writes it:
+    the question with "_" replaced by the option when it has a blank, else question + " " +
+    option. question string [B], options string [B, C] -> string [B*C] (question-major)."""
+    choices = tf.shape(options)[1]
+    questions = tf.reshape(tf.repeat(question, choices), [-1])           # [B*C]
+    flat_options = tf.reshape(options, [-1])                              # [B*C]
+    # str.replace("_", option): escape the rewrite string's backslashes.
+    rewrite = tf.strings.regex_replace(flat_options, r"\\", r"\\\\")
+    blank = tf.strings.regex_full_match(questions, "(?s).*_.*")
+    filled = tf.map_fn(lambda qo: tf.strings.regex_replace(qo[0], "_", qo[1]),
+                       (questions, rewrite), fn_output_signature=tf.string)
+    return tf.where(blank, filled, tf.strings.join([questions, flat_options], " "))
+
+
+def encode_multiple_choice(article_ids: tf.RaggedTensor, qa_ids: tf.RaggedTensor,
+                           seq_len: int, max_qa_length: int) -> Dict[str, tf.Tensor]:
+    """One RACE sequence per (article, question-option) row, as xlnet_tf2/tasks/race.py:
+    `article <sep> qa <sep> <cls>`, left padded; qa keeps its LAST max_qa_length tokens, the
+    article its first seq_len - 3 - len(qa). Ragged [N, (T)] each -> int32 [N, seq_len]."""
+    qa_ids = _keep_last(qa_ids, max_qa_length)
+    context = _keep_first(article_ids, tf.maximum(seq_len - 3 - qa_ids.row_lengths(), 0))
+    return encode_sequence_pair(context, qa_ids, seq_len, "cls_last")
+
+
 def encode_squad(context_ids: tf.RaggedTensor, question_ids: tf.RaggedTensor, seq_len: int,
                  max_query_length: int) -> Dict[str, tf.Tensor]:
     """The first SQuAD window, as xlnet_tf2/tasks/squad_data.py builds it offline:
@@ -101,6 +133,31 @@ def squad_answer_inputs(input_ids: tf.Tensor, segment_ids: tf.Tensor,
     return {"p_mask": tf.cast(~(doc | cls), tf.int32),
             "cls_index": tf.argmax(tf.cast(cls, tf.int32), axis=1, output_type=tf.int32),
             "doc_length": tf.reduce_sum(tf.cast(doc, tf.int32), axis=1)}
+
+
+def answer_positions(char_start: tf.RaggedTensor, char_end: tf.RaggedTensor,
+                     answer_start: tf.Tensor, answer_end: tf.Tensor, doc_length: tf.Tensor,
+                     cls_index: tf.Tensor) -> Dict[str, tf.Tensor]:
+    """The labels of a context's first window, as xlnet_tf2/tasks/squad_data.py gives them:
+    the first and last token overlapping the answer's raw characters [answer_start,
+    answer_end) (tokens with an empty span never count) when both lie in the window's
+    doc_length document tokens, else the window's <cls> (and is_impossible 1; so is an empty
+    answer). Token spans ragged [B, (T)], the rest [B] -> start_positions, end_positions
+    int32 [B], is_impossible float32 [B]."""
+    answer_start = tf.cast(answer_start, tf.int64)[:, None]
+    answer_end = tf.cast(answer_end, tf.int64)[:, None]
+    starts, ends = char_start.to_tensor(0), char_end.to_tensor(0)           # [B, T]
+    hits = (starts < answer_end) & (ends > answer_start) & (ends > starts)
+    hits &= answer_end > answer_start
+    count = tf.shape(hits)[1]
+    first = tf.argmax(tf.cast(hits, tf.int32), axis=1, output_type=tf.int32)
+    last = count - 1 - tf.argmax(tf.cast(tf.reverse(hits, [1]), tf.int32), axis=1,
+                                 output_type=tf.int32)
+    inside = tf.reduce_any(hits, axis=1) & (last < tf.cast(doc_length, tf.int32))
+    cls_index = tf.cast(cls_index, tf.int32)
+    return {"start_positions": tf.where(inside, first, cls_index),
+            "end_positions": tf.where(inside, last, cls_index),
+            "is_impossible": tf.cast(~inside, tf.float32)}
 
 
 def squad_windows(context_ids: tf.RaggedTensor, question_ids: tf.RaggedTensor, seq_len: int,

@@ -232,6 +232,35 @@ class InGraphTokenizer(tf.Module):
         pieces = self.encode_pieces(self.preprocess(texts))
         return tf.cast(self._pieces.string_to_id(pieces), tf.int32)
 
+    def encode_ids_with_char_spans(self, texts: tf.Tensor):
+        """Ids int32 [B, (T)] of raw texts [B] and each token's raw character span
+        [start, end) int64 [B, (T)] (code points of the raw text), as
+        squad_data.tokenize_context computes them: a token's span runs from the raw start of
+        its first visible character to the raw end of its last; a bare "▁" has an empty span
+        at its space (the raw length past the end)."""
+        texts = tf.convert_to_tensor(texts, tf.string)
+        normalized, raw_start, raw_end = self.normalize_with_offsets(texts)
+        pieces, begin, end = self.encode_pieces_with_offsets(normalized)
+        ids = tf.cast(self._pieces.string_to_id(pieces), tf.int32)
+        # byte offsets into the normalized text -> its character indices, in [0, N_b]
+        char_bytes = tf.strings.unicode_decode_with_offsets(normalized, "UTF-8")[1]  # [B, (N)]
+        sentinel = tf.int64.max
+        char_bytes = char_bytes.to_tensor(sentinel)
+        first = tf.searchsorted(char_bytes, begin.to_tensor(sentinel), side="left",
+                                out_type=tf.int64)                               # [B, T]
+        last = tf.searchsorted(char_bytes, end.to_tensor(sentinel), side="left",
+                               out_type=tf.int64)
+        raw_length = tf.cast(tf.strings.length(texts, unit="UTF8_CHAR"), tf.int64)
+        tail = tf.RaggedTensor.from_tensor(raw_length[:, None])
+        starts = tf.concat([raw_start, tail], axis=1).to_tensor(0)               # [B, N+1]
+        ends = tf.concat([raw_end, tail], axis=1).to_tensor(0)
+        char_start = tf.gather(starts, first, batch_dims=1)
+        char_end = tf.where(last > first,
+                            tf.gather(ends, tf.maximum(last - 1, 0), batch_dims=1), char_start)
+        lengths = ids.row_lengths()
+        return (ids, tf.RaggedTensor.from_tensor(char_start, lengths=lengths),
+                tf.RaggedTensor.from_tensor(char_end, lengths=lengths))
+
     def id_to_piece(self, ids: tf.Tensor) -> tf.Tensor:
         """Piece strings of int32 ids (any shape); control ids give their piece, e.g. <cls>."""
         return self._pieces.id_to_string(ids)
