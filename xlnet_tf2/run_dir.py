@@ -28,6 +28,9 @@ SPM_FILE = "spiece.model"
 SAVED_CHECKPOINT_PREFIX = "model.ckpt"
 TASK_FILE = "task.json"
 RUN_CONFIG_FILE = "run_config.json"
+# What a fine-tuned directory's task.json may say it is (tasks/task_spec.py, models/saving.py,
+# conversion's --task).
+TASKS = ("classification", "regression", "race", "squad")
 
 
 class RunDirError(FileNotFoundError):

@@ -36,7 +36,7 @@ from xlnet_tf2.models.sequence_classifier import SequenceClassifier
 from xlnet_tf2.models.squad_model import SquadModel
 from xlnet_tf2.models.xlnet_model import XLNetModel
 
-TASKS = ("classification", "regression", "race", "squad")
+TASKS = run_dir.TASKS
 
 CHECKPOINT_PREFIX = run_dir.SAVED_CHECKPOINT_PREFIX
 CONFIG_NAME = run_dir.ARCH_FILE

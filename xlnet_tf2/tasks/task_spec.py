@@ -16,7 +16,7 @@ import tensorflow as tf
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
 
-TASKS = ("classification", "regression", "race", "squad")
+TASKS = run_dir.TASKS
 TASK_FILE = run_dir.TASK_FILE
 
 
