@@ -37,6 +37,7 @@ import numpy as np
 
 from xlnet_tf2.data import records
 from xlnet_tf2.data.params import DataParams
+from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
 from xlnet_tf2.prep import streams, text_sources
 from xlnet_tf2.prep.beam_pipeline import BATCH_CHARS
 from xlnet_tf2.prep.encode import BatchEncoder, normalize
@@ -307,8 +308,6 @@ def measure_input_pipeline(data_dir: str, params: DataParams, vocab_size: int, *
                            global_batch_size: int = 16, steps: int = 100) -> Dict[str, float]:
     """Examples/s of `build_pretrain_dataset` reading prepared data (after 5 warm-up
     batches)."""
-    from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset  # imports TensorFlow
-
     dataset = build_pretrain_dataset(data_dir, seq_len=params.seq_len,
                                      reuse_len=params.reuse_len,
                                      num_predict=params.num_predict, bi_data=params.bi_data,
