@@ -275,7 +275,9 @@ def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir:
                                            word_cache=mode == "default")
         load = load_average()
         start = time.perf_counter()
-        done = subprocess.run(command, env=env, capture_output=True, text=True)
+        # From the repository root: Beam's worker processes put their working directory
+        # first on sys.path, so elsewhere they could import another checkout's package.
+        done = subprocess.run(command, env=env, cwd=_ROOT, capture_output=True, text=True)
         seconds = time.perf_counter() - start
         if done.returncode:
             raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
