@@ -27,6 +27,7 @@ import filecmp
 import hashlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -256,8 +257,9 @@ def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir:
     (default first in odd pairs, line mode first in even ones), `runs` times each.
 
     Returns:
-      {"runs": [{"mode", "seconds", "tokens", "tokens_per_s", "load"}], "median": {mode:
-       {"seconds", "tokens_per_s"}}, "ratio": default / line-mode tokens/s (medians),
+      {"runs": [{"mode", "seconds", "cpu_seconds", "tokens", "tokens_per_s", "load"}],
+       "median": {mode: {"seconds", "tokens_per_s", "cpu_seconds"}}, "ratio": default /
+       line-mode tokens/s (medians),
        "identical": whether the two modes' prepared files are byte for byte the same,
        "command": the default command}.
     """
@@ -274,20 +276,25 @@ def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir:
         command = create_tfrecords_command(corpus, spm_model, outputs[mode], params, workers,
                                            word_cache=mode == "default")
         load = load_average()
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
         start = time.perf_counter()
         # From the repository root: Beam's worker processes put their working directory
         # first on sys.path, so elsewhere they could import another checkout's package.
         done = subprocess.run(command, env=env, cwd=_ROOT, capture_output=True, text=True)
         seconds = time.perf_counter() - start
+        # CPU of the command and its Beam workers (the command waits for them): on a shared
+        # machine it moves less than the wall clock.
+        now = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime
         if done.returncode:
             raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
         with open(os.path.join(outputs[mode], "record_info.json")) as f:
             tokens = json.load(f)["total_tokens"]
-        row = {"mode": mode, "seconds": seconds, "tokens": tokens,
+        row = {"mode": mode, "seconds": seconds, "cpu_seconds": cpu, "tokens": tokens,
                "tokens_per_s": tokens / seconds, "load": load}
         result_runs.append(row)
-        log(f"  {mode:9s} {seconds:6.2f}s {tokens / seconds:12,.0f} tokens/s   load before: "
-            f"{load}")
+        log(f"  {mode:9s} {seconds:6.2f}s {tokens / seconds:12,.0f} tokens/s  CPU {cpu:6.2f}s  "
+            f"load before: {load}")
     # The manifests differ only in the recorded word_cache setting.
     names = sorted(n for n in os.listdir(outputs["default"]) if n.endswith(".tfrecord"))
     match, mismatch, errors = filecmp.cmpfiles(outputs["default"], outputs["line mode"], names,
@@ -296,7 +303,9 @@ def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir:
     for mode in outputs:
         seconds = statistics.median(r["seconds"] for r in result_runs if r["mode"] == mode)
         median[mode] = {"seconds": seconds,
-                        "tokens_per_s": result_runs[0]["tokens"] / seconds}
+                        "tokens_per_s": result_runs[0]["tokens"] / seconds,
+                        "cpu_seconds": statistics.median(r["cpu_seconds"] for r in result_runs
+                                                         if r["mode"] == mode)}
     return {"runs": result_runs, "median": median,
             "ratio": median["default"]["tokens_per_s"] / median["line mode"]["tokens_per_s"],
             "identical": not mismatch and not errors and len(match) > 0,
@@ -376,15 +385,16 @@ def format_report(result: Dict[str, object]) -> str:
         for row in stages["stages"]:
             lines.append(f"  {row['stage']}: {row['seconds']:.2f}s = "
                          f"{row['tokens_per_s']:,.0f} tokens/s")
-    lines.append("end to end, the whole command, alternating (load = /proc/loadavg 1/5/15 min "
-                 "before the run):")
-    lines.append("| run | mode | seconds | tokens/s | load before |")
-    lines.append("|---|---|---|---|---|")
+    lines.append("end to end, the whole command, alternating (CPU: user + system seconds of the "
+                 "command and its workers; load: /proc/loadavg 1/5/15 min before the run):")
+    lines.append("| run | mode | seconds | tokens/s | CPU seconds | load before |")
+    lines.append("|---|---|---|---|---|---|")
     for k, row in enumerate(e["runs"], start=1):
         lines.append(f"| {k} | {row['mode']} | {row['seconds']:.2f} | "
-                     f"{row['tokens_per_s']:,.0f} | {row['load']} |")
+                     f"{row['tokens_per_s']:,.0f} | {row['cpu_seconds']:.2f} | {row['load']} |")
     for mode, m in e["median"].items():
-        lines.append(f"median, {mode}: {m['seconds']:.2f}s = {m['tokens_per_s']:,.0f} tokens/s")
+        lines.append(f"median, {mode}: {m['seconds']:.2f}s = {m['tokens_per_s']:,.0f} tokens/s, "
+                     f"CPU {m['cpu_seconds']:.2f}s")
     lines.append(f"default / line mode: {e['ratio']:.3f}x; prepared files byte-identical: "
                  f"{'yes' if e['identical'] else 'NO'}")
     lines.append(f"command (default): {e['command']}")
