@@ -34,13 +34,24 @@ def test_normalize_equals_preprocess_text():
                 preprocess_text(line, lower=lower)
 
 
+SPACED = ["  two  spaces  inside  ", " lead", "trail ", "a    b", "``x`` and ''y''  z", " "]
+
+
 def test_exact_mode_equals_encode_ids():
     tok = tokenizer()
     with open(corpus_path()) as f:
-        lines = f.readlines()
-    ids, per_line = BatchEncoder(tok).encode_lines(lines + HARD)
-    assert ids.dtype == np.int32 and per_line.shape == (len(lines) + len(HARD),)
-    assert _split(ids, per_line) == [tok.encode_ids(line) for line in lines + HARD]
+        text = f.read()
+    # Lines with their "\n" (normalized in Python) and without (printable ASCII lines go to
+    # SentencePiece as they are: its own rules strip and collapse the spaces).
+    lines = text.splitlines(keepends=True)[:1000] + text.split("\n") + HARD + SPACED
+    encoder = BatchEncoder(tok)
+    assert encoder._ascii_as_is
+    ids, per_line = encoder.encode_lines(lines)
+    assert ids.dtype == np.int32 and per_line.shape == (len(lines),)
+    assert _split(ids, per_line) == [tok.encode_ids(line) for line in lines]
+    lower = SentencePieceTokenizer(tok.model_proto, lower=True)
+    assert _split(*BatchEncoder(lower).encode_lines(lines[1000:2000] + HARD + SPACED)) == \
+        [lower.encode_ids(line) for line in lines[1000:2000] + HARD + SPACED]
 
 
 # "x___" splits in two ways of exactly the same score with the test model ("_" + "__" or

@@ -44,6 +44,7 @@ from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
 
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, preprocess_text
 
@@ -65,6 +66,20 @@ _LINE_END_MARK = "\x01"
 _LINE_END_SEPARATOR = f" {_LINE_END_MARK} "
 # Words checked together by one n-best call (`BatchEncoder._add_words`).
 NBEST_GROUP = 16
+
+
+def passes_printable_ascii(model_proto: bytes, sp: spm.SentencePieceProcessor) -> bool:
+    """Whether the model's own normalizer does to a printable ASCII line exactly what
+    `normalize` does, apart from `` and '': a standard rule set (NFKC leaves printable ASCII
+    as it is) that strips and collapses spaces. Such lines then go to SentencePiece as they
+    are, without a Python call per line (checked on the rules' name and on their output)."""
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(model_proto)
+    spec = model.normalizer_spec
+    printable = "".join(map(chr, range(33, 127)))
+    return (spec.name in ("nmt_nfkc", "nfkc", "identity") and spec.remove_extra_whitespaces
+            and sp.Normalize(printable) in (printable, "\u2581" + printable)
+            and sp.Normalize(f"  a  {printable}   b ") == sp.Normalize(f"a {printable} b"))
 
 
 def normalize(text: str, *, lower: bool, keep_accents: bool) -> str:
@@ -170,6 +185,7 @@ class BatchEncoder:
         self._special = [self._sp.IsUnknown(i) or self._sp.IsControl(i) or self._scores[i] == 0
                          for i in range(size)]
         self._margin = score_margin(max(abs(x) for x in self._scores))
+        self._ascii_as_is = passes_printable_ascii(tokenizer.model_proto, self._sp)
         self._resplit: Dict[int, List[int]] = {}
         self._reset_cache()
 
@@ -182,8 +198,15 @@ class BatchEncoder:
         self._offset = np.zeros(1 << 12, np.int64)  # [rows + 1] start of each word in _flat
 
     def _normalized(self, lines: Sequence[str]) -> List[str]:
+        """`normalize` of every line, or the line itself (lowercased for uncased models)
+        where SentencePiece normalizes it the same way (`passes_printable_ascii`)."""
         lower, keep = self._tok.lower, self._tok.keep_accents
-        return [normalize(line, lower=lower, keep_accents=keep) for line in lines]
+        if not self._ascii_as_is:
+            return [normalize(line, lower=lower, keep_accents=keep) for line in lines]
+        return [(line.lower() if lower else line)
+                if line.isascii() and line.isprintable() and "``" not in line
+                and "''" not in line else normalize(line, lower=lower, keep_accents=keep)
+                for line in lines]
 
     def _encode_normalized(self, texts: Sequence[str]) -> List[List[int]]:
         """SentencePiece ids of each normalized text (one batch call)."""
