@@ -265,11 +265,8 @@ class BatchEncoder:
         "\u25812000," (the original's digit-comma re-split, a function of the piece alone)."""
         found = self._resplit.get(piece_id)
         if found is None:
-            piece = self._sp.IdToPiece(piece_id)
-            sub = self._sp.EncodeAsPieces(piece[:-1].replace("\u2581", ""))
-            if piece[0] != "\u2581" and sub and sub[0][0] == "\u2581":
-                sub = sub[1:] if len(sub[0]) == 1 else [sub[0][1:]] + sub[1:]
-            found = self._resplit[piece_id] = self._sp.PieceToId(sub + [piece[-1]])
+            split = self._tok._digit_comma_split(self._sp.IdToPiece(piece_id))
+            found = self._resplit[piece_id] = self._sp.PieceToId(split)
         return found
 
     def _add_words(self, words: List[str]) -> int:
