@@ -1,14 +1,16 @@
-"""Measures data-preparation and input-pipeline throughput on a real corpus.
+"""Measures data-preparation and input-pipeline throughput on text the tokenizer never saw.
 
-    python data_prep/benchmark_data.py --workdir=/tmp/xlnet_bench
+    python data_prep/benchmark_data.py --workdir=/tmp/xlnet_data_benchmark
 
-Builds a docstring corpus (--corpus_bytes: standard library, then installed packages), trains a
-SentencePiece model, times every preparation stage in one process on one thread (tokens/s per
-core for each stage and the SentencePiece-only ceiling, best of 3), prepares the corpus
-concatenated --corpus_repeats times with the Beam DirectRunner at each of --workers (0 =
-in-process; tokens/s, wall clock including pipeline start-up), then times
-build_pretrain_dataset (examples/s) at --global_batch_size. The flags are the settings of
-`DataBenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
+Builds (once per --workdir, then reused) a corpus of documentation prose found on the machine
+(man pages, info manuals, /usr/share/doc, docstrings of installed Python packages; every
+paragraph once, --corpus_bytes of it, never repeated) and trains a --vocab_size SentencePiece
+model on a held-out slice of other documents. Then times every preparation stage in one
+process on one thread (tokens/s per core, the SentencePiece-only ceiling, each tokenizer
+mode), runs the whole command data_prep/create_tfrecords.py with the default settings and with
+--noword_cache, alternating, --runs times each, with the machine's load before every run,
+checks that both modes wrote the same bytes, and times build_pretrain_dataset (examples/s).
+The flags are the settings of `DataBenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
 """
 
 from xlnet_tf2 import cli
@@ -27,11 +29,11 @@ def main(argv):
     from xlnet_tf2.tools.data_throughput import format_report, measure_data_throughput
 
     result = measure_data_throughput(
-        c.workdir, corpus_bytes=c.corpus_bytes, vocab_size=c.vocab_size, workers=c.workers,
-        seq_len=c.seq_len, reuse_len=c.reuse_len, num_predict=c.num_predict,
-        num_streams=c.num_streams, global_batch_size=c.global_batch_size,
-        pipeline_steps=c.pipeline_steps, stages=c.stages, word_cache=c.word_cache,
-        corpus_repeats=c.corpus_repeats)
+        c.workdir, corpus_bytes=c.corpus_bytes, spm_bytes=c.spm_bytes,
+        vocab_size=c.vocab_size, seq_len=c.seq_len, reuse_len=c.reuse_len,
+        num_predict=c.num_predict, num_streams=c.num_streams, workers=c.workers, runs=c.runs,
+        stages=c.stages, stage_bytes=c.stage_bytes, global_batch_size=c.global_batch_size,
+        pipeline_steps=c.pipeline_steps, sources=c.sources)
     print(format_report(result))
 
 

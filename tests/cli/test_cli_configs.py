@@ -65,15 +65,15 @@ CASES = [
           precision="mixed_bfloat16", strategy="one_device", tpu_timeout=5)),
     (CorpusConfig, ["--output=c.txt", "--min_bytes=10", "--max_bytes=20"],
      dict(output="c.txt", min_bytes=10, max_bytes=20)),
-    (DataBenchmarkConfig, ["--workers=0,2", "--noword_cache", "--nostages", "--seq_len=64",
-                           "--reuse_len=32"],
-     dict(workers=(0, 2), word_cache=False, stages=False, seq_len=64, reuse_len=32)),
+    (DataBenchmarkConfig, ["--workers=1", "--runs=5", "--sources=man,doc", "--nostages",
+                           "--seq_len=64", "--reuse_len=32"],
+     dict(workers=1, runs=5, sources=("man", "doc"), stages=False, seq_len=64, reuse_len=32)),
     (ScaleReportConfig, ["--chips=256", "--chips_per_host=8", "--global_batch=4096"],
      dict(chips=256, chips_per_host=8, global_batch=4096)),
     (BenchmarkConfig, ["--workloads=pretrain,data", "--seq_len=256", "--reuse_len=128",
                        "--noreference", "--data_workers=1", "--threads=2"],
      dict(workloads=("pretrain", "data"), seq_len=256, reuse_len=128, reference=False,
-          data_workers=(1,), threads=2)),
+          data_workers=1, threads=2)),
     (BaseStepBenchmarkConfig, ["--repeats=5", "--output_json=b.json", "--model_config=tiny"],
      dict(repeats=5, output_json="b.json", model_config="tiny")),
     (GenerationBenchmarkConfig, ["--prompt_len=256", "--new_tokens=64", "--jit_compile"],
@@ -126,7 +126,10 @@ def test_flags_keep_their_defaults():
         2, 512, 384, 1, 3)
     generation = from_flat(GenerationBenchmarkConfig)
     assert (generation.n_layer, generation.d_model, generation.d_inner) == (6, 512, 2048)
-    assert from_flat(DataBenchmarkConfig).workers == (0, 1, 2)
+    data = from_flat(DataBenchmarkConfig)
+    assert (data.workers, data.runs, data.corpus_bytes, data.vocab_size) == (
+        2, 3, 32_000_000, 16_000)
+    assert from_flat(BenchmarkConfig).data_corpus_bytes == data.corpus_bytes
     extract = from_flat(ExtractConfig, model_dir="m", input_file="t", output_file="f.npz")
     assert (extract.precision, extract.distribution.strategy, extract.batch_size) == (
         "float32", "auto", 16)
@@ -154,8 +157,9 @@ def test_flags_keep_their_defaults():
      "--chips=510 is not divisible by --chips_per_host=4"),
     (BenchmarkConfig, dict(workloads=("pretrain", "speed")), RunConfigError,
      "--workloads: unknown workload(s) ['speed']"),
-    (DataBenchmarkConfig, dict(workers=("1", "x")), RunConfigError,
-     "--workers: every item must be an integer, got '1,x'"),
+    (DataBenchmarkConfig, dict(sources=("man", "web")), RunConfigError,
+     "--sources: unknown source(s) ['web']"),
+    (DataBenchmarkConfig, dict(runs=0), RunConfigError, "--runs must be a positive integer"),
     (GenerationBenchmarkConfig, dict(d_model=100, n_head=8), RunConfigError,
      "--d_model=100 must be divisible by --n_head=8"),
 ])

@@ -3,8 +3,9 @@
 import time
 
 import numpy as np
+import pytest
 
-from xlnet_tf2.prep.encode import BatchEncoder, normalize, score_margin
+from xlnet_tf2.prep.encode import BatchEncoder, CachePolicy, normalize, score_margin
 from xlnet_tf2.prep.examples import row_example_batches
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data import records
@@ -33,13 +34,24 @@ def test_normalize_equals_preprocess_text():
                 preprocess_text(line, lower=lower)
 
 
+SPACED = ["  two  spaces  inside  ", " lead", "trail ", "a    b", "``x`` and ''y''  z", " "]
+
+
 def test_exact_mode_equals_encode_ids():
     tok = tokenizer()
     with open(corpus_path()) as f:
-        lines = f.readlines()
-    ids, per_line = BatchEncoder(tok).encode_lines(lines + HARD)
-    assert ids.dtype == np.int32 and per_line.shape == (len(lines) + len(HARD),)
-    assert _split(ids, per_line) == [tok.encode_ids(line) for line in lines + HARD]
+        text = f.read()
+    # Lines with their "\n" (normalized in Python) and without (printable ASCII lines go to
+    # SentencePiece as they are: its own rules strip and collapse the spaces).
+    lines = text.splitlines(keepends=True)[:1000] + text.split("\n") + HARD + SPACED
+    encoder = BatchEncoder(tok)
+    assert encoder._ascii_as_is
+    ids, per_line = encoder.encode_lines(lines)
+    assert ids.dtype == np.int32 and per_line.shape == (len(lines),)
+    assert _split(ids, per_line) == [tok.encode_ids(line) for line in lines]
+    lower = SentencePieceTokenizer(tok.model_proto, lower=True)
+    assert _split(*BatchEncoder(lower).encode_lines(lines[1000:2000] + HARD + SPACED)) == \
+        [lower.encode_ids(line) for line in lines[1000:2000] + HARD + SPACED]
 
 
 # "x___" splits in two ways of exactly the same score with the test model ("_" + "__" or
@@ -51,7 +63,7 @@ TIES = ["x___ a___ x___ _____", "]]] ]]]] a]]]b ]]]", "((( ))) (((x)))", "---- -
 def test_word_cache_equals_encode_ids():
     """Exact: new, second-time and cached words, batch by batch, ties and odd lines too."""
     tok = tokenizer()
-    encoder = BatchEncoder(tok, word_cache=True)
+    encoder = BatchEncoder(tok, word_cache=True, adaptive=False)
     with open(corpus_path()) as f:
         lines = f.readlines()[:3000]
     want = [tok.encode_ids(line) for line in lines]
@@ -69,10 +81,70 @@ def test_word_cache_equals_encode_ids():
     assert encoder._index["x___"] < 0 and encoder._index["x"] >= 0
     # Uncased models lowercase first; the cached path must too.
     lower = SentencePieceTokenizer(tok.model_proto, lower=True)
-    enc = BatchEncoder(lower, word_cache=True)
+    enc = BatchEncoder(lower, word_cache=True, adaptive=False)
     for _ in range(3):
         assert _split(*enc.encode_lines(lines[:300] + TIES)) == \
             [lower.encode_ids(line) for line in lines[:300] + TIES]
+
+
+def _encode_in_batches(encoder, lines, size):
+    got = []
+    for start in range(0, len(lines), size):
+        got += _split(*encoder.encode_lines(lines[start:start + size]))
+    return got
+
+
+def test_default_uses_the_cache_on_repetitive_text_and_line_mode_on_new_text():
+    """The default encoder decides batch by batch from counts; its ids are exact either way."""
+    tok = tokenizer()
+    with open(corpus_path()) as f:
+        lines = f.read().split("\n")
+    # New text: every line once. The cache is tried on the first batch (and given a second
+    # one while its lookups pay), then left off: learning every new word costs more than the
+    # few lines it could assemble save.
+    novel = BatchEncoder(tok, word_cache=True)
+    assert _encode_in_batches(novel, lines, 200) == [tok.encode_ids(line) for line in lines]
+    assert novel.counts["batches"] >= 12 and 1 <= novel.counts["cache_batches"] <= 2
+    # Repetitive text: 40 lines over and over. The cache pays from the first batch on and
+    # stays on; nearly every token comes from it.
+    repetitive = [line for line in lines if line.strip()][:40] * 60
+    cached = BatchEncoder(tok, word_cache=True)
+    want = [tok.encode_ids(line) for line in repetitive]
+    assert _encode_in_batches(cached, repetitive, 200) == want
+    assert cached.counts["cache_batches"] == cached.counts["batches"] == 12
+    assert cached.counts["cached_tokens"] > 0.9 * cached.counts["tokens"]
+    # Line mode on the same text: same ids, no cache.
+    line_mode = BatchEncoder(tok)
+    assert _encode_in_batches(line_mode, repetitive, 200) == want
+    assert line_mode.counts["cache_batches"] == 0
+
+
+def test_cache_policy_books_savings_against_costs():
+    """Units: one token's line-mode work. Hand-computed balances of CachePolicy."""
+    policy = CachePolicy()
+    assert policy.use_cache()  # a worker starts by trying the cache
+    # Saves 0.6 * 1000 = 600 against 0.3 * 700 words = 210: pays, stays on.
+    policy.record(1000, words=700, cached_tokens=1000, with_cache=True)
+    assert policy.use_cache() and policy.balance == pytest.approx(600 - 210)
+    # Lookups pay (600 > 210) but learning does not (0.6 * 700 + 13 * 100 more): a second
+    # chance, once.
+    policy.record(1000, words=700, new_words=700, checked_words=100, cached_tokens=1000,
+                  with_cache=True)
+    assert policy.use_cache()
+    assert policy.balance == pytest.approx(390 + 600 - 210 - 420 - 1300)
+    policy.record(1000, words=700, new_words=700, checked_words=100, cached_tokens=1000,
+                  with_cache=True)
+    balance = 390 + 2 * (600 - 210 - 420 - 1300)
+    assert policy.balance == pytest.approx(balance) and policy.tokens == 3000
+    # Off: line-mode batches until the balance is within ALLOWANCE of all tokens encoded.
+    off = 0
+    while not policy.use_cache():
+        policy.record(10_000)
+        off += 1
+    assert off == int(np.ceil((-balance / CachePolicy.ALLOWANCE - 3000) / 10_000))
+    # A batch whose lookups alone cost more than they save turns it off at once.
+    policy.record(1000, words=3000, cached_tokens=1000, with_cache=True)
+    assert not policy.use_cache()
 
 
 def test_score_margin_covers_float32_rounding():

@@ -90,28 +90,74 @@ def test_beam_scratch_goes_to_a_private_temp_dir_that_is_removed():
     assert tempfile.gettempdir() == before and not os.path.exists(inside)
 
 
-def test_word_cache_and_line_mode_prepare_the_same_bytes(tmp_path):
-    """Both tokenizer modes are exact, so the prepared files are byte for byte the same."""
-    import dataclasses
-    import filecmp
+def _prepare_twice(tmp_path, inputs, **variants):
+    """Prepares `inputs` once per variant ({name: (word_cache, BATCH_CHARS)}, in-process
+    runner) and returns the output directories."""
+    from unittest import mock
 
-    from xlnet_tf2.prep.beam_pipeline import create_tfrecords
+    import dataclasses
+
+    from xlnet_tf2.prep import beam_pipeline
     from xlnet_tf2.data.params import DataParams
-    from fixtures.corpora import LOCAL_BEAM, corpus_path, spm_model
+    from fixtures.corpora import LOCAL_BEAM, spm_model
 
     params = DataParams(seq_len=64, reuse_len=32, num_predict=10, perm_size=32, bi_data=True,
                         num_streams=2)
     outs = []
-    for cache in (False, True):
-        out = str(tmp_path / f"cache{int(cache)}")
-        create_tfrecords(params=dataclasses.replace(params, word_cache=cache), output_dir=out,
-                         spm_model=spm_model(), input_patterns=[corpus_path()],
-                         beam_args=LOCAL_BEAM)
+    for name, (cache, batch_chars) in variants.items():
+        out = str(tmp_path / name)
+        with mock.patch.object(beam_pipeline, "BATCH_CHARS", batch_chars):
+            beam_pipeline.create_tfrecords(
+                params=dataclasses.replace(params, word_cache=cache), output_dir=out,
+                spm_model=spm_model(), input_patterns=inputs, beam_args=LOCAL_BEAM)
         outs.append(out)
-    names = sorted(n for n in os.listdir(outs[0]) if n.endswith(".tfrecord"))
+    return outs
+
+
+def _same_records(*dirs):
+    import filecmp
+
+    names = sorted(n for n in os.listdir(dirs[0]) if n.endswith(".tfrecord"))
     assert len(names) == 4
-    match, mismatch, errors = filecmp.cmpfiles(outs[0], outs[1], names, shallow=False)
-    assert mismatch == [] and errors == [] and len(match) == 4
+    for other in dirs[1:]:
+        match, mismatch, errors = filecmp.cmpfiles(dirs[0], other, names, shallow=False)
+        assert mismatch == [] and errors == [] and len(match) == 4
+
+
+def test_tokenizer_modes_prepare_the_same_bytes_on_new_and_repetitive_text(tmp_path):
+    """Line mode and the default (the word cache where it pays: left off on new text, on
+    for repetitive text) are both exact, so the prepared files are byte for byte the same."""
+    from fixtures.corpora import corpus_path
+
+    batch = 1 << 18
+    _same_records(*_prepare_twice(tmp_path / "new", [corpus_path()],
+                                  line=(False, batch), default=(True, batch)))
+    with open(corpus_path()) as f:
+        lines = [line for line in f.read().split("\n") if line.strip()][:60]
+    repetitive = tmp_path / "repetitive.txt"
+    repetitive.write_text("\n\n".join("\n".join(lines[k % 50:k % 50 + 10])
+                                       for k in range(300)) + "\n")
+    _same_records(*_prepare_twice(tmp_path / "rep", [str(repetitive)],
+                                  line=(False, batch), default=(True, batch)))
+
+
+def test_long_documents_cut_into_parts_prepare_the_same_bytes(tmp_path):
+    """Documents longer than a batch are tokenized in parts and joined by the layout."""
+    from xlnet_tf2.prep.beam_pipeline import document_parts
+    from fixtures.corpora import corpus_path
+
+    from unittest import mock
+
+    from xlnet_tf2.prep import beam_pipeline
+
+    lines = ["a" * 10, "b" * 10, "c" * 10, "d"]
+    with mock.patch.object(beam_pipeline, "BATCH_CHARS", 20):  # a part ends at >= 20 chars
+        assert list(document_parts((0, 5), lines)) == [
+            (((0, 5), 0, False), lines[:2], 22), (((0, 5), 1, True), lines[2:], 13)]
+        assert list(document_parts((0, 6), lines[:1])) == [(((0, 6), 0, True), lines[:1], 11)]
+    # The test corpus's documents average 4 kB: cut at 3,000 characters, most have parts.
+    _same_records(*_prepare_twice(tmp_path, [corpus_path()], whole=(False, 1 << 18),
+                                  parts=(False, 3000), parts_cached=(True, 3000)))
 
 
 def test_remote_paths_go_through_gfile():

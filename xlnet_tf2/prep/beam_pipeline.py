@@ -148,13 +148,40 @@ def scratch_file_name(batch_key: Tuple[int, int, int], suffix: str) -> str:
     return f"split{split}-source{source:06d}-batch{number:08d}{suffix}"
 
 
+# A part of a document: ((document key, part number, whether it is the last part), lines).
+PartKey = Tuple[Tuple[int, int], int, bool]
+
+
+def document_parts(key: Tuple[int, int], lines: List[str]):
+    """(part key, lines, characters) of the document cut at line ends into parts of about
+    BATCH_CHARS characters (lines and their newlines).
+
+    A long document (a book, a changelog) would otherwise make one batch as large as itself,
+    and the worker that tokenizes it would keep the other waiting. Parts are tokenized apart
+    and joined again by the layout; a part ends at a line end, where a sentence ends anyway,
+    so the prepared examples are the same.
+    """
+    total = sum(map(len, lines)) + len(lines)  # characters, with a newline after each line
+    if total < BATCH_CHARS:  # nearly every document
+        yield (key, 0, True), lines, total
+        return
+    start = size = 0
+    number = 0
+    for end, line in enumerate(lines, start=1):
+        size += len(line) + 1
+        if size >= BATCH_CHARS and end < len(lines):
+            yield (key, number, False), lines[start:end], size
+            start, size, number = end, 0, number + 1
+    yield (key, number, True), lines[start:], size
+
+
 class _ReadSource(beam.DoFn):
     """(source, held_out) -> (batch key, TextBatch) for each split.
 
     The train split is the main output, the held-out split the "eval" output; a batch key is
-    (source index, batch number, split). A TextBatch is (document keys, int64 [D] lines per
-    document, text file): the batch's lines, joined by "\\n", go to a scratch file that the
-    tokenizing worker reads, so the text never passes through the runner's shuffle.
+    (source index, batch number, split). A TextBatch is (part keys, int64 [D] lines per part,
+    text file): the batch's lines, joined by "\\n", go to a scratch file that the tokenizing
+    worker reads, so the text never passes through the runner's shuffle.
     """
 
     def __init__(self, skip_bad_lines: bool, eval_fraction: float, seed: int, text_dir: str):
@@ -193,10 +220,11 @@ class _ReadSource(beam.DoFn):
             for key, lines in text_sources.read_source(source, self._skip, _Count()):
                 split = held_out or is_eval_document(self._seed, key, self._eval_fraction)
                 docs, size = batches[split]
-                docs.append((key, lines))
-                size[0] += sum(len(line) + 1 for line in lines)
-                if size[0] >= BATCH_CHARS:
-                    yield from flush(split)
+                for part_key, part_lines, chars in document_parts(key, lines):
+                    docs.append((part_key, part_lines))
+                    size[0] += chars
+                    if size[0] >= BATCH_CHARS:
+                        yield from flush(split)
         except DataPrepError as e:
             _fail(str(e))
         yield from flush(False)
@@ -213,17 +241,30 @@ def write_tokens(path: str, ids: np.ndarray, sentences: np.ndarray) -> None:
 
 
 def read_tokens(path: str) -> np.ndarray:
-    """int32 [2, n] (ids, sentence numbers) of a token file."""
+    """int32 [2, n] (ids, sentence numbers) of a token file.
+
+    A local file is memory-mapped: a stream's documents are scattered over every token file,
+    so each stream needs a small part of each, and reading and parsing whole files cost the
+    writing step more than building the examples' targets.
+    """
     with fileio.open_file(path, "rb") as f:
-        return np.load(io.BytesIO(f.read()))
+        if fileio.is_remote(path):
+            return np.load(io.BytesIO(f.read()))
+        version = np.lib.format.read_magic(f)
+        read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                       else np.lib.format.read_array_header_2_0)
+        shape, fortran, dtype = read_header(f)
+        return np.memmap(f, dtype=dtype, mode="r", offset=f.tell(), shape=shape,
+                         order="F" if fortran else "C")
 
 
 class _Tokenize(beam.DoFn):
-    """(batch key, TextBatch) -> (batch key, token file, [(document key, tokens)]).
+    """(batch key, TextBatch) -> (batch key, token file, [(part key, tokens)]).
 
-    The batch's ids and sentence numbers (inside each document) go to the token file; each
-    document ends with <eod>, a sentence of its own, as in the original. Documents whose
-    lines all encode to nothing are dropped.
+    The batch's ids and sentence numbers (inside each part) go to the token file; each
+    document ends with <eod> (after its last part), a sentence of its own, as in the
+    original. Documents whose lines all encode to nothing are dropped (a document of several
+    parts by the layout, which sees all of them).
     """
 
     def __init__(self, model_proto: bytes, uncased: bool, word_cache: bool, token_dir: str,
@@ -258,24 +299,26 @@ class _Tokenize(beam.DoFn):
         sentences_per_doc = np.bincount(doc_of_line, weights=nonempty,
                                         minlength=num_docs).astype(np.int64)
         line_sent = np.repeat(sentence, per_line)
-        keep = tokens_per_doc > 0
-        if (~keep).any():
-            self._empty.inc(int((~keep).sum()))
-        # Insert <eod> after every kept document (with sentence number = its sentence count).
-        doc_of_token = np.repeat(np.arange(num_docs), tokens_per_doc)
-        token_keep = keep[doc_of_token]
-        ids, line_sent = ids[token_keep], line_sent[token_keep]
+        last = np.array([key[2] for key in doc_keys], bool)
+        later = np.array([key[1] > 0 for key in doc_keys], bool)
+        # A part without tokens is dropped, except the last of several: it carries the <eod>.
+        keep = (tokens_per_doc > 0) | (last & later)
+        if (~keep & last).any():
+            self._empty.inc(int((~keep & last).sum()))
         kept = np.flatnonzero(keep)
-        lengths = tokens_per_doc[kept] + 1
+        with_eod = last[kept]
+        lengths = tokens_per_doc[kept] + with_eod
         offsets = np.concatenate([[0], np.cumsum(lengths)])
-        out_ids = np.full(offsets[-1], special_ids.EOD_ID, np.int32)
-        out_sent = np.empty(offsets[-1], np.int32)
-        eod_pos = offsets[1:] - 1
+        # Insert <eod> after every document's last part (sentence number: its sentence count).
+        eod_pos = (offsets[1:] - 1)[with_eod]
         body = np.ones(offsets[-1], bool)
         body[eod_pos] = False
+        out_ids = np.empty(offsets[-1], np.int32)
+        out_sent = np.empty(offsets[-1], np.int32)
         out_ids[body] = ids
+        out_ids[eod_pos] = special_ids.EOD_ID
         out_sent[body] = line_sent
-        out_sent[eod_pos] = sentences_per_doc[kept]
+        out_sent[eod_pos] = sentences_per_doc[kept][with_eod]
         self._progress.add(len(text) + 1)
         if kept.size == 0:
             return []
@@ -294,15 +337,24 @@ FilePiece = Tuple[int, str, int, int]
 
 
 def _layout(batches, params: DataParams, split: str):
-    """All batches' document lengths -> the summary, and (stream, [FilePiece]) per stream."""
-    doc_file = {}
-    lengths = []
+    """All batches' part lengths -> the summary, and (stream, [FilePiece]) per stream."""
+    parts: Dict[Tuple[int, int], List[Tuple[int, str, int, int]]] = {}
     for _, path, docs in batches:
         start = 0
-        for doc_key, n in docs:
-            doc_file[doc_key] = (path, start)
-            lengths.append((doc_key, n))
+        for (doc_key, number, _), n in docs:
+            parts.setdefault(doc_key, []).append((number, path, start, n))
             start += n
+    # [(begin in the document, token file, start in the file, length)] of every document.
+    doc_file = {}
+    lengths = []
+    for doc_key, found in parts.items():
+        begin = 0
+        doc_file[doc_key] = []
+        for _, path, start, n in sorted(found):
+            doc_file[doc_key].append((begin, path, start, n))
+            begin += n
+        if begin > 1:  # not only the <eod> of a document whose parts had no tokens
+            lengths.append((doc_key, begin))
     try:
         layout, placement = streams.compute_layout(lengths, params)
     except DataPrepError as e:
@@ -313,21 +365,39 @@ def _layout(batches, params: DataParams, split: str):
     yield beam.pvalue.TaggedOutput("summary", layout.to_dict())
     per_stream: Dict[int, List[FilePiece]] = {}
     for doc_key, pieces in placement.items():
-        path, start = doc_file[doc_key]
         for stream, offset, begin, end in pieces:
-            per_stream.setdefault(stream, []).append((offset, path, start + begin, start + end))
+            for part_begin, path, start, n in doc_file[doc_key]:
+                lo, hi = max(begin, part_begin), min(end, part_begin + n)
+                if lo < hi:
+                    per_stream.setdefault(stream, []).append(
+                        (offset + lo - begin, path, start + lo - part_begin,
+                         start + hi - part_begin))
     for stream in sorted(per_stream):
         yield stream, sorted(per_stream[stream])
 
 
-def read_stream_pieces(pieces: Sequence[FilePiece]):
-    """[(offset, ids, sentence numbers)] of one stream (views), each token file read once."""
+# Token files a writing worker keeps open (memory-mapped local files cost address space only).
+_OPEN_TOKEN_FILES = 4096
+
+
+def read_stream_pieces(pieces: Sequence[FilePiece], opened: Optional[Dict] = None):
+    """[(offset, ids, sentence numbers)] of one stream (views), each token file read once.
+
+    opened: {path: tokens} of the files this worker has already opened (local files only;
+    filled here), so the streams a worker writes share them.
+    """
     by_file: Dict[str, List[FilePiece]] = {}
     for piece in pieces:
         by_file.setdefault(piece[1], []).append(piece)
+    if opened is not None and len(opened) > _OPEN_TOKEN_FILES:
+        opened.clear()
     out = []
     for path in sorted(by_file):
-        tokens = read_tokens(path)
+        tokens = opened.get(path) if opened is not None else None
+        if tokens is None:
+            tokens = read_tokens(path)
+            if opened is not None and not fileio.is_remote(path):
+                opened[path] = tokens
         for offset, _, begin, end in by_file[path]:
             out.append((offset, tokens[0, begin:end], tokens[1, begin:end]))
     return out
@@ -346,10 +416,12 @@ class _WriteStream(beam.DoFn):
     def setup(self):
         self._starts_word = start_piece_table(SentencePieceTokenizer(self._proto))
         self._progress = SharedProgress(**self._progress_args)
+        self._token_files: Dict[str, np.ndarray] = {}
 
     def process(self, element, summary):
         stream, pieces = element
-        ids, sent = streams.assemble_row(read_stream_pieces(pieces), summary["row_len"])
+        ids, sent = streams.assemble_row(read_stream_pieces(pieces, self._token_files),
+                                         summary["row_len"])
         if self._progress.total == 0:
             p = self._params
             self._progress.total = (summary["chunks_per_row"] * p.num_streams * p.num_passes
@@ -371,6 +443,9 @@ class _WriteStream(beam.DoFn):
                     writer.commit()
                 yield {"name": name, "examples": writer.records, "bytes": writer.bytes,
                        "stream": stream}
+
+    def finish_bundle(self):
+        self._token_files.clear()  # the next bundle may be another split's files
 
     def teardown(self):
         if hasattr(self, "_progress"):

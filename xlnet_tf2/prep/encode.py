@@ -3,39 +3,48 @@
 Two modes, both exact (the ids equal `SentencePieceTokenizer.encode_ids(line)` line by line)
 and both linear in the text size whatever the line lengths:
 
-* line mode (`word_cache=False`): one SentencePiece call encodes the whole batch of
-  normalized lines. Normalization is `preprocess_text`, with a shortcut for ASCII lines
-  (NFKD and the accent filter leave ASCII unchanged).
+* line mode (`word_cache=False`, `--noword_cache`): one SentencePiece call encodes the whole
+  batch of normalized lines. Normalization is `preprocess_text`, with a shortcut for ASCII
+  lines (NFKD and the accent filter leave ASCII unchanged).
 * word cache (`word_cache=True`, the default of data preparation): XLNet SentencePiece
   models split at whitespace (no piece has "▁" inside; checked when the encoder is
   built, else line mode is used), so every segmentation of a line passes through every word
   boundary, and the best one is the concatenation of each word's best segmentation *if*
-  each word's best is unique. A word seen a second time is encoded once and cached if its
-  best segmentation beats its second best (the scores of SentencePiece's two best
-  segmentations) by more than the float32 rounding of a line's path scores could move
-  either (`score_margin`). A line is assembled from the cache when it is printable ASCII of
-  at most MAX_CACHED_LINE characters and all its words are cached; any other line (new
-  words, ties like "]]]" = "]]" + "]" or "]" + "]]", other scripts, very long lines) is
-  encoded whole, as in line mode. Repeated vocabulary costs much less than in line mode,
-  new text more (every word is checked before it is cached; docs/DATA.md).
+  each word's best is unique. A word met a second time (in an earlier batch or the same one)
+  is cached if its best segmentation beats its second best (SentencePiece's two best
+  segmentations, NBEST_GROUP words per call) by more than the float32 rounding of a line's
+  path scores could move either (`score_margin`). The words of all printable-ASCII lines of
+  at most MAX_CACHED_LINE characters are looked up at once; such a line is encoded by
+  SentencePiece only up to its last word that is not cached (the best path up to a word
+  boundary does not depend on the text after it), and the rest comes from the cache. Other
+  lines (other scripts, control characters, very long lines) are encoded whole. Words with
+  ties like "]]]" = "]]" + "]" or "]" + "]]" are never cached.
+
+  Learning the words costs more than the cache saves on new text, and repeated vocabulary
+  costs much less than line mode, so by default `CachePolicy` turns the cache on and off
+  batch by batch from counts of what it saved and cost: on text that does not repeat, the
+  default costs about what line mode costs (docs/DATA.md).
 
 In both modes lines whose ids contain a piece ending in digit + "," (the original re-split
-rule) or `<unk>` are re-encoded with `encode_ids` itself.
+rule) or `<unk>` get `encode_ids`' ids: the digit-comma piece is re-split, a line with <unk>
+is encoded again.
 
 tests/test_data_encode.py checks both modes against `encode_ids` line by line on the corpus
 and on hand-picked hard cases (accents, digits with commas, unknown characters, `<eop>`, odd
-spaces, tied segmentations).
+spaces, tied segmentations), and the mode decision on new and repetitive text.
 
 Glossary: W words of a batch, n tokens of the batch.
 """
 
 from __future__ import annotations
 
+import collections
 import itertools
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
 import sentencepiece as spm
+from sentencepiece import sentencepiece_model_pb2
 
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, preprocess_text
 
@@ -50,6 +59,27 @@ MAX_CACHED_LINE = 1000
 MAX_CACHED_WORD = 32
 _UNSAFE = -1     # a word that must not come from the cache (tie, too long)
 _NEW = -2        # (lookup default) a word not in the cache
+_LINE_END = -3   # the mark after each line's words
+# Lines of a batch are joined around this mark and split into words at once; a printable
+# line never holds it.
+_LINE_END_MARK = "\x01"
+_LINE_END_SEPARATOR = f" {_LINE_END_MARK} "
+# Words checked together by one n-best call (`BatchEncoder._add_words`).
+NBEST_GROUP = 16
+
+
+def passes_printable_ascii(model_proto: bytes, sp: spm.SentencePieceProcessor) -> bool:
+    """Whether the model's own normalizer does to a printable ASCII line exactly what
+    `normalize` does, apart from `` and '': a standard rule set (NFKC leaves printable ASCII
+    as it is) that strips and collapses spaces. Such lines then go to SentencePiece as they
+    are, without a Python call per line (checked on the rules' name and on their output)."""
+    model = sentencepiece_model_pb2.ModelProto()
+    model.ParseFromString(model_proto)
+    spec = model.normalizer_spec
+    printable = "".join(map(chr, range(33, 127)))
+    return (spec.name in ("nmt_nfkc", "nfkc", "identity") and spec.remove_extra_whitespaces
+            and sp.Normalize(printable) in (printable, "\u2581" + printable)
+            and sp.Normalize(f"  a  {printable}   b ") == sp.Normalize(f"a {printable} b"))
 
 
 def normalize(text: str, *, lower: bool, keep_accents: bool) -> str:
@@ -58,6 +88,60 @@ def normalize(text: str, *, lower: bool, keep_accents: bool) -> str:
         text = " ".join(text.split()).replace("``", '"').replace("''", '"')
         return text.lower() if lower else text
     return preprocess_text(text, lower=lower, keep_accents=keep_accents)
+
+
+class CachePolicy:
+    """Decides batch by batch whether a worker uses its word cache: only while it pays.
+
+    Costs and savings are estimated from counts, never from timings, so the decision is
+    reproducible (and the output is the same either way: both modes are exact). Unit: the
+    line-mode work of one token. A batch encoded with the cache saves SAVED_PER_TOKEN per
+    token that came from the cache instead of SentencePiece and costs WORD_COST per word
+    looked up; learning costs NEW_WORD_COST more per word not yet cached and NBEST_COST per
+    word checked with SentencePiece's n-best before it is cached.
+
+    The cache stays on after a batch whose savings exceed all its costs. A batch that saves
+    more than its lookups cost but not enough to pay for what it learned gets one more batch
+    (learning costs fall once the words are known: repetitive text pays from its second
+    batch). Otherwise the cache goes off, and is tried again once the balance of every batch
+    encoded with it (savings minus costs) is at least -ALLOWANCE times the tokens encoded so
+    far: on new text it costs at most about ALLOWANCE of the tokenizing work, and learns the
+    frequent words on the batches where it is tried.
+    """
+
+    # Fitted to per-batch timings of both modes on documentation prose (16k model), new and
+    # repeated (docs/DATA.md); a line-mode token took 0.54 us there.
+    SAVED_PER_TOKEN = 0.6
+    WORD_COST = 0.3
+    NEW_WORD_COST = 0.6
+    NBEST_COST = 13.0
+    ALLOWANCE = 0.01
+
+    def __init__(self):
+        self.balance = 0.0   # savings - costs of the batches encoded with the cache
+        self.tokens = 0      # tokens of every batch so far
+        self._on = True      # the last batch encoded with the cache paid (or gets a chance)
+        self._chance = True  # a second chance is left
+
+    def use_cache(self) -> bool:
+        """Whether the next batch should be encoded with the cache."""
+        return self._on or self.balance >= -self.ALLOWANCE * self.tokens
+
+    def record(self, tokens: int, words: int = 0, new_words: int = 0, checked_words: int = 0,
+               cached_tokens: int = 0, with_cache: bool = False) -> None:
+        """Books one batch of `tokens` tokens (and, with_cache, what the cache did)."""
+        self.tokens += tokens
+        if not with_cache:
+            return
+        recurring = self.SAVED_PER_TOKEN * cached_tokens - self.WORD_COST * words
+        net = recurring - self.NEW_WORD_COST * new_words - self.NBEST_COST * checked_words
+        self.balance += net
+        if net >= 0:
+            self._on = self._chance = True
+        elif recurring > 0 and self._chance:
+            self._on, self._chance = True, False
+        else:
+            self._on = False
 
 
 class BatchEncoder:
@@ -69,42 +153,64 @@ class BatchEncoder:
       num_threads: threads of each SentencePiece batch call. 1 (the default) in Beam
         workers, which already run one per core: SentencePiece's own default (-1) starts a
         thread per core in every worker. -1 for one process alone on the machine.
+      adaptive: with word_cache, let `CachePolicy` turn the cache off on batches where it
+        does not pay (the default); False uses it on every batch.
+
+    `counts` holds what the encoder did (batches, batches with the cache, tokens, tokens
+    from the cache, words checked with n-best), for benchmarks.
     """
 
     def __init__(self, tokenizer: SentencePieceTokenizer, word_cache: bool = False,
-                 num_threads: int = 1):
+                 num_threads: int = 1, adaptive: bool = True):
         self._tok = tokenizer
         self.word_cache = word_cache
         self._threads = num_threads
+        self._policy = CachePolicy() if adaptive else None
+        self.counts = dict(batches=0, cache_batches=0, tokens=0, cached_tokens=0,
+                           new_words=0, checked_words=0)
         self._sp = spm.SentencePieceProcessor()
         self._sp.LoadFromSerializedProto(tokenizer.model_proto)
-        pieces = [self._sp.IdToPiece(i) for i in range(self._sp.GetPieceSize())]
+        size = self._sp.GetPieceSize()
+        pieces = [self._sp.IdToPiece(i) for i in range(size)]
         # Ids whose lines need the slow path: digit-comma pieces and <unk>.
         self._recheck = np.array([len(p) > 1 and p[-1] == "," and p[-2].isdigit()
                                   for p in pieces], dtype=bool)
         self._recheck[self._sp.unk_id()] = True
         # The word cache is exact only if no piece spans a word boundary (module docstring).
         self._splits_at_spaces = not any("\u2581" in p[1:] for p in pieces)
-        self._scores = [self._sp.GetScore(i) for i in range(self._sp.GetPieceSize())]
+        self._starts_word = [p.startswith("\u2581") for p in pieces]
+        self._scores = [self._sp.GetScore(i) for i in range(size)]
+        # Pieces whose path score is not their stored score (<unk>, control and user-defined
+        # pieces such as <eop> are stored with 0): words with them are never cached.
+        self._special = [self._sp.IsUnknown(i) or self._sp.IsControl(i) or self._scores[i] == 0
+                         for i in range(size)]
         self._margin = score_margin(max(abs(x) for x in self._scores))
+        self._ascii_as_is = passes_printable_ascii(tokenizer.model_proto, self._sp)
+        self._resplit: Dict[int, List[int]] = {}
         self._reset_cache()
 
     def _reset_cache(self) -> None:
-        # word -> its row in _offset, or _UNSAFE.
-        self._index: Dict[str, int] = {}
+        # word -> its row in _offset, or _UNSAFE; the line-end mark -> _LINE_END.
+        self._index: Dict[str, int] = {_LINE_END_MARK: _LINE_END}
         self._seen_once: set = set()
         self._rows = 0                              # cached words
         self._flat = np.zeros(1 << 16, np.int32)    # ids of all cached words, concatenated
         self._offset = np.zeros(1 << 12, np.int64)  # [rows + 1] start of each word in _flat
 
     def _normalized(self, lines: Sequence[str]) -> List[str]:
+        """`normalize` of every line, or the line itself (lowercased for uncased models)
+        where SentencePiece normalizes it the same way (`passes_printable_ascii`)."""
         lower, keep = self._tok.lower, self._tok.keep_accents
-        return [normalize(line, lower=lower, keep_accents=keep) for line in lines]
+        if not self._ascii_as_is:
+            return [normalize(line, lower=lower, keep_accents=keep) for line in lines]
+        return [(line.lower() if lower else line)
+                if line.isascii() and line.isprintable() and "``" not in line
+                and "''" not in line else normalize(line, lower=lower, keep_accents=keep)
+                for line in lines]
 
-    def _encode_whole(self, lines: Sequence[str]) -> List[List[int]]:
-        """SentencePiece ids of each whole normalized line (one batch call)."""
-        return (self._sp.Encode(self._normalized(lines), num_threads=self._threads)
-                if lines else [])
+    def _encode_normalized(self, texts: Sequence[str]) -> List[List[int]]:
+        """SentencePiece ids of each normalized text (one batch call)."""
+        return self._sp.Encode(list(texts), num_threads=self._threads) if texts else []
 
     def encode_lines(self, lines: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
         """Ids of every line.
@@ -115,103 +221,219 @@ class BatchEncoder:
         Returns:
           (int32 [n] the ids of all lines concatenated, int64 [len(lines)] ids per line).
         """
-        if self.word_cache and self._splits_at_spaces:
-            ids, per_line = self._encode_with_cache(lines)
+        self.counts["batches"] += 1
+        if (self.word_cache and self._splits_at_spaces
+                and (self._policy is None or self._policy.use_cache())):
+            ids, per_line, normalized = self._encode_with_cache(lines)
         else:
-            ids, per_line = _flatten(self._encode_whole(lines))
+            texts = self._normalized(lines)
+            ids, per_line = _flatten(self._encode_normalized(texts))
+            normalized = dict(enumerate(texts))
+            if self._policy is not None:
+                self._policy.record(int(ids.shape[0]))
+        self.counts["tokens"] += int(ids.shape[0])
         flagged = self._recheck[ids]
         if not flagged.any():
             return ids, per_line
-        # Re-encode the (rare) lines with a digit-comma piece or <unk> exactly as encode_ids.
+        # The (rare) lines with a digit-comma piece or <unk>, exactly as encode_ids: a
+        # digit-comma piece is replaced by its re-split, a line with <unk> is encoded again
+        # (its normalization is `normalize`, already done for most of those lines).
         line_of = np.repeat(np.arange(len(lines)), per_line)
         again = np.unique(line_of[flagged]).tolist()
-        return _replace_lines(ids, per_line, again,
-                              [self._tok.encode_ids(lines[i]) for i in again])
+        with_unknown = set(line_of[ids == self._sp.unk_id()].tolist())
+        ends = np.cumsum(per_line)
+        lower, keep = self._tok.lower, self._tok.keep_accents
+        replaced = []
+        for i in again:
+            if i in with_unknown:
+                text = normalized.get(i)
+                if text is None:
+                    text = normalize(lines[i], lower=lower, keep_accents=keep)
+                replaced.append(self._sp.PieceToId(self._tok.encode_pieces(text)))
+            else:
+                line_ids: List[int] = []
+                for t in ids[ends[i] - per_line[i]:ends[i]].tolist():
+                    if self._recheck[t]:
+                        line_ids.extend(self._digit_comma_ids(t))
+                    else:
+                        line_ids.append(t)
+                replaced.append(line_ids)
+        return _replace_lines(ids, per_line, again, replaced)
 
-    def _add_words(self, words: List[str]) -> None:
-        """Encodes words seen for the second time; caches those with a clearly unique best."""
+    def _digit_comma_ids(self, piece_id: int) -> List[int]:
+        """What `SentencePieceTokenizer.encode_pieces` puts in place of a piece such as
+        "\u25812000," (the original's digit-comma re-split, a function of the piece alone)."""
+        found = self._resplit.get(piece_id)
+        if found is None:
+            split = self._tok._digit_comma_split(self._sp.IdToPiece(piece_id))
+            found = self._resplit[piece_id] = self._sp.PieceToId(split)
+        return found
+
+    def _add_words(self, words: List[str]) -> int:
+        """Checks words seen for the second time and caches those with a clearly unique best
+        segmentation. Returns how many words were checked with SentencePiece's n-best.
+
+        Words are checked NBEST_GROUP at a time, joined by spaces: every segmentation of the
+        group passes through the word boundaries, so its best is the words' bests side by
+        side and its second best differs from it in the one word whose own best wins by the
+        least. If the group's best wins by the margin of its longest word, every word's does;
+        the words of the other (rare) groups are checked one by one.
+        """
         index = self._index
         short = [w for w in words if len(w) <= MAX_CACHED_WORD]
         for w in words:
             index[w] = _UNSAFE
         if not short:
-            return
-        start = used = int(self._offset[self._rows])
-        new, ends = [], []
-        scores = self._scores
-        for w, paths in zip(short, self._sp.NBestEncodeAsIds(short, 2)):
-            # The first path is the Viterbi path; a clear gap makes it the only best one.
-            if len(paths) == 1 or (sum(scores[i] for i in paths[0])
-                                   - sum(scores[i] for i in paths[1])
-                                   > self._margin * len(w)):
-                index[w] = self._rows + len(ends)
-                new.extend(paths[0])
-                used += len(paths[0])
+            return 0
+        found: List[Tuple[str, List[int]]] = []
+        groups = [short[k:k + NBEST_GROUP] for k in range(0, len(short), NBEST_GROUP)]
+        single = []
+        for group, paths in zip(groups, self._sp.NBestEncodeAsIds(
+                [" ".join(g) for g in groups], 2)):
+            segments = self._word_segments(paths[0], len(group))
+            if segments is not None and self._clear_winner(paths, max(map(len, group))):
+                found.extend(zip(group, segments))
+            elif len(group) > 1:
+                single.extend(group)
+        for w, paths in zip(single, self._sp.NBestEncodeAsIds(single, 2) if single else []):
+            segments = self._word_segments(paths[0], 1)
+            if segments is not None and self._clear_winner(paths, len(w)):
+                found.append((w, segments[0]))
+        if found:
+            start = used = int(self._offset[self._rows])
+            ends = []
+            new: List[int] = []
+            for k, (w, ids) in enumerate(found):
+                index[w] = self._rows + k
+                new.extend(ids)
+                used += len(ids)
                 ends.append(used)
-        if ends:
             self._flat = _grown(self._flat, used)
             self._flat[start:used] = new
             self._offset = _grown(self._offset, self._rows + len(ends) + 1)
             self._offset[self._rows + 1:self._rows + len(ends) + 1] = ends
             self._rows += len(ends)
+        return len(short) + len(single)
 
-    def _encode_with_cache(self, lines: Sequence[str]) -> Tuple[np.ndarray, np.ndarray]:
-        """(int32 [n] ids, int64 [lines] ids per line): cached lines assembled from the cache,
-        the others encoded whole (module docstring)."""
+    def _word_segments(self, ids: List[int], num_words: int):
+        """The best path of `num_words` words split into each word's ids, or None if it does
+        not split into that many words or holds a piece that must not be cached."""
+        starts = [k for k, i in enumerate(ids) if self._starts_word[i]]
+        if len(starts) != num_words or starts[0] != 0 or any(self._special[i] for i in ids):
+            return None
+        return [ids[a:b] for a, b in zip(starts, starts[1:] + [len(ids)])]
+
+    def _clear_winner(self, paths: List[List[int]], longest: int) -> bool:
+        """Whether the first (Viterbi) path beats the second by more than rounding can move
+        them in a word of `longest` characters (`score_margin`)."""
+        if len(paths) == 1:
+            return True
+        scores = self._scores
+        return (sum(scores[i] for i in paths[0]) - sum(scores[i] for i in paths[1])
+                > self._margin * longest)
+
+    def _encode_with_cache(self, lines: Sequence[str]):
+        """(int32 [n] ids, int64 [lines] ids per line, {line: normalized text} of the lines
+        encoded whole) with the word cache (module docstring).
+
+        A simple line (printable ASCII, at most MAX_CACHED_LINE characters) is cut into
+        words; the words after its last uncached word come from the cache and the line up to
+        that word is encoded by SentencePiece (all of it if its last word is uncached, none
+        if every word is cached). Other lines are encoded whole.
+        """
         if len(self._index) > MAX_CACHED_WORDS:
             self._reset_cache()
-        index, lower = self._index, self._tok.lower
-        words_per_line = np.zeros(len(lines), np.int64)
-        words: List[str] = []
-        whole: List[int] = []
-        for i, raw in enumerate(lines):
-            # Printable ASCII (no tab or other control character inside; whitespace at the
-            # ends is dropped by `normalize` anyway): `normalize` only joins the words with
-            # single spaces, maps `` and '' to " (never across a space) and
-            # lowercases, so the words can be taken from the raw line directly.
-            core = raw.strip() if len(raw) <= MAX_CACHED_LINE and raw.isascii() else "\t"
-            if core.isprintable():
-                line_words = (core.lower() if lower else core).split()
-                if "``" in raw or "''" in raw:
-                    line_words = [w.replace("``", '"').replace("''", '"') for w in line_words]
-                words_per_line[i] = len(line_words)
-                words.extend(line_words)
-            else:
-                whole.append(i)
-        rows = np.fromiter(map(index.get, words, itertools.repeat(_NEW, len(words))),
-                           np.int64, count=len(words))
+        num_lines = len(lines)
+        # Printable ASCII (no tab or other control character inside; whitespace at the ends
+        # is dropped by `normalize` anyway): `normalize` only joins the words with single
+        # spaces, maps `` and '' to " (never across a space) and lowercases, so the words
+        # can be taken from the raw lines, all lines of the batch at once.
+        simple = [i for i, line in enumerate(lines)
+                  if len(line) <= MAX_CACHED_LINE and line.isascii()
+                  and (line.isprintable() or line.strip().isprintable())]
+        num_simple = len(simple)
+        block = (_LINE_END_SEPARATOR.join(lines if num_simple == num_lines
+                                          else [lines[i] for i in simple])
+                 + _LINE_END_SEPARATOR) if simple else ""
+        if "``" in block or "''" in block:
+            block = block.replace("``", '"').replace("''", '"')
+        if self._tok.lower:
+            block = block.lower()
+        tokens = block.split()                      # words, and _LINE_END_MARK after each line
+        index = self._index
+        rows = np.fromiter(map(index.get, tokens, itertools.repeat(_NEW, len(tokens))),
+                           np.int64, count=len(tokens))
+        checked = 0
         pending = np.flatnonzero(rows == _NEW)
         if pending.size:
-            fresh = {words[k] for k in pending.tolist()}
+            # Words met a second time (in an earlier batch or in this one) are checked and
+            # cached now; the others are remembered.
+            fresh = collections.Counter(map(tokens.__getitem__, pending.tolist()))
             seen = self._seen_once
-            again = sorted(fresh.intersection(seen))
+            again = sorted(w for w, n in fresh.items() if n > 1 or w in seen)
             if len(seen) > MAX_SEEN_ONCE:
                 seen.clear()
             seen.difference_update(again)
-            seen.update(fresh.difference(again))
+            seen.update(fresh.keys() - set(again))
             if again:
-                self._add_words(again)
-                rows[pending] = [index.get(words[k], _NEW) for k in pending.tolist()]
-        line_of_word = np.repeat(np.arange(len(lines)), words_per_line)
-        uncached = line_of_word[rows < 0]
-        if uncached.size:
-            whole = sorted(set(whole).union(uncached.tolist()))
-            if 2 * len(whole) > len(lines):  # mostly new text: splicing would cost more
-                return _flatten(self._encode_whole(lines))
-            words_per_line[whole] = 0  # their words' pieces are dropped below
-            rows = rows[words_per_line[line_of_word] > 0]
+                checked = self._add_words(again)
+                rows[pending] = list(map(index.get, map(tokens.__getitem__, pending.tolist()),
+                                         itertools.repeat(_NEW, pending.size)))
+        is_end = rows == _LINE_END
+        ends = np.flatnonzero(is_end)                                    # [simple lines]
+        line_of = np.cumsum(is_end) - is_end                             # [tokens]
+        # Position of the last uncached word of each simple line (-1: none).
+        missing = np.flatnonzero((rows < 0) & ~is_end)
+        last = np.full(num_simple, -1, np.int64)
+        if missing.size:
+            miss_line = line_of[missing]
+            final = np.append(miss_line[1:] != miss_line[:-1], True)
+            last[miss_line[final]] = missing[final]
+        from_cache = (np.arange(len(tokens)) > last[line_of]) & ~is_end
+        # Texts for SentencePiece: each simple line up to its last uncached word, then the
+        # other lines whole (normalized).
+        begins = np.concatenate([[0], ends[:-1] + 1])
+        partial = np.flatnonzero(last >= 0)
+        texts = [" ".join(tokens[b:e]) for b, e in zip(begins[partial].tolist(),
+                                                        (last[partial] + 1).tolist())]
+        simple_arr = np.asarray(simple, np.int64)
+        others = np.setdiff1d(np.arange(num_lines), simple_arr)
+        normalized = dict(zip(others.tolist(), self._normalized([lines[i]
+                                                                 for i in others.tolist()])))
+        texts += normalized.values()
+        encoded_ids, encoded_len = _flatten(self._encode_normalized(texts))
+        encoded_line = np.concatenate([simple_arr[partial], others])
+        # Cached pieces of each word that comes from the cache.
+        cached_rows = rows[from_cache]
         offsets = self._offset
-        starts = offsets[rows]
-        lengths = offsets[rows + 1] - starts
-        # Gather the pieces of every word: flat[starts[w] + j] for j < lengths[w].
+        starts = offsets[cached_rows]
+        lengths = offsets[cached_rows + 1] - starts
         shift = np.repeat(starts - (np.cumsum(lengths) - lengths), lengths)
-        ids = self._flat[shift + np.arange(int(lengths.sum()))]
-        token_end = np.concatenate([[0], np.cumsum(lengths)])[np.cumsum(words_per_line)]
-        per_line = np.diff(np.concatenate([[0], token_end]))
-        if not whole:
-            return ids, per_line
-        return _replace_lines(ids, per_line, whole,
-                              self._encode_whole([lines[i] for i in whole]))
+        cached_ids = self._flat[shift + np.arange(int(lengths.sum()))]
+        cached_line = simple_arr[np.repeat(line_of[from_cache], lengths)]  # [cached tokens]
+        # Each line: its encoded part, then its cached part.
+        enc_per_line = np.zeros(num_lines, np.int64)
+        enc_per_line[encoded_line] = encoded_len
+        per_line = enc_per_line + np.bincount(cached_line, minlength=num_lines)
+        line_start = np.cumsum(per_line) - per_line
+        ids = np.empty(int(per_line.sum()), np.int32)
+        first = np.cumsum(encoded_len) - encoded_len
+        ids[np.repeat(line_start[encoded_line] - first, encoded_len)
+            + np.arange(encoded_ids.shape[0])] = encoded_ids
+        rank = np.arange(cached_ids.shape[0])
+        if rank.size:
+            line_begin = np.flatnonzero(np.append(True, cached_line[1:] != cached_line[:-1]))
+            rank = rank - np.repeat(line_begin, np.diff(np.append(line_begin, rank.size)))
+        ids[line_start[cached_line] + enc_per_line[cached_line] + rank] = cached_ids
+        self.counts["cache_batches"] += 1
+        self.counts["cached_tokens"] += int(cached_ids.shape[0])
+        self.counts["checked_words"] += checked
+        self.counts["new_words"] += int(pending.size)
+        if self._policy is not None:
+            self._policy.record(ids.shape[0], words=len(tokens) - num_simple,
+                                new_words=pending.size, checked_words=checked,
+                                cached_tokens=cached_ids.shape[0], with_cache=True)
+        return ids, per_line, normalized
 
 
 def score_margin(max_abs_score: float) -> float:

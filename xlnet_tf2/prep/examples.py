@@ -140,20 +140,23 @@ def build_examples(ids: np.ndarray, sent_ids: np.ndarray, chunks: np.ndarray, *,
     split = split_a_and_b(bounds, length, starts + R, params.ab_len, keys)
     a_len, b_begin, b_len = split["a_len"], split["b_begin"], split["b_len"]
 
-    # Source index of every position: reused prefix, A, <sep>, B, <sep>, <cls>.
-    p = np.arange(L)[None, :]
-    a_stop = R + a_len[:, None]                      # position of the first <sep>
-    b_stop = a_stop + 1 + b_len[:, None]             # position of the second <sep>
-    source = np.where(p < a_stop, starts[:, None] + p,
-                      b_begin[:, None] + (p - a_stop - 1))
-    source = np.clip(source, 0, length - 1)
-    input_ids = ids[source].astype(np.int32)
-    input_ids[np.arange(chunks.size), a_stop[:, 0]] = special_ids.SEP_ID
+    # Source index of every position: reused prefix, A, <sep>, B, <sep>, <cls>; position p
+    # of the prefix and A reads row[start + p], of B row[b_begin + p - a_stop - 1] (the
+    # <sep> and <cls> slots read a clipped index and are overwritten).
+    index_type = np.int32 if length < 2 ** 31 else np.int64
+    p = np.arange(L, dtype=index_type)[None, :]
+    a_stop = R + a_len                               # [C] position of the first <sep>
+    if chunks.size:
+        assert np.all(a_stop + 1 + b_len == L - 2), "len(A) + len(B) must be L - R - 3"
+    in_b = p > a_stop[:, None].astype(index_type)    # [C, L]
+    source = p + np.where(in_b, (b_begin - a_stop - 1)[:, None],
+                          starts[:, None]).astype(index_type)
+    np.clip(source, 0, length - 1, out=source)
+    input_ids = ids[source].astype(np.int32, copy=False)
+    input_ids[np.arange(chunks.size), a_stop] = special_ids.SEP_ID
     input_ids[:, L - 2] = special_ids.SEP_ID
     input_ids[:, L - 1] = special_ids.CLS_ID
-    if chunks.size:
-        assert np.all(b_stop[:, 0] == L - 2), "len(A) + len(B) must be L - R - 3"
-    segment_ids = np.where(p <= a_stop, 0, 1).astype(np.int32)
+    segment_ids = in_b.astype(np.int32)
     segment_ids[:, L - 1] = 2
 
     reverse = direction == 1
@@ -170,8 +173,9 @@ def build_examples(ids: np.ndarray, sent_ids: np.ndarray, chunks: np.ndarray, *,
     # <sep>/<cls> may be sampled but are never targets (they keep their rank; see masks.py).
     is_func = (input_ids == special_ids.SEP_ID) | (input_ids == special_ids.CLS_ID)
     is_masked &= ~is_func
-    rows, cols = np.nonzero(is_masked)
-    slot = np.cumsum(is_masked, axis=1)[rows, cols] - 1
+    rows, cols = np.nonzero(is_masked)               # row-major: each row's in ascending order
+    per_row = np.bincount(rows, minlength=chunks.size)
+    slot = np.arange(rows.size) - np.repeat(np.cumsum(per_row) - per_row, per_row)
     target_positions = np.full((chunks.size, params.num_predict), -1, dtype=np.int32)
     target_positions[rows, slot] = cols
 

@@ -92,7 +92,7 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
     segs = np.asarray(segs)
     num, length = segs.shape
     reverse = np.broadcast_to(np.asarray(reverse, dtype=bool), (num,))
-    forward = np.where(reverse[:, None], segs[:, ::-1], segs)
+    forward = _flipped(segs, reverse)
     is_start = starts_word[forward]                                        # [N, T]
     rows = np.arange(num)
     positions = np.arange(length + 1)
@@ -151,7 +151,16 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
                        np.concatenate(span_end) if span_end else rows[:0])
     if top_up:
         _top_up(mask, count, goal, keys, topup_tag)
-    return np.where(reverse[:, None], mask[:, ::-1], mask)
+    return _flipped(mask, reverse)
+
+
+def _flipped(rows: np.ndarray, reverse: np.ndarray) -> np.ndarray:
+    """[N, T] `rows` with the rows where reverse[r] time-reversed (a view if all or none)."""
+    if reverse.all():
+        return rows[:, ::-1]
+    if not reverse.any():
+        return rows
+    return np.where(reverse[:, None], rows[:, ::-1], rows)
 
 
 def _fill_spans(num: int, length: int, rows: np.ndarray, begin: np.ndarray,
@@ -168,7 +177,8 @@ def _top_up(mask: np.ndarray, count: np.ndarray, goal: int, keys: np.ndarray,
     """Marks goal - count[r] more positions of each row, in place.
 
     Candidate j of a row is floor(uniform(key, tag, j) * T); a candidate is taken if it is not
-    marked yet (by a span or an earlier candidate), as the original's rejection loop.
+    marked yet (by a span or an earlier candidate), as the original's rejection loop. The
+    loop runs over candidates, vectorized over the rows that still need some.
     """
     num, length = mask.shape
     need = goal - count
@@ -177,22 +187,18 @@ def _top_up(mask: np.ndarray, count: np.ndarray, goal: int, keys: np.ndarray,
         return
     draws = 2 * goal + 16
     cand = (hashrand.uniform(keys[todo], tag, np.arange(draws)) * length).astype(np.int64)
-    fresh = ~mask[todo[:, None], cand]                                  # [M, K]
-    # First occurrence of each candidate within its row.
-    order = np.argsort(cand, axis=1, kind="stable")
-    sorted_cand = np.take_along_axis(cand, order, axis=1)
-    first_sorted = np.ones_like(sorted_cand, dtype=bool)
-    first_sorted[:, 1:] = sorted_cand[:, 1:] != sorted_cand[:, :-1]
-    first = np.empty_like(first_sorted)
-    np.put_along_axis(first, order, first_sorted, axis=1)
-    take = fresh & first
-    take &= np.cumsum(take, axis=1) <= need[todo][:, None]
-    rows = np.repeat(todo, take.sum(1))
-    mask[rows, cand[take]] = True
-    short = np.flatnonzero(take.sum(1) < need[todo])
-    for m in short:  # rare: continue the same candidate sequence one draw at a time
+    left = need[todo]
+    for j in range(draws):
+        live = np.flatnonzero(left > 0)
+        if live.size == 0:
+            return
+        rows, pos = todo[live], cand[live, j]
+        take = ~mask[rows, pos]
+        mask[rows[take], pos[take]] = True
+        left[live[take]] -= 1
+    for m in np.flatnonzero(left > 0):  # rare: continue the same candidate sequence
         r = todo[m]
-        missing = int(need[r] - take[m].sum())
+        missing = int(left[m])
         j = draws
         while missing:
             pos = int(hashrand.uniform(keys[r:r + 1], tag, np.arange(j, j + 1))[0, 0] * length)

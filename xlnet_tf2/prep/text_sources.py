@@ -44,7 +44,7 @@ def total_bytes(paths: Sequence[str]) -> int:
 def _split_documents(lines: Iterator[str]) -> Iterator[List[str]]:
     doc: List[str] = []
     for line in lines:
-        if line.strip():
+        if line and not line.isspace():  # as line.strip(), without a copy
             doc.append(line)
         elif doc:
             yield doc

@@ -18,6 +18,7 @@ from typing import Optional, Tuple
 
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
                                     check_positive, setting, setting_like)
+from xlnet_tf2.tools.doc_corpus import SOURCES
 
 WORKLOADS = ("pretrain", "inference", "scaling", "data")
 
@@ -47,24 +48,31 @@ class CorpusConfig:
 
 @dataclasses.dataclass(frozen=True)
 class DataBenchmarkConfig:
-    """Data-preparation and input-pipeline throughput on a docstring corpus."""
+    """Data-preparation and input-pipeline throughput on text the tokenizer never saw."""
 
     workdir: str = setting(
-        "/tmp/xlnet_data_benchmark", "Scratch directory for the corpus, the SentencePiece "
-        "model and the prepared data.")
-    corpus_bytes: int = setting(5_000_000, "Size of the benchmark corpus in bytes.")
-    corpus_repeats: int = setting(
-        16, "The end-to-end runs prepare the corpus concatenated this many times (16 x 5 MB "
-        "is about 18M tokens), so Beam's fixed start-up weighs as it does on real data; the "
-        "stages use one copy.")
-    vocab_size: int = setting(8000, "Vocabulary size of the SentencePiece model trained first.")
-    workers: Tuple[int, ...] = setting(
-        (0, 1, 2), "Beam DirectRunner worker process counts to time (0: in-process, "
-        "in_memory mode).")
-    word_cache: bool = setting(
-        True, "Prepare with the word cache (the default of create_tfrecords.py); "
-        "--noword_cache for line mode.")
+        "/tmp/xlnet_data_benchmark", "Directory for the corpus and its SentencePiece model "
+        "(built once, then reused while these settings match) and the prepared data.")
+    corpus_bytes: int = setting(
+        32_000_000, "Size of the benchmarked text in bytes: documentation prose found on the "
+        "machine (man pages, info manuals, /usr/share/doc, installed Python packages), every "
+        "paragraph once, never repeated; 32 MB is about 7M tokens with a 16k model.")
+    spm_bytes: int = setting(
+        8_000_000, "Size in bytes of the held-out text (other documents of the same sources) "
+        "the SentencePiece model is trained on.")
+    sources: Tuple[str, ...] = setting(
+        SOURCES, "Documentation sources of the corpus: man (man pages rendered by groff), "
+        "info (GNU info manuals), doc (text files in /usr/share/doc), python (docstrings and "
+        ".md/.rst files of the installed packages).")
+    vocab_size: int = setting(16_000, "Vocabulary size of the SentencePiece model.")
+    workers: int = setting(
+        2, "Beam DirectRunner worker processes of the end-to-end runs (multi_processing).")
+    runs: int = setting(
+        3, "End-to-end runs of each tokenizer mode (the default and --noword_cache), "
+        "alternating; the median of each is reported.")
     stages: bool = setting(True, "Also time each preparation stage in one process.")
+    stage_bytes: int = setting(
+        8_000_000, "The stages are timed on the corpus's first this many bytes.")
     seq_len: int = setting(512, "Example length of the prepared data in tokens.")
     reuse_len: int = setting(256, "Reused prefix length of the prepared examples in tokens.")
     num_predict: int = setting(85, "Number of target tokens per prepared example.")
@@ -73,17 +81,18 @@ class DataBenchmarkConfig:
     pipeline_steps: int = setting(100, "Number of batches timed in the input pipeline.")
 
     def __post_init__(self):
-        check_positive(self, "corpus_bytes", "corpus_repeats", "vocab_size", "seq_len",
-                       "reuse_len", "num_predict", "num_streams", "global_batch_size",
-                       "pipeline_steps")
-        _check_workers(self.workers, "workers")
+        check_positive(self, "corpus_bytes", "spm_bytes", "vocab_size", "workers", "runs",
+                       "stage_bytes", "seq_len", "reuse_len", "num_predict", "num_streams",
+                       "global_batch_size", "pipeline_steps")
+        _check_sources(self.sources, "sources")
         _check_reuse_len(self)
 
 
-def _check_workers(workers, name: str) -> None:
-    if not workers or any(w < 0 for w in workers):
-        raise RunConfigError(f"--{name} must list worker counts >= 0, got "
-                             f"{','.join(map(str, workers))!r}.")
+def _check_sources(sources, name: str) -> None:
+    unknown = sorted(set(sources) - set(SOURCES))
+    if unknown or not sources:
+        raise RunConfigError(f"--{name}: unknown source(s) {unknown}; choose from "
+                             f"{', '.join(SOURCES)}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -153,13 +162,11 @@ class BenchmarkConfig:
     output_json: Optional[str] = setting(None, "Optional path to write all rows as JSON.")
     data_seq_len: int = setting(
         512, "Example length of the data workload (reuse_len is half, num_predict 1/6 of it).")
-    data_corpus_bytes: int = setting(
-        5_000_000, "Size of the data workload's docstring corpus in bytes.")
-    data_corpus_repeats: int = setting_like(DataBenchmarkConfig, "corpus_repeats")
-    data_workers: Tuple[int, ...] = setting_like(DataBenchmarkConfig, "workers")
-    data_word_cache: bool = setting(
-        True, "Prepare with the word cache (the default of create_tfrecords.py); "
-        "--nodata_word_cache for line mode.")
+    data_corpus_bytes: int = setting_like(DataBenchmarkConfig, "corpus_bytes")
+    data_vocab_size: int = setting_like(DataBenchmarkConfig, "vocab_size")
+    data_workdir: str = setting_like(DataBenchmarkConfig, "workdir")
+    data_workers: int = setting_like(DataBenchmarkConfig, "workers")
+    data_runs: int = setting_like(DataBenchmarkConfig, "runs")
 
     def __post_init__(self):
         unknown = sorted(set(self.workloads) - set(WORKLOADS))
@@ -170,10 +177,9 @@ class BenchmarkConfig:
                        "batch_size", "seq_len", "reuse_len", "num_predict",
                        "inference_batch_size", "inference_seq_len", "inference_vocab_size",
                        "repeats", "threads", "data_seq_len", "data_corpus_bytes",
-                       "data_corpus_repeats")
+                       "data_vocab_size", "data_workers", "data_runs")
         check_non_negative(self, "mem_len", "warmup")
         _check_reuse_len(self)
-        _check_workers(self.data_workers, "data_workers")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -17,7 +17,7 @@ from typing import Iterator, List, Optional
 from xlnet_tf2.data.params import DataPrepError
 
 # A sentence ends at ". ", "? " or "! " followed by an upper-case letter or a quote.
-_SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z\"'(])")
+SENTENCE_END = re.compile(r"(?<=[.?!])\s+(?=[A-Z\"'(])")
 _MIN_SENTENCE_CHARS = 20
 
 
@@ -31,7 +31,7 @@ def _stdlib_sources(root: str) -> List[str]:
     return paths
 
 
-def _docstrings(path: str) -> Iterator[str]:
+def docstrings(path: str) -> Iterator[str]:
     try:
         with open(path, "rb") as f:
             tree = ast.parse(f.read())
@@ -51,7 +51,7 @@ def _sentences(docstring: str) -> Iterator[str]:
         if any(l.lstrip().startswith((">>>", "...")) or l.startswith("    ") for l in lines):
             continue
         text = " ".join(l.strip() for l in lines).strip()
-        for sentence in _SENTENCE_END.split(text):
+        for sentence in SENTENCE_END.split(text):
             sentence = sentence.strip()
             if len(sentence) >= _MIN_SENTENCE_CHARS and sentence.isascii():
                 yield sentence
@@ -61,7 +61,7 @@ def iter_stdlib_documents(stdlib_dir: Optional[str] = None) -> Iterator[List[str
     """Yields documents (lists of sentences) from the standard library, in a fixed order."""
     root = stdlib_dir or sysconfig.get_paths()["stdlib"]
     for path in _stdlib_sources(root):
-        sentences = [s for doc in _docstrings(path) for s in _sentences(doc)]
+        sentences = [s for doc in docstrings(path) for s in _sentences(doc)]
         if len(sentences) >= 2:
             yield sentences
 

@@ -1,62 +1,122 @@
-"""Data-preparation and input-pipeline throughput on a real corpus (for the benchmarks).
+"""Data-preparation and input-pipeline throughput on text the tokenizer never saw.
 
-Builds a docstring corpus (standard library, then installed packages, up to the asked size),
-trains a SentencePiece model, times every stage of preparation in one process
-(`measure_stages`: tokens/s of the corpus per stage, and the SentencePiece-only ceiling),
-prepares it with the Beam DirectRunner at each worker count (tokens/s, wall clock including
-pipeline start-up), then times `build_pretrain_dataset` (examples/s).
+The corpus is documentation prose found on the machine (`doc_corpus.build_doc_corpus`: man
+pages, info manuals, /usr/share/doc, docstrings of the installed Python packages), every
+paragraph once, never repeated. The SentencePiece model is trained on a held-out slice of
+the same sources (other documents), so the benchmarked text is new to it, as a user's corpus
+is. Corpus and model are built once per work directory and reused while their settings
+match (`prepare_corpus`).
 
-Every rate is corpus tokens per second of that stage; with bi_data each token is in two rows
-(forward and backward), and each row token in L / R = 2 examples.
+Measured:
+* `measure_stages`: every stage of preparation in this process, on one thread, on the first
+  `stage_bytes` of the corpus (tokens/s of that text per stage, the SentencePiece-only
+  ceiling, and each tokenizer mode);
+* `measure_end_to_end`: the whole command `data_prep/create_tfrecords.py`, as a user runs
+  it, with the default settings and with `--noword_cache` (line mode), alternating, several
+  runs each; the machine's load (/proc/loadavg) is read before every run, and the two modes'
+  outputs are compared byte for byte;
+* the input pipeline (`build_pretrain_dataset`, examples/s) on the prepared data.
+
+Every rate is corpus tokens per second; with bi_data each token is in two rows (forward and
+backward), and each row token in L / R = 2 examples.
 """
 
 from __future__ import annotations
 
+import filecmp
+import hashlib
+import json
 import os
-import re
-import sysconfig
+import resource
+import statistics
+import subprocess
+import sys
 import time
-from typing import Dict, Sequence
+from typing import Dict, List, Sequence
 
 import numpy as np
 
 from xlnet_tf2.data import records
-from xlnet_tf2.prep import text_sources
-from xlnet_tf2.prep import streams
-from xlnet_tf2.prep.beam_pipeline import BATCH_CHARS, create_tfrecords
-from xlnet_tf2.tools.corpus import build_stdlib_corpus
-from xlnet_tf2.prep.encode import BatchEncoder, normalize
-from xlnet_tf2.prep.examples import row_example_batches
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
+from xlnet_tf2.prep import streams, text_sources
+from xlnet_tf2.prep.beam_pipeline import BATCH_CHARS
+from xlnet_tf2.prep.encode import BatchEncoder, normalize
+from xlnet_tf2.prep.examples import row_example_batches
 from xlnet_tf2.prep.span_sampling import start_piece_table
-from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, train_sentencepiece
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (SentencePieceTokenizer,
+                                                          train_sentencepiece)
+from xlnet_tf2.tools.doc_corpus import SOURCES, build_doc_corpus
+
+CORPUS_FILE = "corpus.txt"
+SPM_TEXT_FILE = "spm_text.txt"
+CORPUS_INFO = "corpus.json"
+_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+CREATE_TFRECORDS = os.path.join(_ROOT, "data_prep", "create_tfrecords.py")
 
 
-def build_corpus(path: str, corpus_bytes: int) -> dict:
-    """Docstrings of the standard library, then of installed packages, up to corpus_bytes."""
-    stats = build_stdlib_corpus(path, min_bytes=min(corpus_bytes // 2, 500_000),
-                                max_bytes=corpus_bytes)
-    if stats["bytes"] < corpus_bytes:
-        extra = path + ".packages"
-        more = build_stdlib_corpus(extra, min_bytes=0,
-                                   max_bytes=corpus_bytes - stats["bytes"],
-                                   stdlib_dir=sysconfig.get_paths()["purelib"])
-        with open(path, "a", encoding="utf-8") as out, open(extra, encoding="utf-8") as f:
-            out.write(f.read())
-        os.remove(extra)
-        stats = {"path": path, "bytes": stats["bytes"] + more["bytes"],
-                 "documents": stats["documents"] + more["documents"]}
-    return stats
+def _sha256(path: str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
-_REPEATS = [3]
+def load_average() -> str:
+    """The 1, 5 and 15 minute load averages of /proc/loadavg ("" where there is none)."""
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return ""
 
 
-def _timed(fn):
-    """(result, best wall-clock seconds of _REPEATS[0] runs): the machine may be shared."""
-    best = None
-    for _ in range(_REPEATS[0]):
+def prepare_corpus(workdir: str, *, corpus_bytes: int, spm_bytes: int, vocab_size: int,
+                   sources: Sequence[str] = SOURCES, log=print) -> dict:
+    """Builds (or reuses) the benchmark corpus and its SentencePiece model in `workdir`.
+
+    Returns:
+      {"path", "spm_model", "bytes", "documents", "sentences", "by_source", "spm_bytes",
+       "vocab_size", "sha256", "settings"}; reused from workdir/corpus.json when the
+      settings match and the files are unchanged.
+    """
+    os.makedirs(workdir, exist_ok=True)
+    settings = {"corpus_bytes": corpus_bytes, "spm_bytes": spm_bytes,
+                "vocab_size": vocab_size, "sources": list(sources)}
+    info_path = os.path.join(workdir, CORPUS_INFO)
+    corpus = os.path.join(workdir, CORPUS_FILE)
+    if os.path.exists(info_path):
+        with open(info_path) as f:
+            info = json.load(f)
+        if (info.get("settings") == settings and os.path.exists(corpus)
+                and os.path.exists(info["spm_model"]) and _sha256(corpus) == info["sha256"]):
+            log(f"corpus: reusing {corpus} (built earlier with the same settings)")
+            return info
+    log(f"corpus: building {corpus_bytes:,} bytes of documentation prose from "
+        f"{', '.join(sources)} (once per work directory; rendering man pages takes a while)")
+    start = time.time()
+    stats = build_doc_corpus(corpus, os.path.join(workdir, SPM_TEXT_FILE),
+                             max_bytes=corpus_bytes, max_spm_bytes=spm_bytes,
+                             sources=sources, min_bytes=corpus_bytes // 2)
+    log(f"corpus: built in {time.time() - start:.0f}s; training a {vocab_size}-piece "
+        "SentencePiece model on the held-out slice")
+    spm = train_sentencepiece([stats["spm_path"]], vocab_size=vocab_size,
+                              model_prefix=os.path.join(workdir, f"sp{vocab_size}"))
+    info = {"path": corpus, "spm_model": spm, "bytes": stats["bytes"],
+            "documents": stats["documents"], "sentences": stats["sentences"],
+            "by_source": stats["by_source"], "spm_bytes": stats["spm_bytes"],
+            "duplicate_paragraphs": stats["duplicate_paragraphs"], "vocab_size": vocab_size,
+            "sha256": _sha256(corpus), "settings": settings}
+    with open(info_path, "w") as f:
+        json.dump(info, f, indent=2)
+    return info
+
+
+def _best_of(fn, repeats: int):
+    """(result, best wall-clock seconds of `repeats` runs): the machine may be shared."""
+    best, out = None, None
+    for _ in range(repeats):
         start = time.perf_counter()
         out = fn()
         seconds = time.perf_counter() - start
@@ -64,64 +124,73 @@ def _timed(fn):
     return out, best
 
 
-def measure_stages(corpus: str, spm_model: str, params: DataParams,
-                   repeats: int = 3) -> Dict[str, object]:
-    """Times each stage of preparation in this process, on the whole corpus (best of
-    `repeats` runs of each stage, so other load on a shared machine counts least).
-
-    Returns:
-      {"tokens": corpus tokens, "stages": [{"stage", "seconds", "tokens_per_s"}]}; stages:
-      read, normalize, SentencePiece only (the ceiling: one batch call on normalized lines,
-      one thread), tokenize (exact, what preparation runs), tokenize with the word cache
-      (cold and warm), layout (streams), examples (A/B, spans, orders; all rows, every
-      direction), serialize, write (TFRecord framing and file). Everything runs on one
-      thread, so each rate is per core.
-    """
-    tok = SentencePieceTokenizer.from_file(spm_model, lower=params.uncased)
-    rows = []
-    _REPEATS[0] = repeats
-
-    def add(stage, seconds, tokens):
-        rows.append({"stage": stage, "seconds": seconds, "tokens_per_s": tokens / seconds})
-
-    def read():
-        return list(text_sources.read_lines(corpus, skip_bad_lines=False, fix=""))
-
-    lines, t_read = _timed(read)
-    normalized, t_norm = _timed(lambda: [normalize(l, lower=tok.lower, keep_accents=False)
-                                         for l in lines])
-    encoder = BatchEncoder(tok)
-    sp_ids, t_sp = _timed(lambda: encoder._sp.Encode(normalized, num_threads=1))
-    (ids, per_line), t_tok = _timed(lambda: encoder.encode_lines(lines))
-    tokens = int(ids.shape[0])
-    # The word cache as a worker uses it: batches of the pipeline's size, a fresh cache.
+def _worker_batches(lines: List[str]) -> List[List[str]]:
+    """The lines cut into batches of about BATCH_CHARS characters, as the reader cuts them."""
     batches, size, start = [], 0, 0
     for k, line in enumerate(lines):
         size += len(line) + 1
         if size >= BATCH_CHARS or k == len(lines) - 1:
             batches.append(lines[start:k + 1])
             size, start = 0, k + 1
+    return batches
 
-    def passes(count):
-        cached = BatchEncoder(tok, word_cache=True)
-        for _ in range(count):
-            for batch in batches:
-                cached.encode_lines(batch)
-        return cached
 
-    _, t_first = _timed(lambda: passes(1))
-    _, t_two = _timed(lambda: passes(2))
-    cached = passes(2)
-    _, t_warm = _timed(lambda: [cached.encode_lines(batch) for batch in batches])
+def measure_stages(corpus: str, spm_model: str, params: DataParams, *,
+                   stage_bytes: int = 8_000_000, repeats: int = 2) -> Dict[str, object]:
+    """Times each stage of preparation in this process, on one thread.
+
+    The stages run on the corpus's first `stage_bytes` (whole lines), best of `repeats`.
+    Tokenizing runs batch by batch as a worker does: line mode, the default (the word cache
+    where `CachePolicy` finds it pays), the word cache on every batch, and the word cache on
+    a second pass over the same text (every word known: what it gives on repeated text).
+
+    Returns:
+      {"bytes", "tokens", "stages": [{"stage", "seconds", "tokens_per_s"}],
+       "default_cache_batches": "used/batches"}.
+    """
+    tok = SentencePieceTokenizer.from_file(spm_model, lower=params.uncased)
+    rows = []
+
+    def add(stage, seconds, tokens):
+        rows.append({"stage": stage, "seconds": seconds, "tokens_per_s": tokens / seconds})
+
+    def read():
+        lines, size = [], 0
+        for line in text_sources.read_lines(corpus, skip_bad_lines=False, fix=""):
+            lines.append(line)
+            size += len(line) + 1
+            if size >= stage_bytes:
+                break
+        return lines
+
+    lines, t_read = _best_of(read, repeats)
+    batches = _worker_batches(lines)
+    normalized, t_norm = _best_of(lambda: [normalize(line, lower=tok.lower,
+                                                     keep_accents=tok.keep_accents)
+                                           for line in lines], repeats)
+    line_encoder = BatchEncoder(tok)
+    _, t_sp = _best_of(lambda: line_encoder._encode_normalized(normalized), repeats)
+
+    def tokenize(**kwargs):
+        encoder = BatchEncoder(tok, **kwargs)
+        return encoder, [encoder.encode_lines(batch) for batch in batches]
+
+    (_, encoded), t_line = _best_of(lambda: tokenize(), repeats)
+    tokens = int(sum(ids.shape[0] for ids, _ in encoded))
+    (default, _), t_default = _best_of(lambda: tokenize(word_cache=True), repeats)
+    (cached, _), t_cache = _best_of(lambda: tokenize(word_cache=True, adaptive=False), repeats)
+    _, t_warm = _best_of(lambda: [cached.encode_lines(batch) for batch in batches], repeats)
     add("read lines", t_read, tokens)
     add("normalize (preprocess_text)", t_norm, tokens)
     add("SentencePiece only (ceiling)", t_sp, tokens)
-    add("tokenize, line mode (normalize + SentencePiece + checks)", t_tok, tokens)
-    add("tokenize, word cache, first pass over new text", t_first, tokens)
-    add("tokenize, word cache, second pass (words seen twice are checked)", t_two - t_first,
-        tokens)
-    add("tokenize, word cache, warm", t_warm, tokens)
+    add("tokenize, line mode (--noword_cache)", t_line, tokens)
+    add(f"tokenize, default (word cache on {default.counts['cache_batches']} of "
+        f"{default.counts['batches']} batches)", t_default, tokens)
+    add("tokenize, word cache on every batch", t_cache, tokens)
+    add("tokenize, word cache on every batch, text seen before", t_warm, tokens)
 
+    ids = np.concatenate([ids for ids, _ in encoded])
+    per_line = np.concatenate([per for _, per in encoded])
     sent = np.repeat(np.arange(per_line.shape[0]), per_line)
     row_len = tokens // params.num_streams
 
@@ -130,7 +199,7 @@ def measure_stages(corpus: str, spm_model: str, params: DataParams,
                                        sent[s * row_len:(s + 1) * row_len])], row_len)
                 for s in range(params.num_streams)]
 
-    row_data, t_layout = _timed(layout)
+    row_data, t_layout = _best_of(layout, repeats)
     add("layout (rows)", t_layout, tokens)
     starts = start_piece_table(tok)
 
@@ -148,11 +217,12 @@ def measure_stages(corpus: str, spm_model: str, params: DataParams,
                     out.append(batch)
         return out
 
-    batches, t_ex = _timed(examples)
+    example_batches, t_ex = _best_of(examples, repeats)
     add("examples (A/B, spans, orders)", t_ex, tokens)
-    serialized, t_ser = _timed(lambda: [records.serialize_batch(b) for b in batches])
+    serialized, t_ser = _best_of(lambda: [records.serialize_batch(b) for b in example_batches],
+                                 repeats)
     add("serialize (tf.train.Example bytes)", t_ser, tokens)
-    path = os.path.join(os.path.dirname(corpus), "stage_write.tfrecord")
+    path = os.path.join(os.path.dirname(os.path.abspath(corpus)), "stage_write.tfrecord")
 
     def write():
         with records.TFRecordFileWriter(path) as writer:
@@ -160,109 +230,176 @@ def measure_stages(corpus: str, spm_model: str, params: DataParams,
                 writer.write_all(group)
             writer.commit()
 
-    _, t_write = _timed(write)
+    _, t_write = _best_of(write, repeats)
     add("write (TFRecord framing, file)", t_write, tokens)
     os.remove(path)
-    total = sum(r["seconds"] for r in rows
-                if not r["stage"].startswith(("SentencePiece", "tokenize, word", "normalize")))
-    add("sum of the stages preparation runs (tokenizing in line mode)", total, tokens)
-    return {"tokens": tokens, "stages": rows}
+    add("sum of the stages preparation runs (tokenizing in line mode)",
+        t_read + t_line + t_layout + t_ex + t_ser + t_write, tokens)
+    return {"bytes": sum(len(line) + 1 for line in lines), "tokens": tokens, "stages": rows}
 
 
-def measure_data_throughput(workdir: str, *, corpus_bytes: int = 1_000_000,
-                            vocab_size: int = 2000, workers: Sequence[int] = (1, 2),
-                            seq_len: int = 512, reuse_len: int = 256, num_predict: int = 85,
-                            num_streams: int = 16, global_batch_size: int = 16,
-                            pipeline_steps: int = 100, stages: bool = True,
-                            word_cache: bool = True,
-                            corpus_repeats: int = 1) -> Dict[str, object]:
-    """Returns {"corpus": {...}, "stages": measure_stages(...) or None, "prepare": [{workers,
-    tokens, examples, seconds, tokens_per_s, examples_per_s}], "pipeline": {examples_per_s,
-    tokens_per_s, ...}}.
+def create_tfrecords_command(corpus: str, spm_model: str, output_dir: str,
+                             params: DataParams, workers: int, word_cache: bool) -> List[str]:
+    """The whole data-preparation command a user runs, for these settings (the default
+    tokenizer mode, or line mode with --noword_cache)."""
+    return [sys.executable, CREATE_TFRECORDS, f"--input={corpus}", f"--spm_model={spm_model}",
+            f"--output_dir={output_dir}", "--overwrite", f"--seq_len={params.seq_len}",
+            f"--reuse_len={params.reuse_len}", f"--num_predict={params.num_predict}",
+            f"--num_streams={params.num_streams}",
+            "--bi_data" if params.bi_data else "--nobi_data",
+            f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"] + (
+                [] if word_cache else ["--noword_cache"])
 
-    The end-to-end runs prepare the corpus concatenated `corpus_repeats` times (Beam's fixed
-    start-up of a few seconds weighs less on more text; the stages are timed on one copy).
-    "seconds" is the wall clock of `create_tfrecords` (pipeline start-up included, this
-    process's imports not).
+
+def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir: str, *,
+                       workers: int = 2, runs: int = 3, log=print) -> Dict[str, object]:
+    """Runs the whole command with the default settings and with --noword_cache, alternating
+    (default first in odd pairs, line mode first in even ones), `runs` times each.
+
+    Returns:
+      {"runs": [{"mode", "seconds", "cpu_seconds", "tokens", "tokens_per_s", "load"}],
+       "median": {mode: {"seconds", "tokens_per_s", "cpu_seconds"}}, "ratio": default /
+       line-mode tokens/s (medians),
+       "identical": whether the two modes' prepared files are byte for byte the same,
+       "command": the default command}.
     """
-    os.makedirs(workdir, exist_ok=True)
-    corpus = os.path.join(workdir, "corpus.txt")
-    stats = build_corpus(corpus, corpus_bytes)
-    try:
-        spm = train_sentencepiece([corpus], vocab_size=vocab_size,
-                                  model_prefix=os.path.join(workdir, "sp"))
-    except RuntimeError as e:  # a small corpus cannot fill the vocabulary: use its maximum
-        found = re.search(r"<= (\d+)", str(e))
-        if not found:
-            raise
-        vocab_size = int(found.group(1))
-        spm = train_sentencepiece([corpus], vocab_size=vocab_size,
-                                  model_prefix=os.path.join(workdir, "sp"))
-    params = DataParams(seq_len=seq_len, reuse_len=reuse_len, num_predict=num_predict,
-                        perm_size=reuse_len, bi_data=True, num_streams=num_streams,
-                        word_cache=word_cache)
-    result = {"corpus": {"bytes": stats["bytes"], "documents": stats["documents"],
-                         "vocab_size": vocab_size, "seq_len": seq_len},
-              "stages": measure_stages(corpus, spm, params) if stages else None,
-              "prepare": []}
-    prepare_input = corpus
-    if corpus_repeats > 1:
-        prepare_input = os.path.join(workdir, f"corpus_x{corpus_repeats}.txt")
-        with open(corpus, "rb") as f:
-            text = f.read()
-        with open(prepare_input, "wb") as f:
-            for _ in range(corpus_repeats):
-                f.write(text)
-    result["corpus"]["prepare_repeats"] = corpus_repeats
-    out = None
-    for count in workers:
-        out = os.path.join(workdir, f"prepared_w{count}")
-        start = time.time()
-        mode = "in_memory" if count == 0 else "multi_processing"
-        manifest = create_tfrecords(params=params, output_dir=out, spm_model=spm,
-                                    input_patterns=[prepare_input], overwrite=True,
-                                    beam_args=[f"--direct_running_mode={mode}",
-                                               f"--direct_num_workers={max(count, 1)}"])
-        seconds = time.time() - start
-        result["prepare"].append({
-            "workers": int(count), "mode": mode, "tokens": manifest["total_tokens"],
-            "examples": manifest["num_examples"], "seconds": seconds,
-            "tokens_per_s": manifest["total_tokens"] / seconds,
-            "examples_per_s": manifest["num_examples"] / seconds})
-    dataset = build_pretrain_dataset(out, seq_len=seq_len, reuse_len=reuse_len,
-                                     num_predict=num_predict, bi_data=True,
-                                     vocab_size=vocab_size, global_batch_size=global_batch_size)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+    outputs = {"default": os.path.join(workdir, "prepared_default"),
+               "line mode": os.path.join(workdir, "prepared_line_mode")}
+    order = []
+    for k in range(runs):
+        pair = ["default", "line mode"]
+        order += pair if k % 2 == 0 else pair[::-1]
+    result_runs = []
+    for mode in order:
+        command = create_tfrecords_command(corpus, spm_model, outputs[mode], params, workers,
+                                           word_cache=mode == "default")
+        load = load_average()
+        used = resource.getrusage(resource.RUSAGE_CHILDREN)
+        start = time.perf_counter()
+        # From the repository root: Beam's worker processes put their working directory
+        # first on sys.path, so elsewhere they could import another checkout's package.
+        done = subprocess.run(command, env=env, cwd=_ROOT, capture_output=True, text=True)
+        seconds = time.perf_counter() - start
+        # CPU of the command and its Beam workers (the command waits for them): on a shared
+        # machine it moves less than the wall clock.
+        now = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime
+        if done.returncode:
+            raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+        with open(os.path.join(outputs[mode], "record_info.json")) as f:
+            tokens = json.load(f)["total_tokens"]
+        row = {"mode": mode, "seconds": seconds, "cpu_seconds": cpu, "tokens": tokens,
+               "tokens_per_s": tokens / seconds, "load": load}
+        result_runs.append(row)
+        log(f"  {mode:9s} {seconds:6.2f}s {tokens / seconds:12,.0f} tokens/s  CPU {cpu:6.2f}s  "
+            f"load before: {load}")
+    # The manifests differ only in the recorded word_cache setting.
+    names = sorted(n for n in os.listdir(outputs["default"]) if n.endswith(".tfrecord"))
+    match, mismatch, errors = filecmp.cmpfiles(outputs["default"], outputs["line mode"], names,
+                                               shallow=False)
+    median = {}
+    for mode in outputs:
+        seconds = statistics.median(r["seconds"] for r in result_runs if r["mode"] == mode)
+        median[mode] = {"seconds": seconds,
+                        "tokens_per_s": result_runs[0]["tokens"] / seconds,
+                        "cpu_seconds": statistics.median(r["cpu_seconds"] for r in result_runs
+                                                         if r["mode"] == mode)}
+    return {"runs": result_runs, "median": median,
+            "ratio": median["default"]["tokens_per_s"] / median["line mode"]["tokens_per_s"],
+            "identical": not mismatch and not errors and len(match) > 0,
+            "workers": workers,
+            "command": " ".join(create_tfrecords_command(corpus, spm_model,
+                                                         outputs["default"], params, workers,
+                                                         word_cache=True))}
+
+
+def measure_input_pipeline(data_dir: str, params: DataParams, vocab_size: int, *,
+                           global_batch_size: int = 16, steps: int = 100) -> Dict[str, float]:
+    """Examples/s of `build_pretrain_dataset` reading prepared data (after 5 warm-up
+    batches)."""
+    dataset = build_pretrain_dataset(data_dir, seq_len=params.seq_len,
+                                     reuse_len=params.reuse_len,
+                                     num_predict=params.num_predict, bi_data=params.bi_data,
+                                     vocab_size=vocab_size,
+                                     global_batch_size=global_batch_size)
     iterator = iter(dataset)
-    for _ in range(5):  # warm-up
+    for _ in range(5):
         next(iterator)
     start = time.time()
-    for _ in range(pipeline_steps):
+    for _ in range(steps):
         next(iterator)
-    seconds = time.time() - start
-    rate = pipeline_steps * global_batch_size / seconds
-    result["pipeline"] = {"global_batch_size": global_batch_size, "seq_len": seq_len,
-                          "examples_per_s": rate, "tokens_per_s": rate * seq_len}
+    rate = steps * global_batch_size / (time.time() - start)
+    return {"global_batch_size": global_batch_size, "seq_len": params.seq_len,
+            "examples_per_s": rate, "tokens_per_s": rate * params.seq_len}
+
+
+def measure_data_throughput(workdir: str, *, corpus_bytes: int = 32_000_000,
+                            spm_bytes: int = 8_000_000, vocab_size: int = 16_000,
+                            seq_len: int = 512, reuse_len: int = 256, num_predict: int = 85,
+                            num_streams: int = 16, workers: int = 2, runs: int = 3,
+                            stages: bool = True, stage_bytes: int = 8_000_000,
+                            global_batch_size: int = 16, pipeline_steps: int = 100,
+                            sources: Sequence[str] = SOURCES,
+                            log=print) -> Dict[str, object]:
+    """Corpus, per-stage rates, end-to-end runs of both modes, input pipeline (module
+    docstring). Progress lines go to `log`."""
+    corpus = prepare_corpus(workdir, corpus_bytes=corpus_bytes, spm_bytes=spm_bytes,
+                            vocab_size=vocab_size, sources=sources, log=log)
+    params = DataParams(seq_len=seq_len, reuse_len=reuse_len, num_predict=num_predict,
+                        perm_size=reuse_len, bi_data=True, num_streams=num_streams)
+    result: Dict[str, object] = {"corpus": corpus, "params": params.to_dict()}
+    if stages:
+        log(f"stages: timing each stage on the first {stage_bytes:,} bytes, one thread")
+        result["stages"] = measure_stages(corpus["path"], corpus["spm_model"], params,
+                                          stage_bytes=stage_bytes)
+    log(f"end to end: {runs} runs of each mode, alternating, {workers} worker processes")
+    result["end_to_end"] = measure_end_to_end(corpus["path"], corpus["spm_model"], params,
+                                              workdir, workers=workers, runs=runs, log=log)
+    result["pipeline"] = measure_input_pipeline(
+        os.path.join(workdir, "prepared_default"), params, vocab_size,
+        global_batch_size=global_batch_size, steps=pipeline_steps)
     return result
 
 
 def format_report(result: Dict[str, object]) -> str:
     c = result["corpus"]
-    lines = [f"corpus: {c['bytes']} bytes, {c['documents']} documents, vocab "
-             f"{c.get('vocab_size')}, seq_len {c.get('seq_len')}; prepared end to end "
-             f"{c.get('prepare_repeats', 1)} time(s) concatenated"]
-    if result.get("stages"):
-        lines.append(f"stages, one process ({result['stages']['tokens']} tokens):")
-        for row in result["stages"]["stages"]:
+    p = result["params"]
+    e = result["end_to_end"]
+    tokens = e["runs"][0]["tokens"]
+    sources = ", ".join(f"{name} {size / 1e6:.1f} MB" for name, size in c["by_source"].items())
+    lines = [
+        f"corpus (new text, never repeated): {c['bytes'] / 1e6:.1f} MB of documentation prose "
+        f"({sources}), {c['documents']:,} documents, {tokens:,} tokens; paragraphs "
+        f"deduplicated; sha256 {c['sha256'][:16]}",
+        f"tokenizer: SentencePiece unigram, {c['vocab_size']} pieces, trained on a held-out "
+        f"slice of {c['spm_bytes'] / 1e6:.1f} MB (other documents of the same sources)",
+        f"settings: seq_len {p['seq_len']}, reuse_len {p['reuse_len']}, num_predict "
+        f"{p['num_predict']}, {p['num_streams']} streams, bi_data, {e['workers']} Beam worker "
+        "processes"]
+    stages = result.get("stages")
+    if stages:
+        lines.append(f"stages, one process, one thread, on the first {stages['bytes']:,} bytes "
+                     f"({stages['tokens']:,} tokens; tokens/s per core):")
+        for row in stages["stages"]:
             lines.append(f"  {row['stage']}: {row['seconds']:.2f}s = "
                          f"{row['tokens_per_s']:,.0f} tokens/s")
-    for row in result["prepare"]:
-        who = ("in-process (in_memory)" if row["workers"] == 0
-               else f"{row['workers']} worker process(es)")
-        lines.append(f"prepare end to end, Beam DirectRunner {who}: {row['tokens']} tokens, "
-                     f"{row['examples']} examples in {row['seconds']:.1f}s = "
-                     f"{row['tokens_per_s']:,.0f} tokens/s, {row['examples_per_s']:,.0f} "
-                     "examples/s")
-    p = result["pipeline"]
-    lines.append(f"input pipeline: batch {p['global_batch_size']} x {p['seq_len']}, "
-                 f"{p['examples_per_s']:.0f} examples/s ({p['tokens_per_s']:.0f} tokens/s)")
+    lines.append("end to end, the whole command, alternating (CPU: user + system seconds of the "
+                 "command and its workers; load: /proc/loadavg 1/5/15 min before the run):")
+    lines.append("| run | mode | seconds | tokens/s | CPU seconds | load before |")
+    lines.append("|---|---|---|---|---|---|")
+    for k, row in enumerate(e["runs"], start=1):
+        lines.append(f"| {k} | {row['mode']} | {row['seconds']:.2f} | "
+                     f"{row['tokens_per_s']:,.0f} | {row['cpu_seconds']:.2f} | {row['load']} |")
+    for mode, m in e["median"].items():
+        lines.append(f"median, {mode}: {m['seconds']:.2f}s = {m['tokens_per_s']:,.0f} tokens/s, "
+                     f"CPU {m['cpu_seconds']:.2f}s")
+    lines.append(f"default / line mode: {e['ratio']:.3f}x; prepared files byte-identical: "
+                 f"{'yes' if e['identical'] else 'NO'}")
+    lines.append(f"command (default): {e['command']}")
+    pipe = result["pipeline"]
+    lines.append(f"input pipeline: batch {pipe['global_batch_size']} x {pipe['seq_len']}, "
+                 f"{pipe['examples_per_s']:.0f} examples/s ({pipe['tokens_per_s']:.0f} "
+                 "tokens/s)")
     return "\n".join(lines)
