@@ -62,10 +62,10 @@ class DataParams:
         5, "Longest span n of target units, drawn with p(n) proportional to 1/n (the "
         "original uses 5).")
     word_cache: bool = setting(
-        True, "Tokenize repeated words from a per-word cache (default). Exact: the ids equal "
-        "line-by-line encoding either way (words whose segmentation is not unique, and lines "
-        "that are not plain ASCII, are encoded whole). Faster once words repeat; on a few MB "
-        "of new text --noword_cache is faster (docs/DATA.md).")
+        True, "Tokenize with a per-word cache where it pays (default): each worker counts, "
+        "batch by batch, what the cache saves and costs and uses it only while it saves more. "
+        "Exact: the ids equal line-by-line encoding either way, so the prepared files are the "
+        "same; --noword_cache never uses it (docs/DATA.md).")
 
     @property
     def new_len(self) -> int:

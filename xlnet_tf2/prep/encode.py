@@ -265,7 +265,7 @@ class BatchEncoder:
         "\u25812000," (the original's digit-comma re-split, a function of the piece alone)."""
         found = self._resplit.get(piece_id)
         if found is None:
-            split = self._tok._digit_comma_split(self._sp.IdToPiece(piece_id))
+            split = self._tok.digit_comma_split(self._sp.IdToPiece(piece_id))
             found = self._resplit[piece_id] = self._sp.PieceToId(split)
         return found
 

@@ -151,7 +151,7 @@ class SentencePieceTokenizer:
     def piece_to_id(self, piece: str) -> int:
         return self._sp.PieceToId(piece)
 
-    def _digit_comma_split(self, piece: str) -> Optional[List[str]]:
+    def digit_comma_split(self, piece: str) -> Optional[List[str]]:
         """The original's re-split of a piece ending in a digit and a comma, or None.
 
         "▁2000," is encoded again without the comma and the comma becomes its own piece:
@@ -171,7 +171,7 @@ class SentencePieceTokenizer:
         """Pieces of already-normalized text, with the original digit-comma re-split."""
         out: List[str] = []
         for piece in self._sp.EncodeAsPieces(text):
-            split = self._digit_comma_split(piece)
+            split = self.digit_comma_split(piece)
             if split is None:
                 out.append(piece)
             else:
@@ -204,7 +204,7 @@ class SentencePieceTokenizer:
             begin, end = p.begin, p.end
             while begin < end and normalized[begin] == " ":
                 begin += 1
-            split = self._digit_comma_split(p.piece)
+            split = self.digit_comma_split(p.piece)
             if split is None:
                 ids.append(p.id)
                 spans.append((begin, end))
