@@ -37,6 +37,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from xlnet_tf2 import fileio
 from xlnet_tf2.export import feature_extraction
 from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
 from xlnet_tf2.tokenizers.packing import LAYOUTS
@@ -134,12 +135,34 @@ def next_version(export_base: str) -> int:
 
 
 def export(module: ServingModule, export_base: str, version: Optional[int] = None) -> str:
-    """Writes EXPORT_BASE/<version>/ and returns that path (version: next free integer)."""
+    """Writes EXPORT_BASE/<version>/ and returns that path (version: next free integer).
+
+    The version is written under a hidden staging name beside it (.<version>.tmp-...) and
+    renamed into place when complete: TF Serving, which loads every numbered directory, never
+    sees a version without saved_model.pb. What a killed export left is reported and
+    removed."""
     version = next_version(export_base) if version is None else version
     path = os.path.join(export_base, str(version))
     if tf.io.gfile.exists(path):
         raise FileExistsError(f"{path} exists already; pick another --version.")
+    for leftover in fileio.leftovers(path):
+        print(f"[export] found {leftover}, an incomplete export left by a killed run; "
+              "removing it.", flush=True)
+        fileio.rmtree(leftover)
     signatures = module.signatures()
+    staging = fileio.staging_directory(path)
+    try:
+        _write_version(module, signatures, staging)
+        if tf.io.gfile.exists(path):
+            raise FileExistsError(f"{path} appeared while exporting; pick another --version.")
+        fileio.replace_directory(staging, path)
+    except BaseException as e:
+        fileio.rmtree(staging)
+        raise fileio.output_error(e) or e
+    return path
+
+
+def _write_version(module: ServingModule, signatures, path: str) -> None:
     tf.saved_model.save(module, path, signatures=signatures)
     # The model file under assets/ and the bytes inside the SentencePiece op are the same.
     asset = os.path.join(path, "assets", os.path.basename(module.tokenizer.spm_model.asset_path.numpy().decode()))
@@ -148,21 +171,20 @@ def export(module: ServingModule, export_base: str, version: Optional[int] = Non
             raise AssertionError(f"{asset} differs from the tokenizer model inside the graph.")
     extra = os.path.join(path, "assets.extra")
     tf.io.gfile.makedirs(extra)
+    info = dict(task=module.task, seq_len=module.seq_len,
+                signatures={k: {"inputs": sorted(s.structured_input_signature[1]),
+                                "outputs": sorted(s.structured_outputs)}
+                            for k, s in signatures.items()})
+    if module.task == "classification":
+        info["label_list"] = list(module.spec.label_list)
+    if module.task == "squad":
+        info.update(doc_stride=module.spec.doc_stride,
+                    max_query_length=module.spec.max_query_length,
+                    max_answer_length=module.spec.max_answer_length,
+                    version_2_with_negative=module.spec.version_2_with_negative,
+                    null_score_threshold=module.spec.null_score_threshold)
     with tf.io.gfile.GFile(os.path.join(extra, "task.json"), "w") as f:
-        info = dict(task=module.task, seq_len=module.seq_len,
-                    signatures={k: {"inputs": sorted(s.structured_input_signature[1]),
-                                    "outputs": sorted(s.structured_outputs)}
-                                for k, s in signatures.items()})
-        if module.task == "classification":
-            info["label_list"] = list(module.spec.label_list)
-        if module.task == "squad":
-            info.update(doc_stride=module.spec.doc_stride,
-                        max_query_length=module.spec.max_query_length,
-                        max_answer_length=module.spec.max_answer_length,
-                        version_2_with_negative=module.spec.version_2_with_negative,
-                        null_score_threshold=module.spec.null_score_threshold)
         f.write(json.dumps(info, indent=2) + "\n")
-    return path
 
 
 def export_model_dir(config: ExportConfig) -> str:

@@ -15,8 +15,10 @@ best-checkpoint keeping.
 
 model_dir layout:
   ckpt-N.*            latest training checkpoints (model, optimizer, step) for resuming
-  best/ckpt-*         the model weights of the best evaluation so far
-  best_eval.json      {"step", "metric", metrics...} of that evaluation
+  best/ckpt-N         the model weights of the best evaluation so far (a checkpoint
+                      directory with its `checkpoint` state file, swapped in whole)
+  best_eval.json      {"step", "metric", metrics..., "checkpoint": "best/ckpt-N"} of that
+                      evaluation (the path relative to model_dir: the run is relocatable)
   eval_results.jsonl  every evaluation
   xlnet_config.json   the backbone's architecture; task.json (what the task is, for export);
   spiece.model        the SentencePiece model; run_config.json (the settings)
@@ -34,7 +36,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from xlnet_tf2 import run_dir
+from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models.saving import restore_weights
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
@@ -172,9 +174,15 @@ class FinetuneTask(Task):
                 run_dir.copy_spm_model(self.spm_model, model_dir)
         best_path = os.path.join(model_dir, BEST_EVAL_FILE)
         self.best, self.evaluations = None, []
-        if tf.io.gfile.exists(best_path):
-            with tf.io.gfile.GFile(best_path) as f:
-                self.best = json.load(f)
+        if fileio.exists(best_path):
+            self.best = fileio.read_json_object(
+                best_path, run_dir.ModelFilesError, "the best evaluation so far",
+                "Restore it, or delete it and best/ to keep the best from the next "
+                "evaluation on.")
+            if not isinstance(self.best.get("metric"), (int, float)):
+                raise run_dir.ModelFilesError(
+                    f"{best_path} holds no numeric \"metric\"; restore it, or delete it and "
+                    "best/ to keep the best from the next evaluation on.")
 
     def tokens_per_step(self, global_batch: int) -> int:
         return global_batch * self.tokens_per_example
@@ -212,14 +220,10 @@ class FinetuneTask(Task):
               flush=True)
         if self._is_better(metrics[cfg.best_metric]):
             best = {"step": step, "metric": metrics[cfg.best_metric],
-                    "metric_name": cfg.best_metric, **metrics}
-            best_dir = os.path.join(cfg.model_dir, BEST_DIR)
-            if tf.io.gfile.exists(best_dir):
-                tf.io.gfile.rmtree(best_dir)
-            best["checkpoint"] = tf.train.Checkpoint(model=trainer.model).write(
-                os.path.join(best_dir, f"ckpt-{step}"))
-            with tf.io.gfile.GFile(os.path.join(cfg.model_dir, BEST_EVAL_FILE), "w") as f:
-                f.write(json.dumps(best, indent=2) + "\n")
+                    "metric_name": cfg.best_metric, **metrics,
+                    "checkpoint": f"{BEST_DIR}/ckpt-{step}"}
+            save_best(trainer.model, cfg.model_dir, step)
+            fileio.write_json_atomically(os.path.join(cfg.model_dir, BEST_EVAL_FILE), best)
             self.best = best
         return record
 
@@ -231,6 +235,23 @@ class FinetuneTask(Task):
     def run(self, strategy: Optional[tf.distribute.Strategy] = None) -> FinetuneResult:
         """Trains (resuming from model_dir's checkpoints), evaluating every eval_every steps."""
         return self.result(Trainer(self, strategy=strategy).train())
+
+
+def save_best(model: keras.Model, model_dir: str, step: int) -> str:
+    """Writes MODEL_DIR/best/ckpt-STEP (the model's weights, with a `checkpoint` state file
+    holding the relative name) whole: built beside it, then swapped in, so a kill at any moment
+    leaves the previous best/ or the new one, never a mix or nothing. Returns the prefix."""
+    best_dir = os.path.join(model_dir, BEST_DIR)
+    staging = fileio.staging_directory(best_dir)
+    try:
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging,
+                                             max_to_keep=1, checkpoint_name="ckpt")
+        manager.save(checkpoint_number=step)
+        fileio.replace_directory(staging, best_dir)
+    except BaseException as e:
+        fileio.rmtree(staging)
+        raise fileio.output_error(e) or e
+    return os.path.join(best_dir, f"ckpt-{step}")
 
 
 def _with_start_step(dataset_fn: Callable) -> Callable:

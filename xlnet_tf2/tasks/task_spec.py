@@ -7,7 +7,6 @@ the model_dir as `spiece.model` so the directory is self-contained.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import List, Optional
 
@@ -54,9 +53,8 @@ class TaskSpec:
         return dataclasses.replace(self, **changes)
 
     def write(self, model_dir: str) -> None:
-        tf.io.gfile.makedirs(model_dir)
-        with tf.io.gfile.GFile(os.path.join(model_dir, TASK_FILE), "w") as f:
-            f.write(json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n")
+        fileio.makedirs(model_dir)
+        fileio.write_json_atomically(os.path.join(model_dir, TASK_FILE), dataclasses.asdict(self))
 
     @classmethod
     def read(cls, model_dir: str) -> "TaskSpec":

@@ -117,8 +117,14 @@ def check_resume(config_cls: Type, config, derived: Mapping[str, Any], model_dir
 
 
 def write_run_config(model_dir: str, config, derived: Mapping[str, Any]) -> None:
+    """Records the settings; --model_dir as "." (the directory itself: a run directory never
+    names itself by path, so it can be copied or moved)."""
+    settings = config_flags.to_dict(config)
+    for section in [settings] + [v for v in settings.values() if isinstance(v, dict)]:
+        if "model_dir" in section:
+            section["model_dir"] = "."
     fileio.write_json_atomically(os.path.join(model_dir, RUN_CONFIG_FILE),
-                      {"settings": config_flags.to_dict(config), "derived": dict(derived)})
+                                 {"settings": settings, "derived": dict(derived)})
 
 
 def start_attempt(model_dir: str, *, start_step: int, restored_from: Optional[str],
