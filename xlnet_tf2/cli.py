@@ -178,7 +178,7 @@ def is_user_error(error: BaseException) -> bool:
 
 def user_message(error: BaseException) -> str:
     """The one line printed for a user error (without the program name)."""
-    output = fileio.output_error(error)
+    output = None if _is_one_of(error, USER_ERRORS) else fileio.output_error(error)
     if output is not None:
         return str(output.strerror)
     if isinstance(error, OSError) and error.strerror:  # OSError(errno, strerror, filename)

@@ -145,10 +145,9 @@ def _remove_quietly(path: str) -> None:
 # ---------------------------------------------------------------------------- output errors
 # What a full disk or a write-protected place makes a write fail with (errno, and the words
 # TensorFlow's C++ file systems put in their messages).
-_OUTPUT_ERRNOS = {errno.ENOSPC: "no space left on the device",
-                  errno.EDQUOT: "the disk quota is exceeded",
-                  errno.EACCES: "permission denied", errno.EPERM: "permission denied",
-                  errno.EROFS: "the file system is read-only"}
+_OUTPUT_ERRNOS = {errno.ENOSPC: "No space left on device", errno.EDQUOT: "Disk quota exceeded",
+                  errno.EACCES: "Permission denied", errno.EPERM: "Permission denied",
+                  errno.EROFS: "Read-only file system"}
 _OUTPUT_WORDS = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
                  "Permission denied": errno.EACCES, "Read-only file system": errno.EROFS}
 
@@ -192,7 +191,10 @@ def staging_directory(target: str, kind: str = "tmp") -> str:
     target = target.rstrip("/")
     parent, name = os.path.split(target)
     path = os.path.join(parent, f".{name}.{kind}-{os.getpid()}-{os.urandom(4).hex()}")
-    makedirs(path)
+    try:
+        makedirs(path)
+    except OSError as e:  # name the output, not the staging name
+        raise output_error(e, target) or e
     return path
 
 

@@ -43,6 +43,7 @@ from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
 from xlnet_tf2.tokenizers.packing import LAYOUTS
 from xlnet_tf2.tasks.finetuned_model import load_task_model
 from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.tokenizers.in_graph_tokenizer import require_utf8
 from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
 from xlnet_tf2.export import serving_tasks
 
@@ -115,11 +116,12 @@ class ServingModule(tf.Module):
                 @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
                                               tf.TensorSpec([None], tf.string, name="text_b")])
                 def serve_text(text, text_b):
+                    text, text_b = require_utf8(text, "text"), require_utf8(text_b, "text_b")
                     return self._outputs(self.preprocessor(text, text_b))
             else:
                 @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
                 def serve_text(text):
-                    return self._outputs(self.preprocessor(text))
+                    return self._outputs(self.preprocessor(require_utf8(text, "text")))
             return {"serving_default": serve_text.get_concrete_function(),
                     "serve_token_ids": serve_token_ids.get_concrete_function()}
         if self.task == "squad":
