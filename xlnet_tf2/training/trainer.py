@@ -49,6 +49,7 @@ import tensorflow as tf
 from absl import logging
 
 from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
 from xlnet_tf2.training import checkpointing, determinism, distribution, run_record
@@ -92,6 +93,9 @@ class Trainer:
                  strategy: Optional[tf.distribute.Strategy] = None):
         self.task = task
         loop = self.loop_config = loop_config or task.config.loop
+        if fileio.exists(loop.model_dir) and not fileio.isdir(loop.model_dir):
+            raise RunConfigError(f"--model_dir={loop.model_dir!r} is a file; pass a directory "
+                                 "(new, or one holding this run's checkpoints).")
         self.optimizer_config = task.config.optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
