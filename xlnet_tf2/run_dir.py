@@ -164,8 +164,18 @@ def require_model_dir(model_dir: str, flag: str = "--model_dir") -> str:
     return model_dir
 
 
+def require_init_checkpoint(init_checkpoint: Optional[str]) -> None:
+    """Refuses an --init_checkpoint that is neither a directory nor a checkpoint prefix."""
+    if init_checkpoint and not (fileio.exists(init_checkpoint)
+                                or fileio.exists(init_checkpoint + ".index")):
+        raise RunDirError(f"--init_checkpoint={init_checkpoint!r} does not exist: pass a model "
+                          "directory (pretraining or fine-tuning run, converted release) or a "
+                          "checkpoint prefix such as DIR/ckpt-1000.")
+
+
 def architecture_file(model_config: Optional[str], init_checkpoint: Optional[str]) -> str:
     """--model_config, else the xlnet_config.json beside --init_checkpoint."""
+    require_init_checkpoint(init_checkpoint)
     if model_config:
         return model_config
     found = find_file(init_checkpoint, ARCH_FILE)

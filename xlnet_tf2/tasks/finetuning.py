@@ -120,6 +120,7 @@ class FinetuneTask(Task):
         self.tokens_per_example = tokens_per_example or seq_len
         self.spec, self.spm_model = spec, spm_model
         self.eval_every = config.eval_every if eval_fn is not None else None
+        read_best(config.model_dir)  # a damaged record stops the run before anything is written
         self.best: Optional[dict] = None
         self.evaluations: list = []
         self._model_config: Optional[XLNetConfig] = None
@@ -172,17 +173,9 @@ class FinetuneTask(Task):
                 self.spec.write(model_dir)
             if self.spm_model:
                 run_dir.copy_spm_model(self.spm_model, model_dir)
-        best_path = os.path.join(model_dir, BEST_EVAL_FILE)
-        self.best, self.evaluations = None, []
-        if fileio.exists(best_path):
-            self.best = fileio.read_json_object(
-                best_path, run_dir.ModelFilesError, "the best evaluation so far",
-                "Restore it, or delete it and best/ to keep the best from the next "
-                "evaluation on.")
-            if not isinstance(self.best.get("metric"), (int, float)):
-                raise run_dir.ModelFilesError(
-                    f"{best_path} holds no numeric \"metric\"; restore it, or delete it and "
-                    "best/ to keep the best from the next evaluation on.")
+        self.best, self.evaluations = read_best(model_dir), []
+        if trainer.is_chief and self.best is not None:
+            self.best = relocatable_best(model_dir, self.best)
 
     def tokens_per_step(self, global_batch: int) -> int:
         return global_batch * self.tokens_per_example
@@ -237,21 +230,57 @@ class FinetuneTask(Task):
         return self.result(Trainer(self, strategy=strategy).train())
 
 
-def save_best(model: keras.Model, model_dir: str, step: int) -> str:
-    """Writes MODEL_DIR/best/ckpt-STEP (the model's weights, with a `checkpoint` state file
-    holding the relative name) whole: built beside it, then swapped in, so a kill at any moment
-    leaves the previous best/ or the new one, never a mix or nothing. Returns the prefix."""
+def read_best(model_dir: str) -> Optional[dict]:
+    """best_eval.json of a run (None if there is none); a damaged one raises ModelFilesError
+    naming it."""
+    path = os.path.join(model_dir, BEST_EVAL_FILE)
+    if not fileio.exists(path):
+        return None
+    fix = "Restore it, or delete it and best/ to keep the best from the next evaluation on."
+    best = fileio.read_json_object(path, run_dir.ModelFilesError, "the best evaluation so far",
+                                   fix)
+    if not isinstance(best.get("metric"), (int, float)) or not isinstance(best.get("step"), int):
+        raise run_dir.ModelFilesError(f"{path} holds no numeric \"metric\" and \"step\". {fix}")
+    return best
+
+
+def relocatable_best(model_dir: str, best: dict) -> dict:
+    """`best` naming its checkpoint relative to model_dir, and best/ with its state file: what
+    older versions wrote (an absolute path, no state file) is rewritten in place."""
+    prefix = run_dir.best_checkpoint(model_dir)
+    if prefix is None:
+        return best
+    relative = run_dir.relative_to(model_dir, prefix)
     best_dir = os.path.join(model_dir, BEST_DIR)
-    staging = fileio.staging_directory(best_dir)
+    if not fileio.exists(os.path.join(best_dir, run_dir.CHECKPOINT_STATE)):
+        name = os.path.basename(prefix)
+        fileio.write_atomically(os.path.join(best_dir, run_dir.CHECKPOINT_STATE),
+                                f'model_checkpoint_path: "{name}"\n'
+                                f'all_model_checkpoint_paths: "{name}"\n'.encode())
+    if best.get("checkpoint") != relative:
+        best = {**best, "checkpoint": relative}
+        fileio.write_json_atomically(os.path.join(model_dir, BEST_EVAL_FILE), best)
+    return best
+
+
+def save_best(model: keras.Model, model_dir: str, step: int) -> str:
+    """Writes MODEL_DIR/best/ckpt-STEP (the model's weights) as a checkpoint directory: the
+    files first, then its `checkpoint` state file (relative name), then the older best's
+    files are deleted, so a kill at any moment leaves a best/ whose state file names complete
+    files. Returns the prefix."""
+    best_dir = os.path.join(model_dir, BEST_DIR)
     try:
-        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), staging,
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), best_dir,
                                              max_to_keep=1, checkpoint_name="ckpt")
-        manager.save(checkpoint_number=step)
-        fileio.replace_directory(staging, best_dir)
-    except BaseException as e:
-        fileio.rmtree(staging)
+        path = manager.save(checkpoint_number=step)
+    except tf.errors.OpError as e:
         raise fileio.output_error(e) or e
-    return os.path.join(best_dir, f"ckpt-{step}")
+    # Files of older bests the state file did not list (a run killed before its update).
+    for stale in run_dir.checkpoint_prefixes(best_dir):
+        if stale != path:
+            for name in fileio.glob(stale + ".*"):
+                fileio.remove(name)
+    return path
 
 
 def _with_start_step(dataset_fn: Callable) -> Callable:
