@@ -215,6 +215,22 @@ def leftovers(target: str, kind: str = "tmp") -> List[str]:
     return found
 
 
+def leftover_temporaries(path: str) -> List[str]:
+    """Temporary files of `path` (`temporary_name`) left by processes that are no longer
+    running: a write killed before its rename."""
+    parent, name = os.path.split(path)
+    parent = parent or "."
+    if not isdir(parent):
+        return []
+    pattern = re.compile(re.escape(f"{name}.tmp-") + r"(\d+)-[0-9a-f]{12}$")
+    found = []
+    for entry in sorted(listdir(parent)):
+        match = pattern.match(entry)
+        if match and (is_remote(parent) or not _running(int(match.group(1)))):
+            found.append(os.path.join(parent, entry))
+    return found
+
+
 def _running(pid: int) -> bool:
     if pid == os.getpid():
         return True

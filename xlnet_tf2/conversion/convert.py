@@ -14,12 +14,13 @@ import dataclasses
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from typing import List, Optional
 
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2.config import ConfigError, XLNetConfig
 from xlnet_tf2.conversion import head_maps
 from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN, SOURCES, TARGETS
 from xlnet_tf2.conversion.readers import (CheckpointReadError, read_huggingface_directory,
@@ -103,7 +104,8 @@ def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
         raise ValueError(f"--source must be one of {SOURCES}, got {source!r}.")
     check_output_dir(output_dir, overwrite)
     for leftover in fileio.leftovers(output_dir):
-        log(f"removing {leftover}, an incomplete conversion left by a killed run")
+        print(f"[convert] found {leftover}, an incomplete conversion left by a killed run; "
+              "removing it.", file=sys.stderr, flush=True)
         fileio.rmtree(leftover)
     staging = fileio.staging_directory(output_dir)
     try:
@@ -112,7 +114,7 @@ def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
         fileio.replace_directory(staging, output_dir)
     except BaseException as e:
         fileio.rmtree(staging)
-        raise fileio.output_error(e) or e
+        raise fileio.output_error(e, output_dir) or e
     log(f"wrote {output_dir}")
     return report
 
@@ -140,11 +142,16 @@ def _convert(source: str, checkpoint: str, output_dir: str, config_path: Optiona
         raise ValueError("--source=xlnet_tf2 converts to --target=huggingface only.")
     runtime, hf_config, notes, skipped = {}, None, [], []
     if source == "original":
+        config_file = config_path or os.path.join(os.path.dirname(checkpoint), run_dir.ARCH_FILE)
         config_values, tensors, skipped = read_original_checkpoint(checkpoint, config_path)
     else:
+        config_file = os.path.join(checkpoint, "config.json")
         config_values, runtime, tensors, notes = read_huggingface_directory(checkpoint)
-        hf_config = read_json(os.path.join(checkpoint, "config.json"))
-    config = XLNetConfig.from_architecture(config_values)
+        hf_config = read_json(config_file)
+    try:
+        config = XLNetConfig.from_architecture(config_values)
+    except ConfigError as e:
+        raise ConfigError(f"{config_file}: {e}") from None
     extra = extra_layers(sorted(tensors), _LAYER_PATTERNS[source], config.n_layer)
     if extra:
         raise WeightMismatchError(

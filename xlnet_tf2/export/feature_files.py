@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import sys
 from typing import Dict, Sequence, Tuple
 
 import keras
@@ -49,6 +51,11 @@ def extract_to_file(config: ExtractConfig) -> Tuple[int, int]:
         seq_len = config.seq_len or spec.seq_len
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
         features = extract(model, tokenizer, texts, seq_len, config.batch_size)
+    for leftover in fileio.leftover_temporaries(config.output_file):
+        print(f"[extract] found {leftover}, an incomplete output left by a killed run; "
+              "removing it.", file=sys.stderr, flush=True)
+        fileio.remove(leftover)
+    fileio.makedirs(os.path.dirname(config.output_file) or ".")
     write_features(config.output_file, texts, features, tokenizer)
     return len(texts), seq_len
 

@@ -130,6 +130,9 @@ class ServingModule(tf.Module):
 
 
 def next_version(export_base: str) -> int:
+    if tf.io.gfile.exists(export_base) and not tf.io.gfile.isdir(export_base):
+        raise NotADirectoryError(f"--export_dir={export_base!r} is a file; pass the base "
+                                 "directory of the versions (EXPORT_DIR/<version>/).")
     versions = [int(d) for d in (tf.io.gfile.listdir(export_base)
                                  if tf.io.gfile.exists(export_base) else [])
                 if d.strip("/").isdigit()]
@@ -160,7 +163,7 @@ def export(module: ServingModule, export_base: str, version: Optional[int] = Non
         fileio.replace_directory(staging, path)
     except BaseException as e:
         fileio.rmtree(staging)
-        raise fileio.output_error(e) or e
+        raise fileio.output_error(e, path) or e
     return path
 
 

@@ -21,6 +21,7 @@ from xlnet_tf2.models.saving import restore_task_weights, restore_weights
 from xlnet_tf2.models.sequence_classifier import SequenceClassifier
 from xlnet_tf2.models.squad_model import SquadModel
 from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
 BEST_DIR = run_dir.BEST_DIR
 BEST_EVAL_FILE = run_dir.BEST_EVAL_FILE
@@ -52,6 +53,7 @@ def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
     config = XLNetConfig.from_json_file(os.path.join(model_dir, run_dir.ARCH_FILE),
                                         dropout=0.0, dropatt=0.0, mem_len=0)
     spm_model = run_dir.model_spm_file(model_dir)
+    SentencePieceTokenizer.from_file(spm_model)  # a damaged one: one line naming it, now
     if task == "features":
         seq_len = default_seq_len(model_dir)
         spec = TaskSpec(task="classification", seq_len=seq_len)
