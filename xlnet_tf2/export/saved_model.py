@@ -40,6 +40,7 @@ import tensorflow as tf
 from xlnet_tf2 import fileio
 from xlnet_tf2.export import feature_extraction
 from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
+from xlnet_tf2.models.xlnet_model import check_token_ids
 from xlnet_tf2.tokenizers.packing import LAYOUTS
 from xlnet_tf2.tasks.finetuned_model import load_task_model
 from xlnet_tf2.tasks.task_spec import TaskSpec
@@ -95,9 +96,18 @@ class ServingModule(tf.Module):
                     "label_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
         raise AssertionError(self.task)
 
-    def _check_ids(self, input_ids):
-        tf.debugging.assert_equal(tf.shape(input_ids)[1], self.seq_len, message=(
-            f"serve_token_ids takes sequences of exactly seq_len={self.seq_len} tokens"))
+    def _checked_lengths(self, input_ids, segment_ids, attention_mask, axis: int = 1):
+        """The three inputs once their length (dimension `axis`) is checked to be seq_len and
+        every id to be in the vocabulary: the checks run before any op reads them, so a bad
+        request gets one message naming the input (the SentencePiece op that spells SQuAD's
+        answer would crash the server on an id outside the vocabulary)."""
+        checks = [tf.debugging.assert_equal(tf.shape(x)[axis], self.seq_len, message=(
+            f"serve_token_ids: {name} must hold sequences of exactly seq_len={self.seq_len} "
+            "tokens")) for name, x in (("input_ids", input_ids), ("segment_ids", segment_ids),
+                                       ("attention_mask", attention_mask))]
+        with tf.control_dependencies(checks):
+            input_ids = check_token_ids(input_ids, self.model.config.n_token)
+            return (input_ids,) + tuple(tf.identity(x) for x in (segment_ids, attention_mask))
 
     # ------------------------------------------------------------------ signatures
     def signatures(self):
@@ -106,7 +116,8 @@ class ServingModule(tf.Module):
             @tf.function(input_signature=[_ids_spec("input_ids"), _ids_spec("segment_ids"),
                                           _ids_spec("attention_mask")])
             def serve_token_ids(input_ids, segment_ids, attention_mask):
-                self._check_ids(input_ids)
+                input_ids, segment_ids, attention_mask = self._checked_lengths(
+                    input_ids, segment_ids, attention_mask)
                 inputs = {"input_ids": tf.ensure_shape(input_ids, [None, L]),
                           "segment_ids": tf.ensure_shape(segment_ids, [None, L]),
                           "attention_mask": tf.ensure_shape(attention_mask, [None, L])}

@@ -23,8 +23,8 @@ def race_signatures(module):
     @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("segment_ids"),
                                   ids_spec("attention_mask")])
     def serve_token_ids(input_ids, segment_ids, attention_mask):
-        tf.debugging.assert_equal(tf.shape(input_ids)[2], L, message=(
-            f"serve_token_ids takes [batch, {C}, seq_len={L}] ids"))
+        input_ids, segment_ids, attention_mask = module._checked_lengths(
+            input_ids, segment_ids, attention_mask, axis=2)
         inputs = {k: tf.ensure_shape(v, [None, C, L]) for k, v in
                   (("input_ids", input_ids), ("segment_ids", segment_ids),
                    ("attention_mask", attention_mask))}
@@ -125,7 +125,8 @@ def squad_signatures(module):
     @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("segment_ids"),
                                   ids_spec("attention_mask")])
     def serve_token_ids(input_ids, segment_ids, attention_mask):
-        module._check_ids(input_ids)
+        input_ids, segment_ids, attention_mask = module._checked_lengths(
+            input_ids, segment_ids, attention_mask)
         return outputs_of({k: tf.ensure_shape(v, [None, L]) for k, v in
                            (("input_ids", input_ids), ("segment_ids", segment_ids),
                             ("attention_mask", attention_mask))})

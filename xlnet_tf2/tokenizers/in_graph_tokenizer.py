@@ -76,7 +76,7 @@ def require_utf8(texts: tf.Tensor, name: str) -> tf.Tensor:
     # (a 0 appended: an empty batch has a minimum too)
     first_bad = tf.argmin(tf.concat([tf.cast(row_ok, tf.int32), [0]], 0), output_type=tf.int32)
     check = tf.debugging.Assert(tf.reduce_all(row_ok), [
-        f"input {name!r}: request row", first_bad,
+        f"input {name}, request row", first_bad,
         "is not valid UTF-8 text; send the text encoded as UTF-8"], summarize=1)
     with tf.control_dependencies([check]):
         return tf.identity(texts)
@@ -282,5 +282,13 @@ class InGraphTokenizer(tf.Module):
                 tf.RaggedTensor.from_tensor(char_end, lengths=lengths))
 
     def id_to_piece(self, ids: tf.Tensor) -> tf.Tensor:
-        """Piece strings of int32 ids (any shape); control ids give their piece, e.g. <cls>."""
-        return self._pieces.id_to_string(ids)
+        """Piece strings of int32 ids (any shape); control ids give their piece, e.g. <cls>.
+        An id outside the vocabulary is an InvalidArgumentError (SentencePiece's op would
+        crash the process on it)."""
+        ids = tf.convert_to_tensor(ids)
+        size = tf.cast(self._pieces.vocab_size(), ids.dtype)
+        valid = tf.logical_and(tf.reduce_all(ids >= 0), tf.reduce_all(ids < size))
+        check = tf.debugging.Assert(valid, ["ids outside the vocabulary of", size,
+                                            "pieces given to id_to_piece"], summarize=1)
+        with tf.control_dependencies([check]):
+            return self._pieces.id_to_string(tf.identity(ids))
