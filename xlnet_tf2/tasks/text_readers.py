@@ -77,7 +77,7 @@ def read_json_file(path: str):
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
-        raise TaskDataError(path, f"line {e.lineno}", f"malformed JSON ({e.msg}, column "
+        raise TaskDataError(path, None, f"malformed JSON ({e.msg} at line {e.lineno}, column "
                             f"{e.colno}); the file is cut short or not JSON.") from None
 
 
