@@ -48,7 +48,8 @@ def main(argv):
                            paired=config.paired, num_choices=config.num_choices)
     report = convert_checkpoint(config.source, config.checkpoint, config.output_dir,
                                 config_path=config.config, spm_model=config.spm_model,
-                                task=task, target=config.target)
+                                task=task, target=config.target,
+                                overwrite=config.overwrite)
     print(describe_report(report, config.output_dir), flush=True)
 
 

@@ -10,8 +10,6 @@ xlnet_tf2/tasks/pretraining.py. Exit status: 0 done, 2 bad input (one line namin
 file or checkpoint), 3 the run stopped (the loss diverged or the data ran out).
 """
 
-import sys
-
 from xlnet_tf2 import cli
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity (before TF is imported)
@@ -30,14 +28,10 @@ def main(argv):
         determinism.enable()
     from xlnet_tf2.tasks.pretraining import run_pretraining
     from xlnet_tf2.training.distribution import strategy_of
-    from xlnet_tf2.training.trainer import DataExhaustedError, TrainingDivergedError
 
-    try:
-        # Before anything else: multi-worker and TPU strategies need a fresh runtime.
-        result = run_pretraining(config, strategy_of(config.distribution))
-    except (TrainingDivergedError, DataExhaustedError) as e:
-        print(f"{cli.program_name()}: stopped: {e}", file=sys.stderr, flush=True)
-        return 3
+    # Before anything else: multi-worker and TPU strategies need a fresh runtime. A diverged
+    # loss or exhausted data stops the run with status 3 (cli.STOPPED_ERRORS).
+    result = run_pretraining(config, strategy_of(config.distribution))
     last = result.steps[-1]["loss"] if result.steps else float("nan")
     print(f"Finished at step {result.final_step} (started at {result.start_step}); "
           f"last loss {last:.4f}; model_dir {config.model_dir}", flush=True)

@@ -9,7 +9,6 @@ import subprocess
 import sys
 import tomllib
 
-import pytest
 
 from fixtures.paths import REPO_ROOT
 

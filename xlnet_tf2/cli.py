@@ -23,8 +23,11 @@ the user with its traceback.
 
 `run` calls absl's `app.run(main)`; an error a user can fix (a flag value absl cannot parse, a
 flag that is unknown or missing, a setting the config tree rejects, a file, a record, a
-checkpoint: the project's error classes below) is printed as `<program>: error: <message>`
-and the program exits with status 2. Anything else is a bug and keeps its traceback.
+checkpoint: the project's error classes below; a full disk or a place it may not write) is
+printed as `<program>: error: <message>` and the program exits with status 2. A run stopped
+by what it met on the way (the loss diverged, the data ran out: STOPPED_ERRORS) prints
+`<program>: stopped: <message>` and exits with status 3. Anything else is a bug and keeps its
+traceback.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ import sys
 import warnings
 from typing import Callable, Optional, Sequence
 
+from xlnet_tf2 import fileio
 from xlnet_tf2.config_flags import RunConfigError
 
 VERBOSITY_FLAGS = ("--verbosity", "-verbosity", "--v", "-v")
@@ -144,19 +148,47 @@ USER_ERRORS = (
     ("xlnet_tf2.tasks.errors", "TaskDataError"),
     ("xlnet_tf2.tokenizers.sentencepiece_tokenizer", "TokenizerError"),
     ("xlnet_tf2.training.checkpointing", "CheckpointRestoreError"),
+    ("xlnet_tf2.training.memory_state", "MemoryStateError"),
     ("xlnet_tf2.training.distribution", "StrategyError"),
+    ("xlnet_tf2.locate", "PretrainedNotFoundError"),
+    ("xlnet_tf2.run_dir", "ModelFilesError"),
+)
+# Runs stopped by what they met on the way: status 3.
+STOPPED_ERRORS = (
+    ("xlnet_tf2.training.trainer", "TrainingDivergedError"),
+    ("xlnet_tf2.training.trainer", "DataExhaustedError"),
 )
 
 
-def is_user_error(error: BaseException) -> bool:
-    """Whether `error` is one a user can fix (USER_ERRORS, a missing or existing file)."""
-    if isinstance(error, (FileNotFoundError, FileExistsError)):
-        return True
-    for module, name in USER_ERRORS:
+def _is_one_of(error: BaseException, classes) -> bool:
+    for module, name in classes:
         loaded = sys.modules.get(module)
         if loaded is not None and isinstance(error, getattr(loaded, name)):
             return True
     return False
+
+
+def is_user_error(error: BaseException) -> bool:
+    """Whether `error` is one a user can fix (USER_ERRORS, a missing or existing file, a full
+    disk or a refused write)."""
+    if isinstance(error, (FileNotFoundError, FileExistsError, NotADirectoryError,
+                          IsADirectoryError)):
+        return True
+    return _is_one_of(error, USER_ERRORS) or fileio.output_error(error) is not None
+
+
+def user_message(error: BaseException) -> str:
+    """The one line printed for a user error (without the program name)."""
+    output = None if _is_one_of(error, USER_ERRORS) else fileio.output_error(error)
+    if output is not None:
+        return str(output.strerror)
+    if isinstance(error, OSError) and error.strerror:  # OSError(errno, strerror, filename)
+        message = error.strerror
+        if error.filename and str(error.filename) not in message:
+            message = f"{error.filename}: {message}"
+    else:
+        message = str(error)
+    return " ".join(message.split()) or type(error).__name__
 
 
 def no_arguments(argv: Sequence[str]) -> None:
@@ -172,18 +204,20 @@ def program_name() -> str:
 
 
 def with_error_lines(main: Callable) -> Callable:
-    """main(argv) -> the same, printing a user error as one line and returning status 2."""
+    """main(argv) -> the same, printing a user error as one line and returning status 2 (a
+    stopped run: status 3)."""
 
     def wrapped(argv):
         try:
             return main(argv)
         except Exception as e:  # noqa: BLE001 - anything else is re-raised with its traceback
+            if _is_one_of(e, STOPPED_ERRORS):
+                print(f"{program_name()}: stopped: {' '.join(str(e).split())}",
+                      file=sys.stderr, flush=True)
+                return 3
             if not is_user_error(e):
                 raise
-            message = str(e).strip() or type(e).__name__
-            if isinstance(e, FileNotFoundError) and e.filename and e.filename not in message:
-                message = f"{message}: {e.filename}"
-            print(f"{program_name()}: error: {message}", file=sys.stderr, flush=True)
+            print(f"{program_name()}: error: {user_message(e)}", file=sys.stderr, flush=True)
             return 2
 
     return wrapped

@@ -186,11 +186,9 @@ class XLNetConfig:
         return json.dumps(self.architecture(), indent=2, sort_keys=True) + "\n"
 
     def to_json_file(self, path: str) -> None:
-        import tensorflow as tf
-
-        tf.io.gfile.makedirs(os.path.dirname(path) or ".")
-        with tf.io.gfile.GFile(path, "w") as f:
-            f.write(self.to_json_string())
+        """Writes `to_json_string()` to `path` atomically (a temporary name, then a rename)."""
+        fileio.makedirs(os.path.dirname(path) or ".")
+        fileio.write_atomically(path, self.to_json_string().encode())
 
 
 PRESETS = {

@@ -11,6 +11,10 @@ Every directory this project writes is self-contained:
 so fine-tuning (`--init_checkpoint=DIR`), feature extraction and export (`--model_dir=DIR`)
 find the architecture and the tokenizer there, with no other flag. A checkpoint prefix
 (DIR/ckpt-1000) stands for its directory.
+
+Every directory is relocatable: no file inside names the directory by an absolute path (the
+`checkpoint` state files and best_eval.json hold paths relative to their directory), so a
+run copied or moved anywhere reads its own files, never those of the place it came from.
 """
 
 from __future__ import annotations
@@ -31,10 +35,46 @@ RUN_CONFIG_FILE = "run_config.json"
 # What a fine-tuned directory's task.json may say it is (tasks/task_spec.py, models/saving.py,
 # conversion's --task).
 TASKS = ("classification", "regression", "race", "squad")
+# A fine-tuning run's best evaluation: BEST_DIR/ckpt-N (a checkpoint directory with its own
+# `checkpoint` state file) and BEST_EVAL_FILE, whose "checkpoint" is "best/ckpt-N".
+BEST_DIR = "best"
+BEST_EVAL_FILE = "best_eval.json"
+CHECKPOINT_STATE = "checkpoint"
 
 
 class RunDirError(FileNotFoundError):
     """A model directory lacks what the command needs; the message names the file and flag."""
+
+
+class ModelFilesError(ValueError):
+    """A file of a model directory is damaged (cut short, overwritten) or does not fit the
+    model being loaded; the message names the file and what to do."""
+
+
+def relative_to(directory: str, path: Optional[str]) -> Optional[str]:
+    """`path` relative to `directory` when it lies inside it (what a run directory stores
+    about its own files), else `path` unchanged."""
+    if not path or fileio.is_remote(path) != fileio.is_remote(directory):
+        return path
+    if fileio.is_remote(path):
+        prefix = directory.rstrip("/") + "/"
+        return path[len(prefix):] if path.startswith(prefix) else path
+    relative = os.path.relpath(os.path.abspath(path), os.path.abspath(directory))
+    return path if relative.startswith("..") else relative
+
+
+def inside(directory: str, stored: str) -> str:
+    """A path a run directory stores about its own files, resolved inside `directory`.
+
+    A relative path is joined to `directory`. An absolute one (written by older versions)
+    is read by its part below the directory's own files (e.g. "best/ckpt-5"), inside
+    `directory`: a copied or moved directory never reads the files of the place it came
+    from."""
+    if not (os.path.isabs(stored) or fileio.is_remote(stored)):
+        return os.path.join(directory, stored)
+    parts = stored.rstrip("/").split("/")
+    tail = parts[-2:] if len(parts) >= 2 and parts[-2] == BEST_DIR else parts[-1:]
+    return os.path.join(directory, *tail)
 
 
 def directory_of(path: str) -> str:
@@ -55,18 +95,62 @@ def find_file(path: Optional[str], name: str) -> Optional[str]:
 def latest_checkpoint(directory: str) -> Optional[str]:
     """The checkpoint prefix DIR/checkpoint names, if its .index exists: what
     tf.train.latest_checkpoint returns, read without importing TensorFlow (the Python tokenizer
-    finds its files through here)."""
-    state = os.path.join(directory, "checkpoint")
+    finds its files through here). The prefix is looked for inside `directory` whatever the
+    state file says (`inside`): an absolute path there names the place the directory was
+    written in, not where it is now."""
+    state = os.path.join(directory, CHECKPOINT_STATE)
     if not fileio.exists(state):
         return None
-    with fileio.open_file(state) as f:
-        found = re.search(r'^model_checkpoint_path:\s*"(.*)"', f.read(), flags=re.M)
+    try:
+        with fileio.open_file(state) as f:
+            found = re.search(r'^model_checkpoint_path:\s*"(.*)"', f.read(), flags=re.M)
+    except UnicodeDecodeError:  # a damaged state file: as if there were none
+        return None
     if not found:
         return None
-    prefix = found.group(1)
-    if not (os.path.isabs(prefix) or fileio.is_remote(prefix)):
-        prefix = os.path.join(directory, prefix)
+    prefix = inside(directory, found.group(1))
     return prefix if fileio.exists(prefix + ".index") else None
+
+
+def checkpoint_prefixes(directory: str, name: str = "ckpt") -> list:
+    """Prefixes DIR/<name>-N of the complete checkpoints in `directory` (their .index exists),
+    newest step first; read from the directory, whatever its state file says."""
+    steps = []
+    for path in fileio.glob(os.path.join(directory, f"{name}-*.index")):
+        step = os.path.basename(path)[len(name) + 1:-len(".index")]
+        if step.isdigit():
+            steps.append(int(step))
+    return [os.path.join(directory, f"{name}-{step}") for step in sorted(steps, reverse=True)]
+
+
+def best_checkpoint(model_dir: str) -> Optional[str]:
+    """The checkpoint prefix of a fine-tuning run's best evaluation (MODEL_DIR/best/ckpt-N),
+    or None if the run has none (no evaluation ran).
+
+    best/'s state file says which; without one (older runs) best_eval.json's "checkpoint",
+    read inside model_dir (`inside`). Raises ModelFilesError when best_eval.json names a
+    checkpoint whose files are not there."""
+    best_dir = os.path.join(model_dir, BEST_DIR)
+    found = latest_checkpoint(best_dir)
+    if found:
+        return found
+    record_path = os.path.join(model_dir, BEST_EVAL_FILE)
+    if not fileio.exists(record_path):
+        in_dir = checkpoint_prefixes(best_dir) if fileio.isdir(best_dir) else []
+        return in_dir[0] if in_dir else None
+    record = fileio.read_json_object(record_path, ModelFilesError, "the best evaluation",
+                                     "Export with --checkpoint=latest, or restore the file.")
+    stored = record.get("checkpoint")
+    if not isinstance(stored, str) or not stored:
+        stored = f"{BEST_DIR}/ckpt-{record.get('step')}"
+    prefix = inside(model_dir, stored)
+    if not fileio.exists(prefix + ".index"):
+        raise ModelFilesError(
+            f"{prefix}.index does not exist: {record_path} names the checkpoint of the best "
+            f"evaluation, but {best_dir} does not hold it (deleted, or the directory was "
+            "copied without it). Copy the run again whole, or use the latest training "
+            "checkpoint (--checkpoint=latest).")
+    return prefix
 
 
 def require_model_dir(model_dir: str, flag: str = "--model_dir") -> str:
@@ -83,8 +167,18 @@ def require_model_dir(model_dir: str, flag: str = "--model_dir") -> str:
     return model_dir
 
 
+def require_init_checkpoint(init_checkpoint: Optional[str]) -> None:
+    """Refuses an --init_checkpoint that is neither a directory nor a checkpoint prefix."""
+    if init_checkpoint and not (fileio.exists(init_checkpoint)
+                                or fileio.exists(init_checkpoint + ".index")):
+        raise RunDirError(f"--init_checkpoint={init_checkpoint!r} does not exist: pass a model "
+                          "directory (pretraining or fine-tuning run, converted release) or a "
+                          "checkpoint prefix such as DIR/ckpt-1000.")
+
+
 def architecture_file(model_config: Optional[str], init_checkpoint: Optional[str]) -> str:
     """--model_config, else the xlnet_config.json beside --init_checkpoint."""
+    require_init_checkpoint(init_checkpoint)
     if model_config:
         return model_config
     found = find_file(init_checkpoint, ARCH_FILE)

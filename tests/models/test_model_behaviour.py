@@ -1,7 +1,6 @@
 """Model behaviour beyond parity: config, XLA, mixed precision, serialization, errors."""
 
 import json
-import os
 
 import keras
 import numpy as np

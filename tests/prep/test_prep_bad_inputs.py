@@ -103,19 +103,24 @@ def test_too_little_text_after_tokenizing(tmp_path):
     assert not os.path.exists(tmp_path / "out" / "record_info.json")
 
 
-def test_existing_output_and_interrupted_rerun(tmp_path):
+def test_existing_output_and_interrupted_rerun(tmp_path, capfd):
     m = _run(tmp_path)
-    assert os.path.exists(tmp_path / "out" / "record_info.json") and m["num_examples"] > 0
+    out = tmp_path / "out"
+    assert os.path.exists(out / "record_info.json") and m["num_examples"] > 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
     with pytest.raises(DataPrepError, match="already holds prepared data.*--overwrite"):
         _run(tmp_path)
-    # A killed run's scratch (token files) is removed by the next run.
-    os.makedirs(tmp_path / "out" / ".prep" / "tokens")
-    (tmp_path / "out" / ".prep" / "tokens" / "stale.npy").write_bytes(b"x")
-    # A re-run that fails part-way must not leave the old manifest describing new data.
-    with pytest.raises(DataPrepError):
+    # What a killed run left beside the directory is found, reported and removed.
+    stale = tmp_path / f".out.prep-{2 ** 22 + 7}-0123abcd"
+    os.makedirs(stale / ".prep" / "tokens")
+    (stale / ".prep" / "tokens" / "stale.npy").write_bytes(b"x")
+    # A re-run that fails part-way leaves the old data exactly as it was.
+    with pytest.raises(DataPrepError, match="bad.txt:7: line is not valid UTF-8"):
         _run(tmp_path, inputs=[_text_with_bad_line(tmp_path)], overwrite=True)
-    assert not os.path.exists(tmp_path / "out" / "record_info.json")
-    assert not os.path.exists(tmp_path / "out" / ".prep")
+    assert f"found {stale}, an incomplete preparation left by a killed run" in \
+        capfd.readouterr().err
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert sorted(os.listdir(tmp_path)) == ["bad.txt", "out"]
 
 
 def test_input_and_tfds_are_exclusive(tmp_path):

@@ -2,7 +2,6 @@
 computation, memory continuation, resume, determinism, checkpoint coverage, failure handling."""
 
 import json
-import os
 
 import numpy as np
 import pytest

@@ -8,10 +8,9 @@ import pytest
 import sentencepiece as spm
 
 from xlnet_tf2 import special_ids
-from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (SentencePieceTokenizer, TokenizerError, preprocess_text,
-                                    train_sentencepiece)
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, TokenizerError, preprocess_text
 
-from fixtures.corpora import corpus_path, spm_model, tokenizer, workdir
+from fixtures.corpora import corpus_path, spm_model, tokenizer, workdir  # noqa: F401 (fixtures)
 from fixtures.paths import REPO_ROOT as REPO
 
 

@@ -14,11 +14,13 @@ import dataclasses
 import logging
 import os
 import shutil
+import sys
 import tempfile
 from typing import List, Optional
 
-from xlnet_tf2 import run_dir
-from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.config import ConfigError, XLNetConfig
 from xlnet_tf2.conversion import head_maps
 from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN, SOURCES, TARGETS
 from xlnet_tf2.conversion.readers import (CheckpointReadError, read_huggingface_directory,
@@ -62,11 +64,64 @@ class TaskOptions:
             raise ValueError(f"--task must be one of {saving.TASKS}, got {self.task!r}.")
 
 
+# Files that make a directory a training run or prepared data: conversion never writes there.
+_RUN_FILES = (run_dir.RUN_CONFIG_FILE, "attempts.jsonl", "record_info.json",
+              run_dir.BEST_EVAL_FILE)
+
+
+def check_output_dir(output_dir: str, overwrite: bool) -> None:
+    """Refuses an --output_dir that holds a training run or prepared data (always) or
+    anything else (unless `overwrite`: then the directory is replaced whole on success)."""
+    if not fileio.exists(output_dir):
+        return
+    if not fileio.isdir(output_dir):
+        raise RunConfigError(f"--output_dir={output_dir!r} is a file; pass a directory.")
+    names = sorted(n.rstrip("/") for n in fileio.listdir(output_dir))
+    run = [n for n in names if n in _RUN_FILES or (n.startswith("ckpt-") and
+                                                   n.endswith(".index") and n != "ckpt-0.index")]
+    if run:
+        raise RunConfigError(
+            f"--output_dir={output_dir!r} holds a training run or prepared data ({run[0]}); "
+            "conversion never writes into one. Choose a new --output_dir.")
+    if names and not overwrite:
+        raise RunConfigError(
+            f"--output_dir={output_dir!r} is not empty ({', '.join(names[:3])}"
+            f"{', ...' if len(names) > 3 else ''}); pass --overwrite to replace it, or choose "
+            "a new directory.")
+
+
 def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
                        config_path: Optional[str] = None, spm_model: Optional[str] = None,
                        log=logging.info, task: Optional[TaskOptions] = None,
-                       target: str = "xlnet_tf2") -> dict:
-    """Converts and writes; returns a report {"converted", "skipped", "unused", "initialized",
+                       target: str = "xlnet_tf2", overwrite: bool = False) -> dict:
+    """Converts and writes `output_dir` whole (built under a staging name beside it, then
+    swapped in: a failed or killed conversion leaves an existing directory as it was); returns
+    the report of `_convert`. `output_dir` must be new or empty, or `overwrite` set; one that
+    holds a training run or prepared data is always refused (check_output_dir)."""
+    if target not in TARGETS:
+        raise ValueError(f"--target must be one of {TARGETS}, got {target!r}.")
+    if source not in SOURCES:
+        raise ValueError(f"--source must be one of {SOURCES}, got {source!r}.")
+    check_output_dir(output_dir, overwrite)
+    for leftover in fileio.leftovers(output_dir):
+        print(f"[convert] found {leftover}, an incomplete conversion left by a killed run; "
+              "removing it.", file=sys.stderr, flush=True)
+        fileio.rmtree(leftover)
+    staging = fileio.staging_directory(output_dir)
+    try:
+        report = _convert(source, checkpoint, staging, config_path, spm_model, log, task,
+                          target)
+        fileio.replace_directory(staging, output_dir)
+    except BaseException as e:
+        fileio.rmtree(staging)
+        raise fileio.output_error(e, output_dir) or e
+    log(f"wrote {output_dir}")
+    return report
+
+
+def _convert(source: str, checkpoint: str, output_dir: str, config_path: Optional[str],
+             spm_model: Optional[str], log, task: Optional[TaskOptions], target: str) -> dict:
+    """Converts and writes into the empty `output_dir`; returns a report {"converted", "skipped", "unused", "initialized",
     "runtime_settings", "notes"} (and "task" settings for a task conversion).
 
     source "original": `checkpoint` is the TF1 prefix, `config_path` its xlnet_config.json
@@ -81,21 +136,22 @@ def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
     config (mem_len, reuse_len, bi_data, ...) are not part of the converted architecture:
     they are returned in "runtime_settings" and logged, to be passed when loading.
     """
-    if target not in TARGETS:
-        raise ValueError(f"--target must be one of {TARGETS}, got {target!r}.")
-    if source not in SOURCES:
-        raise ValueError(f"--source must be one of {SOURCES}, got {source!r}.")
     if target == "huggingface":
         return _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log, task)
     if source == "xlnet_tf2":
         raise ValueError("--source=xlnet_tf2 converts to --target=huggingface only.")
     runtime, hf_config, notes, skipped = {}, None, [], []
     if source == "original":
+        config_file = config_path or os.path.join(os.path.dirname(checkpoint), run_dir.ARCH_FILE)
         config_values, tensors, skipped = read_original_checkpoint(checkpoint, config_path)
     else:
+        config_file = os.path.join(checkpoint, "config.json")
         config_values, runtime, tensors, notes = read_huggingface_directory(checkpoint)
-        hf_config = read_json(os.path.join(checkpoint, "config.json"))
-    config = XLNetConfig.from_architecture(config_values)
+        hf_config = read_json(config_file)
+    try:
+        config = XLNetConfig.from_architecture(config_values)
+    except ConfigError as e:
+        raise ConfigError(f"{config_file}: {e}") from None
     extra = extra_layers(sorted(tensors), _LAYER_PATTERNS[source], config.n_layer)
     if extra:
         raise WeightMismatchError(
@@ -141,7 +197,7 @@ def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
         saving.save_pretrained(model, output_dir, spm_model)
     else:
         saving.save_task_directory(model, output_dir, settings, spm_model)
-    log(f"wrote {len(weight_map)} tensors to {output_dir}")
+    log(f"converted {len(weight_map)} tensors")
     report = {"converted": len(weight_map) - len(initialized), "skipped": skipped,
               "unused": unused, "initialized": initialized, "runtime_settings": runtime,
               "notes": notes}
@@ -155,8 +211,8 @@ def _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log,
     if source != "xlnet_tf2":
         scratch = tempfile.mkdtemp(prefix="xlnet_tf2_convert_")
         try:
-            report = convert_checkpoint(source, checkpoint, scratch, config_path, spm_model, log,
-                                        task)
+            report = _convert(source, checkpoint, scratch, config_path, spm_model, log, task,
+                              "xlnet_tf2")
             report.update(_to_huggingface("xlnet_tf2", scratch, output_dir, None, None, log,
                                           None))
             return report

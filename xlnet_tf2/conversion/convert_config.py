@@ -41,7 +41,13 @@ class ConvertConfig:
         None, "Optional SentencePiece model (spiece.model) to copy into the output directory "
         "(for --source=xlnet_tf2 the directory's own spiece.model is the default).")
     output_dir: str = setting(
-        None, "Directory to write the converted checkpoint into.", required=True)
+        None, "Directory to write the converted checkpoint into: a new or empty one (or any "
+        "but a training run's or prepared data's with --overwrite). It is written whole, "
+        "under a temporary name first, so a failed conversion leaves it as it was.",
+        required=True)
+    overwrite: bool = setting(
+        False, "Replace a non-empty --output_dir (an earlier conversion) when the conversion "
+        "succeeds. A directory holding a training run or prepared data is never replaced.")
     task: Optional[str] = setting(
         None, "Convert a fine-tuned checkpoint with its task head into a task directory "
         "(task.json + checkpoint). Without it only the backbone converts and head tensors are "

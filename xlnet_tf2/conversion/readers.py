@@ -40,10 +40,11 @@ def read_original_checkpoint(checkpoint: str, config_path: Optional[str] = None
     config_values = read_json(config_path)
     try:
         reader = tf.train.load_checkpoint(checkpoint)
-    except (tf.errors.NotFoundError, tf.errors.DataLossError, ValueError) as e:
+    except (tf.errors.OpError, ValueError, RuntimeError) as e:  # missing, or a damaged .index
         raise CheckpointReadError(
             f"Cannot read TF1 checkpoint {checkpoint!r} (give the prefix, e.g. "
-            f".../xlnet_model.ckpt, without .index): {e}") from e
+            f".../xlnet_model.ckpt, without .index; a damaged .index cannot be read either): "
+            f"{' '.join(str(e).split())[:300]}") from None
     tensors, skipped = {}, []
     for name in sorted(reader.get_variable_to_shape_map()):
         if name in _SKIPPED_NAMES or any(marker in name for marker in _OPTIMIZER_MARKERS):

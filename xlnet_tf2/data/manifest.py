@@ -43,6 +43,7 @@ def read_manifest(data_dir: str) -> dict:
     if manifest.get("format") != FORMAT:
         raise ManifestError(f"{path} has format {manifest.get('format')!r}, expected {FORMAT!r}; "
                             "re-prepare the data with this version of data_prep.")
+    check_fields(manifest, path)
     missing = [name for name in manifest["files"]
                if not fileio.exists(os.path.join(data_dir, name))]
     if missing:
@@ -52,6 +53,42 @@ def read_manifest(data_dir: str) -> dict:
     # have none and still load) by xlnet_tf2/data/integrity.py, in parallel, for the files a
     # pipeline reads: a stat per file is slow on cloud storage.
     return manifest
+
+
+# What training reads from a manifest, and of what type: a file edited by hand, or changed by
+# a bad copy, is refused naming the field instead of failing later inside the pipeline.
+_INTEGER = (int,)
+_FIELDS = {"params": dict, "vocab_size": _INTEGER, "spm_sha256": str, "files": list,
+           "num_streams": _INTEGER, "num_passes": _INTEGER, "chunks_per_stream": _INTEGER,
+           "num_examples": _INTEGER, "total_tokens": _INTEGER}
+_PARAMS = {"seq_len": _INTEGER, "reuse_len": _INTEGER, "num_predict": _INTEGER,
+           "perm_size": _INTEGER, "bi_data": bool}
+
+
+def check_fields(manifest: dict, path: str) -> None:
+    """Raises ManifestError naming the first field training reads that is missing or of the
+    wrong type (or a count that is not positive)."""
+    fix = ("The manifest is damaged: re-run data_prep/create_tfrecords.py, or copy the "
+           "directory again whole.")
+    for fields, values, where in ((_FIELDS, manifest, ""), (_PARAMS, manifest.get("params"),
+                                                            "params.")):
+        for name, kind in fields.items():
+            value = values.get(name) if isinstance(values, dict) else None
+            wrong = value is None or not isinstance(value, kind) or (
+                kind is _INTEGER and isinstance(value, bool))
+            if not wrong and kind is _INTEGER and name != "total_tokens" and value <= 0 \
+                    and name not in ("reuse_len",):
+                wrong = True
+            if wrong:
+                raise ManifestError(f"{path}: {where}{name} is {value!r}, not a valid value. "
+                                    + fix)
+    if not all(isinstance(name, str) and name and "/" not in name for name in manifest["files"]):
+        raise ManifestError(f"{path}: files must be names of files in the directory. " + fix)
+    if len(manifest["files"]) != manifest["num_streams"] * manifest["num_passes"] * (
+            2 if manifest["params"]["bi_data"] else 1):
+        raise ManifestError(f"{path}: files lists {len(manifest['files'])} files for "
+                            f"{manifest['num_streams']} streams x {manifest['num_passes']} "
+                            "passes. " + fix)
 
 
 def check_manifest(manifest: dict, *, data_dir: str, seq_len: int, reuse_len: int,

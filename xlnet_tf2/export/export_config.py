@@ -48,6 +48,10 @@ class ExportConfig:
         check_declared(self)
         check_non_negative(self, "version")
         check_positive(self, "seq_len")
+        if self.seq_len is not None and self.task != "features":
+            raise RunConfigError(f"--seq_len is for --task=features only; a --task={self.task} "
+                                 "export takes the seq_len its model was fine-tuned with (its "
+                                 "task.json).")
 
 
 @dataclasses.dataclass(frozen=True)

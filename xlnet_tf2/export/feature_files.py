@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import sys
 from typing import Dict, Sequence, Tuple
 
 import keras
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf2 import fileio
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.export.export_config import ExtractConfig
 from xlnet_tf2.export.feature_extraction import extract
@@ -36,6 +39,9 @@ def extract_to_file(config: ExtractConfig) -> Tuple[int, int]:
     if not tf.io.gfile.exists(config.input_file):
         raise RunConfigError(f"--input_file={config.input_file!r} does not exist.")
     texts = read_utf8_text(config.input_file).splitlines()
+    if not texts:
+        raise RunConfigError(f"--input_file={config.input_file!r} is empty: it needs one text "
+                             "per line.")
     # Before the model is built, inside the strategy's scope; features stay float32.
     keras.mixed_precision.set_global_policy(config.precision)
     dist = config.distribution
@@ -45,24 +51,30 @@ def extract_to_file(config: ExtractConfig) -> Tuple[int, int]:
         seq_len = config.seq_len or spec.seq_len
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
         features = extract(model, tokenizer, texts, seq_len, config.batch_size)
+    for leftover in fileio.leftover_temporaries(config.output_file):
+        print(f"[extract] found {leftover}, an incomplete output left by a killed run; "
+              "removing it.", file=sys.stderr, flush=True)
+        fileio.remove(leftover)
+    fileio.makedirs(os.path.dirname(config.output_file) or ".")
     write_features(config.output_file, texts, features, tokenizer)
     return len(texts), seq_len
 
 
 def write_features(path: str, texts: Sequence[str], features: Dict[str, np.ndarray],
                    tokenizer) -> None:
-    """Writes `extract`'s output for `texts` as .npz or .jsonl (by the extension of `path`)."""
+    """Writes `extract`'s output for `texts` as .npz or .jsonl (by the extension of `path`),
+    atomically: a file of this name is either the previous one or the complete new one."""
     if path.endswith(".npz"):
         buffer = io.BytesIO()  # zip needs a seekable file; GFile (gs:// too) gets the bytes
         np.savez(buffer, texts=np.asarray(texts, dtype=str), **features)
-        with tf.io.gfile.GFile(path, "wb") as f:
-            f.write(buffer.getvalue())
+        fileio.write_atomically(path, buffer.getvalue())
         return
-    with tf.io.gfile.GFile(path, "w") as f:
-        for i, text in enumerate(texts):
-            real = features["attention_mask"][i].astype(bool)
-            f.write(json.dumps({
-                "index": i, "text": text,
-                "pieces": [tokenizer.id_to_piece(t) for t in features["input_ids"][i][real]],
-                "token_features": features["token_features"][i][real].tolist(),
-                "pooled": features["pooled"][i].tolist()}, ensure_ascii=False) + "\n")
+    lines = []
+    for i, text in enumerate(texts):
+        real = features["attention_mask"][i].astype(bool)
+        lines.append(json.dumps({
+            "index": i, "text": text,
+            "pieces": [tokenizer.id_to_piece(t) for t in features["input_ids"][i][real]],
+            "token_features": features["token_features"][i][real].tolist(),
+            "pooled": features["pooled"][i].tolist()}, ensure_ascii=False) + "\n")
+    fileio.write_atomically(path, "".join(lines).encode("utf-8"))

@@ -37,11 +37,14 @@ from typing import Optional
 
 import tensorflow as tf
 
+from xlnet_tf2 import fileio
 from xlnet_tf2.export import feature_extraction
 from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
+from xlnet_tf2.models.xlnet_model import check_token_ids
 from xlnet_tf2.tokenizers.packing import LAYOUTS
 from xlnet_tf2.tasks.finetuned_model import load_task_model
 from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.tokenizers.in_graph_tokenizer import require_utf8
 from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
 from xlnet_tf2.export import serving_tasks
 
@@ -93,9 +96,18 @@ class ServingModule(tf.Module):
                     "label_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
         raise AssertionError(self.task)
 
-    def _check_ids(self, input_ids):
-        tf.debugging.assert_equal(tf.shape(input_ids)[1], self.seq_len, message=(
-            f"serve_token_ids takes sequences of exactly seq_len={self.seq_len} tokens"))
+    def _checked_lengths(self, input_ids, segment_ids, attention_mask, axis: int = 1):
+        """The three inputs once their length (dimension `axis`) is checked to be seq_len and
+        every id to be in the vocabulary: the checks run before any op reads them, so a bad
+        request gets one message naming the input (the SentencePiece op that spells SQuAD's
+        answer would crash the server on an id outside the vocabulary)."""
+        checks = [tf.debugging.assert_equal(tf.shape(x)[axis], self.seq_len, message=(
+            f"serve_token_ids: {name} must hold sequences of exactly seq_len={self.seq_len} "
+            "tokens")) for name, x in (("input_ids", input_ids), ("segment_ids", segment_ids),
+                                       ("attention_mask", attention_mask))]
+        with tf.control_dependencies(checks):
+            input_ids = check_token_ids(input_ids, self.model.config.n_token)
+            return (input_ids,) + tuple(tf.identity(x) for x in (segment_ids, attention_mask))
 
     # ------------------------------------------------------------------ signatures
     def signatures(self):
@@ -104,7 +116,8 @@ class ServingModule(tf.Module):
             @tf.function(input_signature=[_ids_spec("input_ids"), _ids_spec("segment_ids"),
                                           _ids_spec("attention_mask")])
             def serve_token_ids(input_ids, segment_ids, attention_mask):
-                self._check_ids(input_ids)
+                input_ids, segment_ids, attention_mask = self._checked_lengths(
+                    input_ids, segment_ids, attention_mask)
                 inputs = {"input_ids": tf.ensure_shape(input_ids, [None, L]),
                           "segment_ids": tf.ensure_shape(segment_ids, [None, L]),
                           "attention_mask": tf.ensure_shape(attention_mask, [None, L])}
@@ -114,11 +127,12 @@ class ServingModule(tf.Module):
                 @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
                                               tf.TensorSpec([None], tf.string, name="text_b")])
                 def serve_text(text, text_b):
+                    text, text_b = require_utf8(text, "text"), require_utf8(text_b, "text_b")
                     return self._outputs(self.preprocessor(text, text_b))
             else:
                 @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
                 def serve_text(text):
-                    return self._outputs(self.preprocessor(text))
+                    return self._outputs(self.preprocessor(require_utf8(text, "text")))
             return {"serving_default": serve_text.get_concrete_function(),
                     "serve_token_ids": serve_token_ids.get_concrete_function()}
         if self.task == "squad":
@@ -127,6 +141,9 @@ class ServingModule(tf.Module):
 
 
 def next_version(export_base: str) -> int:
+    if tf.io.gfile.exists(export_base) and not tf.io.gfile.isdir(export_base):
+        raise NotADirectoryError(f"--export_dir={export_base!r} is a file; pass the base "
+                                 "directory of the versions (EXPORT_DIR/<version>/).")
     versions = [int(d) for d in (tf.io.gfile.listdir(export_base)
                                  if tf.io.gfile.exists(export_base) else [])
                 if d.strip("/").isdigit()]
@@ -134,12 +151,34 @@ def next_version(export_base: str) -> int:
 
 
 def export(module: ServingModule, export_base: str, version: Optional[int] = None) -> str:
-    """Writes EXPORT_BASE/<version>/ and returns that path (version: next free integer)."""
+    """Writes EXPORT_BASE/<version>/ and returns that path (version: next free integer).
+
+    The version is written under a hidden staging name beside it (.<version>.tmp-...) and
+    renamed into place when complete: TF Serving, which loads every numbered directory, never
+    sees a version without saved_model.pb. What a killed export left is reported and
+    removed."""
     version = next_version(export_base) if version is None else version
     path = os.path.join(export_base, str(version))
     if tf.io.gfile.exists(path):
         raise FileExistsError(f"{path} exists already; pick another --version.")
+    for leftover in fileio.leftovers(path):
+        print(f"[export] found {leftover}, an incomplete export left by a killed run; "
+              "removing it.", flush=True)
+        fileio.rmtree(leftover)
     signatures = module.signatures()
+    staging = fileio.staging_directory(path)
+    try:
+        _write_version(module, signatures, staging)
+        if tf.io.gfile.exists(path):
+            raise FileExistsError(f"{path} appeared while exporting; pick another --version.")
+        fileio.replace_directory(staging, path)
+    except BaseException as e:
+        fileio.rmtree(staging)
+        raise fileio.output_error(e, path) or e
+    return path
+
+
+def _write_version(module: ServingModule, signatures, path: str) -> None:
     tf.saved_model.save(module, path, signatures=signatures)
     # The model file under assets/ and the bytes inside the SentencePiece op are the same.
     asset = os.path.join(path, "assets", os.path.basename(module.tokenizer.spm_model.asset_path.numpy().decode()))
@@ -148,21 +187,20 @@ def export(module: ServingModule, export_base: str, version: Optional[int] = Non
             raise AssertionError(f"{asset} differs from the tokenizer model inside the graph.")
     extra = os.path.join(path, "assets.extra")
     tf.io.gfile.makedirs(extra)
+    info = dict(task=module.task, seq_len=module.seq_len,
+                signatures={k: {"inputs": sorted(s.structured_input_signature[1]),
+                                "outputs": sorted(s.structured_outputs)}
+                            for k, s in signatures.items()})
+    if module.task == "classification":
+        info["label_list"] = list(module.spec.label_list)
+    if module.task == "squad":
+        info.update(doc_stride=module.spec.doc_stride,
+                    max_query_length=module.spec.max_query_length,
+                    max_answer_length=module.spec.max_answer_length,
+                    version_2_with_negative=module.spec.version_2_with_negative,
+                    null_score_threshold=module.spec.null_score_threshold)
     with tf.io.gfile.GFile(os.path.join(extra, "task.json"), "w") as f:
-        info = dict(task=module.task, seq_len=module.seq_len,
-                    signatures={k: {"inputs": sorted(s.structured_input_signature[1]),
-                                    "outputs": sorted(s.structured_outputs)}
-                                for k, s in signatures.items()})
-        if module.task == "classification":
-            info["label_list"] = list(module.spec.label_list)
-        if module.task == "squad":
-            info.update(doc_stride=module.spec.doc_stride,
-                        max_query_length=module.spec.max_query_length,
-                        max_answer_length=module.spec.max_answer_length,
-                        version_2_with_negative=module.spec.version_2_with_negative,
-                        null_score_threshold=module.spec.null_score_threshold)
         f.write(json.dumps(info, indent=2) + "\n")
-    return path
 
 
 def export_model_dir(config: ExportConfig) -> str:

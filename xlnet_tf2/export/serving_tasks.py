@@ -11,6 +11,7 @@ from typing import Optional
 import tensorflow as tf
 
 from xlnet_tf2.tokenizers import in_graph_packing
+from xlnet_tf2.tokenizers.in_graph_tokenizer import require_utf8
 
 
 def race_signatures(module):
@@ -22,8 +23,8 @@ def race_signatures(module):
     @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("segment_ids"),
                                   ids_spec("attention_mask")])
     def serve_token_ids(input_ids, segment_ids, attention_mask):
-        tf.debugging.assert_equal(tf.shape(input_ids)[2], L, message=(
-            f"serve_token_ids takes [batch, {C}, seq_len={L}] ids"))
+        input_ids, segment_ids, attention_mask = module._checked_lengths(
+            input_ids, segment_ids, attention_mask, axis=2)
         inputs = {k: tf.ensure_shape(v, [None, C, L]) for k, v in
                   (("input_ids", input_ids), ("segment_ids", segment_ids),
                    ("attention_mask", attention_mask))}
@@ -33,6 +34,9 @@ def race_signatures(module):
                                   tf.TensorSpec([None], tf.string, name="question"),
                                   tf.TensorSpec([None, C], tf.string, name="options")])
     def serve_text(article, question, options):
+        article, question, options = (require_utf8(article, "article"),
+                                      require_utf8(question, "question"),
+                                      require_utf8(options, "options"))
         batch = tf.shape(article)[0]
         qa = in_graph_packing.multiple_choice_texts(question, options)    # [B*C]
         article_ids = module.tokenizer.encode_ids(tf.reshape(tf.repeat(article, C), [-1]))
@@ -121,7 +125,8 @@ def squad_signatures(module):
     @tf.function(input_signature=[ids_spec("input_ids"), ids_spec("segment_ids"),
                                   ids_spec("attention_mask")])
     def serve_token_ids(input_ids, segment_ids, attention_mask):
-        module._check_ids(input_ids)
+        input_ids, segment_ids, attention_mask = module._checked_lengths(
+            input_ids, segment_ids, attention_mask)
         return outputs_of({k: tf.ensure_shape(v, [None, L]) for k, v in
                            (("input_ids", input_ids), ("segment_ids", segment_ids),
                             ("attention_mask", attention_mask))})
@@ -129,7 +134,8 @@ def squad_signatures(module):
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="question"),
                                   tf.TensorSpec([None], tf.string, name="context")])
     def serve_text(question, context):
-        return answer_whole_contexts(module, question, context, no_answer_of)
+        return answer_whole_contexts(module, require_utf8(question, "question"),
+                                     require_utf8(context, "context"), no_answer_of)
 
     return {"serving_default": serve_text.get_concrete_function(),
             "serve_token_ids": serve_token_ids.get_concrete_function()}

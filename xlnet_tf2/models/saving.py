@@ -68,28 +68,62 @@ def restore_weights(model, checkpoint_path: str, source: str = "checkpoint") -> 
     """Restores `model` (XLNetLMHeadModel or XLNetModel) from a checkpoint prefix or a
     directory: one of our training runs (its latest checkpoint) or a converted release.
 
-    Every variable of `model` must be found, else ValueError; values the model does not have
-    (optimizer slots, memory, the LM bias for a backbone, task heads) are ignored. `source`
-    names the path in error messages (e.g. "--init_checkpoint"). Returns the prefix read.
+    Every variable of `model` must be found, else ModelFilesError; values the model does not
+    have (optimizer slots, memory, the LM bias for a backbone, task heads) are ignored.
+    `source` names the path in error messages (e.g. "--init_checkpoint"). Returns the prefix
+    read.
     """
     if not model.built:
         model.build()
     resolved = checkpoint_path
     if tf.io.gfile.isdir(checkpoint_path):
-        resolved = (tf.train.latest_checkpoint(checkpoint_path)
+        resolved = (run_dir.latest_checkpoint(checkpoint_path)
+                    or next(iter(run_dir.checkpoint_prefixes(checkpoint_path)), None)
                     or os.path.join(checkpoint_path, CHECKPOINT_PREFIX))
     if not tf.io.gfile.exists(resolved + ".index"):
         raise FileNotFoundError(
             f"{source}={checkpoint_path!r} names no checkpoint (expected a prefix such as "
             f".../ckpt-1000, or a directory holding one; {resolved}.index does not exist).")
-    try:
-        status = checkpoint_for(model).read(resolved)  # raises ValueError on a shape mismatch
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError) as e:
-        raise ValueError(f"{source}={checkpoint_path!r} does not hold this model's weights "
-                         f"(is the model config the same?): {e}") from None
-    status.expect_partial()
+    read_checkpoint(checkpoint_for(model), resolved,
+                    f"{source}={checkpoint_path!r} (checkpoint {resolved})",
+                    "is the model config the same?")
     return resolved
+
+
+# What reading damaged checkpoint files raises, by words of the message (vs. a checkpoint
+# that reads but holds other shapes or names).
+_DAMAGE = ("corrupt", "truncat", "data loss", "checksum", "read less bytes", "unable to open",
+           "not an sstable", "bad magic", "failed to read", "out of range", "crc", "unexpected")
+
+
+def checkpoint_damage(error: BaseException) -> bool:
+    """Whether `error`, raised by reading a checkpoint, means its files are damaged."""
+    if isinstance(error, (IndexError, tf.errors.DataLossError, tf.errors.OutOfRangeError)):
+        return True
+    text = str(error).lower()
+    return any(word in text for word in _DAMAGE)
+
+
+def read_checkpoint(checkpoint: tf.train.Checkpoint, prefix: str, what: str,
+                    mismatch_hint: str) -> None:
+    """`checkpoint.read(prefix)` with every object of `checkpoint` found (extra values in the
+    files are ignored). Damaged files and a checkpoint of another model raise ModelFilesError
+    naming `what` and the files, in one line (no tensor values)."""
+    try:
+        status = checkpoint.read(prefix)
+        status.assert_existing_objects_matched()
+    except (AssertionError, ValueError, IndexError, tf.errors.OpError) as e:
+        reason = " ".join(str(e).split())
+        if len(reason) > 300:
+            reason = reason[:300] + " ..."
+        if checkpoint_damage(e):
+            raise run_dir.ModelFilesError(
+                f"{what} is damaged: {prefix}.index / {prefix}.data-* cannot be read "
+                f"({type(e).__name__}: {reason}). Copy it again from a good source, or use "
+                "another checkpoint.") from None
+        raise run_dir.ModelFilesError(
+            f"{what} does not hold this model's weights ({mismatch_hint}): {reason}") from None
+    status.expect_partial()
 
 
 def load_pretrained(directory: str, **config_overrides):
@@ -175,24 +209,21 @@ def read_task_settings(directory: str) -> dict:
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"{path} does not exist: {directory} is not a task directory "
                                 "(a fine-tuning model_dir or a converted fine-tuned checkpoint).")
-    with tf.io.gfile.GFile(path) as f:
-        return json.load(f)
+    return fileio.read_json_object(path, run_dir.ModelFilesError, "what the task model is",
+                                   "Restore it from the run or conversion that wrote it.")
 
 
 def task_checkpoint(directory: str, which: str = "best") -> str:
-    """The checkpoint prefix of a task directory: the best evaluation's (best/, named by
-    best_eval.json) unless `which` is "latest", else the latest checkpoint."""
-    path = None
-    if which == "best":
-        path = tf.train.latest_checkpoint(os.path.join(directory, "best"))
-        best_json = os.path.join(directory, "best_eval.json")
-        if path is None and tf.io.gfile.exists(best_json):
-            with tf.io.gfile.GFile(best_json) as f:
-                path = json.load(f).get("checkpoint")
-    path = path or tf.train.latest_checkpoint(directory)
+    """The checkpoint prefix of a task directory: the best evaluation's (best/ckpt-N,
+    run_dir.best_checkpoint) unless `which` is "latest" or no evaluation ran, else the latest
+    checkpoint. Only files inside `directory` are ever named."""
+    path = run_dir.best_checkpoint(directory) if which == "best" else None
+    path = path or run_dir.latest_checkpoint(directory) or next(
+        iter(run_dir.checkpoint_prefixes(directory)), None)
     if path is None:
-        raise FileNotFoundError(f"{directory} holds no checkpoint (ckpt-N.* with its "
-                                "`checkpoint` state file).")
+        raise run_dir.RunDirError(f"{directory} holds no checkpoint (ckpt-N.index with its "
+                                  "data files); train first, or pass the directory that holds "
+                                  "the run.")
     return path
 
 
@@ -200,14 +231,9 @@ def restore_task_weights(model, directory: str, which: str = "best") -> str:
     """Reads a task directory's checkpoint (task_checkpoint) into `model`, a task model of
     the same task and architecture; returns the prefix read."""
     path = task_checkpoint(directory, which)
-    try:
-        status = tf.train.Checkpoint(model=model).read(path)
-        status.assert_existing_objects_matched()
-    except (AssertionError, ValueError) as e:
-        raise ValueError(f"{path} does not hold the weights of this {task_of(model)} model "
-                         f"(is {directory}/task.json's task and architecture the same?): "
-                         f"{e}") from None
-    status.expect_partial()
+    read_checkpoint(tf.train.Checkpoint(model=model), path, f"checkpoint {path}",
+                    f"is {directory}/task.json's task and architecture the same as the "
+                    f"{task_of(model)} model's?")
     return path
 
 

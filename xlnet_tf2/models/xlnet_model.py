@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 import keras
+import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
@@ -36,6 +37,34 @@ def _segment_ids(inputs) -> Optional[tf.Tensor]:
                              "HuggingFace's name), not both.")
         return inputs["token_type_ids"]
     return inputs.get("segment_ids")
+
+
+def check_token_ids(input_ids: tf.Tensor, n_token: int, name: str = "input_ids") -> tf.Tensor:
+    """`input_ids` if every id is in [0, n_token); otherwise an error naming the input.
+
+    An id outside the vocabulary would be gathered as another row (a negative id from the
+    end, on some devices) or fail deep inside the embedding: eager calls raise ValueError
+    with the first bad position; traced calls (tf.function, SavedModel signatures) raise
+    InvalidArgumentError naming the input, with the smallest and largest id. The check costs
+    one min and one max over the ids; XLA (jit_compile) drops assertions, so compiled training
+    steps run exactly as without it (their ids come from prepared, checked data)."""
+    if tf.executing_eagerly():
+        values = np.asarray(input_ids)
+        bad = (values < 0) | (values >= n_token)
+        if bad.any():
+            position = tuple(int(i) for i in np.argwhere(bad)[0])
+            raise ValueError(
+                f"{name}{list(position)} = {int(values[position])} is outside the vocabulary "
+                f"[0, {n_token}) of this model (n_token={n_token}); ids come from the model's own "
+                "SentencePiece model.")
+        return input_ids
+    low, high = tf.reduce_min(input_ids), tf.reduce_max(input_ids)
+    valid = tf.logical_and(low >= 0, high < n_token)
+    check = tf.debugging.Assert(valid, [
+        f"{name} holds ids outside the vocabulary [0, {n_token}) of this model "
+        f"(n_token={n_token}): smallest id", low, "largest id", high], summarize=1)
+    with tf.control_dependencies([check]):
+        return tf.identity(input_ids)
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
@@ -124,6 +153,7 @@ class XLNetModel(keras.Model):
         input_ids = tf.convert_to_tensor(inputs["input_ids"])
         if input_ids.shape.rank != 2:
             raise ValueError(f"input_ids must be [batch, seq_len], got shape {input_ids.shape}.")
+        input_ids = check_token_ids(input_ids, c.n_token)
         q_len = input_ids.shape[1]
         if q_len is None:
             raise ValueError("XLNetModel needs a static sequence length (pad to a fixed seq_len).")

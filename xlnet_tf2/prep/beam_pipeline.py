@@ -531,19 +531,45 @@ def _default_beam_options(beam_args: Sequence[str]) -> List[str]:
     return args
 
 
-def _clear_prepared(directory: str, overwrite: bool, flag: str) -> None:
-    """Refuses (without overwrite) or removes prepared data in `directory`, manifest first."""
+# What a prepared directory holds (besides its eval/ split); anything else in an existing
+# --output_dir is someone else's and the directory is refused.
+_PREPARED_NAMES = re.compile(r"^(record_info\.json|.*\.tfrecord.*|spiece\.model|eval|"
+                             + re.escape(_WORK_DIR) + r")$")
+
+
+def _check_existing_output(directory: str, overwrite: bool) -> None:
+    """Refuses an --output_dir holding prepared data (unless `overwrite`) or files that are
+    not prepared data (always: the new data replaces the directory whole). Reports and removes
+    what killed runs left beside it (`fileio.leftovers`)."""
+    for leftover in fileio.leftovers(directory, "old"):
+        if fileio.exists(directory):
+            fileio.rmtree(leftover)
+        else:  # killed between moving the old data aside and moving the new data in
+            print(f"[data-prep] found {leftover}, the previous prepared data of {directory} "
+                  "moved aside by a run that was killed; putting it back.", file=sys.stderr,
+                  flush=True)
+            fileio.rename(leftover, directory)
+    for leftover in fileio.leftovers(directory, "prep"):
+        print(f"[data-prep] found {leftover}, an incomplete preparation left by a killed run; "
+              "removing it.", file=sys.stderr, flush=True)
+        fileio.rmtree(leftover)
     if not fileio.exists(directory):
         return
-    fileio.rmtree(os.path.join(directory, _WORK_DIR))  # scratch of a killed run
-    existing = [n for n in fileio.listdir(directory)
-                if n == manifest.MANIFEST_NAME or ".tfrecord" in n]
-    if existing and not overwrite:
-        raise DataPrepError(f"{flag}={directory} already holds prepared data; pass "
-                            "--overwrite to replace it or choose another directory.")
-    # Drop the old manifest first: an interrupted run must not leave it describing new data.
-    for name in sorted(existing, key=lambda n: n != manifest.MANIFEST_NAME):
-        fileio.remove(os.path.join(directory, name))
+    if not fileio.isdir(directory):
+        raise DataPrepError(f"--output_dir={directory} is a file; pass a directory.")
+    names = sorted(n.rstrip("/") for n in fileio.listdir(directory))
+    foreign = [n for n in names if not _PREPARED_NAMES.match(n)]
+    if foreign:
+        raise DataPrepError(
+            f"--output_dir={directory} holds files that are not prepared data ({foreign[0]}"
+            f"{', ...' if len(foreign) > 1 else ''}); prepared data goes into a directory of "
+            "its own: choose a new or empty one.")
+    if names and not overwrite:
+        found = ("already holds prepared data" if manifest.MANIFEST_NAME in names else
+                 "holds TFRecord files without record_info.json (an incomplete copy, or a "
+                 "preparation by an older version that was stopped)")
+        raise DataPrepError(f"--output_dir={directory} {found}; pass --overwrite to replace it "
+                            "(only once the new data is complete) or choose another directory.")
 
 
 def _check_size(paths, params: DataParams, fraction: float, what: str, fix: str) -> int:
@@ -593,12 +619,7 @@ def preflight(*, params: DataParams, input_patterns: Sequence[str], tfds_name: O
         size += _check_size(eval_paths, params, 1.0, " in --eval_input",
                             "Add held-out text or lower --num_streams.")
         eval_sources = [("file", len(sources) + i, p) for i, p in enumerate(eval_paths)]
-    eval_dir = os.path.join(output_dir, EVAL_DIR)
-    _clear_prepared(output_dir, overwrite, "--output_dir")
-    _clear_prepared(eval_dir, overwrite, "--output_dir")  # stale held-out data goes too
-    fileio.makedirs(output_dir)
-    if eval_fraction or eval_sources:
-        fileio.makedirs(eval_dir)
+    _check_existing_output(output_dir, overwrite)
     return tokenizer, sources, eval_sources, size
 
 
@@ -650,11 +671,50 @@ def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
         output_dir=output_dir, overwrite=overwrite, eval_fraction=eval_fraction,
         eval_input=eval_input)
     with_eval = bool(eval_fraction or eval_sources)
-    eval_dir = os.path.join(output_dir, EVAL_DIR)
-    _copy_spm_model(tokenizer, output_dir)
+    # Everything is written under a staging name beside --output_dir and swapped in once
+    # complete and checked: a failed or killed run leaves the previous data as it was.
+    staging = fileio.staging_directory(output_dir, "prep")
+    start = time.time()
+    try:
+        _run_pipeline(staging, params=params, tokenizer=tokenizer, sources=sources,
+                      eval_sources=eval_sources, with_eval=with_eval, spm_model=spm_model,
+                      input_chars=input_chars, skip_bad_lines=skip_bad_lines,
+                      eval_fraction=eval_fraction, beam_args=beam_args)
+        result = manifest.read_manifest(staging)
+        if with_eval:
+            result["_eval"] = manifest.read_manifest(os.path.join(staging, EVAL_DIR))
+        fileio.replace_directory(staging, output_dir)
+    except BaseException as e:
+        fileio.rmtree(staging)
+        raise _translated(e, output_dir) or e
+    result["_seconds"] = time.time() - start
+    return result
+
+
+def _translated(error: BaseException, output_dir: str) -> Optional[Exception]:
+    """The one-line error of a failed preparation: our own message recovered from a runner's
+    wrapping, or a full disk / refused write named by --output_dir; None: a bug (raised as
+    it is)."""
+    found = re.search(re.escape(_MARK) + r"([^\n]*?)(?:['\"]\)*)?(?:\n|$)", str(error))
+    if found:
+        return DataPrepError(found.group(1).replace("\\'", "'"))
+    output = fileio.output_error(error)
+    if output is not None:
+        reason = output.strerror.split(": ", 1)[-1]
+        return DataPrepError(f"--output_dir={output_dir}: {reason}")
+    return None
+
+
+def _run_pipeline(directory: str, *, params: DataParams, tokenizer, sources, eval_sources,
+                  with_eval: bool, spm_model: str, input_chars: int, skip_bad_lines: bool,
+                  eval_fraction: float, beam_args: Sequence[str]) -> None:
+    """Runs the Beam pipeline that writes the prepared data (and eval/) into `directory`."""
+    eval_dir = os.path.join(directory, EVAL_DIR)
+    _copy_spm_model(tokenizer, directory)
     if with_eval:
+        fileio.makedirs(eval_dir)
         _copy_spm_model(tokenizer, eval_dir)
-    work_dir = os.path.join(output_dir, _WORK_DIR)
+    work_dir = os.path.join(directory, _WORK_DIR)
     fileio.makedirs(os.path.join(work_dir, "progress"))
     fileio.makedirs(os.path.join(work_dir, "tokens"))
     fileio.makedirs(os.path.join(work_dir, "text"))
@@ -664,7 +724,6 @@ def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
     common = dict(params=params, proto=proto, word_cache=params.word_cache,
                   tokenizer=tokenizer, spm_model=spm_model, input_chars=input_chars,
                   work_dir=work_dir)
-    start = time.time()
     try:
         with _private_tempdir(), beam.Pipeline(options=options) as p:
             read = (p | "Sources" >> beam.Create(elements)
@@ -672,23 +731,13 @@ def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
                         _ReadSource(skip_bad_lines, eval_fraction, params.seed,
                                     os.path.join(work_dir, "text"))).with_outputs(
                         "bad_lines", "eval", main="docs"))
-            _prepare_split(p, "train", read.docs, read.bad_lines, output_dir=output_dir,
+            _prepare_split(p, "train", read.docs, read.bad_lines, output_dir=directory,
                            sources=sources, **common)
             if with_eval:
                 _prepare_split(p, "eval", read.eval, read.bad_lines, output_dir=eval_dir,
                                sources=eval_sources or sources, **common)
-    except Exception as e:  # runners wrap worker errors; recover our one-line message
-        found = re.search(re.escape(_MARK) + r"([^\n]*?)(?:['\"]\)*)?(?:\n|$)", str(e))
-        if found:
-            raise DataPrepError(found.group(1).replace("\\'", "'")) from None
-        raise
     finally:
         fileio.rmtree(work_dir)
-    result = manifest.read_manifest(output_dir)
-    result["_seconds"] = time.time() - start
-    if with_eval:
-        result["_eval"] = manifest.read_manifest(eval_dir)
-    return result
 
 
 def summary(result: dict, output_dir: str) -> str:

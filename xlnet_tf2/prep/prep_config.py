@@ -59,7 +59,9 @@ class PrepConfig:
         "the text.")
     output_dir: Optional[str] = setting(
         None, "Directory for the TFRecord files and record_info.json.")
-    overwrite: bool = setting(False, "Replace prepared data already in --output_dir.")
+    overwrite: bool = setting(
+        False, "Replace prepared data already in --output_dir; the old data stays until the new "
+        "is complete (it is built beside it, then swapped in).")
     eval_fraction: float = setting(
         0.0, "Hold out this fraction of the documents (chosen by a hash of --seed and the "
         "document) into OUTPUT_DIR/eval, which pretraining evaluates on by default.")

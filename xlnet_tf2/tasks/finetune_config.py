@@ -72,7 +72,9 @@ class FinetuneConfig:
         None, "Backbone weights to start from: a pretraining --model_dir, a converted release "
         "directory, or a checkpoint prefix. Its directory also supplies the defaults of "
         "--model_config (xlnet_config.json) and --spm_model (spiece.model). Unset: random "
-        "initialization (then --model_config and --spm_model are required).")
+        "initialization (then --model_config and --spm_model are required). Once the run has "
+        "checkpoints they are what it resumes from, so this may then change (the run may be "
+        "moved with it).", resume="warn")
     model_config: Optional[str] = setting(
         None, "The backbone architecture: a preset name (base, large, tiny) or the path of an "
         "xlnet_config.json (original or ours; only its architecture keys are used). Default: "
@@ -115,6 +117,9 @@ class FinetuneConfig:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise RunConfigError(f"--{name} must be a positive integer, got {value!r}.")
+        if self.seq_len < 3:
+            raise RunConfigError(f"--seq_len={self.seq_len} leaves no room for a token beside "
+                                 "<sep> and <cls>; it must be at least 3.")
         if not 0.0 < self.layer_decay <= 1.0:
             raise RunConfigError(f"--layer_decay must be in (0, 1], got {self.layer_decay}.")
         if not 0.0 <= self.head_dropout < 1.0:

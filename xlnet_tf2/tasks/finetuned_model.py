@@ -8,24 +8,23 @@ xlnet_config.json, spiece.model and the checkpoints.
 
 from __future__ import annotations
 
-import json
 import os
-from typing import Optional
 
 import keras
 import tensorflow as tf
 
-from xlnet_tf2 import run_dir
+from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
-from xlnet_tf2.models.saving import restore_weights
+from xlnet_tf2.models.saving import restore_task_weights, restore_weights
 from xlnet_tf2.models.sequence_classifier import SequenceClassifier
 from xlnet_tf2.models.squad_model import SquadModel
 from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
-BEST_DIR = "best"
-BEST_EVAL_FILE = "best_eval.json"
+BEST_DIR = run_dir.BEST_DIR
+BEST_EVAL_FILE = run_dir.BEST_EVAL_FILE
 
 
 def default_seq_len(model_dir: str) -> int:
@@ -35,10 +34,12 @@ def default_seq_len(model_dir: str) -> int:
         return TaskSpec.read(model_dir).seq_len
     record_path = os.path.join(model_dir, run_dir.RUN_CONFIG_FILE)
     if tf.io.gfile.exists(record_path):
-        with tf.io.gfile.GFile(record_path) as f:
-            seq_len = json.load(f).get("derived", {}).get("seq_len")
-        if seq_len:
-            return int(seq_len)
+        record = fileio.read_json_object(record_path, run_dir.ModelFilesError,
+                                         "the settings of the run",
+                                         "Restore it from the run, or pass --seq_len.")
+        seq_len = (record.get("derived") or {}).get("seq_len")
+        if isinstance(seq_len, int) and seq_len > 0:
+            return seq_len
     return 512
 
 
@@ -52,6 +53,7 @@ def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
     config = XLNetConfig.from_json_file(os.path.join(model_dir, run_dir.ARCH_FILE),
                                         dropout=0.0, dropatt=0.0, mem_len=0)
     spm_model = run_dir.model_spm_file(model_dir)
+    SentencePieceTokenizer.from_file(spm_model)  # a damaged one: one line naming it, now
     if task == "features":
         seq_len = default_seq_len(model_dir)
         spec = TaskSpec(task="classification", seq_len=seq_len)
@@ -80,24 +82,7 @@ def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
 
 
 def restore_for_inference(model: keras.Model, model_dir: str, which: str = "best") -> str:
-    """Loads a fine-tuned model's weights: `best` (best/ckpt-*, falling back to the latest
-    training checkpoint when no evaluation ran) or `latest`."""
-    path = None
-    if which == "best":
-        path = tf.train.latest_checkpoint(os.path.join(model_dir, BEST_DIR)) or \
-            _best_from_json(model_dir)
-    if path is None:
-        path = tf.train.latest_checkpoint(model_dir)
-    if path is None:
-        raise FileNotFoundError(f"--model_dir={model_dir!r} holds no checkpoint; train first.")
-    status = tf.train.Checkpoint(model=model).read(path)
-    status.assert_existing_objects_matched().expect_partial()
-    return path
-
-
-def _best_from_json(model_dir: str) -> Optional[str]:
-    path = os.path.join(model_dir, BEST_EVAL_FILE)
-    if not tf.io.gfile.exists(path):
-        return None
-    with tf.io.gfile.GFile(path) as f:
-        return json.load(f).get("checkpoint")
+    """Loads a fine-tuned model's weights: `best` (best/ckpt-N, falling back to the latest
+    training checkpoint when no evaluation ran) or `latest`; only files inside model_dir are
+    read (saving.task_checkpoint), and damaged ones raise ModelFilesError naming them."""
+    return restore_task_weights(model, model_dir, which)

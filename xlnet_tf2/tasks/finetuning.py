@@ -15,8 +15,10 @@ best-checkpoint keeping.
 
 model_dir layout:
   ckpt-N.*            latest training checkpoints (model, optimizer, step) for resuming
-  best/ckpt-*         the model weights of the best evaluation so far
-  best_eval.json      {"step", "metric", metrics...} of that evaluation
+  best/ckpt-N         the model weights of the best evaluation so far (a checkpoint
+                      directory with its `checkpoint` state file, swapped in whole)
+  best_eval.json      {"step", "metric", metrics..., "checkpoint": "best/ckpt-N"} of that
+                      evaluation (the path relative to model_dir: the run is relocatable)
   eval_results.jsonl  every evaluation
   xlnet_config.json   the backbone's architecture; task.json (what the task is, for export);
   spiece.model        the SentencePiece model; run_config.json (the settings)
@@ -34,7 +36,7 @@ import keras
 import tensorflow as tf
 from absl import logging
 
-from xlnet_tf2 import run_dir
+from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models.saving import restore_weights
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
@@ -118,6 +120,7 @@ class FinetuneTask(Task):
         self.tokens_per_example = tokens_per_example or seq_len
         self.spec, self.spm_model = spec, spm_model
         self.eval_every = config.eval_every if eval_fn is not None else None
+        read_best(config.model_dir)  # a damaged record stops the run before anything is written
         self.best: Optional[dict] = None
         self.evaluations: list = []
         self._model_config: Optional[XLNetConfig] = None
@@ -170,11 +173,9 @@ class FinetuneTask(Task):
                 self.spec.write(model_dir)
             if self.spm_model:
                 run_dir.copy_spm_model(self.spm_model, model_dir)
-        best_path = os.path.join(model_dir, BEST_EVAL_FILE)
-        self.best, self.evaluations = None, []
-        if tf.io.gfile.exists(best_path):
-            with tf.io.gfile.GFile(best_path) as f:
-                self.best = json.load(f)
+        self.best, self.evaluations = read_best(model_dir), []
+        if trainer.is_chief and self.best is not None:
+            self.best = relocatable_best(model_dir, self.best)
 
     def tokens_per_step(self, global_batch: int) -> int:
         return global_batch * self.tokens_per_example
@@ -212,14 +213,10 @@ class FinetuneTask(Task):
               flush=True)
         if self._is_better(metrics[cfg.best_metric]):
             best = {"step": step, "metric": metrics[cfg.best_metric],
-                    "metric_name": cfg.best_metric, **metrics}
-            best_dir = os.path.join(cfg.model_dir, BEST_DIR)
-            if tf.io.gfile.exists(best_dir):
-                tf.io.gfile.rmtree(best_dir)
-            best["checkpoint"] = tf.train.Checkpoint(model=trainer.model).write(
-                os.path.join(best_dir, f"ckpt-{step}"))
-            with tf.io.gfile.GFile(os.path.join(cfg.model_dir, BEST_EVAL_FILE), "w") as f:
-                f.write(json.dumps(best, indent=2) + "\n")
+                    "metric_name": cfg.best_metric, **metrics,
+                    "checkpoint": f"{BEST_DIR}/ckpt-{step}"}
+            save_best(trainer.model, cfg.model_dir, step)
+            fileio.write_json_atomically(os.path.join(cfg.model_dir, BEST_EVAL_FILE), best)
             self.best = best
         return record
 
@@ -231,6 +228,59 @@ class FinetuneTask(Task):
     def run(self, strategy: Optional[tf.distribute.Strategy] = None) -> FinetuneResult:
         """Trains (resuming from model_dir's checkpoints), evaluating every eval_every steps."""
         return self.result(Trainer(self, strategy=strategy).train())
+
+
+def read_best(model_dir: str) -> Optional[dict]:
+    """best_eval.json of a run (None if there is none); a damaged one raises ModelFilesError
+    naming it."""
+    path = os.path.join(model_dir, BEST_EVAL_FILE)
+    if not fileio.exists(path):
+        return None
+    fix = "Restore it, or delete it and best/ to keep the best from the next evaluation on."
+    best = fileio.read_json_object(path, run_dir.ModelFilesError, "the best evaluation so far",
+                                   fix)
+    if not isinstance(best.get("metric"), (int, float)) or not isinstance(best.get("step"), int):
+        raise run_dir.ModelFilesError(f"{path} holds no numeric \"metric\" and \"step\". {fix}")
+    return best
+
+
+def relocatable_best(model_dir: str, best: dict) -> dict:
+    """`best` naming its checkpoint relative to model_dir, and best/ with its state file: what
+    older versions wrote (an absolute path, no state file) is rewritten in place."""
+    prefix = run_dir.best_checkpoint(model_dir)
+    if prefix is None:
+        return best
+    relative = run_dir.relative_to(model_dir, prefix)
+    best_dir = os.path.join(model_dir, BEST_DIR)
+    if not fileio.exists(os.path.join(best_dir, run_dir.CHECKPOINT_STATE)):
+        name = os.path.basename(prefix)
+        fileio.write_atomically(os.path.join(best_dir, run_dir.CHECKPOINT_STATE),
+                                f'model_checkpoint_path: "{name}"\n'
+                                f'all_model_checkpoint_paths: "{name}"\n'.encode())
+    if best.get("checkpoint") != relative:
+        best = {**best, "checkpoint": relative}
+        fileio.write_json_atomically(os.path.join(model_dir, BEST_EVAL_FILE), best)
+    return best
+
+
+def save_best(model: keras.Model, model_dir: str, step: int) -> str:
+    """Writes MODEL_DIR/best/ckpt-STEP (the model's weights) as a checkpoint directory: the
+    files first, then its `checkpoint` state file (relative name), then the older best's
+    files are deleted, so a kill at any moment leaves a best/ whose state file names complete
+    files. Returns the prefix."""
+    best_dir = os.path.join(model_dir, BEST_DIR)
+    try:
+        manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), best_dir,
+                                             max_to_keep=1, checkpoint_name="ckpt")
+        path = manager.save(checkpoint_number=step)
+    except tf.errors.OpError as e:
+        raise fileio.output_error(e) or e
+    # Files of older bests the state file did not list (a run killed before its update).
+    for stale in run_dir.checkpoint_prefixes(best_dir):
+        if stale != path:
+            for name in fileio.glob(stale + ".*"):
+                fileio.remove(name)
+    return path
 
 
 def _with_start_step(dataset_fn: Callable) -> Callable:

@@ -53,10 +53,12 @@ from xlnet_tf2 import run_dir
 from xlnet_tf2.config import PRESETS, XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.batch_layout import BatchLayout
+from xlnet_tf2.data.manifest import ManifestError
 from xlnet_tf2.data.masks import COMPACT_FEATURES, dense_features
 from xlnet_tf2.data.pretrain_dataset import DataShape, PretrainData
 from xlnet_tf2.models import XLNetLMHeadModel
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 from xlnet_tf2.tasks.pretraining_eval import HeldOutEvaluator, default_eval_dirs
 from xlnet_tf2.training import checkpointing, distribution
 from xlnet_tf2.training.flops import pretrain_step_flops
@@ -311,6 +313,13 @@ def resolve_spm_model(spm_model: Optional[str], data: PretrainData) -> str:
             continue
         found = run_dir.file_sha256(path)
         if found == expected:
+            pieces = SentencePieceTokenizer.from_file(path).vocab_size
+            if pieces != data.vocab_size:
+                raise ManifestError(
+                    f"{os.path.join(first_dir, 'record_info.json')} says vocab_size "
+                    f"{data.vocab_size} but the SentencePiece model it records ({path}) has "
+                    f"{pieces} pieces: the manifest is damaged. Re-run "
+                    "data_prep/create_tfrecords.py, or copy the directory again whole.")
             return path
         if spm_model:
             raise RunConfigError(

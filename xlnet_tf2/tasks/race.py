@@ -15,7 +15,6 @@ cut for earlier ones (the option-aliasing bug); here every option truncates its 
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import Dict, List, Optional, Sequence
 
@@ -30,6 +29,7 @@ from xlnet_tf2.tasks.finetune_config import RaceConfig
 from xlnet_tf2.tasks.finetuning import FinetuneTask, backbone_config, spm_model_of
 from xlnet_tf2.tasks.losses import classification_loss
 from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.tasks.text_readers import read_json_file
 from xlnet_tf2.tokenizers.packing import encode_sequence_pair
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 from xlnet_tf2.training import distribution
@@ -64,23 +64,29 @@ def _files(path: str) -> List[str]:
 def read_race(path: str, num_choices: int = 4) -> List[RaceExample]:
     examples = []
     for file in _files(path):
-        with tf.io.gfile.GFile(file) as f:
-            try:
-                passage = json.load(f)
-            except json.JSONDecodeError as e:
-                raise TaskDataError(file, None, f"malformed JSON ({e}).") from None
+        passage = read_json_file(file)
         if not isinstance(passage, dict):
             raise TaskDataError(file, None, "expected a JSON object (one RACE passage).")
         for key in ("article", "questions", "options"):
             if key not in passage:
                 raise TaskDataError(file, None, f"missing key {key!r}.")
+        if not isinstance(passage["article"], str):
+            raise TaskDataError(file, None, f'"article" must be text, got '
+                                f"{type(passage['article']).__name__}.")
+        for key in ("questions", "options") + (("answers",) if "answers" in passage else ()):
+            if not isinstance(passage[key], list):
+                raise TaskDataError(file, None, f'"{key}" must be a list, got '
+                                    f"{passage[key]!r}.")
         questions, options = passage["questions"], passage["options"]
         answers = passage.get("answers")
         if len(options) != len(questions) or (answers is not None and len(answers) != len(questions)):
             raise TaskDataError(file, None, "questions, options and answers differ in length.")
         for i, question in enumerate(questions):
             record = f"question {i}"
-            if len(options[i]) != num_choices or not all(isinstance(o, str) for o in options[i]):
+            if not isinstance(question, str):
+                raise TaskDataError(file, record, f"must be text, got {question!r}.")
+            if not isinstance(options[i], list) or len(options[i]) != num_choices or \
+                    not all(isinstance(o, str) for o in options[i]):
                 raise TaskDataError(file, record, f"needs {num_choices} text options, got "
                                     f"{options[i]!r}.")
             label = None

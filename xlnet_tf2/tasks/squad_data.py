@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import json
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
@@ -34,6 +33,7 @@ import tensorflow as tf
 
 from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.tasks.errors import TaskDataError
+from xlnet_tf2.tasks.text_readers import read_json_file
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (SPIECE_UNDERLINE, SentencePieceTokenizer,
                                                           normalize_with_offsets)
 from xlnet_tf2.progress import Progress
@@ -65,23 +65,23 @@ def read_squad(path: str, version_2_with_negative: bool) -> List[SquadExample]:
     """
     if not tf.io.gfile.exists(path):
         raise TaskDataError(path, None, "does not exist.")
-    with tf.io.gfile.GFile(path) as f:
-        try:
-            dataset = json.load(f)
-        except json.JSONDecodeError as e:
-            raise TaskDataError(path, None, f"malformed JSON ({e}).") from None
+    dataset = read_json_file(path)
     if not isinstance(dataset, dict) or not isinstance(dataset.get("data"), list):
         raise TaskDataError(path, None, 'expected a JSON object with a "data" list (SQuAD '
                             "layout).")
     examples, seen = [], set()
     for a, article in enumerate(dataset["data"]):
-        for p, paragraph in enumerate(article.get("paragraphs", []) if isinstance(article, dict)
-                                      else []):
+        if not isinstance(article, dict) or not isinstance(article.get("paragraphs"), list):
+            raise TaskDataError(path, f"data[{a}]", 'needs a "paragraphs" list.')
+        for p, paragraph in enumerate(article["paragraphs"]):
             where = f"data[{a}].paragraphs[{p}]"
             if not isinstance(paragraph, dict) or not isinstance(paragraph.get("context"), str):
                 raise TaskDataError(path, where, 'needs a "context" string.')
             context = paragraph["context"]
-            for q, qa in enumerate(paragraph.get("qas", [])):
+            if not isinstance(paragraph.get("qas"), list):
+                raise TaskDataError(path, where, f'needs a "qas" list, got '
+                                    f"{paragraph.get('qas')!r}.")
+            for q, qa in enumerate(paragraph["qas"]):
                 if not isinstance(qa, dict) or not qa.get("id"):
                     raise TaskDataError(path, f"{where}.qas[{q}]", 'question without an "id".')
                 qid = str(qa["id"])
@@ -102,7 +102,7 @@ def _example(path, qid, qa, context, version_2) -> SquadExample:
         raise TaskDataError(path, qid, "is_impossible is true but --version_2_with_negative is "
                             "not set (SQuAD 1.1 has only answerable questions).")
     raw_answers = qa.get("answers", [])
-    if not isinstance(raw_answers, list):
+    if raw_answers is None or not isinstance(raw_answers, list):
         raise TaskDataError(path, qid, '"answers" must be a list.')
     if impossible and any(isinstance(x, dict) and x.get("text") for x in raw_answers):
         raise TaskDataError(path, qid, "an unanswerable question (is_impossible) has answers "

@@ -7,7 +7,6 @@ the model_dir as `spiece.model` so the directory is self-contained.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from typing import List, Optional
 
@@ -18,6 +17,13 @@ from xlnet_tf2.config_flags import RunConfigError
 
 TASKS = run_dir.TASKS
 TASK_FILE = run_dir.TASK_FILE
+
+
+# The type of every field (what task.json may hold for it).
+_TYPES = {"task": str, "seq_len": int, "summary_type": str, "layout": str, "label_list": (list, tuple),
+          "paired": bool, "lower": bool, "num_choices": int, "max_qa_length": int,
+          "version_2_with_negative": bool, "doc_stride": int, "max_query_length": int,
+          "max_answer_length": int, "n_best_size": int, "null_score_threshold": (int, float)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,6 +48,22 @@ class TaskSpec:
     def __post_init__(self):
         if self.task not in TASKS:
             raise RunConfigError(f"task must be one of {TASKS}, got {self.task!r}.")
+        for field in dataclasses.fields(self):
+            value, kind = getattr(self, field.name), _TYPES.get(field.name)
+            if kind is not None and value is not None and (
+                    not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+                raise RunConfigError(f"{field.name} must be "
+                                     f"{getattr(kind, '__name__', 'a number or a list')}, got "
+                                     f"{value!r}.")
+        for name in ("seq_len", "num_choices", "max_qa_length"):
+            if getattr(self, name) <= 0:
+                raise RunConfigError(f"{name} must be positive, got {getattr(self, name)}.")
+        if self.label_list is not None and not all(isinstance(x, str) for x in self.label_list):
+            raise RunConfigError(f"label_list must hold label names, got {self.label_list!r}.")
+        if self.task == "classification" and self.label_list is not None and \
+                len(self.label_list) < 2:
+            raise RunConfigError(f"a classification model needs a label_list of at least 2 "
+                                 f"labels, got {self.label_list!r}.")
         if self.task == "squad":
             for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
                 if getattr(self, name) <= 0:
@@ -54,9 +76,8 @@ class TaskSpec:
         return dataclasses.replace(self, **changes)
 
     def write(self, model_dir: str) -> None:
-        tf.io.gfile.makedirs(model_dir)
-        with tf.io.gfile.GFile(os.path.join(model_dir, TASK_FILE), "w") as f:
-            f.write(json.dumps(dataclasses.asdict(self), indent=2, sort_keys=True) + "\n")
+        fileio.makedirs(model_dir)
+        fileio.write_json_atomically(os.path.join(model_dir, TASK_FILE), dataclasses.asdict(self))
 
     @classmethod
     def read(cls, model_dir: str) -> "TaskSpec":
@@ -70,4 +91,10 @@ class TaskSpec:
         unknown = sorted(set(values) - known)
         if unknown:
             raise RunConfigError(f"{path}: unknown key(s) {unknown}.")
-        return cls(**values)
+        try:
+            return cls(**values)
+        except RunConfigError as e:
+            raise RunConfigError(f"{path}: {e} Restore it from the run that wrote the "
+                                 "directory.") from None
+        except TypeError as e:  # a required key (task, seq_len) is missing
+            raise RunConfigError(f"{path}: {e}.") from None

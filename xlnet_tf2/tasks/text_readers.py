@@ -57,6 +57,8 @@ def read_utf8_text(path: str) -> str:
     """The text of a UTF-8 file; invalid bytes raise TaskDataError naming the line."""
     if not tf.io.gfile.exists(path):
         raise TaskDataError(path, None, "file does not exist.")
+    if tf.io.gfile.isdir(path):
+        raise TaskDataError(path, None, "is a directory; pass a file.")
     with tf.io.gfile.GFile(path, "rb") as f:
         data = f.read()
     try:
@@ -66,6 +68,17 @@ def read_utf8_text(path: str) -> str:
         raise TaskDataError(path, f"line {line}", f"is not valid UTF-8 (byte "
                             f"{data[e.start:e.start + 1]!r} at offset {e.start}); convert the "
                             "file to UTF-8.") from None
+
+
+def read_json_file(path: str):
+    """The JSON value of a UTF-8 file; a missing file, invalid UTF-8 or invalid JSON raise
+    TaskDataError naming the file (and line)."""
+    text = read_utf8_text(path)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise TaskDataError(path, None, f"malformed JSON ({e.msg} at line {e.lineno}, column "
+                            f"{e.colno}); the file is cut short or not JSON.") from None
 
 
 def _rows(path: str):

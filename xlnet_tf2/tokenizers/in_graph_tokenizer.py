@@ -62,6 +62,26 @@ def char_class(kind: str) -> str:
     return "[" + "".join(parts) + "]"
 
 
+def require_utf8(texts: tf.Tensor, name: str) -> tf.Tensor:
+    """`texts` (a string tensor [B] or [B, C]) if every string is valid UTF-8; otherwise an
+    InvalidArgumentError naming the input and the first bad request row. (Invalid bytes
+    would otherwise be tokenized as <unk> and answered as if the text were fine, while the
+    offline tools refuse the same bytes.) Valid UTF-8 round-trips through a transcode
+    unchanged, U+FFFD included; anything else does not."""
+    texts = tf.convert_to_tensor(texts, tf.string)
+    same = tf.equal(tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace",
+                                                 replacement_char=0xFFFD), texts)
+    rows = tf.reshape(same, [tf.shape(same)[0], -1]) if texts.shape.rank > 1 else same
+    row_ok = tf.reduce_all(rows, axis=1) if texts.shape.rank > 1 else rows
+    # (a 0 appended: an empty batch has a minimum too)
+    first_bad = tf.argmin(tf.concat([tf.cast(row_ok, tf.int32), [0]], 0), output_type=tf.int32)
+    check = tf.debugging.Assert(tf.reduce_all(row_ok), [
+        f"input {name}, request row", first_bad,
+        "is not valid UTF-8 text; send the text encoded as UTF-8"], summarize=1)
+    with tf.control_dependencies([check]):
+        return tf.identity(texts)
+
+
 class InGraphTokenizer(tf.Module):
     """Raw strings [B] -> XLNet ids (ragged [B, (T)] int32), as `SentencePieceTokenizer.encode_ids`.
 
@@ -262,5 +282,13 @@ class InGraphTokenizer(tf.Module):
                 tf.RaggedTensor.from_tensor(char_end, lengths=lengths))
 
     def id_to_piece(self, ids: tf.Tensor) -> tf.Tensor:
-        """Piece strings of int32 ids (any shape); control ids give their piece, e.g. <cls>."""
-        return self._pieces.id_to_string(ids)
+        """Piece strings of int32 ids (any shape); control ids give their piece, e.g. <cls>.
+        An id outside the vocabulary is an InvalidArgumentError (SentencePiece's op would
+        crash the process on it)."""
+        ids = tf.convert_to_tensor(ids)
+        size = tf.cast(self._pieces.vocab_size(), ids.dtype)
+        valid = tf.logical_and(tf.reduce_all(ids >= 0), tf.reduce_all(ids < size))
+        check = tf.debugging.Assert(valid, ["ids outside the vocabulary of", size,
+                                            "pieces given to id_to_piece"], summarize=1)
+        with tf.control_dependencies([check]):
+            return self._pieces.id_to_string(tf.identity(ids))

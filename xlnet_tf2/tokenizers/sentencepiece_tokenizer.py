@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import unicodedata
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
 
@@ -276,6 +277,31 @@ def train_sentencepiece(input_paths: Sequence[str], *, vocab_size: int, model_pr
         raise TokenizerError("No input files to train SentencePiece on; check --input.")
     parent = os.path.dirname(os.path.abspath(model_prefix))
     os.makedirs(parent, exist_ok=True)
+    # Trained under a staging directory beside PREFIX.model and renamed into place: a failed
+    # or killed training leaves an earlier model of that name as it was.
+    for leftover in fileio.leftovers(model_prefix + ".model"):
+        print(f"[sentencepiece] found {leftover}, an incomplete training left by a killed run; "
+              "removing it.", file=sys.stderr, flush=True)
+        fileio.rmtree(leftover)
+    staging = fileio.staging_directory(model_prefix + ".model")
+    try:
+        _train(input_paths, os.path.join(staging, "spm"), vocab_size=vocab_size, lower=lower,
+               keep_accents=keep_accents, character_coverage=character_coverage,
+               input_sentence_size=input_sentence_size, num_threads=num_threads)
+        with open(os.path.join(staging, "spm.model"), "rb") as f:
+            SentencePieceTokenizer(f.read(), source=model_prefix + ".model")  # ids 0..8
+        fileio.rename(os.path.join(staging, "spm.vocab"), model_prefix + ".vocab")
+        fileio.rename(os.path.join(staging, "spm.model"), model_prefix + ".model")
+    except BaseException as e:
+        raise fileio.output_error(e, model_prefix + ".model") or e
+    finally:
+        fileio.rmtree(staging)
+    return model_prefix + ".model"
+
+
+def _train(input_paths: Sequence[str], model_prefix: str, *, vocab_size: int, lower: bool,
+           keep_accents: bool, character_coverage: float, input_sentence_size: int,
+           num_threads: Optional[int]) -> None:
     spm.SentencePieceTrainer.Train(
         sentence_iterator=iter_training_sentences(input_paths, lower=lower,
                                                   keep_accents=keep_accents),
@@ -294,7 +320,3 @@ def train_sentencepiece(input_paths: Sequence[str], *, vocab_size: int, model_pr
         num_threads=num_threads or os.cpu_count() or 1,
         minloglevel=2,
     )
-    path = model_prefix + ".model"
-    with open(path, "rb") as f:
-        SentencePieceTokenizer(f.read(), source=path)  # verifies ids 0..8
-    return path

@@ -91,6 +91,12 @@ class XLNetTokenizer:
                  model_max_length: int = VERY_LARGE_INTEGER,
                  clean_up_tokenization_spaces: bool = False,
                  model_input_names: Sequence[str] = MODEL_INPUT_NAMES):
+        if not isinstance(vocab_file, (str, os.PathLike)):
+            raise TokenizerError(
+                f"vocab_file must be the path of a SentencePiece model (spiece.model), got "
+                f"{type(vocab_file).__name__}; to load a model directory use "
+                "XLNetTokenizer.from_pretrained(directory).")
+        vocab_file = os.fspath(vocab_file)
         if not remove_space:
             raise ValueError("remove_space=False is not supported: XLNet's encoding always "
                              "collapses whitespace (the released models were trained so).")

@@ -14,6 +14,7 @@ import re
 import sysconfig
 from typing import Iterator, List, Optional
 
+from xlnet_tf2 import fileio
 from xlnet_tf2.data.params import DataPrepError
 
 # A sentence ends at ". ", "? " or "! " followed by an upper-case letter or a quote.
@@ -81,19 +82,23 @@ def build_stdlib_corpus(output_path: str, min_bytes: int = 1_000_000,
     Returns:
       {"path", "bytes", "documents", "sentences"} of what was written.
     """
+    if os.path.isdir(output_path):
+        raise DataPrepError(f"--output={output_path} is a directory; pass the path of the text "
+                            "file to write.")
     written = docs = sentences = 0
-    os.makedirs(os.path.dirname(os.path.abspath(output_path)), exist_ok=True)
-    with open(output_path, "w", encoding="utf-8") as f:
-        for doc in iter_stdlib_documents(stdlib_dir):
-            block = "\n".join(doc) + "\n\n"
-            f.write(block)
-            written += len(block.encode("utf-8"))
-            docs += 1
-            sentences += len(doc)
-            if max_bytes is not None and written >= max_bytes:
-                break
+    blocks = []
+    for doc in iter_stdlib_documents(stdlib_dir):
+        block = "\n".join(doc) + "\n\n"
+        blocks.append(block)
+        written += len(block.encode("utf-8"))
+        docs += 1
+        sentences += len(doc)
+        if max_bytes is not None and written >= max_bytes:
+            break
     if written < min_bytes:
         raise DataPrepError(f"The standard library under {stdlib_dir or 'the default path'} "
                             f"gave only {written} bytes of docstrings, less than --min_bytes="
                             f"{min_bytes}; lower --min_bytes.")
+    fileio.makedirs(os.path.dirname(os.path.abspath(output_path)))
+    fileio.write_atomically(output_path, "".join(blocks).encode("utf-8"))
     return {"path": output_path, "bytes": written, "documents": docs, "sentences": sentences}

@@ -17,6 +17,7 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 from absl import logging
 
+from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.models.saving import restore_weights
 
 
@@ -50,6 +51,8 @@ class CheckpointKeeper:
         self.global_step = global_step
         self.is_chief = is_chief
         directory = model_dir if is_chief else os.path.join(model_dir, f".worker_{worker_id}_tmp")
+        if is_chief:
+            repair_state_file(model_dir)
         self.manager = tf.train.CheckpointManager(self.checkpoint, directory,
                                                   max_to_keep=max_to_keep, checkpoint_name="ckpt")
         # Restoring reads the chief's checkpoints on every worker.
@@ -127,6 +130,36 @@ class CheckpointKeeper:
         logging.error("%s; trying the previous one.", message)
         print(f"[checkpoint] WARNING: {message}; trying the previous one.", flush=True)
         return message
+
+
+def repair_state_file(model_dir: str) -> bool:
+    """Rewrites the `checkpoint` state file (relative names, oldest first) from the checkpoint
+    files in `model_dir` when it cannot be parsed (overwritten, cut short) or does not name
+    the newest complete checkpoint (a run killed between writing ckpt-N.index, which is
+    written last, and updating it); returns whether it did. The files are what counts: the
+    state file only lists them, and every reader (export, fine-tuning's --init_checkpoint)
+    then finds the newest."""
+    path = os.path.join(model_dir, "checkpoint")
+    prefixes = list(reversed(run_dir.checkpoint_prefixes(model_dir)))
+    if not prefixes:
+        return False
+    names = [os.path.basename(p) for p in prefixes]
+    try:
+        state = tf.train.get_checkpoint_state(model_dir)
+        named = os.path.basename(state.model_checkpoint_path) if state else None
+        if named == names[-1]:
+            return False
+        reason = (f"it names {named}, but {names[-1]} is complete" if named else
+                  "it names no checkpoint")
+    except Exception as e:  # noqa: BLE001 - a damaged text proto raises parse or decode errors
+        reason = f"it is damaged ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
+    text = f'model_checkpoint_path: "{names[-1]}"\n' + "".join(
+        f'all_model_checkpoint_paths: "{name}"\n' for name in names)
+    fileio.write_atomically(path, text.encode())
+    message = f"{path}: {reason}; rewrote it from the checkpoint files ({', '.join(names)})."
+    logging.warning(message)
+    print(f"[checkpoint] note: {message}", flush=True)
+    return True
 
 
 def _is_corruption(error: Exception) -> bool:

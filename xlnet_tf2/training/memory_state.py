@@ -129,8 +129,16 @@ class MemoryState(tf.Module):
         values = [np.zeros(v.shape, v.dtype.as_numpy_dtype) for v in self.layers]
         found = set()
         for prefix in prefixes:
-            reader = tf.train.load_checkpoint(prefix)
-            saved = reader.get_tensor(_SLOTS_KEY)
+            try:
+                reader = tf.train.load_checkpoint(prefix)
+                saved = reader.get_tensor(_SLOTS_KEY)
+                stored_layers = [reader.get_tensor(_layer_key(i)) for i in range(len(values))]
+            except (tf.errors.OpError, ValueError, IndexError) as e:
+                raise MemoryStateError(
+                    f"The memory file {prefix} (of checkpoint step {step}) is damaged "
+                    f"({type(e).__name__}: {' '.join(str(e).split())[:200]}). Restore it from a "
+                    "backup, or delete its files to resume with the memory starting from "
+                    "zero.") from None
             rows = [(j, wanted[int(s)]) for j, s in enumerate(saved)
                     if int(s) in wanted and int(s) not in found]
             if not rows:
@@ -138,7 +146,7 @@ class MemoryState(tf.Module):
             source = np.asarray([j for j, _ in rows])
             target = np.asarray([i for _, i in rows])
             for i, value in enumerate(values):
-                stored = reader.get_tensor(_layer_key(i))
+                stored = stored_layers[i]
                 if stored.shape[1:] != value.shape[1:]:
                     raise MemoryStateError(
                         f"{prefix} holds memory of shape {stored.shape[1:]} per row, this run "

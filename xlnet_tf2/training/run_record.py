@@ -117,27 +117,46 @@ def check_resume(config_cls: Type, config, derived: Mapping[str, Any], model_dir
 
 
 def write_run_config(model_dir: str, config, derived: Mapping[str, Any]) -> None:
+    """Records the settings; --model_dir as "." (the directory itself: a run directory never
+    names itself by path, so it can be copied or moved)."""
+    settings = config_flags.to_dict(config)
+    for section in [settings] + [v for v in settings.values() if isinstance(v, dict)]:
+        if "model_dir" in section:
+            section["model_dir"] = "."
     fileio.write_json_atomically(os.path.join(model_dir, RUN_CONFIG_FILE),
-                      {"settings": config_flags.to_dict(config), "derived": dict(derived)})
+                                 {"settings": settings, "derived": dict(derived)})
 
 
 def start_attempt(model_dir: str, *, start_step: int, restored_from: Optional[str],
                   changed: List[ChangedSetting]) -> int:
     """Appends this attempt to attempts.jsonl; returns its number (1 for the first)."""
     path = os.path.join(model_dir, ATTEMPTS_FILE)
-    number = 1
+    number, text = 1, ""
     if tf.io.gfile.exists(path):
-        with tf.io.gfile.GFile(path) as f:
-            number = sum(1 for line in f if line.strip()) + 1
+        with tf.io.gfile.GFile(path, "rb") as f:
+            text = f.read().decode("utf-8", errors="replace")
+        # Every line that was written whole counts (a line cut short by a kill does too: it
+        # was an attempt); numbers continue after the largest one recorded.
+        numbers = [_attempt_number(line) for line in text.splitlines() if line.strip()]
+        number = max([n for n in numbers if n] + [len(numbers)]) + 1
     entry = {"attempt": number, "start_step": start_step, "restored_from": restored_from,
              "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
              "changed_settings": {c.name: {"was": c.old, "now": c.new} for c in changed}}
     with tf.io.gfile.GFile(path, "a") as f:
-        f.write(json.dumps(entry) + "\n")
+        # A line cut short by a kill is ended first, so this entry is a line of its own.
+        f.write(("\n" if text and not text.endswith("\n") else "") + json.dumps(entry) + "\n")
     for c in changed:
         logging.warning("Resuming with a changed setting: %s.", c.describe())
         print(f"[resume] note: {c.describe()}", flush=True)
     return number
+
+
+def _attempt_number(line: str) -> Optional[int]:
+    try:
+        value = json.loads(line).get("attempt")
+    except (json.JSONDecodeError, AttributeError):
+        return None
+    return value if isinstance(value, int) else None
 
 
 def prune_steps_log(model_dir: str, start_step: int) -> int:

@@ -48,6 +48,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
 from xlnet_tf2.training import checkpointing, determinism, distribution, run_record
@@ -91,6 +93,9 @@ class Trainer:
                  strategy: Optional[tf.distribute.Strategy] = None):
         self.task = task
         loop = self.loop_config = loop_config or task.config.loop
+        if fileio.exists(loop.model_dir) and not fileio.isdir(loop.model_dir):
+            raise RunConfigError(f"--model_dir={loop.model_dir!r} is a file; pass a directory "
+                                 "(new, or one holding this run's checkpoints).")
         self.optimizer_config = task.config.optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
@@ -308,8 +313,7 @@ class Trainer:
         resume, run_config.json (a resumed run keeps the one it was started with)."""
         model_dir = self.loop_config.model_dir
         for name, text in self.task.run_files(self.model).items():
-            with tf.io.gfile.GFile(os.path.join(model_dir, name), "w") as f:
-                f.write(text)
+            fileio.write_atomically(os.path.join(model_dir, name), text.encode())
         record_path = os.path.join(model_dir, run_record.RUN_CONFIG_FILE)
         rs = self.task.run_settings()
         if rs is not None and (not resumed or not tf.io.gfile.exists(record_path)):
@@ -341,8 +345,11 @@ class Trainer:
         tf.io.gfile.makedirs(cfg.model_dir)
         if self.is_chief:
             self._write_run_files(resumed)
+            # Relative to model_dir when it is one of the run's own checkpoints (relocatable).
             self.attempt = run_record.start_attempt(
-                cfg.model_dir, start_step=start_step, restored_from=restored,
+                cfg.model_dir, start_step=start_step,
+                restored_from=run_dir.relative_to(cfg.model_dir, restored) if resumed
+                else restored,
                 changed=self._changed_settings)
             run_record.prune_steps_log(cfg.model_dir, start_step)
         self.task.on_train_begin(self)
