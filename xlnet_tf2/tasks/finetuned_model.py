@@ -8,23 +8,18 @@ xlnet_config.json, spiece.model and the checkpoints.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
-import keras
 import tensorflow as tf
 
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
-from xlnet_tf2.models.saving import restore_task_weights, restore_weights
+from xlnet_tf2.models.saving import build_task_model, restore_task_weights, restore_weights
 from xlnet_tf2.models.sequence_classifier import SequenceClassifier
-from xlnet_tf2.models.squad_model import SquadModel
 from xlnet_tf2.tasks.task_spec import TaskSpec
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
-
-BEST_DIR = run_dir.BEST_DIR
-BEST_EVAL_FILE = run_dir.BEST_EVAL_FILE
 
 
 def default_seq_len(model_dir: str) -> int:
@@ -44,7 +39,8 @@ def default_seq_len(model_dir: str) -> int:
 
 
 def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
-    """(model, spec, spm_model path) of a fine-tuned model_dir, or for task "features" of any
+    """(model, spec, spm_model path) of a fine-tuned model_dir (its `checkpoint`: "best" or
+    "latest", read only from inside model_dir by saving.restore_task_weights), or for task "features" of any
     directory holding an xlnet_config.json, spiece.model and a backbone checkpoint (converted
     release, pretraining run or fine-tuning run)."""
     # Inference settings: the architecture of the directory, no dropout, no memory, no
@@ -62,27 +58,10 @@ def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
         restore_weights(model.transformer, model_dir, source="--model_dir")
         return model, spec, spm_model
     spec = TaskSpec.read(model_dir)
-    expected = {"classification": "classification", "regression": "regression",
-                "race": "race", "squad": "squad"}[task]
-    if spec.task != expected:
+    if spec.task != task:
         raise RunConfigError(f"--task={task} but {model_dir}/task.json says {spec.task!r}; "
                              f"pass --task={spec.task} (or --task=features).")
-    if task in ("classification", "regression"):
-        model = SequenceClassifier(
-            config, 1 if task == "regression" else len(spec.label_list), spec.summary_type,
-            head_dropout=0.0)
-    elif task == "squad":
-        model = SquadModel(config, spec.n_best_size, spec.n_best_size, head_dropout=0.0)
-    else:
-        model = MultipleChoiceModel(config, spec.num_choices, spec.summary_type,
-                                    head_dropout=0.0)
-    model(model.dummy_inputs(spec.seq_len))
-    restore_for_inference(model, model_dir, checkpoint)
+    model = build_task_model(config, dataclasses.asdict(spec), head_dropout=0.0)
+    restore_task_weights(model, model_dir, checkpoint)
     return model, spec, spm_model
 
-
-def restore_for_inference(model: keras.Model, model_dir: str, which: str = "best") -> str:
-    """Loads a fine-tuned model's weights: `best` (best/ckpt-N, falling back to the latest
-    training checkpoint when no evaluation ran) or `latest`; only files inside model_dir are
-    read (saving.task_checkpoint), and damaged ones raise ModelFilesError naming them."""
-    return restore_task_weights(model, model_dir, which)

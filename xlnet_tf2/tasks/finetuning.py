@@ -40,7 +40,6 @@ from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models.saving import restore_weights
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
-from xlnet_tf2.tasks.finetuned_model import BEST_DIR, BEST_EVAL_FILE
 from xlnet_tf2.tasks.task_spec import TaskSpec
 from xlnet_tf2.training.flops import pretrain_step_flops
 from xlnet_tf2.training.layer_decay import layer_lr_multipliers
@@ -214,9 +213,9 @@ class FinetuneTask(Task):
         if self._is_better(metrics[cfg.best_metric]):
             best = {"step": step, "metric": metrics[cfg.best_metric],
                     "metric_name": cfg.best_metric, **metrics,
-                    "checkpoint": f"{BEST_DIR}/ckpt-{step}"}
+                    "checkpoint": f"{run_dir.BEST_DIR}/ckpt-{step}"}
             save_best(trainer.model, cfg.model_dir, step)
-            fileio.write_json_atomically(os.path.join(cfg.model_dir, BEST_EVAL_FILE), best)
+            fileio.write_json_atomically(os.path.join(cfg.model_dir, run_dir.BEST_EVAL_FILE), best)
             self.best = best
         return record
 
@@ -233,7 +232,7 @@ class FinetuneTask(Task):
 def read_best(model_dir: str) -> Optional[dict]:
     """best_eval.json of a run (None if there is none); a damaged one raises ModelFilesError
     naming it."""
-    path = os.path.join(model_dir, BEST_EVAL_FILE)
+    path = os.path.join(model_dir, run_dir.BEST_EVAL_FILE)
     if not fileio.exists(path):
         return None
     fix = "Restore it, or delete it and best/ to keep the best from the next evaluation on."
@@ -251,7 +250,7 @@ def relocatable_best(model_dir: str, best: dict) -> dict:
     if prefix is None:
         return best
     relative = run_dir.relative_to(model_dir, prefix)
-    best_dir = os.path.join(model_dir, BEST_DIR)
+    best_dir = os.path.join(model_dir, run_dir.BEST_DIR)
     if not fileio.exists(os.path.join(best_dir, run_dir.CHECKPOINT_STATE)):
         name = os.path.basename(prefix)
         fileio.write_atomically(os.path.join(best_dir, run_dir.CHECKPOINT_STATE),
@@ -259,7 +258,7 @@ def relocatable_best(model_dir: str, best: dict) -> dict:
                                 f'all_model_checkpoint_paths: "{name}"\n'.encode())
     if best.get("checkpoint") != relative:
         best = {**best, "checkpoint": relative}
-        fileio.write_json_atomically(os.path.join(model_dir, BEST_EVAL_FILE), best)
+        fileio.write_json_atomically(os.path.join(model_dir, run_dir.BEST_EVAL_FILE), best)
     return best
 
 
@@ -268,7 +267,7 @@ def save_best(model: keras.Model, model_dir: str, step: int) -> str:
     files first, then its `checkpoint` state file (relative name), then the older best's
     files are deleted, so a kill at any moment leaves a best/ whose state file names complete
     files. Returns the prefix."""
-    best_dir = os.path.join(model_dir, BEST_DIR)
+    best_dir = os.path.join(model_dir, run_dir.BEST_DIR)
     try:
         manager = tf.train.CheckpointManager(tf.train.Checkpoint(model=model), best_dir,
                                              max_to_keep=1, checkpoint_name="ckpt")
