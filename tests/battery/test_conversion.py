@@ -9,8 +9,9 @@ import os
 
 import pytest
 
-from fixtures.battery import (Case, bitflip, clear, command, copy, edit_json, faults, killed,
-                              move, on_small_disk, put, remove, run_case, spawn, truncate, works)
+from fixtures.battery import (Case, bitflip, both, clear, command, copy, edit_json, faults, killed,
+                              move, on_small_disk, put, remove, run_case, says, spawn, truncate,
+                              works)
 from fixtures.battery_artefacts import artefact
 
 CONVERT = "experiments/convert_checkpoint.py"
@@ -51,17 +52,6 @@ def loads(directory: str, hf: bool = False):
     return check
 
 
-def says(text: str, stream: str = "stderr"):
-    def check(ws, result):
-        assert ws.fmt(text) in getattr(result, stream), getattr(result, stream)[-3000:]
-    return check
-
-
-def both(*checks):
-    def check(ws, result):
-        for c in checks:
-            c(ws, result)
-    return check
 
 
 CKPT = "{original}/xlnet_model.ckpt"
@@ -89,7 +79,8 @@ CASES = [
     Case("convert/to-huggingface-into-a-training-run", to_huggingface(output="{pretrain}"),
          clear("{pretrain}", "training run")),
     Case("convert/killed-before-swap-then-rerun", original("--overwrite", output="{converted}"),
-         works(both(loads("{converted}"), says("an incomplete conversion left by a killed run"))),
+         works(both(loads("{converted}"),
+              says("an incomplete conversion left by a killed run", "stderr"))),
          killed(original("--overwrite", output="{converted}", runner=spawn,
                          kill_at="xlnet_tf2.fileio|replace_directory|1|")),
          changes=("converted/*", ".converted.tmp-*")),

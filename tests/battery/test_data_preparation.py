@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from fixtures.battery import (Case, bitflip, clear, command, faults, killed, on_small_disk,
-                              put, read_only, run_case, spawn, truncate, works)
+from fixtures.battery import (Case, bitflip, both, clear, command, faults, killed, on_small_disk,
+                              put, read_only, run_case, says, spawn, truncate, works)
 from fixtures.battery_artefacts import LOCAL_BEAM, artefact
 
 PREP = "data_prep/create_tfrecords.py"
@@ -55,17 +55,6 @@ def prepared(directory: str, num_streams: int = 4, eval_split: bool = False):
     return check
 
 
-def says(text: str, stream: str = "stderr"):
-    def check(ws, result):
-        assert ws.fmt(text) in getattr(result, stream), getattr(result, stream)[-3000:]
-    return check
-
-
-def both(*checks):
-    def check(ws, result):
-        for c in checks:
-            c(ws, result)
-    return check
 
 
 def same_as_artefact(name: str):
@@ -171,22 +160,25 @@ CASES = [
     Case("prep/killed-writing-records-then-rerun",
          prep("--overwrite", "--num_streams=2", output="{data}"),
          works(both(prepared("{data}", num_streams=2),
-                    says("an incomplete preparation left by a killed run"))),
+                    says("an incomplete preparation left by a killed run", "stderr"))),
          killed(killed_prep("--overwrite", "--num_streams=2",
                             kill_at="xlnet_tf2.data.records|TFRecordFileWriter.commit|1|")),
          changes=("data/*", ".data.prep-*")),
     Case("prep/killed-before-swap-then-rerun", prep("--overwrite", output="{data}"),
-         works(both(prepared("{data}"), says("an incomplete preparation left by a killed run"))),
+         works(both(prepared("{data}"),
+              says("an incomplete preparation left by a killed run", "stderr"))),
          killed(killed_prep("--overwrite", kill_at="xlnet_tf2.fileio|replace_directory|1|")),
          changes=("data/*", ".data.prep-*")),
     Case("prep/killed-between-renames-then-rerun", prep(output="{data}"),
          clear("{data}", "already holds prepared data", check=both(
-             same_as_artefact("data"), says("the previous prepared data of {data} moved aside"),
-             says("an incomplete preparation left by a killed run"))),
+             same_as_artefact("data"),
+                  says("the previous prepared data of {data} moved aside", "stderr"),
+             says("an incomplete preparation left by a killed run", "stderr"))),
          killed(killed_prep("--overwrite", kill_at="os|rename|1|.data.prep-"), protect=()),
          changes=("data/*", ".data.*")),
     Case("prep/killed-fresh-output-then-rerun", prep(output="{ws}/new"),
-         works(both(prepared("{ws}/new"), says("an incomplete preparation left by a killed run"))),
+         works(both(prepared("{ws}/new"),
+              says("an incomplete preparation left by a killed run", "stderr"))),
          killed(killed_prep(output="{ws}/new",
                             kill_at="xlnet_tf2.data.records|TFRecordFileWriter.commit|2|")),
          changes=("new/*", ".new.prep-*")),

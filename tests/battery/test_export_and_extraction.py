@@ -10,8 +10,8 @@ import os
 import numpy as np
 import pytest
 
-from fixtures.battery import (Case, bitflip, clear, command, copy, edit_json, faults, killed,
-                              move, on_small_disk, put, remove, run_case, run_first, spawn,
+from fixtures.battery import (Case, bitflip, both, clear, command, copy, edit_json, faults, killed,
+                              move, on_small_disk, put, remove, run_case, run_first, says, spawn,
                               truncate, works)
 from fixtures.battery_artefacts import artefact
 
@@ -79,17 +79,6 @@ def features(path: str, reference: str = None):
     return check
 
 
-def says(text: str, stream: str = "stdout"):
-    def check(ws, result):
-        assert ws.fmt(text) in getattr(result, stream), getattr(result, stream)[-3000:]
-    return check
-
-
-def both(*checks):
-    def check(ws, result):
-        for c in checks:
-            c(ws, result)
-    return check
 
 
 CASES = [

@@ -9,9 +9,8 @@ import os
 
 import pytest
 
-from fixtures.battery import (Case, bitflip, clear, command, copy, edit_json, faults, killed,
-                              move, on_small_disk, put, remove, run_case, spawn,
-                              stopped, truncate, works)
+from fixtures.battery import (Case, bitflip, clear, command, copy, edit_json, faults, killed, move,
+                              on_small_disk, put, remove, run_case, spawn, stopped, truncate, works)
 from fixtures.battery_artefacts import (CLASSIFIER_FLAGS, RACE_FLAGS, SQUAD_FLAGS, artefact)
 
 CLASSIFIER, SQUAD, RACE = ("experiments/run_classifier.py", "experiments/run_squad.py",
@@ -112,17 +111,6 @@ def predicted(directory: str):
     return check
 
 
-def both(*checks):
-    def check(ws, result):
-        for c in checks:
-            c(ws, result)
-    return check
-
-
-def says(text: str, stream: str = "stdout"):
-    def check(ws, result):
-        assert ws.fmt(text) in getattr(result, stream), getattr(result, stream)[-3000:]
-    return check
 
 
 CASES = [

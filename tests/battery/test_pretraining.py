@@ -9,9 +9,9 @@ import re
 
 import pytest
 
-from fixtures.battery import (Case, bitflip, clear, command, copy, each, edit_json, faults, killed,
-                              move, on_small_disk, put, read_only, remove, run_case, run_first, spawn,
-                              stopped, truncate, works)
+from fixtures.battery import (Case, bitflip, both, clear, command, copy, each, edit_json, faults,
+                              killed, move, on_small_disk, put, read_only, remove, run_case,
+                              run_first, says, spawn, stopped, truncate, works)
 from fixtures.battery_artefacts import PRETRAIN_FLAGS, artefact
 
 PRETRAIN = "experiments/run_pretrain.py"
@@ -58,17 +58,6 @@ def same_loss_as_in_place(model_dir: str):
     return check
 
 
-def both(*checks):
-    def check(ws, result):
-        for c in checks:
-            c(ws, result)
-    return check
-
-
-def says(text: str, stream: str = "stdout"):
-    def check(ws, result):
-        assert ws.fmt(text) in getattr(result, stream), getattr(result, stream)[-3000:]
-    return check
 
 
 CASES = [
