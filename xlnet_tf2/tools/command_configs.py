@@ -5,6 +5,8 @@ help, defaults and checks are written here once.
     DataBenchmarkConfig       data_prep/benchmark_data.py
     ScaleReportConfig         experiments/scale_report.py (the pod of xlnet_tf2/tools/scale_costs.py)
     BenchmarkConfig           experiments/benchmark.py
+    LoopWorkerConfig          experiments/benchmark_loop_worker.py (one contender of the loop
+                              workload, started by benchmark.py)
     BaseStepBenchmarkConfig   experiments/benchmark_base_step.py
     GenerationBenchmarkConfig experiments/benchmark_generation.py
 
@@ -19,7 +21,8 @@ from typing import Optional, Tuple
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
                                     check_positive, setting, setting_like)
 
-WORKLOADS = ("pretrain", "inference", "scaling", "data")
+WORKLOADS = ("pretrain", "inference", "scaling", "data", "loop")
+LOOP_ROLES = ("real", "bare", "huggingface")
 
 
 def _check_reuse_len(config) -> None:
@@ -117,7 +120,9 @@ class BenchmarkConfig:
         "training step), inference (content-stream features at batch 1 and "
         "--inference_batch_size), scaling (the training step at sequence lengths 128, 256, "
         "512 and several memory lengths), data (data preparation and input-pipeline "
-        "throughput).")
+        "throughput), loop (the real pretraining loop of run_pretrain.py on prepared TFRecords "
+        "against the bare step and a HuggingFace PyTorch loop, each in a process of its own; "
+        "slow: a few minutes per round).")
     n_layer: int = setting(4, "Number of layers of the benchmarked model.")
     d_model: int = setting(256, "Width of the benchmarked model's hidden states.")
     n_head: int = setting(4, "Number of attention heads of every layer.")
@@ -160,6 +165,26 @@ class BenchmarkConfig:
     data_word_cache: bool = setting(
         True, "Prepare with the word cache (the default of create_tfrecords.py); "
         "--nodata_word_cache for line mode.")
+    loop_vocab_size: int = setting(
+        16000, "Vocabulary of the loop workload on every side: the SentencePiece model trained "
+        "on its corpus has this many pieces, and the models' LM heads as many rows.")
+    loop_steps: int = setting(
+        100, "Training steps of every contender of the loop workload (the first loop of "
+        "--loop_steps_per_loop steps, with compilation, is not timed).")
+    loop_steps_per_loop: int = setting(
+        20, "Steps per loop of the loop workload: the real loop's --steps_per_loop; the bare "
+        "step and the HuggingFace loop are timed over as many steps at a time.")
+    loop_repeats: int = setting(
+        3, "Rounds of the loop workload: each round runs every contender once, in a rotating "
+        "order, each in a fresh process.")
+    loop_corpus_bytes: int = setting(
+        4_000_000, "Size in bytes of the loop workload's docstring corpus (standard library, "
+        "then installed packages); it must hold enough text for a --loop_vocab_size "
+        "SentencePiece model.")
+    loop_workdir: Optional[str] = setting(
+        None, "Directory for the loop workload's corpus, SentencePiece model, prepared "
+        "TFRecords and runs, kept and reused by a later run with the same data settings "
+        "(default: a temporary directory, deleted at the end).")
 
     def __post_init__(self):
         unknown = sorted(set(self.workloads) - set(WORKLOADS))
@@ -170,10 +195,36 @@ class BenchmarkConfig:
                        "batch_size", "seq_len", "reuse_len", "num_predict",
                        "inference_batch_size", "inference_seq_len", "inference_vocab_size",
                        "repeats", "threads", "data_seq_len", "data_corpus_bytes",
-                       "data_corpus_repeats")
+                       "data_corpus_repeats", "loop_vocab_size", "loop_steps",
+                       "loop_steps_per_loop", "loop_repeats", "loop_corpus_bytes")
         check_non_negative(self, "mem_len", "warmup")
         _check_reuse_len(self)
         _check_workers(self.data_workers, "data_workers")
+        if self.loop_steps < 2 * self.loop_steps_per_loop:
+            raise RunConfigError(
+                f"--loop_steps={self.loop_steps} must be at least twice --loop_steps_per_loop="
+                f"{self.loop_steps_per_loop}: the first loop (compilation) is not timed.")
+        if self.bi_data and self.batch_size % 2:
+            raise RunConfigError(f"--batch_size={self.batch_size} must be even with --bi_data "
+                                 "(forward and backward halves).")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopWorkerConfig:
+    """One contender of benchmark.py's loop workload, in a process of its own."""
+
+    role: str = setting(
+        None, "Which contender to run: real (run_pretrain.py's loop), bare (the bare "
+        "jit-compiled step) or huggingface (a HuggingFace PyTorch loop).", choices=LOOP_ROLES,
+        required=True)
+    spec: str = setting(
+        None, "The spec.json that benchmark.py wrote: the shape, the run and the directory "
+        "of the prepared data.", required=True)
+    output: str = setting(None, "The JSON file to write the contender's timings to.",
+                          required=True)
+
+    def __post_init__(self):
+        check_declared(self)
 
 
 @dataclasses.dataclass(frozen=True)
