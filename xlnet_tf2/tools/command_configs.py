@@ -9,6 +9,7 @@ help, defaults and checks are written here once.
                               workload, started by benchmark.py)
     BaseStepBenchmarkConfig   experiments/benchmark_base_step.py
     GenerationBenchmarkConfig experiments/benchmark_generation.py
+    AcceleratorCheckConfig    experiments/accelerator_check.py
 
 Importing this module does not import TensorFlow (`--help` stays fast).
 """
@@ -18,8 +19,16 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple
 
-from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
-                                    check_positive, setting, setting_like)
+from xlnet_tf2.config_flags import (
+    RunConfigError,
+    check_declared,
+    check_non_negative,
+    check_positive,
+    section,
+    setting,
+    setting_like,
+)
+from xlnet_tf2.training.run_config import PRECISIONS, DistributionConfig
 
 WORKLOADS = ("pretrain", "inference", "scaling", "data", "loop")
 LOOP_ROLES = ("real", "bare", "huggingface")
@@ -284,3 +293,63 @@ class GenerationBenchmarkConfig:
         if self.d_model % self.n_head:
             raise RunConfigError(f"--d_model={self.d_model} must be divisible by "
                                  f"--n_head={self.n_head}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class AcceleratorCheckConfig:
+    """The first run on a GPU or TPU: the real pretraining path at XLNet-Base's shape under
+    --precision with XLA, its first-step loss checked against float32, then timed."""
+
+    model_config: str = setting_like(BaseStepBenchmarkConfig, "model_config")
+    batch_size: int = setting(
+        16, "Global batch of the run (half forward, half backward: bi_data, as pretraining).")
+    seq_len: int = setting_like(BaseStepBenchmarkConfig, "seq_len")
+    reuse_len: int = setting_like(BaseStepBenchmarkConfig, "reuse_len")
+    mem_len: int = setting_like(BaseStepBenchmarkConfig, "mem_len")
+    num_predict: int = setting_like(BaseStepBenchmarkConfig, "num_predict")
+    steps: int = setting(
+        300, "Training steps of the timed run (the first loop, with compilation, is not "
+        "timed).")
+    steps_per_loop: int = setting(
+        50, "Steps per loop (run_pretrain.py's --steps_per_loop); --steps must hold at least "
+        "two loops.")
+    precision: str = setting(
+        "mixed_bfloat16", "Precision of the timed run; its first-step loss is checked against "
+        "a float32 run from the same weights on the same batch.", choices=PRECISIONS[1:])
+    loss_tolerance: float = setting(
+        0.01, "Largest accepted |first-step loss (--precision) - first-step loss (float32)| "
+        "relative to the float32 loss (xlnet_tf2/tools/accelerator_check.py says why 1%).")
+    vocab_size: int = setting(
+        32000, "Pieces of the SentencePiece model trained on the docstring corpus (Base's "
+        "vocabulary size).")
+    corpus_bytes: int = setting(
+        8_000_000, "Size in bytes of the docstring corpus the data is prepared from; it must "
+        "hold enough text for a --vocab_size SentencePiece model.")
+    seed: int = setting(0, "Seed of the initial weights, dropout and data order.")
+    workdir: Optional[str] = setting(
+        None, "Directory for the prepared data, the initial checkpoint and both runs, kept "
+        "and its data reused by a later run with the same settings (default: a temporary "
+        "directory, deleted at the end).")
+    cpu_dry_run: bool = setting(
+        False, "Run everything on the CPU at a tiny shape (2 layers, width 64, batch 4, seq "
+        "32, 6 steps; the shape flags are ignored): tests this command where no accelerator "
+        "is.")
+    output_json: Optional[str] = setting(None, "Optional path to write the report as JSON.")
+    distribution: DistributionConfig = section(DistributionConfig)
+
+    def __post_init__(self):
+        check_declared(self)
+        check_positive(self, "batch_size", "seq_len", "reuse_len", "num_predict", "steps",
+                       "steps_per_loop", "vocab_size", "corpus_bytes")
+        check_non_negative(self, "mem_len", "seed")
+        _check_reuse_len(self)
+        if self.batch_size % 2:
+            raise RunConfigError(f"--batch_size={self.batch_size} must be even (bi_data: "
+                                 "forward and backward halves).")
+        if self.steps < 2 * self.steps_per_loop:
+            raise RunConfigError(
+                f"--steps={self.steps} must be at least twice --steps_per_loop="
+                f"{self.steps_per_loop}: the first loop (compilation) is not timed.")
+        if not 0 < self.loss_tolerance < 1:
+            raise RunConfigError(f"--loss_tolerance must be in (0, 1), got "
+                                 f"{self.loss_tolerance}.")

@@ -1,12 +1,12 @@
 """The TensorFlow side of the loop benchmark (tools/loop_benchmark.py): the data every
 contender reads, the real pretraining loop and the bare step.
 
-`prepare_loop_data` builds what a user would: a docstring corpus (standard library, then
-installed packages), a SentencePiece model of the benchmark's vocabulary trained on it, and the
-corpus prepared by data_prep/create_tfrecords.py's library function at the benchmark's shape
-(num_streams = the streams one step reads). It also writes the first `steps` batches of the
-training pipeline with their dense masks (masks.dense_features) to an .npz for the HuggingFace
-loop, so both frameworks train on the same examples.
+`prepare_loop_data` builds what a user would (tools/docstring_data.py: a docstring corpus, a
+SentencePiece model of the benchmark's vocabulary trained on it, and the corpus prepared by
+data_prep/create_tfrecords.py's library function at the benchmark's shape, num_streams = the
+streams one step reads). It also writes the first `steps` batches of the training pipeline
+with their dense masks (masks.dense_features) to an .npz for the HuggingFace loop, so both
+frameworks train on the same examples.
 """
 
 from __future__ import annotations
@@ -23,16 +23,14 @@ import tensorflow as tf
 from xlnet_tf2.data.masks import dense_features
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data.pretrain_dataset import PretrainData
-from xlnet_tf2.prep.beam_pipeline import create_tfrecords
 from xlnet_tf2.tasks.pretraining import run_pretraining
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-from xlnet_tf2.tokenizers.sentencepiece_tokenizer import train_sentencepiece
 from xlnet_tf2.tools.benchmarking import Workload, make_batch, tf_pretrain_step
-from xlnet_tf2.tools.data_throughput import build_corpus
+from xlnet_tf2.tools.docstring_data import prepare_docstring_data
 from xlnet_tf2.tools.loop_benchmark import LoopSpec, contender_result, time_loops
 from xlnet_tf2.training.distribution import strategy_of
 
-PREPARED_FILE = "prepared.json"  # what the scratch directory was prepared for (reuse check)
+DENSE_BATCHES_FILE = "dense_batches.json"  # what dense_batches.npz was exported for (reuse)
 
 
 def data_params(spec: LoopSpec) -> DataParams:
@@ -46,45 +44,27 @@ def data_params(spec: LoopSpec) -> DataParams:
 
 
 def prepare_loop_data(spec: LoopSpec, corpus_bytes: int) -> dict:
-    """Corpus, SentencePiece model, prepared TFRecords, model config and dense batches in
-    `spec.workdir`; reused when that directory was prepared for the same data settings.
-    Returns what was built and how long each part took."""
-    os.makedirs(spec.workdir, exist_ok=True)
-    key = {"corpus_bytes": corpus_bytes, "vocab_size": spec.vocab_size,
-           "params": data_params(spec).to_dict(), "steps": spec.steps,
-           "batch_size": spec.batch_size}
-    record = os.path.join(spec.workdir, PREPARED_FILE)
-    if os.path.exists(record) and os.path.exists(spec.dense_batches_path):
-        with open(record) as f:
-            prepared = json.load(f)
-        if prepared.get("key") == key:
-            _write_model_config(spec)
-            return dict(prepared, reused=True)
-    timings = {}
-    start = time.perf_counter()
-    corpus = os.path.join(spec.workdir, "corpus.txt")
-    stats = build_corpus(corpus, corpus_bytes)
-    timings["corpus_s"] = time.perf_counter() - start
-    start = time.perf_counter()
-    spm = train_sentencepiece([corpus], vocab_size=spec.vocab_size,
-                              model_prefix=os.path.join(spec.workdir, "spiece"))
-    timings["sentencepiece_s"] = time.perf_counter() - start
-    shutil.rmtree(spec.data_dir, ignore_errors=True)
-    manifest = create_tfrecords(params=data_params(spec), output_dir=spec.data_dir,
-                                spm_model=spm, input_patterns=[corpus],
-                                beam_args=["--direct_running_mode=in_memory",
-                                           "--direct_num_workers=1"])
-    timings["create_tfrecords_s"] = manifest["_seconds"]
+    """The prepared TFRecords (tools/docstring_data.py, in `spec.workdir`), the model config
+    and the dense batches of the HuggingFace loop; each part is reused when it was built
+    before with the same settings. Returns docstring_data's record plus `dense_batches_s`
+    (None when reused)."""
+    # docstring_data prepares into WORKDIR/data, which is LoopSpec.data_dir.
+    prepared = prepare_docstring_data(spec.workdir, data_params(spec), spec.vocab_size,
+                                      corpus_bytes)
     _write_model_config(spec)
+    key = {"data": prepared["key"], "steps": spec.steps, "batch_size": spec.batch_size}
+    record = os.path.join(spec.workdir, DENSE_BATCHES_FILE)
+    if prepared["reused"] and os.path.exists(record) and os.path.exists(spec.dense_batches_path):
+        with open(record) as f:
+            if json.load(f) == key:
+                return dict(prepared, dense_batches_s=None)
     start = time.perf_counter()
     export_dense_batches(spec)
-    timings["dense_batches_s"] = time.perf_counter() - start
-    prepared = {"key": key, "corpus_bytes": stats["bytes"], "tokens": manifest["total_tokens"],
-                "chunks_per_stream": manifest["chunks_per_stream"], **timings}
+    seconds = time.perf_counter() - start
     with open(record + ".tmp", "w") as f:
-        json.dump(prepared, f, indent=1)
+        json.dump(key, f)
     os.replace(record + ".tmp", record)
-    return dict(prepared, reused=False)
+    return dict(prepared, dense_batches_s=seconds)
 
 
 def _write_model_config(spec: LoopSpec) -> None:
