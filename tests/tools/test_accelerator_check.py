@@ -69,6 +69,8 @@ def _report(**changes):
         "shape": dict(DRY_RUN, model_config="base", batch_size=16, seq_len=512,
                       steps_per_loop=50),
         "first_step_loss_float32": 10.37, "first_step_loss": 10.40,
+        "first_step_grad_norm_float32": 2.0, "first_step_grad_norm": 2.1,
+        "grad_norm_relative_difference": 0.05,
         "relative_difference": 0.03 / 10.37, "loss_tolerance": 0.01, "passed": True,
         "last_loss": 7.25, "steps": 300, "step_ms": 250.0, "tokens_per_s": 32768.0,
         "mfu": 0.41, "peak_flops_per_device": 989e12, "peak_source": "data sheet",
@@ -85,6 +87,8 @@ def test_report_prints_every_field():
     assert ("step 250.0 ms, 32,768 tokens/s, MFU 41.0% of 989.00 TFLOP/s per device "
             "(data sheet)") in text
     assert "3.50 GB in use after the run, peak 41.25 GB (GPU:0)" in text
+    assert ("gradient norm (before clipping): float32 2.00000, mixed_bfloat16 2.10000: "
+            "relative difference 5.000% (reported, not checked)") in text
     failed = format_report(_report(passed=False, relative_difference=0.05))
     assert "relative difference 5.000% (tolerance 1.00%) FAILED" in failed
     assert "device memory: n/a" in format_report(_report(device_memory=None))
@@ -109,6 +113,9 @@ def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_
         abs(report["first_step_loss"] - report["first_step_loss_float32"])
         / report["first_step_loss_float32"])
     assert report["passed"] is True and math.isfinite(report["last_loss"])
+    # Same weights, batch and dropout masks: the gradients agree to bfloat16's precision.
+    assert report["first_step_grad_norm_float32"] > 0
+    assert 0 < report["grad_norm_relative_difference"] < 0.05
     assert report["tokens_per_s"] == pytest.approx(
         DRY_RUN["batch_size"] * DRY_RUN["seq_len"] / (report["step_ms"] / 1000))
     assert 0 < report["mfu"] < 1 and report["device_memory"] is None

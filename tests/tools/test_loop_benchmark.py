@@ -29,6 +29,9 @@ def test_contender_result_leaves_out_the_first_loop_and_counts_the_wall_clock():
     assert result["loop_ms"] == pytest.approx([200.0, 100.0])
     assert result["step_ms"] == pytest.approx(150.0)
     assert result["wall_ms"] == pytest.approx(1000.0 * (110.0 - 109.0) / 4)
+    # 0.1 s of host work between the timed loops, 0.3 s after the last one.
+    assert result["between_loops_s"] == pytest.approx(0.1)
+    assert result["after_loops_s"] == pytest.approx(0.3)
     assert result["first_loop_s"] == 9.0 and result["steps"] == 6 and result["last_loss"] == 1.5
     assert result["peak_rss_mb"] > 0
     with pytest.raises(ValueError, match="at least two loops"):

@@ -21,7 +21,12 @@ In order:
      independent across the B x P targets, largely cancel in the mean loss. 1% is 2.6 u of
      the loss value: above what rounding gives (the CPU dry run's difference is in
      BENCHMARKS.md), far below what a wrong mask, a cast dropping a stream or a missing layer
-     does to the initial loss (whose value is about ln(vocabulary size)).
+     does to the initial loss. It is a coarse check: a fresh model's loss is close to
+     ln(vocabulary size) whatever its weights, so it catches what breaks the numerics (an
+     overflow, a NaN, a stream or a layer dropped) rather than small drifts. The first
+     step's gradient norm, which depends on every weight and mask, is printed beside it for a
+     finer look; it is not checked, as no bfloat16 tolerance for it has been measured on an
+     accelerator yet.
   5. The report: step time (the median over the loops after the first, which compiles),
      tokens/s, MFU against the data-sheet peak of the device at that precision
      (training/device_peak.py; measured matmul throughput for a device it does not know) and
@@ -151,12 +156,15 @@ def run_check(c, dry_run: bool = False) -> dict:
     reference_loss = reference.steps[0]["loss"]
     loss = result.steps[0]["loss"]
     relative = abs(loss - reference_loss) / abs(reference_loss)
+    norms = (reference.steps[0]["grad_norm"], result.steps[0]["grad_norm"])
     return {
         "devices": accelerators() or ["CPU (dry run)"], "replicas": trainer.num_replicas,
         "whole_step_compiled": trainer.whole_step_compiled, "precision": c.precision,
         "prepared": prepared, "shape": shape, "first_step_loss_float32": reference_loss,
         "first_step_loss": loss, "relative_difference": relative,
         "loss_tolerance": c.loss_tolerance, "passed": relative <= c.loss_tolerance,
+        "first_step_grad_norm_float32": norms[0], "first_step_grad_norm": norms[1],
+        "grad_norm_relative_difference": abs(norms[1] - norms[0]) / norms[0],
         "last_loss": result.steps[-1]["loss"], "steps": len(result.steps),
         "step_ms": 1000 * step_s, "tokens_per_s": shape["batch_size"] * shape["seq_len"] / step_s,
         "mfu": flops / step_s / (peak * trainer.num_replicas), "flops_per_step": flops,
@@ -182,6 +190,10 @@ def format_report(r: dict) -> str:
         f"first-step loss: float32 {r['first_step_loss_float32']:.5f}, {r['precision']} "
         f"{r['first_step_loss']:.5f}: relative difference {100 * r['relative_difference']:.3f}% "
         f"(tolerance {100 * r['loss_tolerance']:.2f}%) {verdict}",
+        f"first-step gradient norm (before clipping): float32 "
+        f"{r['first_step_grad_norm_float32']:.5f}, {r['precision']} "
+        f"{r['first_step_grad_norm']:.5f}: relative difference "
+        f"{100 * r['grad_norm_relative_difference']:.3f}% (reported, not checked)",
         f"{r['precision']} + XLA, {r['steps']} steps in loops of {s['steps_per_loop']} (the "
         f"first, {r['first_loop_s']:.1f} s with compilation, not timed): step "
         f"{r['step_ms']:.1f} ms, {r['tokens_per_s']:,.0f} tokens/s, MFU "

@@ -140,9 +140,14 @@ def contender_result(loops: Sequence[dict], finished: float, **extra) -> dict:
                          "is not timed.")
     timed = loops[1:]
     timed_steps = sum(l["steps"] for l in timed)
+    ends = [l["started"] + l["seconds"] for l in timed]
     return {"loop_ms": [1000.0 * l["seconds"] / l["steps"] for l in timed],
             "step_ms": statistics.median(1000.0 * l["seconds"] / l["steps"] for l in timed),
             "wall_ms": 1000.0 * (finished - timed[0]["started"]) / timed_steps,
+            # Where the wall clock goes outside the loops: host work between them (stats to
+            # the host, log lines), and after the last one (final log line, checkpoint).
+            "between_loops_s": sum(l["started"] - end for l, end in zip(timed[1:], ends)),
+            "after_loops_s": finished - ends[-1],
             "first_loop_s": loops[0]["seconds"], "steps": sum(l["steps"] for l in loops),
             "peak_rss_mb": peak_rss_mb(), **extra}
 
@@ -194,7 +199,9 @@ def run_rounds(spec: LoopSpec, roles: Sequence[str], repeats: int,
             result.update(load_before=load_before, load_after=load_average(), round=r)
             results[role] = result
             log(f"round {r + 1}/{repeats} {ROLE_NAMES[role]}: {result['step_ms']:.1f} ms/step "
-                f"in its loops, {result['wall_ms']:.1f} ms/step by the wall clock, peak RSS "
+                f"in its loops, {result['wall_ms']:.1f} ms/step by the wall clock ("
+                f"{result['between_loops_s']:.2f} s between loops, {result['after_loops_s']:.2f}"
+                f" s after them), peak RSS "
                 f"{result['peak_rss_mb']:,.0f} MB; 1-min load {_load_text(result)}")
         rounds.append(results)
     return rounds
