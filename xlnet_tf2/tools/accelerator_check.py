@@ -145,7 +145,7 @@ def run_check(c, dry_run: bool = False) -> dict:
         result = trainer.train()
     finally:  # the Trainer sets the global policy; leave float32 behind
         keras.mixed_precision.set_global_policy("float32")
-    step_s = statistics.median(l["seconds"] / l["steps"] for l in result.loops[1:])
+    step_s = statistics.median(loop["seconds"] / loop["steps"] for loop in result.loops[1:])
     flops = trainer.task.flops_per_step(shape["batch_size"], trainer.num_replicas)
     peak, peak_source = device_peak_flops(c.precision), "data sheet"
     if peak is None:

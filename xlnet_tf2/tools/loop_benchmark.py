@@ -139,16 +139,17 @@ def contender_result(loops: Sequence[dict], finished: float, **extra) -> dict:
         raise ValueError("A contender needs at least two loops: the first one (compilation) "
                          "is not timed.")
     timed = loops[1:]
-    timed_steps = sum(l["steps"] for l in timed)
-    ends = [l["started"] + l["seconds"] for l in timed]
-    return {"loop_ms": [1000.0 * l["seconds"] / l["steps"] for l in timed],
-            "step_ms": statistics.median(1000.0 * l["seconds"] / l["steps"] for l in timed),
+    timed_steps = sum(loop["steps"] for loop in timed)
+    ends = [loop["started"] + loop["seconds"] for loop in timed]
+    loop_ms = [1000.0 * loop["seconds"] / loop["steps"] for loop in timed]
+    return {"loop_ms": loop_ms, "step_ms": statistics.median(loop_ms),
             "wall_ms": 1000.0 * (finished - timed[0]["started"]) / timed_steps,
             # Where the wall clock goes outside the loops: host work between them (stats to
             # the host, log lines), and after the last one (final log line, checkpoint).
-            "between_loops_s": sum(l["started"] - end for l, end in zip(timed[1:], ends)),
+            "between_loops_s": sum(loop["started"] - end
+                                   for loop, end in zip(timed[1:], ends[:-1], strict=True)),
             "after_loops_s": finished - ends[-1],
-            "first_loop_s": loops[0]["seconds"], "steps": sum(l["steps"] for l in loops),
+            "first_loop_s": loops[0]["seconds"], "steps": sum(loop["steps"] for loop in loops),
             "peak_rss_mb": peak_rss_mb(), **extra}
 
 
