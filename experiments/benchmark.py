@@ -1,14 +1,20 @@
 """Side-by-side speed benchmark: xlnet-tf2 against HuggingFace's PyTorch XLNet.
 
-  python experiments/benchmark.py                       # all workloads at the default sizes
+  python experiments/benchmark.py                       # the default workloads and sizes
   python experiments/benchmark.py --workloads=pretrain --seq_len=256 --reuse_len=128
+  python experiments/benchmark.py --workloads=loop --loop_repeats=3
 
 Both implementations get the same config, the same inputs and the same thread count, and are
 timed alternately in this one process so background load affects both alike. Reported: median
 step time after warm-up, tokens/s, the step's extra peak memory, analytic FLOPs per step and
 MFU against this machine's measured float32 matmul peak, and the ratio ours/theirs of
-throughput (> 1 means xlnet-tf2 is faster). The flags are the settings of `BenchmarkConfig`
-(xlnet_tf2/tools/command_configs.py).
+throughput (> 1 means xlnet-tf2 is faster).
+
+The loop workload is the exception: it runs the real pretraining loop of run_pretrain.py on
+TFRecords it prepares, the bare step and a HuggingFace PyTorch loop on the same data, each in a
+process of its own (so each peak RSS is its own), in rotating rounds with the load average
+recorded around every run (xlnet_tf2/tools/loop_benchmark.py). The flags are the settings of
+`BenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
 """
 
 import json
@@ -139,7 +145,52 @@ def _data_report(c, train_rows):
     return result
 
 
+def _loop_report(c, threads):
+    """The real pretraining loop against the bare step and HuggingFace's loop, each in its own
+    process (tools/loop_benchmark.py); returns everything measured, for --output_json."""
+    import dataclasses
+    import shutil
+    import tempfile
+
+    from xlnet_tf2.tools import loop_benchmark
+    from xlnet_tf2.tools.loop_contenders import prepare_loop_data
+    from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
+    from xlnet_tf2.training.flops import pretrain_step_flops
+
+    workdir = c.loop_workdir or tempfile.mkdtemp(prefix="xlnet_loop_benchmark_")
+    spec = loop_benchmark.LoopSpec(
+        n_layer=c.n_layer, d_model=c.d_model, n_head=c.n_head, d_head=c.d_head,
+        d_inner=c.d_inner, vocab_size=c.loop_vocab_size, batch_size=c.batch_size,
+        seq_len=c.seq_len, reuse_len=c.reuse_len, mem_len=c.mem_len, num_predict=c.num_predict,
+        bi_data=c.bi_data, steps=c.loop_steps, steps_per_loop=c.loop_steps_per_loop,
+        workdir=os.path.abspath(workdir), threads=c.threads)
+    try:
+        prepared = prepare_loop_data(spec, c.loop_corpus_bytes)
+        print(f"loop workload data in {workdir}: {prepared['corpus_bytes']:,} bytes of "
+              f"docstrings, {prepared['tokens']:,} tokens, {c.loop_vocab_size}-piece "
+              f"SentencePiece model{' (reused)' if prepared['reused'] else ''}", flush=True)
+        roles = loop_benchmark.ROLES if c.reference else ("real", "bare")
+        worker = [sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                               "benchmark_loop_worker.py")]
+        rounds = loop_benchmark.run_rounds(spec, roles, c.loop_repeats, worker,
+                                           log=lambda line: print(line, flush=True))
+        flops = pretrain_step_flops(spec.xlnet_config(), seq_len=spec.seq_len,
+                                    mem_len=spec.mem_len, num_predict=spec.num_predict,
+                                    global_batch_size=spec.batch_size).train_per_step
+        # The MFU denominator the training loop itself logs with (device_peak.py).
+        peak = device_peak_flops("float32") or measure_matmul_peak()
+        summary = loop_benchmark.summarize(rounds, spec, flops, peak)
+        print(loop_benchmark.format_summary(summary, spec))
+        return {"spec": dataclasses.asdict(spec), "threads": threads, "prepared": prepared,
+                "rounds": rounds, **summary}
+    finally:
+        if not c.loop_workdir:
+            shutil.rmtree(workdir, ignore_errors=True)
+
+
 def _print_table(rows):
+    if not rows:  # e.g. only the loop workload, which prints its own table
+        return
     header = ("| workload | B | L | M | step ms | tokens/s | peak extra MB | GFLOP/step | MFU | "
               "ours/HF |")
     print(header)
@@ -209,12 +260,13 @@ def main(argv):
             rows += _pretrain_rows(c, Workload(
                 batch_size=base.batch_size, seq_len=base.seq_len, mem_len=mem_len,
                 reuse_len=base.reuse_len, num_predict=base.num_predict, bi_data=base.bi_data), peak)
+    loop = _loop_report(c, threads) if "loop" in c.workloads else None
     _print_table(rows)
     data = _data_report(c, rows) if "data" in c.workloads else None
     if c.output_json:
         with open(c.output_json, "w") as f:
-            json.dump({"peak_flops": peak, "threads": threads, "rows": rows, "data": data}, f,
-                      indent=2)
+            json.dump({"peak_flops": peak, "threads": threads, "rows": rows, "data": data,
+                       "loop": loop}, f, indent=2)
 
 
 if __name__ == "__main__":

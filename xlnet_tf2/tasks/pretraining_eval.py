@@ -24,6 +24,7 @@ import tensorflow as tf
 from absl import logging
 
 from xlnet_tf2.data.manifest import MANIFEST_NAME
+from xlnet_tf2.training import distribution
 from xlnet_tf2.training.metrics_logger import write_scalar
 
 EVAL_RESULTS_FILE = "eval_results.jsonl"
@@ -70,7 +71,7 @@ class HeldOutEvaluator:
 
     def evaluate(self, step: int) -> dict:
         """Evaluates the current weights; returns {"step", "loss", "perplexity", "targets"}."""
-        dataset = self.strategy.distribute_datasets_from_function(self.dataset_fn)
+        dataset = distribution.distribute_inputs(self.strategy, self.dataset_fn)
         try:
             ce, count = self._loop(iter(dataset))
         except tf.errors.OutOfRangeError:

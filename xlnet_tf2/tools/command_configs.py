@@ -5,8 +5,11 @@ help, defaults and checks are written here once.
     DataBenchmarkConfig       data_prep/benchmark_data.py
     ScaleReportConfig         experiments/scale_report.py (the pod of xlnet_tf2/tools/scale_costs.py)
     BenchmarkConfig           experiments/benchmark.py
+    LoopWorkerConfig          experiments/benchmark_loop_worker.py (one contender of the loop
+                              workload, started by benchmark.py)
     BaseStepBenchmarkConfig   experiments/benchmark_base_step.py
     GenerationBenchmarkConfig experiments/benchmark_generation.py
+    AcceleratorCheckConfig    experiments/accelerator_check.py
 
 Importing this module does not import TensorFlow (`--help` stays fast).
 """
@@ -17,10 +20,12 @@ import dataclasses
 from typing import Optional, Tuple
 
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
-                                    check_positive, setting, setting_like)
+                                    check_positive, section, setting, setting_like)
 from xlnet_tf2.tools.doc_corpus import SOURCES
+from xlnet_tf2.training.run_config import PRECISIONS, DistributionConfig
 
-WORKLOADS = ("pretrain", "inference", "scaling", "data")
+WORKLOADS = ("pretrain", "inference", "scaling", "data", "loop")
+LOOP_ROLES = ("real", "bare", "huggingface")
 
 
 def _check_reuse_len(config) -> None:
@@ -126,7 +131,9 @@ class BenchmarkConfig:
         "training step), inference (content-stream features at batch 1 and "
         "--inference_batch_size), scaling (the training step at sequence lengths 128, 256, "
         "512 and several memory lengths), data (data preparation and input-pipeline "
-        "throughput).")
+        "throughput), loop (the real pretraining loop of run_pretrain.py on prepared TFRecords "
+        "against the bare step and a HuggingFace PyTorch loop, each in a process of its own; "
+        "slow: a few minutes per round).")
     n_layer: int = setting(4, "Number of layers of the benchmarked model.")
     d_model: int = setting(256, "Width of the benchmarked model's hidden states.")
     n_head: int = setting(4, "Number of attention heads of every layer.")
@@ -167,6 +174,26 @@ class BenchmarkConfig:
     data_workdir: str = setting_like(DataBenchmarkConfig, "workdir")
     data_workers: int = setting_like(DataBenchmarkConfig, "workers")
     data_runs: int = setting_like(DataBenchmarkConfig, "runs")
+    loop_vocab_size: int = setting(
+        16000, "Vocabulary of the loop workload on every side: the SentencePiece model trained "
+        "on its corpus has this many pieces, and the models' LM heads as many rows.")
+    loop_steps: int = setting(
+        100, "Training steps of every contender of the loop workload (the first loop of "
+        "--loop_steps_per_loop steps, with compilation, is not timed).")
+    loop_steps_per_loop: int = setting(
+        20, "Steps per loop of the loop workload: the real loop's --steps_per_loop; the bare "
+        "step and the HuggingFace loop are timed over as many steps at a time.")
+    loop_repeats: int = setting(
+        3, "Rounds of the loop workload: each round runs every contender once, in a rotating "
+        "order, each in a fresh process.")
+    loop_corpus_bytes: int = setting(
+        4_000_000, "Size in bytes of the loop workload's docstring corpus (standard library, "
+        "then installed packages); it must hold enough text for a --loop_vocab_size "
+        "SentencePiece model.")
+    loop_workdir: Optional[str] = setting(
+        None, "Directory for the loop workload's corpus, SentencePiece model, prepared "
+        "TFRecords and runs, kept and reused by a later run with the same data settings "
+        "(default: a temporary directory, deleted at the end).")
 
     def __post_init__(self):
         unknown = sorted(set(self.workloads) - set(WORKLOADS))
@@ -177,9 +204,35 @@ class BenchmarkConfig:
                        "batch_size", "seq_len", "reuse_len", "num_predict",
                        "inference_batch_size", "inference_seq_len", "inference_vocab_size",
                        "repeats", "threads", "data_seq_len", "data_corpus_bytes",
-                       "data_vocab_size", "data_workers", "data_runs")
+                       "data_vocab_size", "data_workers", "data_runs", "loop_vocab_size",
+                       "loop_steps", "loop_steps_per_loop", "loop_repeats", "loop_corpus_bytes")
         check_non_negative(self, "mem_len", "warmup")
         _check_reuse_len(self)
+        if self.loop_steps < 2 * self.loop_steps_per_loop:
+            raise RunConfigError(
+                f"--loop_steps={self.loop_steps} must be at least twice --loop_steps_per_loop="
+                f"{self.loop_steps_per_loop}: the first loop (compilation) is not timed.")
+        if self.bi_data and self.batch_size % 2:
+            raise RunConfigError(f"--batch_size={self.batch_size} must be even with --bi_data "
+                                 "(forward and backward halves).")
+
+
+@dataclasses.dataclass(frozen=True)
+class LoopWorkerConfig:
+    """One contender of benchmark.py's loop workload, in a process of its own."""
+
+    role: str = setting(
+        None, "Which contender to run: real (run_pretrain.py's loop), bare (the bare "
+        "jit-compiled step) or huggingface (a HuggingFace PyTorch loop).", choices=LOOP_ROLES,
+        required=True)
+    spec: str = setting(
+        None, "The spec.json that benchmark.py wrote: the shape, the run and the directory "
+        "of the prepared data.", required=True)
+    output: str = setting(None, "The JSON file to write the contender's timings to.",
+                          required=True)
+
+    def __post_init__(self):
+        check_declared(self)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,3 +292,63 @@ class GenerationBenchmarkConfig:
         if self.d_model % self.n_head:
             raise RunConfigError(f"--d_model={self.d_model} must be divisible by "
                                  f"--n_head={self.n_head}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class AcceleratorCheckConfig:
+    """The first run on a GPU or TPU: the real pretraining path at XLNet-Base's shape under
+    --precision with XLA, its first-step loss checked against float32, then timed."""
+
+    model_config: str = setting_like(BaseStepBenchmarkConfig, "model_config")
+    batch_size: int = setting(
+        16, "Global batch of the run (half forward, half backward: bi_data, as pretraining).")
+    seq_len: int = setting_like(BaseStepBenchmarkConfig, "seq_len")
+    reuse_len: int = setting_like(BaseStepBenchmarkConfig, "reuse_len")
+    mem_len: int = setting_like(BaseStepBenchmarkConfig, "mem_len")
+    num_predict: int = setting_like(BaseStepBenchmarkConfig, "num_predict")
+    steps: int = setting(
+        300, "Training steps of the timed run (the first loop, with compilation, is not "
+        "timed).")
+    steps_per_loop: int = setting(
+        50, "Steps per loop (run_pretrain.py's --steps_per_loop); --steps must hold at least "
+        "two loops.")
+    precision: str = setting(
+        "mixed_bfloat16", "Precision of the timed run; its first-step loss is checked against "
+        "a float32 run from the same weights on the same batch.", choices=PRECISIONS[1:])
+    loss_tolerance: float = setting(
+        0.01, "Largest accepted |first-step loss (--precision) - first-step loss (float32)| "
+        "relative to the float32 loss (xlnet_tf2/tools/accelerator_check.py says why 1%).")
+    vocab_size: int = setting(
+        32000, "Pieces of the SentencePiece model trained on the docstring corpus (Base's "
+        "vocabulary size).")
+    corpus_bytes: int = setting(
+        8_000_000, "Size in bytes of the docstring corpus the data is prepared from; it must "
+        "hold enough text for a --vocab_size SentencePiece model.")
+    seed: int = setting(0, "Seed of the initial weights, dropout and data order.")
+    workdir: Optional[str] = setting(
+        None, "Directory for the prepared data, the initial checkpoint and both runs, kept "
+        "and its data reused by a later run with the same settings (default: a temporary "
+        "directory, deleted at the end).")
+    cpu_dry_run: bool = setting(
+        False, "Run everything on the CPU at a tiny shape (2 layers, width 64, batch 4, seq "
+        "32, 6 steps; the shape flags are ignored): tests this command where no accelerator "
+        "is.")
+    output_json: Optional[str] = setting(None, "Optional path to write the report as JSON.")
+    distribution: DistributionConfig = section(DistributionConfig)
+
+    def __post_init__(self):
+        check_declared(self)
+        check_positive(self, "batch_size", "seq_len", "reuse_len", "num_predict", "steps",
+                       "steps_per_loop", "vocab_size", "corpus_bytes")
+        check_non_negative(self, "mem_len", "seed")
+        _check_reuse_len(self)
+        if self.batch_size % 2:
+            raise RunConfigError(f"--batch_size={self.batch_size} must be even (bi_data: "
+                                 "forward and backward halves).")
+        if self.steps < 2 * self.steps_per_loop:
+            raise RunConfigError(
+                f"--steps={self.steps} must be at least twice --steps_per_loop="
+                f"{self.steps_per_loop}: the first loop (compilation) is not timed.")
+        if not 0 < self.loss_tolerance < 1:
+            raise RunConfigError(f"--loss_tolerance must be in (0, 1), got "
+                                 f"{self.loss_tolerance}.")

@@ -18,6 +18,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.progress import Progress
+from xlnet_tf2.training import distribution
 
 
 def batched_outputs(fn: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
@@ -54,7 +55,7 @@ def batched_outputs(fn: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
     collected: Dict[str, list] = {}
     progress = Progress(n, label, unit)
     done = 0
-    for features in strategy.distribute_datasets_from_function(dataset_fn):
+    for features in distribution.distribute_inputs(strategy, dataset_fn):
         for k, v in step(features).items():
             collected.setdefault(k, []).append(v.numpy())
         done = min(done + batch, n)

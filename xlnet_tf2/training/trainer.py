@@ -14,7 +14,10 @@ How one run goes:
      comes back from its per-host files and is cut into per-replica values.
   4. Loops of at most `steps_per_loop` steps run inside one tf.function; each step goes through
      `strategy.run`. The carried state is a loop variable of that function and its return
-     value, so it continues across steps and loops.
+     value, so it continues across steps and loops. With --jit_compile and one replica the
+     whole replica step (forward, backward, clipping, optimizer update) is one XLA
+     computation; with several replicas the forward/backward pass is, and the all-reduce and
+     the update run outside it.
   5. After each loop: a NaN/inf loss stops the run before anything is saved (the last
      checkpoint stays good); every `log_steps` TensorBoard scalars and a console line (loss,
      tokens/s, MFU); every `task.eval_every` steps `task.evaluate` (held-out loss, or
@@ -77,6 +80,9 @@ class TrainResult:
     restored_from: Optional[str]
     last_log: Optional[dict] = None  # the scalars of the last console line
     evaluations: List[dict] = dataclasses.field(default_factory=list)  # task.evaluate results
+    # One dict per loop run: first_step, steps, seconds (the loop's tf.function call, results
+    # on the host) and started (its time.perf_counter() at the start), for benchmarks.
+    loops: List[dict] = dataclasses.field(default_factory=list)
 
 
 class Trainer:
@@ -138,6 +144,16 @@ class Trainer:
             is_chief=self.is_chief, worker_id=distribution.worker_id(self.strategy))
         self._compute_grads = tf.function(self._forward_backward, jit_compile=loop.jit_compile,
                                           reduce_retracing=True)
+        # Why the whole step is compiled with one replica: outside XLA, clipping and the AdamW
+        # update are a dozen unfused TensorFlow ops per variable, each writing a fresh tensor
+        # the size of the variable; on the 2-core benchmark machine that was 12% of the step
+        # (BENCHMARKS.md). With several replicas the update stays outside XLA as before: the
+        # cross-replica sum and the optimizer's distributed update (merge_call) have not been
+        # checked under jit_compile. A TPU compiles everything anyway.
+        self.whole_step_compiled = loop.jit_compile and self.num_replicas == 1 and not isinstance(
+            self.strategy, tf.distribute.TPUStrategy)
+        self._step_fn = (tf.function(self._replica_step, jit_compile=True, reduce_retracing=True)
+                         if self.whole_step_compiled else self._replica_step)
         self._loop = tf.function(self._train_loop)
 
     # ------------------------------------------------------------------ the step
@@ -203,13 +219,19 @@ class Trainer:
                      for p in parts]
         return grads, new_state, loss_sum
 
+    def _sum_over_replicas(self, context, value):
+        """The sum of `value` over the replicas; with one replica the value itself (no
+        merge_call, so the whole step can be compiled)."""
+        if self.num_replicas == 1:
+            return value
+        return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
+
     def _replica_step(self, features, state, step):
         features = self.task.replica_features(features)
         context = tf.distribute.get_replica_context()
         replica = context.replica_id_in_sync_group
         local_count = tf.cast(self.task.loss_count(features), tf.float32)
-        global_count = tf.maximum(
-            context.all_reduce(tf.distribute.ReduceOp.SUM, local_count), 1.0)
+        global_count = tf.maximum(self._sum_over_replicas(context, local_count), 1.0)
         if self.micro_batches == 1:
             grads, new_state, loss_sum = self._compute_grads(
                 features, state, global_count, step, self._example_ids(features, replica, 0))
@@ -217,7 +239,7 @@ class Trainer:
             grads, new_state, loss_sum = self._accumulated_gradients(
                 features, state, global_count, step, replica)
         # The global gradient: every replica's share of the global mean, summed.
-        grads = context.all_reduce(tf.distribute.ReduceOp.SUM, grads)
+        grads = self._sum_over_replicas(context, grads)
         scaled_norm = tf.linalg.global_norm(grads)
         # Under mixed_float16 the gradients carry the loss scale: clip them at the scaled
         # threshold and report the unscaled norm. Overflowed steps (inf norm) are skipped by
@@ -243,7 +265,7 @@ class Trainer:
             step_features = features if keys is None else {k: features[k] for k in keys}
             step = self.global_step.read_value()  # the step being trained, 0-based
             state, loss_share, grad_norm = self.strategy.run(
-                self._replica_step, args=(step_features, state, step))
+                self._step_fn, args=(step_features, state, step))
             losses = losses.write(i, self.strategy.reduce(tf.distribute.ReduceOp.SUM,
                                                           loss_share, axis=None))
             norms = norms.write(i, self.strategy.reduce(tf.distribute.ReduceOp.MEAN,
@@ -361,8 +383,8 @@ class Trainer:
         # Measure the peak before the input pipeline starts: its prefetch threads would
         # otherwise share the cores with the measurement and inflate the MFU.
         peak_flops = self._peak_flops()
-        dataset = self.strategy.distribute_datasets_from_function(
-            lambda context: self.task.build_inputs(context, start_step))
+        dataset = distribution.distribute_inputs(
+            self.strategy, lambda context: self.task.build_inputs(context, start_step))
         iterator = iter(dataset)
         state = self.distribute_state()
         logger = MetricsLogger(cfg.model_dir, enabled=self.is_chief, total_steps=cfg.train_steps,
@@ -374,6 +396,7 @@ class Trainer:
                     if cfg.record_steps and self.is_chief else None)
         history: List[dict] = []
         evaluations: List[dict] = []
+        loops: List[dict] = []
         last_log = None
         step = start_step
         try:
@@ -395,6 +418,8 @@ class Trainer:
                         raise
                     raise translated from e
                 elapsed = time.perf_counter() - t0
+                loops.append({"first_step": step + 1, "steps": num_steps, "seconds": elapsed,
+                              "started": t0})
                 records = self._step_records(step, stats)
                 bad = [r for r in records if not np.isfinite(r["loss"])]
                 if bad:
@@ -423,7 +448,7 @@ class Trainer:
             if step_log is not None:
                 step_log.close()
             logger.close()
-        return TrainResult(start_step, step, history, restored, last_log, evaluations)
+        return TrainResult(start_step, step, history, restored, last_log, evaluations, loops)
 
     def _next_loop_length(self, step: int) -> int:
         """Loops end exactly at log, callback, save and final steps."""

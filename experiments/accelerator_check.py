@@ -1,0 +1,60 @@
+"""The first run on a GPU or TPU: the real pretraining path at XLNet-Base's shape under
+mixed_bfloat16 with XLA, its first-step loss checked against float32, then timed.
+
+    python experiments/accelerator_check.py                    # Base, batch 16, 300 steps
+    python experiments/accelerator_check.py --steps=500 --batch_size=32 --output_json=gpu.json
+    python experiments/accelerator_check.py --tpu=local        # on a TPU VM
+    python experiments/accelerator_check.py --cpu_dry_run      # this code on a CPU, tiny shape
+
+Prints the devices, the first-step losses (float32 and --precision, from the same weights,
+batch and dropout masks) and whether they agree within --loss_tolerance, then step time,
+tokens/s, MFU against the device's data-sheet peak and the device memory in use. On a machine
+without an accelerator it says so in one line and exits 0 (unless --cpu_dry_run). Exit status
+1 when the losses disagree. xlnet_tf2/tools/accelerator_check.py says what runs and why; the
+flags are the settings of `AcceleratorCheckConfig` (xlnet_tf2/tools/command_configs.py).
+"""
+
+import dataclasses
+import json
+import os
+import shutil
+import tempfile
+
+from xlnet_tf2 import cli
+
+cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
+
+from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
+from xlnet_tf2.tools.command_configs import AcceleratorCheckConfig  # noqa: E402
+
+define_flags(AcceleratorCheckConfig)
+
+
+def main(argv):
+    cli.no_arguments(argv)
+    c = config_from_flags(AcceleratorCheckConfig)
+    from xlnet_tf2.tools import accelerator_check
+
+    if not (c.distribution.tpu or c.cpu_dry_run or accelerator_check.accelerators()):
+        print(f"{cli.program_name()}: no GPU or TPU is visible to TensorFlow on this machine "
+              "(CPU only): nothing to check (--cpu_dry_run runs the same code on the CPU at a "
+              "tiny shape).", flush=True)
+        return 0
+    temporary = c.workdir is None
+    workdir = os.path.abspath(c.workdir or tempfile.mkdtemp(prefix="xlnet_accelerator_check_"))
+    try:
+        report = accelerator_check.run_check(dataclasses.replace(c, workdir=workdir),
+                                             dry_run=c.cpu_dry_run)
+    finally:
+        if temporary:
+            shutil.rmtree(workdir, ignore_errors=True)
+    print(accelerator_check.format_report(report), flush=True)
+    if c.output_json:
+        with open(c.output_json + ".tmp", "w") as f:
+            json.dump(report, f, indent=2)
+        os.replace(c.output_json + ".tmp", c.output_json)
+    return 0 if report["passed"] else 1
+
+
+if __name__ == "__main__":
+    cli.run(main)
