@@ -102,3 +102,20 @@ def build_stdlib_corpus(output_path: str, min_bytes: int = 1_000_000,
     fileio.makedirs(os.path.dirname(os.path.abspath(output_path)))
     fileio.write_atomically(output_path, "".join(blocks).encode("utf-8"))
     return {"path": output_path, "bytes": written, "documents": docs, "sentences": sentences}
+
+
+def build_docstring_corpus(path: str, corpus_bytes: int) -> dict:
+    """The docstrings of the standard library, then of the installed packages (purelib), up
+    to `corpus_bytes`, written to `path` (the benchmarks that train on real text use it)."""
+    stats = build_stdlib_corpus(path, min_bytes=min(corpus_bytes // 2, 500_000),
+                                max_bytes=corpus_bytes)
+    if stats["bytes"] < corpus_bytes:
+        extra = path + ".packages"
+        more = build_stdlib_corpus(extra, min_bytes=0, max_bytes=corpus_bytes - stats["bytes"],
+                                   stdlib_dir=sysconfig.get_paths()["purelib"])
+        with open(path, "a", encoding="utf-8") as out, open(extra, encoding="utf-8") as f:
+            out.write(f.read())
+        os.remove(extra)
+        stats = {"path": path, "bytes": stats["bytes"] + more["bytes"],
+                 "documents": stats["documents"] + more["documents"]}
+    return stats
