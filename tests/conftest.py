@@ -11,6 +11,10 @@ import numpy as np  # noqa: E402
 import pytest  # noqa: E402
 import tensorflow as tf  # noqa: E402
 
+# The bad-input battery's table of counts at the end of a run (tests/battery/).
+from fixtures.battery_report import (pytest_runtest_logreport,  # noqa: E402,F401
+                                     pytest_runtest_makereport, pytest_terminal_summary)
+
 # Bit-reproducible execution for every in-process test (xlnet_tf2/training/determinism.py):
 # determinism and resume tests compare runs bit for bit, and the setting must precede the
 # first TensorFlow op of the process.
