@@ -15,12 +15,11 @@ flags are the settings of `AcceleratorCheckConfig` (xlnet_tf2/tools/command_conf
 """
 
 import dataclasses
-import json
 import os
 import shutil
 import tempfile
 
-from xlnet_tf2 import cli
+from xlnet_tf2 import cli, fileio
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
@@ -50,9 +49,7 @@ def main(argv):
             shutil.rmtree(workdir, ignore_errors=True)
     print(accelerator_check.format_report(report), flush=True)
     if c.output_json:
-        with open(c.output_json + ".tmp", "w") as f:
-            json.dump(report, f, indent=2)
-        os.replace(c.output_json + ".tmp", c.output_json)
+        fileio.write_json_atomically(c.output_json, report)
     return 0 if report["passed"] else 1
 
 

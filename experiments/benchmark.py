@@ -17,13 +17,12 @@ recorded around every run (xlnet_tf2/tools/loop_benchmark.py). The flags are the
 `BenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
 """
 
-import json
 import os
 import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from xlnet_tf2 import cli  # noqa: E402
+from xlnet_tf2 import cli, fileio  # noqa: E402
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
@@ -264,9 +263,8 @@ def main(argv):
     _print_table(rows)
     data = _data_report(c, rows) if "data" in c.workloads else None
     if c.output_json:
-        with open(c.output_json, "w") as f:
-            json.dump({"peak_flops": peak, "threads": threads, "rows": rows, "data": data,
-                       "loop": loop}, f, indent=2)
+        fileio.write_json_atomically(c.output_json, {
+            "peak_flops": peak, "threads": threads, "rows": rows, "data": data, "loop": loop})
 
 
 if __name__ == "__main__":

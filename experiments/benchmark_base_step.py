@@ -15,7 +15,6 @@ tokens/s, each step's extra peak resident memory, and the throughput ratio ours/
 flags are the settings of `BaseStepBenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
 """
 
-import json
 import os
 import resource
 import sys
@@ -23,7 +22,7 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from xlnet_tf2 import cli  # noqa: E402
+from xlnet_tf2 import cli, fileio  # noqa: E402
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
@@ -144,8 +143,8 @@ def main(argv):
           f" (compact) vs {bytes_per_example(c.seq_len, c.num_predict, True):,} "
           "(dense host masks)")
     if c.output_json:
-        with open(c.output_json, "w") as f:
-            json.dump({"rows": rows, "process_peak_mb": process_peak_mb}, f, indent=2)
+        fileio.write_json_atomically(c.output_json,
+                                     {"rows": rows, "process_peak_mb": process_peak_mb})
 
 
 if __name__ == "__main__":

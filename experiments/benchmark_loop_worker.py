@@ -10,12 +10,11 @@ The timings go to --output as JSON (xlnet_tf2/tools/loop_benchmark.py says what 
 The flags are the settings of `LoopWorkerConfig` (xlnet_tf2/tools/command_configs.py).
 """
 
-import json
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-from xlnet_tf2 import cli  # noqa: E402
+from xlnet_tf2 import cli, fileio  # noqa: E402
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
@@ -43,9 +42,7 @@ def main(argv):
             result = loop_contenders.run_real_loop(spec, os.path.join(spec.workdir, "real_run"))
         else:
             result = loop_contenders.run_bare_step(spec)
-    with open(c.output + ".tmp", "w") as f:
-        json.dump(result, f, indent=1)
-    os.replace(c.output + ".tmp", c.output)
+    fileio.write_json_atomically(c.output, result)
     return 0
 
 
