@@ -201,31 +201,29 @@ def staging_directory(target: str, kind: str = "tmp") -> str:
 def leftovers(target: str, kind: str = "tmp") -> List[str]:
     """Staging directories of `target` (`staging_directory`) left by processes that are no
     longer running (killed, or stopped by a failure they could not clean up after)."""
-    target = target.rstrip("/")
-    parent, name = os.path.split(target)
-    parent = parent or "."
-    if not isdir(parent):
-        return []
-    found = []
-    pattern = re.compile(re.escape(f".{name}.{kind}-") + r"(\d+)-[0-9a-f]+$")
-    for entry in sorted(listdir(parent)):
-        match = pattern.match(entry.rstrip("/"))
-        if match and not (not is_remote(parent) and _running(int(match.group(1)))):
-            found.append(os.path.join(parent, entry.rstrip("/")))
-    return found
+    parent, name = os.path.split(target.rstrip("/"))
+    return _left_by_dead_processes(parent, re.escape(f".{name}.{kind}-") + r"(\d+)-[0-9a-f]+$")
 
 
 def leftover_temporaries(path: str) -> List[str]:
     """Temporary files of `path` (`temporary_name`) left by processes that are no longer
     running: a write killed before its rename."""
     parent, name = os.path.split(path)
+    return _left_by_dead_processes(parent, re.escape(f"{name}.tmp-") + r"(\d+)-[0-9a-f]{12}$")
+
+
+def _left_by_dead_processes(parent: str, pattern: str) -> List[str]:
+    """Paths of the entries of `parent` that match `pattern` (whose group 1 is the writer's
+    pid) and whose writer is no longer running; on remote paths every match (a pid there
+    says nothing about this machine's processes)."""
     parent = parent or "."
     if not isdir(parent):
         return []
-    pattern = re.compile(re.escape(f"{name}.tmp-") + r"(\d+)-[0-9a-f]{12}$")
+    matcher = re.compile(pattern)
     found = []
     for entry in sorted(listdir(parent)):
-        match = pattern.match(entry)
+        entry = entry.rstrip("/")
+        match = matcher.match(entry)
         if match and (is_remote(parent) or not _running(int(match.group(1)))):
             found.append(os.path.join(parent, entry))
     return found

@@ -112,6 +112,15 @@ def latest_checkpoint(directory: str) -> Optional[str]:
     return prefix if fileio.exists(prefix + ".index") else None
 
 
+
+def write_checkpoint_state(directory: str, names: list) -> None:
+    """Writes DIR/checkpoint, the state file TensorFlow's CheckpointManager keeps, naming the
+    checkpoints `names` (prefixes relative to `directory`, oldest first; the last is the
+    newest) by relative name, atomically."""
+    text = f'model_checkpoint_path: "{names[-1]}"\n' + "".join(
+        f'all_model_checkpoint_paths: "{name}"\n' for name in names)
+    fileio.write_atomically(os.path.join(directory, CHECKPOINT_STATE), text.encode())
+
 def checkpoint_prefixes(directory: str, name: str = "ckpt") -> list:
     """Prefixes DIR/<name>-N of the complete checkpoints in `directory` (their .index exists),
     newest step first; read from the directory, whatever its state file says."""

@@ -252,10 +252,7 @@ def relocatable_best(model_dir: str, best: dict) -> dict:
     relative = run_dir.relative_to(model_dir, prefix)
     best_dir = os.path.join(model_dir, run_dir.BEST_DIR)
     if not fileio.exists(os.path.join(best_dir, run_dir.CHECKPOINT_STATE)):
-        name = os.path.basename(prefix)
-        fileio.write_atomically(os.path.join(best_dir, run_dir.CHECKPOINT_STATE),
-                                f'model_checkpoint_path: "{name}"\n'
-                                f'all_model_checkpoint_paths: "{name}"\n'.encode())
+        run_dir.write_checkpoint_state(best_dir, [os.path.basename(prefix)])
     if best.get("checkpoint") != relative:
         best = {**best, "checkpoint": relative}
         fileio.write_json_atomically(os.path.join(model_dir, run_dir.BEST_EVAL_FILE), best)

@@ -17,7 +17,7 @@ from typing import Dict, List, Optional
 import tensorflow as tf
 from absl import logging
 
-from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2 import run_dir
 from xlnet_tf2.models.saving import restore_weights
 
 
@@ -139,7 +139,7 @@ def repair_state_file(model_dir: str) -> bool:
     written last, and updating it); returns whether it did. The files are what counts: the
     state file only lists them, and every reader (export, fine-tuning's --init_checkpoint)
     then finds the newest."""
-    path = os.path.join(model_dir, "checkpoint")
+    path = os.path.join(model_dir, run_dir.CHECKPOINT_STATE)
     prefixes = list(reversed(run_dir.checkpoint_prefixes(model_dir)))
     if not prefixes:
         return False
@@ -153,9 +153,7 @@ def repair_state_file(model_dir: str) -> bool:
                   "it names no checkpoint")
     except Exception as e:  # noqa: BLE001 - a damaged text proto raises parse or decode errors
         reason = f"it is damaged ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
-    text = f'model_checkpoint_path: "{names[-1]}"\n' + "".join(
-        f'all_model_checkpoint_paths: "{name}"\n' for name in names)
-    fileio.write_atomically(path, text.encode())
+    run_dir.write_checkpoint_state(model_dir, names)
     message = f"{path}: {reason}; rewrote it from the checkpoint files ({', '.join(names)})."
     logging.warning(message)
     print(f"[checkpoint] note: {message}", flush=True)
