@@ -39,6 +39,37 @@ def test_serialize_batch_is_byte_identical(seq_len, num_predict, big):
             np.testing.assert_array_equal(parsed[name].numpy(), batch[name])
 
 
+@pytest.mark.parametrize("seq_len,num_predict,big", [(64, 10, False), (512, 85, False),
+                                                     (16, 3, True)])
+def test_framed_batch_is_tensorflows_tfrecord_file(tmp_path, seq_len, num_predict, big):
+    """The one-buffer writer (`framed_batch`, `TFRecordFileWriter.write_batch`) gives the
+    bytes tf.io.TFRecordWriter writes for the examples `serialize` gives."""
+    rng = np.random.default_rng(seq_len + 1)
+    batch = _batch(rng, 33, seq_len, num_predict, big)
+    path = str(tmp_path / "tf.tfrecord")
+    with tf.io.TFRecordWriter(path) as writer:
+        for c in range(33):
+            writer.write(records.serialize(
+                Example(**{name: batch[name][c] for name in records.ALL_FEATURES})))
+    with open(path, "rb") as f:
+        expected = f.read()
+    assert records.framed_batch(batch) == expected
+    ours = str(tmp_path / "ours.tfrecord")
+    with records.TFRecordFileWriter(ours) as w:
+        w.write_batch({k: v[:20] for k, v in batch.items()})
+        w.write_batch({k: v[20:] for k, v in batch.items()})
+        w.write_batch({k: v[:0] for k, v in batch.items()})  # nothing
+        w.commit()
+    assert open(ours, "rb").read() == expected and (w.records, w.bytes) == (33, len(expected))
+
+
+def test_varint_groups_mark_the_bytes_each_value_uses():
+    groups, used = records.varint_groups(np.array([[0, 127, 128, 300]]))
+    assert groups.shape == used.shape == (1, 4, 2)
+    assert used[0].tolist() == [[True, False], [True, False], [True, True], [True, True]]
+    assert groups[0, 3].tolist() == [0xAC, 0x02]      # 300 = 0b10_0101100
+
+
 def test_varints_edge_values():
     values = np.array([[0, 1, 127, 128, 16383, 16384, 2 ** 31 - 1, 2 ** 63 - 1, -1, -2]])
     flat, lengths = records.varints(values)

@@ -113,10 +113,17 @@ def test_eval_input_and_flag_errors(tmp_path):
         _run(tmp_path / "p", eval_fraction=0.0001)
 
 
-def test_held_out_split_and_word_cache_are_identical_across_worker_counts(tmp_path):
+def test_held_out_split_and_word_cache_are_identical_across_worker_counts(tmp_path,
+                                                                          monkeypatch):
+    """Also with the corpus read in ranges (text_sources.file_ranges; 8 kB here, about 30)
+    spread over the workers: the documents and their keys do not depend on who reads what."""
     import dataclasses
     import filecmp
 
+    from xlnet_tf2.prep import text_sources
+
+    monkeypatch.setattr(text_sources, "MIN_RANGE_BYTES", 1 << 13)
+    assert len(text_sources.source_parts(("file", 0, corpus_path()))) > 20
     params = dataclasses.replace(PARAMS, word_cache=True)
     dirs = []
     for name, beam_args in [("one", LOCAL_BEAM), ("two", ["--direct_running_mode="

@@ -64,6 +64,78 @@ def test_a_line_longer_than_a_block(tmp_path, monkeypatch):
     assert list(text_sources.read_lines(str(path), False, "fix")) == ["a", long_line, "b"]
 
 
+class _Count:
+    def __init__(self):
+        self.n = 0
+
+    def inc(self):
+        self.n += 1
+
+
+def _whole_file(path, skip):
+    count = _Count()
+    try:
+        docs = list(text_sources._split_documents(
+            text_sources.read_lines(path, skip, "fix the file or pass --skip_bad_lines.", count)))
+    except DataPrepError as e:
+        return str(e), count.n
+    return docs, count.n
+
+
+def _in_ranges(path, size, step, skip):
+    count, docs, keys = _Count(), [], []
+    try:
+        for begin in range(0, max(size, 1), step):
+            for key, doc in text_sources.read_text_range(0, path, begin,
+                                                         min(begin + step, max(size, 1)),
+                                                         begin // step, skip, count):
+                keys.append(key)
+                docs.append(doc)
+    except DataPrepError as e:
+        return str(e), count.n, keys
+    return docs, count.n, keys
+
+
+def test_reading_in_ranges_gives_the_whole_files_documents(tmp_path):
+    """Any cut of a file into byte ranges yields, range after range, exactly the documents
+    of the whole file (a range owns those whose first line starts in it and reads the last
+    one to its end), counts each skipped bad line once, and names a bad line as the whole
+    file does: blank and whitespace-only lines, long lines across cuts, no final newline,
+    bad lines at the cuts."""
+    rng = random.Random(1)
+    path = str(tmp_path / "t.txt")
+    for case in range(300):
+        parts = [rng.choice(["", "", "a", "bc d", "  ", "\u00e9\u3000x", "\r", "\u3000",
+                             "y" * rng.randint(0, 40)]) for _ in range(rng.randint(0, 40))]
+        data = ("\n".join(parts) + rng.choice(["", "\n", "\n\n"])).encode()
+        if case % 3 == 0 and parts:
+            lines = data.split(b"\n")
+            lines[rng.randrange(len(lines))] = rng.choice([b"caf\xe9", b"x\x00y", b"\xff"])
+            data = b"\n".join(lines)
+        with open(path, "wb") as f:
+            f.write(data)
+        for skip in (True, False):
+            expected = _whole_file(path, skip)
+            for step in (1, 2, 3, 7, 13, 64, 1 << 20):
+                docs, count, keys = _in_ranges(path, len(data), step, skip)
+                assert (docs, count) == expected, (case, skip, step, data)
+                if not isinstance(docs, str):
+                    assert len(set(keys)) == len(keys) and keys == sorted(keys)
+
+
+def test_file_ranges_depend_on_the_file_alone():
+    assert text_sources.range_bytes(0) == text_sources.MIN_RANGE_BYTES
+    assert text_sources.range_bytes(32 << 20) == 1 << 19            # 64 ranges of 512 kB
+    assert text_sources.range_bytes(1 << 40) == text_sources.MAX_RANGE_BYTES
+    assert text_sources.range_bytes((32 << 20) + 1) == 1 << 20      # never more than 64
+    parts = text_sources.file_ranges(3, "f.txt", (32 << 20) - 5)
+    assert len(parts) == 64 and parts[0] == ("file", 3, "f.txt", 0, 1 << 19, 0)
+    assert parts[-1] == ("file", 3, "f.txt", 63 << 19, (32 << 20) - 5, 63)
+    # A file below the smallest range is one range: its documents are numbered 0, 1, 2, ...
+    assert text_sources.file_ranges(0, "s.txt", 1000) == [("file", 0, "s.txt", 0, 1000, 0)]
+    assert text_sources.file_ranges(0, "e.txt", 0) == [("file", 0, "e.txt", 0, 0, 0)]
+
+
 def test_workers_import_no_tensorflow():
     """What a Beam worker imports to run the pipeline's steps pulls in no TensorFlow."""
     code = ("import sys\n"

@@ -1,9 +1,10 @@
 """The Apache Beam pipeline that turns raw text into prepared pretraining examples.
 
-    sources -> batches of documents (about BATCH_CHARS of text each), split train / held out
+    sources (ranges of the text files, or TFDS slices; spread over the workers)
+            -> batches of documents (about BATCH_CHARS of text each), split train / held out
                (the text of a batch goes to a scratch file OUTPUT_DIR/.prep/text/<batch>.txt)
-            -> (reshuffle) -> tokenize: one SentencePiece call per batch; the ids go to a
-               token file OUTPUT_DIR/.prep/tokens/<batch>.npy, only lengths go on
+            -> tokenize, in the worker that read the batch: one SentencePiece call per batch;
+               the ids go to a token file OUTPUT_DIR/.prep/tokens/<batch>.npy, only lengths go on
             -> layout (one place, small): every stream's pieces as (token file, range)
             -> (reshuffle) -> per stream: read its pieces, build the examples of every pass
                and direction vectorized over the chunks of the row, serialize in bulk
@@ -142,10 +143,10 @@ def is_eval_document(seed: int, key: Tuple[int, int], eval_fraction: float) -> b
     return int.from_bytes(digest[:8], "big") < eval_fraction * 2.0 ** 64
 
 
-def scratch_file_name(batch_key: Tuple[int, int, int], suffix: str) -> str:
+def scratch_file_name(batch_key: Tuple[int, int, int, int], suffix: str) -> str:
     """Name of a batch's scratch file (its text ".txt" or its token ids ".npy")."""
-    source, number, split = batch_key
-    return f"split{split}-source{source:06d}-batch{number:08d}{suffix}"
+    source, part, number, split = batch_key
+    return f"split{split}-source{source:06d}-part{part:08d}-batch{number:08d}{suffix}"
 
 
 # A part of a document: ((document key, part number, whether it is the last part), lines).
@@ -178,8 +179,9 @@ def document_parts(key: Tuple[int, int], lines: List[str]):
 class _ReadSource(beam.DoFn):
     """(source, held_out) -> (batch key, TextBatch) for each split.
 
-    The train split is the main output, the held-out split the "eval" output; a batch key is
-    (source index, batch number, split). A TextBatch is (part keys, int64 [D] lines per part,
+    A source is a range of a text file or a TFDS slice (text_sources.py). The train split is
+    the main output, the held-out split the "eval" output; a batch key is (source index, range
+    number (0 for TFDS), batch number, split). A TextBatch is (part keys, int64 [D] lines per part,
     text file): the batch's lines, joined by "\\n", go to a scratch file that the tokenizing
     worker reads, so the text never passes through the runner's shuffle.
     """
@@ -204,7 +206,7 @@ class _ReadSource(beam.DoFn):
         def flush(split):
             docs, size = batches[split]
             if docs:
-                key = (source[1], numbers[split], int(split))
+                key = (source[1], text_sources.source_part(source), numbers[split], int(split))
                 numbers[split] += 1
                 path = os.path.join(self._text_dir, scratch_file_name(key, ".txt"))
                 fileio.write_atomically(
@@ -438,7 +440,7 @@ class _WriteStream(beam.DoFn):
                         batch["stream_id"] = np.full(num, stream, np.int32)
                         batch["direction"] = np.full(num, direction, np.int32)
                         batch["pass_id"] = np.full(num, pass_id, np.int32)
-                        writer.write_all(records.serialize_batch(batch))
+                        writer.write_batch(batch)
                         self._progress.add(num)
                     writer.commit()
                 yield {"name": name, "examples": writer.records, "bytes": writer.bytes,
@@ -497,7 +499,9 @@ def _prepare_split(p, name: str, batches, bad_lines, *, params: DataParams, prot
                              label=f"{name}: tokenizing", unit="chars", total=input_chars)
     write_progress = dict(directory=progress_dir, stage=f"{name}-write",
                           label=f"{name}: writing examples", unit="examples", total=0)
-    token_batches = (batches | f"{name}Spread" >> beam.Reshuffle()
+    # No shuffle before tokenizing: the sources (ranges of files) are spread over the workers
+    # already, and each worker tokenizes what it read.
+    token_batches = (batches
                      | f"{name}Tokenize" >> beam.ParDo(
                          _Tokenize(proto, params.uncased, word_cache,
                                    os.path.join(work_dir, "tokens"), tokenize_progress)))
@@ -720,7 +724,9 @@ def _run_pipeline(directory: str, *, params: DataParams, tokenizer, sources, eva
     fileio.makedirs(os.path.join(work_dir, "text"))
     options = PipelineOptions(_default_beam_options(beam_args))
     proto = tokenizer.model_proto
-    elements = [(s, False) for s in sources] + [(s, True) for s in eval_sources]
+    # Each text file is read in ranges (text_sources.file_ranges), spread over the workers.
+    elements = ([(part, False) for s in sources for part in text_sources.source_parts(s)]
+                + [(part, True) for s in eval_sources for part in text_sources.source_parts(s)])
     common = dict(params=params, proto=proto, word_cache=params.word_cache,
                   tokenizer=tokenizer, spm_model=spm_model, input_chars=input_chars,
                   work_dir=work_dir)
