@@ -2,7 +2,6 @@
 
     sources (ranges of the text files, or TFDS slices; spread over the workers)
             -> batches of documents (about BATCH_CHARS of text each), split train / held out
-               (the text of a batch goes to a scratch file OUTPUT_DIR/.prep/text/<batch>.txt)
             -> tokenize, in the worker that read the batch: one SentencePiece call per batch;
                the ids go to a token file OUTPUT_DIR/.prep/tokens/<batch>.npy, only lengths go on
             -> layout (one place, small): every stream's pieces as (token file, range)
@@ -144,7 +143,7 @@ def is_eval_document(seed: int, key: Tuple[int, int], eval_fraction: float) -> b
 
 
 def scratch_file_name(batch_key: Tuple[int, int, int, int], suffix: str) -> str:
-    """Name of a batch's scratch file (its text ".txt" or its token ids ".npy")."""
+    """Name of a batch's scratch file (its token ids, ".npy")."""
     source, part, number, split = batch_key
     return f"split{split}-source{source:06d}-part{part:08d}-batch{number:08d}{suffix}"
 
@@ -182,15 +181,14 @@ class _ReadSource(beam.DoFn):
     A source is a range of a text file or a TFDS slice (text_sources.py). The train split is
     the main output, the held-out split the "eval" output; a batch key is (source index, range
     number (0 for TFDS), batch number, split). A TextBatch is (part keys, int64 [D] lines per part,
-    text file): the batch's lines, joined by "\\n", go to a scratch file that the tokenizing
-    worker reads, so the text never passes through the runner's shuffle.
+    text): the batch's lines joined by "\\n". It goes to the tokenizing step in the same
+    worker (the steps are fused: no shuffle between them), so the text is never copied.
     """
 
-    def __init__(self, skip_bad_lines: bool, eval_fraction: float, seed: int, text_dir: str):
+    def __init__(self, skip_bad_lines: bool, eval_fraction: float, seed: int):
         self._skip = skip_bad_lines
         self._eval_fraction = eval_fraction
         self._seed = seed
-        self._text_dir = text_dir
 
     def process(self, element):
         source, held_out = element
@@ -208,11 +206,9 @@ class _ReadSource(beam.DoFn):
             if docs:
                 key = (source[1], text_sources.source_part(source), numbers[split], int(split))
                 numbers[split] += 1
-                path = os.path.join(self._text_dir, scratch_file_name(key, ".txt"))
-                fileio.write_atomically(
-                    path, "\n".join(line for _, doc in docs for line in doc).encode())
+                text = "\n".join(line for _, doc in docs for line in doc)
                 out = (key, ([k for k, _ in docs],
-                             np.array([len(doc) for _, doc in docs], np.int64), path))
+                             np.array([len(doc) for _, doc in docs], np.int64), text))
                 docs.clear()
                 size[0] = 0
                 return [beam.pvalue.TaggedOutput("eval", out) if split else out]
@@ -284,9 +280,7 @@ class _Tokenize(beam.DoFn):
         self._progress = SharedProgress(**self._progress_args)
 
     def process(self, element):
-        batch_key, (doc_keys, lines_per_doc, text_path) = element
-        with fileio.open_file(text_path, "rb") as f:
-            text = f.read().decode("utf-8")
+        batch_key, (doc_keys, lines_per_doc, text) = element
         lines = text.split("\n")
         ids, per_line = self._encoder.encode_lines(lines)
         num_docs = len(doc_keys)
@@ -721,7 +715,6 @@ def _run_pipeline(directory: str, *, params: DataParams, tokenizer, sources, eva
     work_dir = os.path.join(directory, _WORK_DIR)
     fileio.makedirs(os.path.join(work_dir, "progress"))
     fileio.makedirs(os.path.join(work_dir, "tokens"))
-    fileio.makedirs(os.path.join(work_dir, "text"))
     options = PipelineOptions(_default_beam_options(beam_args))
     proto = tokenizer.model_proto
     # Each text file is read in ranges (text_sources.file_ranges), spread over the workers.
@@ -734,8 +727,7 @@ def _run_pipeline(directory: str, *, params: DataParams, tokenizer, sources, eva
         with _private_tempdir(), beam.Pipeline(options=options) as p:
             read = (p | "Sources" >> beam.Create(elements)
                     | "Read" >> beam.ParDo(
-                        _ReadSource(skip_bad_lines, eval_fraction, params.seed,
-                                    os.path.join(work_dir, "text"))).with_outputs(
+                        _ReadSource(skip_bad_lines, eval_fraction, params.seed)).with_outputs(
                         "bad_lines", "eval", main="docs"))
             _prepare_split(p, "train", read.docs, read.bad_lines, output_dir=directory,
                            sources=sources, **common)
