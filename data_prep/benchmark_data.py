@@ -32,7 +32,8 @@ def main(argv):
         c.workdir, corpus_bytes=c.corpus_bytes, spm_bytes=c.spm_bytes,
         vocab_size=c.vocab_size, seq_len=c.seq_len, reuse_len=c.reuse_len,
         num_predict=c.num_predict, num_streams=c.num_streams, workers=c.workers, runs=c.runs,
-        stages=c.stages, stage_bytes=c.stage_bytes, global_batch_size=c.global_batch_size,
+        stages=c.stages, stage_bytes=c.stage_bytes, scaling=c.scaling,
+        global_batch_size=c.global_batch_size,
         pipeline_steps=c.pipeline_steps, sources=c.sources)
     print(format_report(result))
 

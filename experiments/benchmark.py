@@ -129,7 +129,8 @@ def _data_report(c, train_rows):
     # data shape; the input pipeline is then timed at the training step's batch.
     result = measure_data_throughput(
         c.data_workdir, corpus_bytes=c.data_corpus_bytes, vocab_size=c.data_vocab_size,
-        workers=c.data_workers, runs=c.data_runs, seq_len=c.data_seq_len,
+        workers=c.data_workers, runs=c.data_runs, scaling=c.data_scaling,
+        seq_len=c.data_seq_len,
         reuse_len=c.data_seq_len // 2, num_predict=c.data_seq_len // 6,
         num_streams=2 * c.batch_size, global_batch_size=c.batch_size)
     print(format_report(result))

@@ -76,6 +76,10 @@ class DataBenchmarkConfig:
         3, "End-to-end runs of each tokenizer mode (the default and --noword_cache), "
         "alternating; the median of each is reported.")
     stages: bool = setting(True, "Also time each preparation stage in one process.")
+    scaling: bool = setting(
+        True, "Also run the default command --runs times on the corpus's first half: the "
+        "line through the half and whole medians gives the fixed cost of a run and the "
+        "marginal tokens/s.")
     stage_bytes: int = setting(
         8_000_000, "The stages are timed on the corpus's first this many bytes.")
     seq_len: int = setting(512, "Example length of the prepared data in tokens.")
@@ -174,6 +178,7 @@ class BenchmarkConfig:
     data_workdir: str = setting_like(DataBenchmarkConfig, "workdir")
     data_workers: int = setting_like(DataBenchmarkConfig, "workers")
     data_runs: int = setting_like(DataBenchmarkConfig, "runs")
+    data_scaling: bool = setting_like(DataBenchmarkConfig, "scaling")
     loop_vocab_size: int = setting(
         16000, "Vocabulary of the loop workload on every side: the SentencePiece model trained "
         "on its corpus has this many pieces, and the models' LM heads as many rows.")

@@ -251,6 +251,30 @@ def create_tfrecords_command(corpus: str, spm_model: str, output_dir: str,
                 [] if word_cache else ["--noword_cache"])
 
 
+def _timed_run(command: List[str], output_dir: str) -> Dict[str, object]:
+    """Runs one data-preparation command; its wall clock, CPU (of the command and its Beam
+    workers), the tokens it prepared (its manifest) and the load before it."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+    load = load_average()
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.perf_counter()
+    # From the repository root: Beam's worker processes put their working directory first on
+    # sys.path, so elsewhere they could import another checkout's package.
+    done = subprocess.run(command, env=env, cwd=_ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    # CPU of the command and its Beam workers (the command waits for them): on a shared
+    # machine it moves less than the wall clock.
+    now = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime
+    if done.returncode:
+        raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
+    with open(os.path.join(output_dir, "record_info.json")) as f:
+        tokens = json.load(f)["total_tokens"]
+    return {"seconds": seconds, "cpu_seconds": cpu, "tokens": tokens,
+            "tokens_per_s": tokens / seconds, "load": load}
+
+
 def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir: str, *,
                        workers: int = 2, runs: int = 3, log=print) -> Dict[str, object]:
     """Runs the whole command with the default settings and with --noword_cache, alternating
@@ -263,8 +287,6 @@ def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir:
        "identical": whether the two modes' prepared files are byte for byte the same,
        "command": the default command}.
     """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
     outputs = {"default": os.path.join(workdir, "prepared_default"),
                "line mode": os.path.join(workdir, "prepared_line_mode")}
     order = []
@@ -275,26 +297,10 @@ def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir:
     for mode in order:
         command = create_tfrecords_command(corpus, spm_model, outputs[mode], params, workers,
                                            word_cache=mode == "default")
-        load = load_average()
-        used = resource.getrusage(resource.RUSAGE_CHILDREN)
-        start = time.perf_counter()
-        # From the repository root: Beam's worker processes put their working directory
-        # first on sys.path, so elsewhere they could import another checkout's package.
-        done = subprocess.run(command, env=env, cwd=_ROOT, capture_output=True, text=True)
-        seconds = time.perf_counter() - start
-        # CPU of the command and its Beam workers (the command waits for them): on a shared
-        # machine it moves less than the wall clock.
-        now = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime
-        if done.returncode:
-            raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
-        with open(os.path.join(outputs[mode], "record_info.json")) as f:
-            tokens = json.load(f)["total_tokens"]
-        row = {"mode": mode, "seconds": seconds, "cpu_seconds": cpu, "tokens": tokens,
-               "tokens_per_s": tokens / seconds, "load": load}
+        row = dict(mode=mode, **_timed_run(command, outputs[mode]))
         result_runs.append(row)
-        log(f"  {mode:9s} {seconds:6.2f}s {tokens / seconds:12,.0f} tokens/s  CPU {cpu:6.2f}s  "
-            f"load before: {load}")
+        log(f"  {mode:9s} {row['seconds']:6.2f}s {row['tokens_per_s']:12,.0f} tokens/s  "
+            f"CPU {row['cpu_seconds']:6.2f}s  load before: {row['load']}")
     # The manifests differ only in the recorded word_cache setting.
     names = sorted(n for n in os.listdir(outputs["default"]) if n.endswith(".tfrecord"))
     match, mismatch, errors = filecmp.cmpfiles(outputs["default"], outputs["line mode"], names,
@@ -313,6 +319,50 @@ def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir:
             "command": " ".join(create_tfrecords_command(corpus, spm_model,
                                                          outputs["default"], params, workers,
                                                          word_cache=True))}
+
+
+def first_half(corpus: str, path: str) -> str:
+    """Writes the corpus's first half, cut at a document end, to `path` (once)."""
+    if not os.path.exists(path):
+        with open(corpus, "rb") as f:
+            data = f.read()
+        cut = data.find(b"\n\n", len(data) // 2)
+        tmp = path + ".tmp"
+        with open(tmp, "wb") as f:
+            f.write(data[:cut + 2 if cut >= 0 else len(data)])
+        os.replace(tmp, path)
+    return path
+
+
+def measure_scaling(corpus: str, spm_model: str, params: DataParams, workdir: str, *,
+                    workers: int = 2, runs: int = 3, log=print) -> Dict[str, object]:
+    """The default command on the corpus's first half and on the whole corpus, alternating,
+    `runs` times each: the line through the two medians splits the wall clock into a fixed
+    cost (what does not grow with the text: start-up, Beam's workers, the last steps) and a
+    marginal rate (tokens/s of each added token).
+
+    Returns:
+      {"runs": [{"corpus", "seconds", "tokens", ...}], "median": {"half", "whole": seconds},
+       "tokens": {"half", "whole"}, "fixed_seconds", "marginal_tokens_per_s"}.
+    """
+    inputs = {"whole": corpus, "half": first_half(corpus, os.path.join(workdir, "half.txt"))}
+    outputs = {name: os.path.join(workdir, f"prepared_{name}") for name in inputs}
+    rows = []
+    for k in range(runs):
+        for name in (("whole", "half") if k % 2 == 0 else ("half", "whole")):
+            command = create_tfrecords_command(inputs[name], spm_model, outputs[name], params,
+                                               workers, word_cache=True)
+            row = dict(corpus=name, **_timed_run(command, outputs[name]))
+            rows.append(row)
+            log(f"  {name:5s} {row['seconds']:6.2f}s {row['tokens']:>10,} tokens  "
+                f"load before: {row['load']}")
+    median = {name: statistics.median(r["seconds"] for r in rows if r["corpus"] == name)
+              for name in inputs}
+    tokens = {name: next(r["tokens"] for r in rows if r["corpus"] == name) for name in inputs}
+    marginal = (tokens["whole"] - tokens["half"]) / max(median["whole"] - median["half"], 1e-9)
+    return {"runs": rows, "median": median, "tokens": tokens,
+            "marginal_tokens_per_s": marginal,
+            "fixed_seconds": median["whole"] - tokens["whole"] / marginal}
 
 
 def measure_input_pipeline(data_dir: str, params: DataParams, vocab_size: int, *,
@@ -340,6 +390,7 @@ def measure_data_throughput(workdir: str, *, corpus_bytes: int = 32_000_000,
                             seq_len: int = 512, reuse_len: int = 256, num_predict: int = 85,
                             num_streams: int = 16, workers: int = 2, runs: int = 3,
                             stages: bool = True, stage_bytes: int = 8_000_000,
+                            scaling: bool = True,
                             global_batch_size: int = 16, pipeline_steps: int = 100,
                             sources: Sequence[str] = SOURCES,
                             log=print) -> Dict[str, object]:
@@ -357,6 +408,11 @@ def measure_data_throughput(workdir: str, *, corpus_bytes: int = 32_000_000,
     log(f"end to end: {runs} runs of each mode, alternating, {workers} worker processes")
     result["end_to_end"] = measure_end_to_end(corpus["path"], corpus["spm_model"], params,
                                               workdir, workers=workers, runs=runs, log=log)
+    if scaling:
+        log(f"scaling: the default command on the first half and on the whole corpus, "
+            f"{runs} runs each, alternating")
+        result["scaling"] = measure_scaling(corpus["path"], corpus["spm_model"], params,
+                                            workdir, workers=workers, runs=runs, log=log)
     result["pipeline"] = measure_input_pipeline(
         os.path.join(workdir, "prepared_default"), params, vocab_size,
         global_batch_size=global_batch_size, steps=pipeline_steps)
@@ -398,6 +454,14 @@ def format_report(result: Dict[str, object]) -> str:
     lines.append(f"default / line mode: {e['ratio']:.3f}x; prepared files byte-identical: "
                  f"{'yes' if e['identical'] else 'NO'}")
     lines.append(f"command (default): {e['command']}")
+    scale = result.get("scaling")
+    if scale:
+        lines.append(
+            f"scaling (default mode, medians of {len(scale['runs']) // 2} runs each): first half "
+            f"{scale['tokens']['half']:,} tokens in {scale['median']['half']:.2f}s, whole "
+            f"{scale['tokens']['whole']:,} in {scale['median']['whole']:.2f}s: fixed cost "
+            f"{scale['fixed_seconds']:.2f}s, then {scale['marginal_tokens_per_s']:,.0f} "
+            "tokens/s per added token")
     pipe = result["pipeline"]
     lines.append(f"input pipeline: batch {pipe['global_batch_size']} x {pipe['seq_len']}, "
                  f"{pipe['examples_per_s']:.0f} examples/s ({pipe['tokens_per_s']:.0f} "
