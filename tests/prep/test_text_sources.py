@@ -261,4 +261,14 @@ def test_remote_paths_go_through_gfile():
     fileio.remove(root + "/m.json")
     fileio.rmtree(root + "/.prep")
     assert fileio.listdir(root) == ["r.tfrecord"] and not fileio.exists(path)
+    # Text read in ranges (seeks, reads back to the line before, reads on past the end).
+    text = "".join(f"line {i} of document {d}\n" + ("\n" if i == 2 else "")
+                   for d in range(40) for i in range(3))
+    fileio.write_atomically(root + "/t.txt", text.encode())
+    size = fileio.size(root + "/t.txt")
+    docs = []
+    for begin in range(0, size, 37):
+        docs += [d for _, d in text_sources.read_text_range(
+            0, root + "/t.txt", begin, min(begin + 37, size), begin // 37, False)]
+    assert docs == [[f"line {i} of document {d}" for i in range(3)] for d in range(40)]
     fileio.rmtree("ram://xlnet-remote-test")
