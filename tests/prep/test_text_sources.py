@@ -123,6 +123,52 @@ def test_reading_in_ranges_gives_the_whole_files_documents(tmp_path):
                     assert len(set(keys)) == len(keys) and keys == sorted(keys)
 
 
+def test_a_long_line_is_not_read_once_per_range(tmp_path, monkeypatch):
+    """A range looks for its first line start in its own bytes only: a file that is mostly
+    one long line is read about once in all, not once per range."""
+    path = tmp_path / "long.txt"
+    path.write_bytes(b"w " * 100_000 + b"\n\nshort document\n")
+    size = path.stat().st_size
+    read = [0]
+    real_open = text_sources.fileio.open_file
+
+    class Counting:
+        def __init__(self, f):
+            self._f = f
+
+        def read(self, *args):
+            data = self._f.read(*args)
+            read[0] += len(data)
+            return data
+
+        def readline(self, *args):
+            data = self._f.readline(*args)
+            read[0] += len(data)
+            return data
+
+        def seek(self, *args):
+            return self._f.seek(*args)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._f.close()
+
+    monkeypatch.setattr(text_sources.fileio, "open_file",
+                        lambda *a, **k: Counting(real_open(*a, **k)))
+    docs = []
+    for begin in range(0, size, 1000):
+        docs += [d for _, d in text_sources.read_text_range(0, str(path), begin,
+                                                            min(begin + 1000, size),
+                                                            begin // 1000, False)]
+    assert docs == [["w " * 99_999 + "w "], ["short document"]]
+    # The owner scans to the line's end and reads it, the range after it reads it back to
+    # see whether a document is open, every other range reads its own 1,000 bytes: about 4x
+    # the file, where every range searching on to the next line end read 100 times the file.
+    assert read[0] < 5 * size
+
+
 def test_file_ranges_depend_on_the_file_alone():
     assert text_sources.range_bytes(0) == text_sources.MIN_RANGE_BYTES
     assert text_sources.range_bytes(32 << 20) == 1 << 19            # 64 ranges of 512 kB

@@ -172,20 +172,25 @@ def _is_blank(line: str) -> bool:
     return not line or line.isspace()
 
 
-def _line_start_at_or_after(f, offset: int) -> int:
-    """The first line start >= offset (the file size if none)."""
+def _line_start_at_or_after(f, offset: int, limit: Optional[int] = None) -> int:
+    """The first line start >= offset: the file size if there is none, `limit` if there is
+    none before it (the search reads no further: a range looking for its first line start
+    reads only its own bytes, so a file of one long line is not read once per range)."""
     if offset == 0:
         return 0
     f.seek(offset - 1)
     position = offset - 1
-    while True:
-        block = f.read(_FOLLOW_BLOCK_BYTES)
+    while limit is None or position < limit:
+        size = _FOLLOW_BLOCK_BYTES if limit is None else min(_FOLLOW_BLOCK_BYTES,
+                                                             limit - position)
+        block = f.read(size)
         if not block:
             return position
         found = block.find(b"\n")
         if found >= 0:
             return position + found + 1
         position += len(block)
+    return limit
 
 
 def _line_before(f, end: int) -> Tuple[int, bytes]:
@@ -265,7 +270,7 @@ def read_text_range(index: int, path: str, begin: int, end: int, number: int,
     """
     fix = "fix the file or pass --skip_bad_lines."
     with fileio.open_file(path, "rb") as f:
-        start = _line_start_at_or_after(f, begin)
+        start = _line_start_at_or_after(f, begin, limit=end)
         if start >= end:
             return
         stop = _line_start_at_or_after(f, end)
