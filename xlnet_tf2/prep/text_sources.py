@@ -99,7 +99,8 @@ def _count_lines_before(path: str, offset: int) -> int:
 def read_line_range(path: str, start: int, stop: Optional[int], skip_bad_lines: bool, fix: str,
                     block_bytes: Optional[int] = None) -> Iterator[Optional[str]]:
     """Yields the lines that start in [start, stop) of a text file (stop None: to its end),
-    without their "\n", decoded a block at a time; `start` must be a line start.
+    without their "\n", decoded a block at a time; `start` and `stop` must be line starts
+    (or the file's end).
 
     A block that decodes as UTF-8 without NUL bytes (the normal case) is split at once; a block
     that does not is decoded line by line and its bad line is named ("PATH:LINE: ...; FIX",
@@ -118,18 +119,11 @@ def read_line_range(path: str, start: int, stop: Optional[int], skip_bad_lines: 
             position += len(block)
             if block:
                 cut = block.rfind(b"\n") + 1
-                if cut == 0 and (stop is None or position < stop):  # no line ends here yet
+                if cut == 0:  # no line ends in this block: keep reading
                     pending.append(block)
                     continue
-                if cut == 0:  # the range ends inside a line: it runs on past `stop`
-                    cut = len(block)
                 data = b"".join(pending + [block[:cut]])
                 pending = [block[cut:]] if cut < len(block) else []
-                if not data.endswith(b"\n"):
-                    rest = f.readline()  # the end of the line that started before `stop`
-                    position += len(rest)
-                    data += rest if rest.endswith(b"\n") else rest + b"\n"
-                    stop = position
             elif pending:
                 data = b"".join(pending) + b"\n"  # the last line, without its newline
                 pending = []
@@ -217,14 +211,9 @@ def _document_open_at(f, start: int, skip_bad_lines: bool) -> bool:
     """
     while start > 0:
         start, raw = _line_before(f, start)
-        if b"\x00" in raw:
-            line = None
-        else:
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError:
-                line = None
-        if line is None:
+        try:
+            line = decode_line(raw, "", 0, "")  # its message is not used
+        except DataPrepError:
             if skip_bad_lines:
                 continue
             return True
