@@ -69,7 +69,6 @@ def serialize(example: Example) -> bytes:
 
 
 ALL_FEATURES = tuple(sorted(SEQUENCE_FEATURES + ("target_positions",) + SCALAR_FEATURES))
-_MAX_VARINT = 10
 
 
 def varint_groups(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
@@ -163,9 +162,8 @@ def _header_slots(name: str, packed_lengths: np.ndarray):
 
 
 def _masked_crcs(crcs: np.ndarray) -> np.ndarray:
-    """uint32 [N] -> the TFRecord checksums (`_masked_crc`), little-endian uint32 [N]."""
-    crcs = crcs.astype(np.uint64)
-    return ((((crcs >> 15) | (crcs << 17)) + 0xA282EAD8) & 0xFFFFFFFF).astype("<u4")
+    """CRC32Cs [N] -> the TFRecord checksums (`_mask`), little-endian uint32 [N]."""
+    return _mask(crcs.astype(np.uint64)).astype("<u4")
 
 
 def _example_layout(batch: Dict[str, np.ndarray], framed: bool):
@@ -266,10 +264,15 @@ def parse_batch(serialized, seq_len: int, num_predict: int) -> dict:
     return {k: tf.cast(v, tf.int32) for k, v in parsed.items()}
 
 
-def _masked_crc(data: bytes) -> int:
-    """The TFRecord checksum: CRC32C of `data`, rotated right by 15 bits plus a constant."""
-    crc = google_crc32c.value(data)
+def _mask(crc):
+    """A CRC32C (int, or uint64 array) rotated right by 15 bits plus a constant, as TFRecord
+    framing stores it."""
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def _masked_crc(data: bytes) -> int:
+    """The TFRecord checksum of `data`."""
+    return _mask(google_crc32c.value(data))
 
 
 def tfrecord_frames(records_: Iterable[bytes]) -> bytes:
