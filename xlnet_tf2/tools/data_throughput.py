@@ -357,10 +357,22 @@ def measure_scaling(corpus: str, spm_model: str, params: DataParams, workdir: st
     median = {name: statistics.median(r["seconds"] for r in rows if r["corpus"] == name)
               for name in inputs}
     tokens = {name: next(r["tokens"] for r in rows if r["corpus"] == name) for name in inputs}
-    marginal = (tokens["whole"] - tokens["half"]) / max(median["whole"] - median["half"], 1e-9)
-    return {"runs": rows, "median": median, "tokens": tokens,
-            "marginal_tokens_per_s": marginal,
-            "fixed_seconds": median["whole"] - tokens["whole"] / marginal}
+    return {"runs": rows, "median": median, "tokens": tokens, **scaling_line(tokens, median)}
+
+
+def scaling_line(tokens: Dict[str, int], seconds: Dict[str, float]) -> Dict[str, object]:
+    """The line seconds = fixed + tokens / marginal through the "half" and "whole" points.
+
+    Returns {"fixed_seconds", "marginal_tokens_per_s"}, both None when the whole corpus did
+    not take longer than its half: on a corpus that small the timing noise is larger than the
+    work, and a line through the points would report a meaningless (negative or huge) rate.
+    """
+    added_seconds = seconds["whole"] - seconds["half"]
+    if added_seconds <= 0 or tokens["whole"] <= tokens["half"]:
+        return {"fixed_seconds": None, "marginal_tokens_per_s": None}
+    marginal = (tokens["whole"] - tokens["half"]) / added_seconds
+    return {"fixed_seconds": seconds["whole"] - tokens["whole"] / marginal,
+            "marginal_tokens_per_s": marginal}
 
 
 def measure_input_pipeline(data_dir: str, params: DataParams, vocab_size: int, *,
@@ -452,16 +464,23 @@ def format_report(result: Dict[str, object]) -> str:
     lines.append(f"default / line mode: {e['ratio']:.3f}x; prepared files byte-identical: "
                  f"{'yes' if e['identical'] else 'NO'}")
     lines.append(f"command (default): {e['command']}")
-    scale = result.get("scaling")
-    if scale:
-        lines.append(
-            f"scaling (default mode, medians of {len(scale['runs']) // 2} runs each): first half "
-            f"{scale['tokens']['half']:,} tokens in {scale['median']['half']:.2f}s, whole "
-            f"{scale['tokens']['whole']:,} in {scale['median']['whole']:.2f}s: fixed cost "
-            f"{scale['fixed_seconds']:.2f}s, then {scale['marginal_tokens_per_s']:,.0f} "
-            "tokens/s per added token")
+    if result.get("scaling"):
+        lines.append(format_scaling(result["scaling"]))
     pipe = result["pipeline"]
     lines.append(f"input pipeline: batch {pipe['global_batch_size']} x {pipe['seq_len']}, "
                  f"{pipe['examples_per_s']:.0f} examples/s ({pipe['tokens_per_s']:.0f} "
                  "tokens/s)")
     return "\n".join(lines)
+
+
+def format_scaling(scale: Dict[str, object]) -> str:
+    """One report line for `measure_scaling`'s result."""
+    if scale["marginal_tokens_per_s"] is None:
+        fit = ("the whole corpus was not slower than its half, so the timing noise is larger "
+               "than the work: no line fitted (use a larger --corpus_bytes)")
+    else:
+        fit = (f"fixed cost {scale['fixed_seconds']:.2f}s, then "
+               f"{scale['marginal_tokens_per_s']:,.0f} tokens/s per added token")
+    return (f"scaling (default mode, medians of {len(scale['runs']) // 2} runs each): first "
+            f"half {scale['tokens']['half']:,} tokens in {scale['median']['half']:.2f}s, whole "
+            f"{scale['tokens']['whole']:,} in {scale['median']['whole']:.2f}s: {fit}")
