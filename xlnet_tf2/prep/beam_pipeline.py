@@ -54,7 +54,8 @@ from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.prep.span_sampling import start_piece_table
 from xlnet_tf2.prep.prep_config import check_prep_settings
 from xlnet_tf2.progress import Progress
-from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, TokenizerError
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (SentencePieceTokenizer, TokenizerError,
+                                                     model_checksum)
 
 # Errors raised inside workers reach the launcher wrapped in runner tracebacks; this marker
 # lets `create_tfrecords` recover the one-line message and raise it cleanly.
@@ -231,6 +232,34 @@ class _ReadSource(beam.DoFn):
             yield beam.pvalue.TaggedOutput("bad_lines", (source[2], len(bad)))
 
 
+class ModelCopy:
+    """The run's copy of the SentencePiece model (OUTPUT_DIR/spiece.model, written before the
+    pipeline starts), as the workers' steps load it.
+
+    Steps carry this path and checksum, not the model: Beam pickles (and compresses) every
+    step when the pipeline is built and unpickles it in each worker, and with the 0.5 MB of a
+    16k-piece model inside, that cost about 30 ms per step to build and 15 ms per worker
+    to load, on the run's critical path. The output directory must be reachable from every
+    worker anyway (it receives their files).
+    """
+
+    def __init__(self, path: str, sha256: str):
+        self.path = path
+        self.sha256 = sha256
+
+    def load(self, lower: bool = False) -> SentencePieceTokenizer:
+        try:
+            with fileio.open_file(self.path, "rb") as f:
+                proto = f.read()
+        except OSError as e:
+            _fail(f"{self.path}: cannot read the run's copy of the SentencePiece model ({e}); "
+                  "the output directory must be reachable from every worker.")
+        if model_checksum(proto) != self.sha256:
+            _fail(f"{self.path}: the run's copy of the SentencePiece model changed while it "
+                  "ran; run the command again, with nothing else writing to --output_dir.")
+        return SentencePieceTokenizer(proto, lower=lower, source=self.path)
+
+
 def write_tokens(path: str, ids: np.ndarray, sentences: np.ndarray) -> None:
     """Stores a batch's ids and sentence numbers as one int32 [2, n] .npy file."""
     buffer = io.BytesIO()
@@ -265,16 +294,16 @@ class _Tokenize(beam.DoFn):
     parts by the layout, which sees all of them).
     """
 
-    def __init__(self, model_proto: bytes, uncased: bool, word_cache: bool, token_dir: str,
+    def __init__(self, model: ModelCopy, uncased: bool, word_cache: bool, token_dir: str,
                  progress: dict):
-        self._proto = model_proto
+        self._model = model
         self._uncased = uncased
         self._word_cache = word_cache
         self._token_dir = token_dir
         self._progress_args = progress
 
     def setup(self):
-        tok = SentencePieceTokenizer(self._proto, lower=self._uncased)
+        tok = self._model.load(lower=self._uncased)
         self._encoder = BatchEncoder(tok, word_cache=self._word_cache)
         self._empty = beam.metrics.Metrics.counter("xlnet_data", "empty_documents")
         self._progress = SharedProgress(**self._progress_args)
@@ -402,15 +431,15 @@ def read_stream_pieces(pieces: Sequence[FilePiece], opened: Optional[Dict] = Non
 class _WriteStream(beam.DoFn):
     """(stream, [FilePiece]) -> one file per (pass, direction); yields their descriptions."""
 
-    def __init__(self, model_proto: bytes, params: DataParams, output_dir: str,
+    def __init__(self, model: ModelCopy, params: DataParams, output_dir: str,
                  progress: dict):
-        self._proto = model_proto
+        self._model = model
         self._params = params
         self._output_dir = output_dir
         self._progress_args = progress
 
     def setup(self):
-        self._starts_word = start_piece_table(SentencePieceTokenizer(self._proto))
+        self._starts_word = start_piece_table(self._model.load())
         self._progress = SharedProgress(**self._progress_args)
         self._token_files: Dict[str, np.ndarray] = {}
 
@@ -484,7 +513,8 @@ def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab
     yield data
 
 
-def _prepare_split(p, name: str, batches, bad_lines, *, params: DataParams, proto: bytes,
+def _prepare_split(p, name: str, batches, bad_lines, *, params: DataParams,
+                   model: ModelCopy,
                    output_dir: str, word_cache: bool, tokenizer, spm_model: str, sources,
                    input_chars: int, work_dir: str):
     """Adds the steps that turn one split's document batches into a prepared directory."""
@@ -497,7 +527,7 @@ def _prepare_split(p, name: str, batches, bad_lines, *, params: DataParams, prot
     # already, and each worker tokenizes what it read.
     token_batches = (batches
                      | f"{name}Tokenize" >> beam.ParDo(
-                         _Tokenize(proto, params.uncased, word_cache,
+                         _Tokenize(model, params.uncased, word_cache,
                                    os.path.join(work_dir, "tokens"), tokenize_progress)))
     layout = (token_batches
               | f"{name}AllBatches" >> beam.combiners.ToList()
@@ -507,7 +537,7 @@ def _prepare_split(p, name: str, batches, bad_lines, *, params: DataParams, prot
     files = (layout.streams
              | f"{name}SpreadStreams" >> beam.Reshuffle()
              | f"{name}Write" >> beam.ParDo(
-                 _WriteStream(proto, params, output_dir, write_progress), summary))
+                 _WriteStream(model, params, output_dir, write_progress), summary))
     return (files | f"{name}AllFiles" >> beam.combiners.ToList()
             | f"{name}Manifest" >> beam.FlatMap(
                 _write_manifest, summary, beam.pvalue.AsList(bad_lines), params=params,
@@ -621,9 +651,11 @@ def preflight(*, params: DataParams, input_patterns: Sequence[str], tfds_name: O
     return tokenizer, sources, eval_sources, size
 
 
-def _copy_spm_model(tokenizer: SentencePieceTokenizer, directory: str) -> None:
+def _copy_spm_model(tokenizer: SentencePieceTokenizer, directory: str) -> ModelCopy:
     """Writes the SentencePiece model beside the data (training finds it there)."""
-    fileio.write_atomically(os.path.join(directory, run_dir.SPM_FILE), tokenizer.model_proto)
+    path = os.path.join(directory, run_dir.SPM_FILE)
+    fileio.write_atomically(path, tokenizer.model_proto)
+    return ModelCopy(path, tokenizer.checksum)
 
 
 @contextlib.contextmanager
@@ -708,7 +740,7 @@ def _run_pipeline(directory: str, *, params: DataParams, tokenizer, sources, eva
                   eval_fraction: float, beam_args: Sequence[str]) -> None:
     """Runs the Beam pipeline that writes the prepared data (and eval/) into `directory`."""
     eval_dir = os.path.join(directory, EVAL_DIR)
-    _copy_spm_model(tokenizer, directory)
+    model = _copy_spm_model(tokenizer, directory)
     if with_eval:
         fileio.makedirs(eval_dir)
         _copy_spm_model(tokenizer, eval_dir)
@@ -716,11 +748,10 @@ def _run_pipeline(directory: str, *, params: DataParams, tokenizer, sources, eva
     fileio.makedirs(os.path.join(work_dir, "progress"))
     fileio.makedirs(os.path.join(work_dir, "tokens"))
     options = PipelineOptions(_default_beam_options(beam_args))
-    proto = tokenizer.model_proto
     # Each text file is read in ranges (text_sources.file_ranges), spread over the workers.
     elements = ([(part, False) for s in sources for part in text_sources.source_parts(s)]
                 + [(part, True) for s in eval_sources for part in text_sources.source_parts(s)])
-    common = dict(params=params, proto=proto, word_cache=params.word_cache,
+    common = dict(params=params, model=model, word_cache=params.word_cache,
                   tokenizer=tokenizer, spm_model=spm_model, input_chars=input_chars,
                   work_dir=work_dir)
     try:
