@@ -3,6 +3,7 @@
 import os
 import subprocess
 import sys
+import unicodedata
 
 import pytest
 import sentencepiece as spm
@@ -24,6 +25,16 @@ def test_preprocess_text_accents_and_case():
     assert preprocess_text("Café", keep_accents=True) != "Cafe"
     assert preprocess_text("Café ABC", lower=True) == "cafe abc"
     assert preprocess_text("Café ABC") == "Cafe ABC"  # cased by default
+
+
+def test_preprocess_text_drops_exactly_the_combining_marks_of_every_code_point():
+    # The original's rule, character by character, over all of Unicode (surrogates aside),
+    # each code point between letters so that NFKD and the whitespace collapse see context.
+    chars = [chr(c) for c in range(0x110000) if not 0xD800 <= c < 0xE000]
+    text = "a".join(chars)
+    nfkd = unicodedata.normalize("NFKD", " ".join(text.strip().split())
+                                 .replace("``", '"').replace("\'\'", '"'))
+    assert preprocess_text(text) == "".join(c for c in nfkd if not unicodedata.combining(c))
 
 
 def test_trained_model_has_xlnet_special_pieces():

@@ -281,8 +281,10 @@ def read_tokens(path: str) -> np.ndarray:
         read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
                        else np.lib.format.read_array_header_2_0)
         shape, fortran, dtype = read_header(f)
+        # As a plain ndarray (its base keeps the mapping open): slicing a np.memmap runs
+        # Python code per slice, and a stream takes two slices of each of its pieces.
         return np.memmap(f, dtype=dtype, mode="r", offset=f.tell(), shape=shape,
-                         order="F" if fortran else "C")
+                         order="F" if fortran else "C").view(np.ndarray)
 
 
 class _Tokenize(beam.DoFn):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import sys
 import unicodedata
 from typing import Iterable, Iterator, List, Optional, Sequence, Tuple
@@ -26,6 +27,14 @@ SPIECE_UNDERLINE = "\u2581"
 
 class TokenizerError(ValueError):
     """A SentencePiece model is missing or does not have the XLNet special pieces."""
+
+
+_NON_ASCII = re.compile(r"[^\x00-\x7f]")
+
+
+def _drop_combining(match: "re.Match") -> str:
+    char = match.group()
+    return "" if unicodedata.combining(char) else char
 
 
 def preprocess_text(text: str, *, lower: bool = False, remove_space: bool = True,
@@ -47,7 +56,10 @@ def preprocess_text(text: str, *, lower: bool = False, remove_space: bool = True
     text = text.replace("``", '"').replace("''", '"')
     if not keep_accents:
         text = unicodedata.normalize("NFKD", text)
-        text = "".join(c for c in text if not unicodedata.combining(c))
+        if not text.isascii():
+            # Only non-ASCII characters can be combining marks: test those alone (one
+            # regex callback each) instead of every character in Python.
+            text = _NON_ASCII.sub(_drop_combining, text)
     if lower:
         text = text.lower()
     return text
