@@ -365,42 +365,43 @@ FilePiece = Tuple[int, str, int, int]
 
 def _layout(batches, params: DataParams, split: str):
     """All batches' part lengths -> the summary, and (stream, [FilePiece]) per stream."""
-    parts: Dict[Tuple[int, int], List[Tuple[int, str, int, int]]] = {}
+    paths: List[str] = []
+    doc_keys: List[Tuple[int, int]] = []
+    doc_index: Dict[Tuple[int, int], int] = {}
+    part_doc, part_number, part_file, part_start, part_len = [], [], [], [], []
     for _, path, docs in batches:
         start = 0
         for (doc_key, number, _), n in docs:
-            parts.setdefault(doc_key, []).append((number, path, start, n))
+            doc = doc_index.get(doc_key)
+            if doc is None:
+                doc = doc_index[doc_key] = len(doc_keys)
+                doc_keys.append(doc_key)
+            part_doc.append(doc)
+            part_number.append(number)
+            part_file.append(len(paths))
+            part_start.append(start)
+            part_len.append(n)
             start += n
-    # [(begin in the document, token file, start in the file, length)] of every document.
-    doc_file = {}
-    lengths = []
-    for doc_key, found in parts.items():
-        begin = 0
-        doc_file[doc_key] = []
-        for _, path, start, n in sorted(found):
-            doc_file[doc_key].append((begin, path, start, n))
-            begin += n
-        if begin > 1:  # not only the <eod> of a document whose parts had no tokens
-            lengths.append((doc_key, begin))
+        paths.append(path)
     try:
-        layout, placement = streams.compute_layout(lengths, params)
+        layout, pieces = streams.compute_layout(doc_keys, part_doc, part_number, part_len,
+                                                params)
     except DataPrepError as e:
         if split == "eval":
             _fail(f"Held-out split ({EVAL_DIR}/): {e} Or raise --eval_fraction / add "
                   "--eval_input text.")
         _fail(str(e))
     yield beam.pvalue.TaggedOutput("summary", layout.to_dict())
-    per_stream: Dict[int, List[FilePiece]] = {}
-    for doc_key, pieces in placement.items():
-        for stream, offset, begin, end in pieces:
-            for part_begin, path, start, n in doc_file[doc_key]:
-                lo, hi = max(begin, part_begin), min(end, part_begin + n)
-                if lo < hi:
-                    per_stream.setdefault(stream, []).append(
-                        (offset + lo - begin, path, start + lo - part_begin,
-                         start + hi - part_begin))
-    for stream in sorted(per_stream):
-        yield stream, sorted(per_stream[stream])
+    part = pieces["part"]
+    in_file = np.asarray(part_start, np.int64)[part]
+    offset = pieces["offset"].tolist()
+    files = np.asarray(part_file, np.int64)[part].tolist()
+    begin = (in_file + pieces["begin"]).tolist()
+    end = (in_file + pieces["end"]).tolist()
+    bounds = np.searchsorted(pieces["stream"], np.arange(params.num_streams + 1)).tolist()
+    for stream in range(params.num_streams):
+        lo, hi = bounds[stream], bounds[stream + 1]
+        yield stream, [(offset[q], paths[files[q]], begin[q], end[q]) for q in range(lo, hi)]
 
 
 # Token files a writing worker keeps open (memory-mapped local files cost address space only).

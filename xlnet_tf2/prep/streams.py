@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-from typing import Dict, Iterable, List, Tuple
+from typing import Dict, Iterable, Sequence, Tuple
 
 import numpy as np
 
@@ -18,8 +18,6 @@ from xlnet_tf2.prep.examples import num_chunks
 from xlnet_tf2.data.params import DataParams, DataPrepError
 
 DocKey = Tuple[int, int]
-# (stream id, offset in the stream, begin in the document, end in the document)
-Piece = Tuple[int, int, int, int]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,43 +35,76 @@ def document_order_key(seed: int, key: DocKey) -> bytes:
     return hashlib.sha256(f"{seed}:{key[0]}:{key[1]}".encode()).digest()
 
 
-def compute_layout(lengths: Iterable[Tuple[DocKey, int]],
-                   params: DataParams) -> Tuple[StreamLayout, Dict[DocKey, List[Piece]]]:
-    """Places every document in the streams.
+def compute_layout(doc_keys: Sequence[DocKey], part_doc, part_number, part_len,
+                   params: DataParams) -> Tuple[StreamLayout, Dict[str, np.ndarray]]:
+    """Places every document in the streams, vectorized over the parts of the documents.
+
+    Glossary: D documents, P parts (a long document is tokenized in several parts), Q pieces
+    (a part cut at the row ends: a part lies in one row or straddles a few).
 
     Args:
-      lengths: (document key, number of tokens) pairs, in any order.
+      doc_keys: the D document keys.
+      part_doc: int [P] document of each part (an index into doc_keys).
+      part_number: int [P] place of the part in its document (parts join in this order).
+      part_len: int [P] tokens of each part.
       params: the data parameters (seed, num_streams, seq_len, reuse_len).
 
+    A document of at most one token (only the <eod> of parts that encoded to nothing) is left
+    out. Raises DataPrepError if the corpus is too small for one example per stream.
+
     Returns:
-      (layout summary, {document key: pieces}). Raises DataPrepError if the corpus is too
-      small for one example per stream.
+      (layout summary, pieces): pieces maps "part" (index into the P parts), "stream",
+      "offset" (in the stream), "begin" and "end" (in the part) to int64 [Q] arrays, in
+      stream order and, inside a stream, by offset.
     """
-    ordered = sorted(lengths, key=lambda kv: document_order_key(params.seed, kv[0]))
-    total = int(sum(n for _, n in ordered))
+    part_doc = np.asarray(part_doc, np.int64)
+    part_len = np.asarray(part_len, np.int64)
+    num_docs = len(doc_keys)
+    doc_len = np.bincount(part_doc, weights=part_len, minlength=num_docs).astype(np.int64)
+    kept = [d for d in range(num_docs) if doc_len[d] > 1]
+    order = np.array(sorted(kept, key=lambda d: document_order_key(params.seed, doc_keys[d])),
+                     np.int64)
+    total = int(doc_len[order].sum())
     row_len = total // params.num_streams
     chunks = num_chunks(row_len, params)
     if chunks < 1:
         need = params.num_streams * params.seq_len
         raise DataPrepError(
-            f"Too little text: the inputs give {total} tokens in {len(ordered)} documents, but "
+            f"Too little text: the inputs give {total} tokens in {len(order)} documents, but "
             f"--num_streams={params.num_streams} streams of one --seq_len={params.seq_len} "
             f"example each need at least {need}. Add text or lower --num_streams.")
     used = row_len * params.num_streams
-    placement: Dict[DocKey, List[Piece]] = {}
-    offset = 0
-    for key, n in ordered:
-        begin = 0
-        while begin < n and offset + begin < used:
-            position = offset + begin
-            stream, in_stream = divmod(position, row_len)
-            take = min(n - begin, row_len - in_stream)
-            placement.setdefault(key, []).append((stream, in_stream, begin, begin + take))
-            begin += take
-        offset += n
-    layout = StreamLayout(total_tokens=total, documents=len(ordered), row_len=row_len,
+    doc_offset = np.full(num_docs, -1, np.int64)        # -1: left out
+    doc_offset[order] = np.cumsum(doc_len[order]) - doc_len[order]
+    # Where each part begins in its document: exclusive sums over the document's parts.
+    by_doc = np.lexsort((np.asarray(part_number, np.int64), part_doc))
+    sorted_len = part_len[by_doc]
+    before = np.cumsum(sorted_len) - sorted_len
+    sorted_doc = part_doc[by_doc]
+    first = np.ones(by_doc.shape[0], bool)
+    first[1:] = sorted_doc[1:] != sorted_doc[:-1]
+    first_of_doc = np.maximum.accumulate(np.where(first, np.arange(by_doc.shape[0]), 0))
+    part_begin = np.empty_like(part_len)
+    part_begin[by_doc] = before - before[first_of_doc]
+    # The parts' places in the concatenation of all streams, cut to `used` and at row ends.
+    start = doc_offset[part_doc] + part_begin                                     # [P]
+    placed = np.flatnonzero((doc_offset[part_doc] >= 0) & (part_len > 0) & (start < used))
+    start = start[placed]
+    stop = np.minimum(start + part_len[placed], used)
+    first_row, last_row = start // row_len, (stop - 1) // row_len
+    count = last_row - first_row + 1
+    part = np.repeat(placed, count)                                              # [Q]
+    within = np.arange(part.shape[0]) - np.repeat(np.cumsum(count) - count, count)
+    row = np.repeat(first_row, count) + within
+    part_start = np.repeat(start, count)
+    begin = np.maximum(part_start, row * row_len)
+    end = np.minimum(np.repeat(stop, count), (row + 1) * row_len)
+    in_order = np.argsort(begin, kind="stable")   # begins are distinct: stream, then offset
+    pieces = {"part": part, "stream": row, "offset": begin - row * row_len,
+              "begin": begin - part_start, "end": end - part_start}
+    layout = StreamLayout(total_tokens=total, documents=len(order), row_len=row_len,
                           chunks_per_row=chunks)
-    return layout, placement
+    return layout, {name: values[in_order] for name, values in pieces.items()}
 
 
 def assemble_row(pieces: Iterable[Tuple[int, np.ndarray, np.ndarray]],
