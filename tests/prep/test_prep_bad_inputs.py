@@ -10,7 +10,7 @@ import pytest
 from xlnet_tf2.prep.beam_pipeline import create_tfrecords
 from xlnet_tf2.data.params import DataParams, DataPrepError
 
-from fixtures.corpora import LOCAL_BEAM, corpus_path, spm_model, workdir
+from fixtures.corpora import LOCAL_BEAM, corpus_path, spm_model
 from fixtures.paths import REPO_ROOT as REPO
 
 TINY = DataParams(seq_len=32, reuse_len=16, num_predict=5, perm_size=16, bi_data=False,
