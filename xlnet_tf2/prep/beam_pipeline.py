@@ -251,7 +251,7 @@ class ModelCopy:
         try:
             with fileio.open_file(self.path, "rb") as f:
                 proto = f.read()
-        except OSError as e:
+        except Exception as e:  # OSError locally, tf.errors.OpError through tf.io.gfile
             _fail(f"{self.path}: cannot read the run's copy of the SentencePiece model ({e}); "
                   "the output directory must be reachable from every worker.")
         if model_checksum(proto) != self.sha256:
