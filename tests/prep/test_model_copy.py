@@ -1,6 +1,6 @@
-"""The steps of the Beam pipeline load the SentencePiece model from the run's copy
-(beam_pipeline.ModelCopy) instead of carrying it: small pickles, and a clear line when the copy
-cannot be read or changed during the run."""
+"""The tokenizing step of the Beam pipeline loads the SentencePiece model from the run's copy
+(beam_pipeline.ModelCopy) and the writing step carries only the start-piece table: small
+pickles, and a clear line when the copy cannot be read or changed during the run."""
 
 import shutil
 
@@ -9,6 +9,7 @@ from apache_beam.internal import pickler
 
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.prep.beam_pipeline import ModelCopy, _Tokenize, _WriteStream
+from xlnet_tf2.prep.span_sampling import start_piece_table
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import model_checksum
 
 from fixtures.corpora import spm_model, tokenizer
@@ -31,7 +32,7 @@ def test_steps_pickle_without_the_model(tmp_path):
     model = _copy(tmp_path)
     size = len(tokenizer().model_proto)
     steps = [_Tokenize(model, False, True, str(tmp_path), {}),
-             _WriteStream(model, DataParams(), str(tmp_path), {})]
+             _WriteStream(start_piece_table(tokenizer()), DataParams(), str(tmp_path), {})]
     for step in steps:
         # Beam pickles every step into the pipeline and unpickles it in each worker.
         assert len(pickler.dumps(step)) < min(4096, size // 10)

@@ -236,11 +236,12 @@ class ModelCopy:
     """The run's copy of the SentencePiece model (OUTPUT_DIR/spiece.model, written before the
     pipeline starts), as the workers' steps load it.
 
-    Steps carry this path and checksum, not the model: Beam pickles (and compresses) every
-    step when the pipeline is built and unpickles it in each worker, and with the 0.5 MB of a
-    16k-piece model inside, that cost about 30 ms per step to build and 15 ms per worker
-    to load, on the run's critical path. The output directory must be reachable from every
-    worker anyway (it receives their files).
+    The tokenizing step carries this path and checksum, not the model (the writing step
+    carries only the start-piece table): Beam pickles (and compresses) every step when the
+    pipeline is built and unpickles it in each worker, and with the 0.5 MB of a 16k-piece
+    model inside, that cost about 30 ms per step to build and 15 ms per worker to load, on
+    the run's critical path. The output directory must be reachable from every worker anyway
+    (it receives their files).
     """
 
     def __init__(self, path: str, sha256: str):
@@ -432,17 +433,20 @@ def read_stream_pieces(pieces: Sequence[FilePiece], opened: Optional[Dict] = Non
 
 
 class _WriteStream(beam.DoFn):
-    """(stream, [FilePiece]) -> one file per (pass, direction); yields their descriptions."""
+    """(stream, [FilePiece]) -> one file per (pass, direction); yields their descriptions.
 
-    def __init__(self, model: ModelCopy, params: DataParams, output_dir: str,
+    `starts_word` is the vocabulary's `start_piece_table`, computed once by the launcher (a
+    bool per piece) rather than from the model in every worker.
+    """
+
+    def __init__(self, starts_word: np.ndarray, params: DataParams, output_dir: str,
                  progress: dict):
-        self._model = model
+        self._starts_word = starts_word
         self._params = params
         self._output_dir = output_dir
         self._progress_args = progress
 
     def setup(self):
-        self._starts_word = start_piece_table(self._model.load())
         self._progress = SharedProgress(**self._progress_args)
         self._token_files: Dict[str, np.ndarray] = {}
 
@@ -517,9 +521,9 @@ def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab
 
 
 def _prepare_split(p, name: str, batches, bad_lines, *, params: DataParams,
-                   model: ModelCopy,
-                   output_dir: str, word_cache: bool, tokenizer, spm_model: str, sources,
-                   input_chars: int, work_dir: str):
+                   model: ModelCopy, starts_word: np.ndarray, output_dir: str,
+                   word_cache: bool, tokenizer, spm_model: str, sources, input_chars: int,
+                   work_dir: str):
     """Adds the steps that turn one split's document batches into a prepared directory."""
     progress_dir = os.path.join(work_dir, "progress")
     tokenize_progress = dict(directory=progress_dir, stage=f"{name}-tokenize",
@@ -540,7 +544,7 @@ def _prepare_split(p, name: str, batches, bad_lines, *, params: DataParams,
     files = (layout.streams
              | f"{name}SpreadStreams" >> beam.Reshuffle()
              | f"{name}Write" >> beam.ParDo(
-                 _WriteStream(model, params, output_dir, write_progress), summary))
+                 _WriteStream(starts_word, params, output_dir, write_progress), summary))
     return (files | f"{name}AllFiles" >> beam.combiners.ToList()
             | f"{name}Manifest" >> beam.FlatMap(
                 _write_manifest, summary, beam.pvalue.AsList(bad_lines), params=params,
@@ -754,7 +758,8 @@ def _run_pipeline(directory: str, *, params: DataParams, tokenizer, sources, eva
     # Each text file is read in ranges (text_sources.file_ranges), spread over the workers.
     elements = ([(part, False) for s in sources for part in text_sources.source_parts(s)]
                 + [(part, True) for s in eval_sources for part in text_sources.source_parts(s)])
-    common = dict(params=params, model=model, word_cache=params.word_cache,
+    common = dict(params=params, model=model, starts_word=start_piece_table(tokenizer),
+                  word_cache=params.word_cache,
                   tokenizer=tokenizer, spm_model=spm_model, input_chars=input_chars,
                   work_dir=work_dir)
     try:
