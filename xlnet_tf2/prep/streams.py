@@ -61,7 +61,7 @@ def compute_layout(doc_keys: Sequence[DocKey], part_doc, part_number, part_len,
     part_len = np.asarray(part_len, np.int64)
     num_docs = len(doc_keys)
     doc_len = np.bincount(part_doc, weights=part_len, minlength=num_docs).astype(np.int64)
-    kept = [d for d in range(num_docs) if doc_len[d] > 1]
+    kept = np.flatnonzero(doc_len > 1).tolist()
     order = np.array(sorted(kept, key=lambda d: document_order_key(params.seed, doc_keys[d])),
                      np.int64)
     total = int(doc_len[order].sum())
