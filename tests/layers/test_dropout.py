@@ -1,10 +1,12 @@
 """The hashed dropout layer: Keras dropout semantics, independent masks, XLA-ready."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers import Dropout
-from xlnet_tf2.layers.dropout import hashed_uniform_bits
+from xlnet_tf2.layers.dropout import (_always_true, dropout_keys, hashed_uniform_bits,
+                                     masks_are_stored_here)
 
 
 def test_inference_is_identity_and_training_drops_and_rescales():
@@ -50,3 +52,61 @@ def test_same_seed_same_stream_and_zero_rate_is_free():
     np.testing.assert_array_equal(a, b)
     assert Dropout(0.0).seed_generator is None
     np.testing.assert_array_equal(Dropout(0.0)(x, training=True).numpy(), x.numpy())
+
+
+# ------------------------------------------------------------------ stored masks (store_mask)
+def _keyed_dropout(store_mask: bool):
+    """A jit-compiled training call of Dropout(0.3, store_mask) inside the training loop's key
+    scope (the step is a run-time value, as in the trainer), with its gradient."""
+    layer = Dropout(0.3, store_mask=store_mask)
+
+    @tf.function(jit_compile=True)
+    def call(x, step):
+        with dropout_keys(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4):
+            with tf.GradientTape() as tape:
+                tape.watch(x)
+                y = layer(x, training=True)
+                loss = tf.reduce_sum(y * y)
+        return y, tape.gradient(loss, x)
+    return call
+
+
+def test_stored_mask_gives_the_same_values_and_gradients():
+    x = tf.random.stateless_normal([4, 3, 16, 24], seed=[1, 2])
+    step = tf.constant(7, tf.int64)
+    y_stored, g_stored = _keyed_dropout(True)(x, step)
+    y_plain, g_plain = _keyed_dropout(False)(x, step)
+    np.testing.assert_array_equal(y_stored.numpy(), y_plain.numpy())
+    np.testing.assert_array_equal(g_stored.numpy(), g_plain.numpy())
+    dropped = np.mean(y_plain.numpy() == 0.0)
+    assert abs(dropped - 0.3) < 0.05
+    # Outside the key scope (the layer's own seed stream) too.
+    a = Dropout(0.3, seed=4, store_mask=True)(x, training=True).numpy()
+    b = Dropout(0.3, seed=4)(x, training=True).numpy()
+    np.testing.assert_array_equal(a, b)
+
+
+def test_stored_mask_is_a_conditional_that_xla_keeps_on_a_cpu():
+    """The mask is stored only if XLA keeps the conditional: a condition it could prove true
+    would be folded away, and the speed-up lost without any other sign."""
+    if not masks_are_stored_here():
+        pytest.skip("an accelerator is visible: masks are recomputed there by design")
+    x = tf.ones([4, 3, 16, 24])
+    step = tf.constant(7, tf.int64)
+
+    def conditionals(store_mask):
+        hlo = _keyed_dropout(store_mask).experimental_get_compiler_ir(x, step)(
+            stage="optimized_hlo")
+        return hlo.count(" conditional(")
+
+    assert conditionals(True) == 1
+    assert conditionals(False) == 0
+
+
+def test_the_stored_masks_condition_is_true_for_every_key():
+    keys = tf.constant([0, 1, 2 ** 31, 2 ** 32 - 2, 2 ** 32 - 1], tf.uint32)
+    for k in keys:
+        assert bool(_always_true(k))
+    assert bool(_always_true(keys))
+    assert Dropout(0.1, store_mask=True).get_config()["store_mask"] is True
+    assert Dropout.from_config(Dropout(0.1, store_mask=True).get_config()).store_mask

@@ -28,6 +28,22 @@ place is `salt`, given to every Dropout of a model in a fixed order (`assign_dro
 Outside the scope (a user calling `model(x, training=True)`), the key comes from the layer's
 Keras `SeedGenerator`, a new key per call.
 
+Stored masks (`store_mask=True`, the attention probabilities' dropout). XLA recomputes a
+cheap elementwise value wherever it is used rather than storing it, and the dropout mask of the
+attention probabilities is used by several fusions of the backward pass, among them the
+rel-shift's gradient, which computes every element from a reshaped and padded index: the hash
+ran there once more per element, behind index arithmetic that does not vectorize. With
+`store_mask` the keep mask leaves a `tf.cond` (XLA does not fuse across control flow), so it is
+computed once and read as one byte per element. The condition is always true, but only at run
+time (`_always_true`), so that XLA cannot fold the conditional away. Measured on the 2-core
+build machine at the benchmark's pretraining shape: the rel-shift's backward fusion 9.9 ->
+7.2 ms per step and the whole step 3.4-4.2% faster (paired rounds, BENCHMARKS.md); storing
+every dropout's mask instead was 2% slower than storing only this one. Done only where
+TensorFlow sees no GPU or TPU (`masks_are_stored_here`): there recomputing costs little and
+stored masks cost memory. At the paper's scale they would be one byte per score: 24 layers x
+16 heads x (512 + 85) query rows x 896 keys = 205 MB per example, 1.6 GB per TPU core with 8
+examples each.
+
 Why not a TensorFlow generator: on the 2-core CPU build machine a million uniforms with a
 run-time seed took 7.4 ms with tf.random.stateless_uniform(alg="philox") under XLA (and keras'
 own dropout, on "auto_select", 240 ms), against 0.85 ms for this hash. Dropout touches about
@@ -148,6 +164,25 @@ def _rows_of(example_k1: tf.Tensor, rows: Optional[int]) -> tf.Tensor:
                       + tf.cast(tf.range(per), tf.uint32)[None, :], [rows])
 
 
+def masks_are_stored_here() -> bool:
+    """Whether `store_mask` takes effect: only while TensorFlow sees no GPU and no TPU (see
+    the module docstring). Asked when a step is traced, not cached: a TPU system initialized
+    later in the process changes the answer."""
+    return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
+def _always_true(k1: tf.Tensor) -> tf.Tensor:
+    """A boolean scalar that is true for every key, computed at run time from `k1` (uint32,
+    scalar or [rows]; never a constant: it holds the step): x + 1 != x in uint32 arithmetic."""
+    first = tf.reshape(k1, [-1])[0]
+    return tf.not_equal(first + tf.constant(1, tf.uint32), first)
+
+
+def _stored(keep: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
+    """`keep` passed through a conditional, so that XLA computes it once (module docstring)."""
+    return tf.cond(_always_true(k1), lambda: keep, lambda: tf.zeros_like(keep))
+
+
 def assign_dropout_salts(model: keras.layers.Layer) -> int:
     """Numbers every Dropout of `model` (0, 1, ... in the model's fixed layer order), so each
     has its own keys inside `dropout_keys`; returns how many there are."""
@@ -161,14 +196,20 @@ def assign_dropout_salts(model: keras.layers.Layer) -> int:
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class Dropout(keras.layers.Layer):
-    """x [...] -> x with each element zeroed with probability `rate` (training only)."""
+    """x [...] -> x with each element zeroed with probability `rate` (training only).
 
-    def __init__(self, rate: float, seed=None, **kwargs):
+    `store_mask`: on a CPU, compute the keep mask once and store it for the backward pass
+    instead of letting XLA recompute it in every fusion that uses it (module docstring); the
+    values are the same either way.
+    """
+
+    def __init__(self, rate: float, seed=None, store_mask: bool = False, **kwargs):
         super().__init__(**kwargs)
         if not 0.0 <= float(rate) < 1.0:
             raise ValueError(f"Dropout rate must be in [0, 1), got {rate!r}.")
         self.rate = float(rate)
         self.seed = seed
+        self.store_mask = bool(store_mask)
         self.salt = 0
         self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
         self._threshold = min(int(round(self.rate * 2.0 ** 32)), 2 ** 32 - 1)
@@ -176,7 +217,7 @@ class Dropout(keras.layers.Layer):
 
     def get_config(self):
         config = super().get_config()
-        config.update(rate=self.rate, seed=self.seed)
+        config.update(rate=self.rate, seed=self.seed, store_mask=self.store_mask)
         return config
 
     def _keys(self, shared: bool):
@@ -203,5 +244,7 @@ class Dropout(keras.layers.Layer):
             k1 = _rows_of(k1, inputs.shape[0])
         bits = hashed_bits(tf.shape(inputs), k0, k1)
         keep = bits >= tf.constant(self._threshold, tf.uint32)
+        if self.store_mask and masks_are_stored_here():
+            keep = _stored(keep, k1)
         scaled = inputs / tf.cast(1.0 - self.rate, inputs.dtype)
         return tf.where(keep, scaled, tf.zeros_like(inputs))

@@ -61,7 +61,9 @@ class RelativeAttention(keras.layers.Layer):
         self.layer_norm_epsilon = layer_norm_epsilon
         self.scale = 1.0 / (d_head ** 0.5)
         self.output_dropout = Dropout(dropout, name="dropout")
-        self.attention_dropout = Dropout(dropatt, name="dropatt")
+        # The probabilities' mask is read by several fusions of the backward pass: stored on a
+        # CPU instead of recomputed in each (layers/dropout.py).
+        self.attention_dropout = Dropout(dropatt, name="dropatt", store_mask=True)
         self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
 
     def build(self, input_shape=None):
