@@ -39,11 +39,11 @@ time (`_always_true`), so that XLA cannot fold the conditional away. Measured on
 build machine at the benchmark's pretraining shape: the rel-shift's backward fusion 9.9 ->
 7.2 ms per step and the bare step (keys from the layer's seed stream) 3.4-4.2% faster, the
 real loop (one key per example) 0.6-1.0% faster (paired rounds in one process,
-BENCHMARKS.md); storing every dropout's mask instead was 2% slower than storing only this one. Done only where
-TensorFlow sees no GPU or TPU (`masks_are_stored_here`): there recomputing costs little and
-stored masks cost memory. At the paper's scale they would be one byte per score: 24 layers x
-16 heads x (512 + 85) query rows x 896 keys = 205 MB per example, 1.6 GB per TPU core with 8
-examples each.
+BENCHMARKS.md); storing every dropout's mask instead was 2% slower than storing only this
+one. Done only where TensorFlow sees no GPU or TPU (`masks_are_stored_here`): there
+recomputing costs little and stored masks cost memory. At the paper's scale they would be one
+byte per score: 24 layers x 16 heads x (512 + 85) query rows x 896 keys = 205 MB per example,
+1.6 GB per TPU core with 8 examples each.
 
 Why not a TensorFlow generator: on the 2-core CPU build machine a million uniforms with a
 run-time seed took 7.4 ms with tf.random.stateless_uniform(alg="philox") under XLA (and keras'
