@@ -1,9 +1,9 @@
-"""Writes an English corpus of Python standard-library docstrings (xlnet_tf2.tools.corpus).
+"""Writes an English corpus of Python standard-library docstrings (xlnet_tf2.prep.docstring_corpus).
 
     python data_prep/build_corpus.py --output=runs/corpus/stdlib.txt --min_bytes=1000000
 
 The text is already on every machine with Python, so demos and tests need no download. The
-flags are the settings of `CorpusConfig` (xlnet_tf2/tools/command_configs.py).
+flags are the settings of `CorpusConfig` (xlnet_tf2/prep/prep_config.py).
 """
 
 from xlnet_tf2 import cli
@@ -11,7 +11,7 @@ from xlnet_tf2 import cli
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.tools.command_configs import CorpusConfig  # noqa: E402
+from xlnet_tf2.prep.prep_config import CorpusConfig  # noqa: E402
 
 define_flags(CorpusConfig)
 
@@ -19,7 +19,7 @@ define_flags(CorpusConfig)
 def main(argv):
     cli.no_arguments(argv)
     config = config_from_flags(CorpusConfig)
-    from xlnet_tf2.tools.corpus import build_stdlib_corpus
+    from xlnet_tf2.prep.docstring_corpus import build_stdlib_corpus
 
     stats = build_stdlib_corpus(config.output, min_bytes=config.min_bytes,
                                 max_bytes=config.max_bytes)

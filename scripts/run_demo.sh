@@ -70,37 +70,9 @@ $PY experiments/run_pretrain.py --data_dir="$OUT/data" --model_dir="$OUT/model" 
   --record_steps --eval_steps=$((STEPS / 4 > 0 ? STEPS / 4 : 1)) --eval_batches=10
 
 echo "== 5/6 held-out loss against the unigram baselines"
-$PY - "$OUT" "$BATCH" "$MIN_MARGIN" <<'PY'
-import json, os, sys
-os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-from xlnet_tf2.tools.baselines import held_out_unigram_baseline
-out, batch, margin = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
-steps = [json.loads(l) for l in open(os.path.join(out, "model", "steps.jsonl"))]
-evals = [json.loads(l) for l in open(os.path.join(out, "model", "eval_results.jsonl"))]
-n = len(steps)
-base = held_out_unigram_baseline([os.path.join(out, "data")], [os.path.join(out, "data", "eval")],
-                                 global_batch_size=batch, max_steps=n)
-window = max(n // 10, 1)
-first = sum(s["loss"] for s in steps[:window]) / window
-last = sum(s["loss"] for s in steps[-window:]) / window
-held_out = evals[-1]["loss"]
-print(f"unigram baselines (token frequencies of the training targets, nothing else): "
-      f"training entropy {base['train_entropy']:.3f} nats; held-out cross-entropy "
-      f"{base['heldout_cross_entropy']:.3f} nats ({base['heldout_targets']} held-out targets)")
-for e in evals:
-    print(f"  step {e['step']:>5d}: held-out loss {e['loss']:.3f} (perplexity "
-          f"{e['perplexity']:.1f})")
-print(f"training loss: first {window} steps {first:.3f}, last {window} steps {last:.3f}; "
-      f"held-out loss at step {evals[-1]['step']}: {held_out:.3f}, "
-      f"{base['heldout_cross_entropy'] - held_out:.3f} nats below the held-out unigram baseline")
-json.dump({"heldout_baseline_nats": base["heldout_cross_entropy"],
-           "train_entropy_nats": base["train_entropy"], "heldout_loss": held_out,
-           "first_loss": first, "last_loss": last, "steps": n, "evals": evals},
-          open(os.path.join(out, "demo_summary.json"), "w"), indent=2)
-if not held_out < base["heldout_cross_entropy"] - margin:
-    sys.exit(f"FAILED: the held-out loss is not {margin} nats below the held-out unigram "
-             "baseline.")
-PY
+$PY benchmarks/heldout_report.py --model_dir="$OUT/model" --data_dir="$OUT/data" \
+  --eval_dir="$OUT/data/eval" --global_batch_size="$BATCH" --min_margin="$MIN_MARGIN" \
+  --summary_json="$OUT/demo_summary.json"
 
 echo "== 6/6 export: SavedModel for TF Serving (token and pooled features, text in)"
 # Straight from the pretraining model_dir: architecture, vocabulary and seq_len are there.

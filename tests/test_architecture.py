@@ -118,3 +118,27 @@ def test_no_test_module_imports_another():
                           if name.split(".")[0] in test_modules]
     assert not offenders, "test modules importing test modules (move what they share to " \
         "tests/fixtures/):\n" + "\n".join(f"  {p}:{line}: {name}" for p, line, name in offenders)
+
+
+def _imported_top_names(path):
+    """{(line, top-level module name)} of every absolute import in a file, wherever it is."""
+    tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {(node.lineno, alias.name.split(".")[0]) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add((node.lineno, node.module.split(".")[0]))
+    return found
+
+
+def test_the_package_imports_nothing_of_the_checkout():
+    """The installed package holds only the library: it never imports the benchmarks, the
+    test helpers or the command scripts, which are not installed."""
+    outside = {"benchmarks", "fixtures", "tests", "experiments", "data_prep", "_paths",
+               "benchmark_reference"}
+    offenders = [(_relative(path), line, name) for path in _python_files(PACKAGE)
+                 for line, name in sorted(_imported_top_names(path)) if name in outside]
+    assert not offenders, "the library imports code that is not installed:\n" + "\n".join(
+        f"  {p}:{line}: {name}" for p, line, name in offenders)
+    assert not os.path.exists(os.path.join(PACKAGE, "tools")), "benchmark code belongs in benchmarks/"

@@ -17,10 +17,10 @@ from xlnet_tf2.config_flags import RunConfigError, config_from_flags, define_fla
 from xlnet_tf2.conversion.convert_config import ConvertConfig
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.export.export_config import ExportConfig, ExtractConfig
-from xlnet_tf2.prep.prep_config import PrepConfig, SentencePieceConfig
-from xlnet_tf2.tools.command_configs import (BaseStepBenchmarkConfig, BenchmarkConfig,
-                                             CorpusConfig, DataBenchmarkConfig,
-                                             GenerationBenchmarkConfig, ScaleReportConfig)
+from xlnet_tf2.prep.prep_config import CorpusConfig, PrepConfig, SentencePieceConfig
+from benchmarks.tools.command_configs import (BaseStepBenchmarkConfig, BenchmarkConfig,
+                                              DataBenchmarkConfig, GenerationBenchmarkConfig,
+                                              ScaleReportConfig)
 
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "data_prep").is_dir())
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -195,7 +195,7 @@ def _one_error_line(args):
     (["experiments/extract_features.py", "--model_dir=m", "--input_file=t",
       "--output_file=f.csv"],
      "extract_features.py: error: --output_file='f.csv' must end in .npz or .jsonl."),
-    (["experiments/scale_report.py", "--chips=510"],
+    (["benchmarks/scale_report.py", "--chips=510"],
      "scale_report.py: error: --chips=510 is not divisible by --chips_per_host=4."),
 ])
 def test_a_bad_value_is_one_line_naming_the_flag(args, expected):

@@ -25,7 +25,7 @@ TASK_COMMANDS = ("experiments/run_classifier.py", "experiments/run_squad.py",
 # absl's own flags, which every command has but --help (the command's key flags) leaves out.
 ABSL_FLAGS = {"help", "helpfull", "helpshort", "helpxml", "verbosity", "v", "flagfile"}
 # python <command> or $PY <command>, as written in docstrings, docs and shell scripts.
-COMMAND = re.compile(r"(?:python|\$PY)\s+((?:data_prep|experiments)/\w+\.py)\b")
+COMMAND = re.compile(r"(?:python|\$PY)\s+((?:data_prep|experiments|benchmarks)/\w+\.py)\b")
 FLAG = re.compile(r"(?<![\w-])--(\w+)")
 # What absl appends to a flag's help: its default and its type.
 ABSL_NOTES = re.compile(r"(\s*\((default: '.*?'|an integer|a number|a comma separated list)\))+$")
@@ -33,8 +33,8 @@ HELP_ENTRY = re.compile(r"^  --(\[no\])?(\w+): (.*?)(?=^  --|^\S|\Z)", re.M | re
 
 
 def _commands() -> List[str]:
-    paths = glob.glob(str(ROOT / "experiments" / "*.py")) + glob.glob(str(ROOT / "data_prep" /
-                                                                           "*.py"))
+    paths = [path for folder in ("experiments", "data_prep", "benchmarks")
+             for path in glob.glob(str(ROOT / folder / "*.py"))]
     return sorted(os.path.relpath(p, ROOT) for p in paths
                   if 'if __name__ == "__main__":' in Path(p).read_text(encoding="utf-8"))
 
@@ -80,7 +80,7 @@ def _help_of(command: str):
         "import runpy, sys\n"
         f"path = {command!r}\n"
         "sys.argv = [path, '--help']\n"
-        "sys.path.insert(0, 'experiments' if path.startswith('experiments') else 'data_prep')\n"
+        "sys.path.insert(0, path.split('/')[0])\n"
         "try:\n"
         "    runpy.run_path(path, run_name='__main__')\n"
         "except SystemExit:\n"
@@ -106,9 +106,9 @@ def test_every_command_is_covered():
     commands = _commands()
     assert {"data_prep/create_tfrecords.py", "experiments/convert_checkpoint.py",
             "experiments/export_saved_model.py", "experiments/extract_features.py",
-            "data_prep/build_corpus.py", "experiments/benchmark.py"} <= set(commands)
+            "data_prep/build_corpus.py", "benchmarks/benchmark.py"} <= set(commands)
     assert set(TASK_COMMANDS) <= set(commands)
-    assert "experiments/benchmark_reference.py" not in commands  # a module, not a command
+    assert "benchmarks/benchmark_reference.py" not in commands  # a module, not a command
     assert usage_flags("data_prep/create_tfrecords.py").keys() >= {
         "input", "spm_model", "output_dir", "num_streams", "bi_data", "seq_len", "reuse_len",
         "num_predict", "overwrite", "eval_fraction"}  # the docstring, DATA.md, run_demo.sh

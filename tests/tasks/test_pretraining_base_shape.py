@@ -1,7 +1,7 @@
 """One compiled training step at XLNet-Base's pretraining shape on CPU: 12 layers, d_model 768,
 12 heads, d_inner 3072, seq 512, reuse 256, mem 384, 85 predictions, batch 2, bi_data, under
 jit_compile=True, with the masks built on the device from the compact features. It must trace,
-compile and run within 24 GiB of host memory (experiments/benchmark_base_step.py times it
+compile and run within 24 GiB of host memory (benchmarks/benchmark_base_step.py times it
 against HuggingFace)."""
 
 import math
@@ -14,7 +14,7 @@ import tensorflow as tf
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import Trainer
 
 L, R, M, P, B = 512, 256, 384, 85, 2

@@ -13,9 +13,9 @@ from xlnet_tf2.data.pretrain_dataset import (DENSE_HOST_DTYPES, OUTPUT_FEATURES,
 from xlnet_tf2.tasks.pretraining import (LOSS_FEATURES, MODEL_FEATURES, DataShape,
                                          PretrainTask)
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import Trainer
-from xlnet_tf2.tools.corpus import build_stdlib_corpus
+from xlnet_tf2.prep.docstring_corpus import build_stdlib_corpus
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import train_sentencepiece
 

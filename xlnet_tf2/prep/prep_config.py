@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Sequence, Tuple
 
-from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_positive, section,
-                                    setting)
+from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
+                                    check_positive, section, setting)
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.special_ids import SPECIAL_PIECES
 
@@ -107,3 +107,20 @@ class SentencePieceConfig:
             raise RunConfigError(f"--character_coverage must be in (0, 1], got "
                                  f"{self.character_coverage}.")
         check_positive(self, "input_sentence_size")
+
+
+@dataclasses.dataclass(frozen=True)
+class CorpusConfig:
+    """The docstring corpus of the demo and the tests (data_prep/build_corpus.py)."""
+
+    output: str = setting(
+        None, "The text file to write, in the pretraining input format.", required=True)
+    min_bytes: int = setting(
+        1_000_000, "Fail if the standard library yields less text than this many bytes.")
+    max_bytes: Optional[int] = setting(
+        None, "Stop once this much text is written, in bytes (default: all of it).")
+
+    def __post_init__(self):
+        check_declared(self)
+        check_non_negative(self, "min_bytes")
+        check_positive(self, "max_bytes")

@@ -98,7 +98,7 @@ class PretrainTask(Task):
       data: the training data: a `PretrainData` (prepared directories), or any object with its
         `shape`, `vocab_size`, `validate(layout)`, `dataset(global_batch_size, input_context=,
         start_step=, online_permutation=, seed=, micro_batches=)` and
-        `corrupt_record_locator(global_batch_size)` (e.g. tools/synthetic_data.py).
+        `corrupt_record_locator(global_batch_size)` (e.g. tests/fixtures/synthetic_data.py).
       architecture: the model architecture (its run-time fields are ignored: they come from
         `config.model` and, for reuse_len and bi_data, from the data).
       eval_data: held-out data of the same shape (None: no held-out evaluation).

@@ -8,7 +8,7 @@ variable of the training loop. For a checkpoint each host saves only the rows of
 replicas, [W-local rows, M, D] per layer, into model_dir/memory/worker-WWW/ckpt-STEP; nothing is
 gathered across hosts. At the paper's scale (XLNet-Large: 24 layers, GB 8192, M 384, D 1024,
 float32) the whole memory is 309 GB; with 64 hosts each saves and holds 4.8 GB (the numbers
-for any configuration: xlnet_tf2/tools/scale_costs.py).
+for any configuration: benchmarks/tools/scale_costs.py).
 
 Every row is saved with its *slot*: direction * F + (stream within the step's group), the
 identity of the text it continues, which does not depend on the topology. Restoring reads, for

@@ -1,25 +1,27 @@
-"""One contender of `experiments/benchmark.py --workloads=loop`, in a process of its own so that
+"""One contender of `benchmarks/benchmark.py --workloads=loop`, in a process of its own so that
 its peak RSS is its own; benchmark.py starts it once per round:
 
-    python experiments/benchmark_loop_worker.py --role=real --spec=WORKDIR/spec.json \
+    python benchmarks/benchmark_loop_worker.py --role=real --spec=WORKDIR/spec.json \
         --output=WORKDIR/real.json
 
 --role=real runs the pretraining loop as experiments/run_pretrain.py builds it, bare the bare
 jit-compiled step, huggingface the HuggingFace PyTorch loop (without importing TensorFlow).
-The timings go to --output as JSON (xlnet_tf2/tools/loop_benchmark.py says what they mean).
-The flags are the settings of `LoopWorkerConfig` (xlnet_tf2/tools/command_configs.py).
+The timings go to --output as JSON (benchmarks/tools/loop_benchmark.py says what they mean).
+The flags are the settings of `LoopWorkerConfig` (benchmarks/tools/command_configs.py).
 """
 
 import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+
 from xlnet_tf2 import cli, fileio  # noqa: E402
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.tools.command_configs import LoopWorkerConfig  # noqa: E402
+from benchmarks.tools.command_configs import LoopWorkerConfig  # noqa: E402
 
 define_flags(LoopWorkerConfig)
 
@@ -27,7 +29,7 @@ define_flags(LoopWorkerConfig)
 def main(argv):
     cli.no_arguments(argv)
     c = config_from_flags(LoopWorkerConfig)
-    from xlnet_tf2.tools.loop_benchmark import LoopSpec
+    from benchmarks.tools.loop_benchmark import LoopSpec
 
     spec = LoopSpec.read(c.spec)
     if c.role == "huggingface":
@@ -35,7 +37,7 @@ def main(argv):
 
         result = hf_pretrain_loop(spec)
     else:
-        from xlnet_tf2.tools import loop_contenders
+        from benchmarks.tools import loop_contenders
 
         loop_contenders.configure_threads(spec)
         if c.role == "real":

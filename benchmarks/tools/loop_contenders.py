@@ -25,9 +25,9 @@ from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data.pretrain_dataset import PretrainData
 from xlnet_tf2.tasks.pretraining import run_pretraining
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-from xlnet_tf2.tools.benchmarking import Workload, make_batch, tf_pretrain_step
-from xlnet_tf2.tools.docstring_data import prepare_docstring_data
-from xlnet_tf2.tools.loop_benchmark import LoopSpec, contender_result, time_loops
+from benchmarks.tools.benchmarking import Workload, make_batch, tf_pretrain_step
+from benchmarks.tools.docstring_data import prepare_docstring_data
+from benchmarks.tools.loop_benchmark import LoopSpec, contender_result, time_loops
 from xlnet_tf2.training.distribution import strategy_of
 
 DENSE_BATCHES_FILE = "dense_batches.json"  # what dense_batches.npz was exported for (reuse)

@@ -47,7 +47,7 @@ from xlnet_tf2.prep.examples import row_example_batches
 from xlnet_tf2.prep.span_sampling import start_piece_table
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (SentencePieceTokenizer,
                                                           train_sentencepiece)
-from xlnet_tf2.tools.doc_corpus import SOURCES, build_doc_corpus
+from benchmarks.tools.doc_corpus import SOURCES, build_doc_corpus
 
 CORPUS_FILE = "corpus.txt"
 SPM_TEXT_FILE = "spm_text.txt"

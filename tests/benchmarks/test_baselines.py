@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf2.tools.baselines import unigram_baselines
+from benchmarks.tools.baselines import unigram_baselines
 
 
 def _batches(targets, masks):

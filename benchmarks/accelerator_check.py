@@ -1,17 +1,17 @@
 """The first run on a GPU or TPU: the real pretraining path at XLNet-Base's shape under
 mixed_bfloat16 with XLA, its first-step loss checked against float32, then timed.
 
-    python experiments/accelerator_check.py                    # Base, batch 16, 300 steps
-    python experiments/accelerator_check.py --steps=500 --batch_size=32 --output_json=gpu.json
-    python experiments/accelerator_check.py --tpu=local        # on a TPU VM
-    python experiments/accelerator_check.py --cpu_dry_run      # this code on a CPU, tiny shape
+    python benchmarks/accelerator_check.py                    # Base, batch 16, 300 steps
+    python benchmarks/accelerator_check.py --steps=500 --batch_size=32 --output_json=gpu.json
+    python benchmarks/accelerator_check.py --tpu=local        # on a TPU VM
+    python benchmarks/accelerator_check.py --cpu_dry_run      # this code on a CPU, tiny shape
 
 Prints the devices, the first-step losses (float32 and --precision, from the same weights,
 batch and dropout masks) and whether they agree within --loss_tolerance, then step time,
 tokens/s, MFU against the device's data-sheet peak and the device memory in use. On a machine
 without an accelerator it says so in one line and exits 0 (unless --cpu_dry_run). Exit status
-1 when the losses disagree. xlnet_tf2/tools/accelerator_check.py says what runs and why; the
-flags are the settings of `AcceleratorCheckConfig` (xlnet_tf2/tools/command_configs.py).
+1 when the losses disagree. benchmarks/tools/accelerator_check.py says what runs and why; the
+flags are the settings of `AcceleratorCheckConfig` (benchmarks/tools/command_configs.py).
 """
 
 import dataclasses
@@ -19,12 +19,14 @@ import os
 import shutil
 import tempfile
 
+import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+
 from xlnet_tf2 import cli, fileio
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.tools.command_configs import AcceleratorCheckConfig  # noqa: E402
+from benchmarks.tools.command_configs import AcceleratorCheckConfig  # noqa: E402
 
 define_flags(AcceleratorCheckConfig)
 
@@ -32,7 +34,7 @@ define_flags(AcceleratorCheckConfig)
 def main(argv):
     cli.no_arguments(argv)
     c = config_from_flags(AcceleratorCheckConfig)
-    from xlnet_tf2.tools import accelerator_check
+    from benchmarks.tools import accelerator_check
 
     if not (c.distribution.tpu or c.cpu_dry_run or accelerator_check.accelerators()):
         print(f"{cli.program_name()}: no GPU or TPU is visible to TensorFlow on this machine "

@@ -2,7 +2,7 @@
 that run the real training path (tools/loop_contenders.py, tools/accelerator_check.py).
 
 `prepare_docstring_data(workdir, params, vocab_size, corpus_bytes)`: a docstring corpus
-(standard library, then installed packages; tools/corpus.py build_docstring_corpus), a
+(standard library, then installed packages; xlnet_tf2/prep/docstring_corpus.py build_docstring_corpus), a
 SentencePiece model of `vocab_size` pieces trained on it, and the corpus prepared by
 data_prep/create_tfrecords.py's library function (`create_tfrecords`, Beam in one process)
 into WORKDIR/data. A directory prepared before with the same settings is reused.
@@ -18,7 +18,7 @@ import time
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.prep.beam_pipeline import create_tfrecords
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import train_sentencepiece
-from xlnet_tf2.tools.corpus import build_docstring_corpus
+from xlnet_tf2.prep.docstring_corpus import build_docstring_corpus
 
 PREPARED_FILE = "prepared.json"  # what WORKDIR was prepared with (the reuse check)
 

@@ -1,4 +1,4 @@
-"""The first run on an accelerator (experiments/accelerator_check.py): the real pretraining path
+"""The first run on an accelerator (benchmarks/accelerator_check.py): the real pretraining path
 at XLNet-Base's shape under mixed_bfloat16 with XLA, checked against float32 and measured.
 
 In order:
@@ -47,7 +47,7 @@ from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.models.saving import checkpoint_for
 from xlnet_tf2.tasks.pretraining import build_trainer, pretraining_task
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-from xlnet_tf2.tools.docstring_data import prepare_docstring_data
+from benchmarks.tools.docstring_data import prepare_docstring_data
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.distribution import resolve_strategy
 

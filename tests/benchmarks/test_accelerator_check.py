@@ -1,4 +1,4 @@
-"""experiments/accelerator_check.py: the one-line exit on a CPU-only machine, its settings'
+"""benchmarks/accelerator_check.py: the one-line exit on a CPU-only machine, its settings'
 checks, the report's text, and the CPU dry run of the whole path (data prepared, initial
 checkpoint, a float32 step and a mixed_bfloat16 run from it, the report)."""
 
@@ -12,15 +12,15 @@ import pytest
 from fixtures.paths import REPO_ROOT
 
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.tools.accelerator_check import (
+from benchmarks.tools.accelerator_check import (
     DRY_RUN,
     data_params,
     format_report,
     run_shape,
 )
-from xlnet_tf2.tools.command_configs import AcceleratorCheckConfig
+from benchmarks.tools.command_configs import AcceleratorCheckConfig
 
-COMMAND = [sys.executable, "experiments/accelerator_check.py"]
+COMMAND = [sys.executable, "benchmarks/accelerator_check.py"]
 CPU_ONLY = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 
 

@@ -1,4 +1,4 @@
-"""The loop workload of experiments/benchmark.py: its arithmetic (medians, ratios, MFU) on
+"""The loop workload of benchmarks/benchmark.py: its arithmetic (medians, ratios, MFU) on
 made-up results, and its plumbing end to end at a tiny shape (three contenders in processes of
 their own, the HuggingFace loop on the real loop's batches). No timing is asserted."""
 
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from fixtures.paths import REPO_ROOT
 
-from xlnet_tf2.tools.loop_benchmark import LoopSpec, contender_result, summarize
+from benchmarks.tools.loop_benchmark import LoopSpec, contender_result, summarize
 
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 SPEC = LoopSpec(n_layer=1, d_model=32, n_head=2, d_head=16, d_inner=64, vocab_size=300,
@@ -68,7 +68,7 @@ def test_loop_workload_runs_three_contenders_on_the_same_data(tmp_path):
     out = tmp_path / "loop.json"
     workdir = tmp_path / "work"
     run = subprocess.run(
-        [sys.executable, "experiments/benchmark.py", "--workloads=loop", "--n_layer=1",
+        [sys.executable, "benchmarks/benchmark.py", "--workloads=loop", "--n_layer=1",
          "--d_model=32", "--n_head=2", "--d_head=16", "--d_inner=64", "--batch_size=4",
          "--seq_len=16", "--reuse_len=8", "--mem_len=8", "--num_predict=3",
          "--loop_vocab_size=300", "--loop_steps=4", "--loop_steps_per_loop=2",

@@ -8,7 +8,7 @@ import pytest
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import XLNetLMHeadModel
-from xlnet_tf2.tools.scale_costs import (PAPER, compact_feature_bytes, dense_feature_bytes,
+from benchmarks.tools.scale_costs import (PAPER, compact_feature_bytes, dense_feature_bytes,
                                             markdown_table, paper_costs, parameter_count)
 
 from fixtures.paths import REPO_ROOT as ROOT
@@ -59,7 +59,7 @@ def test_ideal_step_time_uses_512_tpu_v3_chips():
 
 
 def test_report_prints_the_table():
-    proc = subprocess.run([sys.executable, "experiments/scale_report.py"], cwd=ROOT,
+    proc = subprocess.run([sys.executable, "benchmarks/scale_report.py"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip() == markdown_table(paper_costs()).strip()

@@ -1,4 +1,4 @@
-"""Timing helpers and xlnet-tf2 workloads for `experiments/benchmark.py`.
+"""Timing helpers and xlnet-tf2 workloads for `benchmarks/benchmark.py`.
 
 Every workload is a zero-argument callable that runs one step to completion (results pulled to
 the host), so wall-clock timing around it is the step time. Inputs are numpy arrays shared
@@ -19,7 +19,7 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import XLNetLMHeadModel
 from xlnet_tf2.training.optimization import create_optimizer
 from xlnet_tf2.models import XLNetModel
-from xlnet_tf2.tools.corpus import build_stdlib_corpus
+from xlnet_tf2.prep.docstring_corpus import build_stdlib_corpus
 from xlnet_tf2.export.saved_model import ServingModule, export
 from xlnet_tf2.models.sequence_classifier import SequenceClassifier
 from xlnet_tf2.tasks.task_spec import TaskSpec

@@ -1,4 +1,4 @@
-"""tools/docstring_data.py: the benchmarks' pretraining data, prepared as a user prepares
+"""benchmarks/tools/docstring_data.py: the benchmarks' pretraining data, prepared as a user prepares
 theirs, reused when prepared before with the same settings, and a clear error when the corpus
 cannot carry the vocabulary."""
 
@@ -11,7 +11,7 @@ import pytest
 from xlnet_tf2.data.manifest import MANIFEST_NAME
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.data.pretrain_dataset import PretrainData
-from xlnet_tf2.tools.docstring_data import PREPARED_FILE, prepare_docstring_data
+from benchmarks.tools.docstring_data import PREPARED_FILE, prepare_docstring_data
 
 PARAMS = DataParams(seq_len=16, reuse_len=8, num_predict=3, bi_data=True, perm_size=8,
                     num_streams=2, num_passes=1, seed=0)

@@ -1,6 +1,6 @@
 """Measures data-preparation and input-pipeline throughput on text the tokenizer never saw.
 
-    python data_prep/benchmark_data.py --workdir=/tmp/xlnet_data_benchmark
+    python benchmarks/benchmark_data.py --workdir=/tmp/xlnet_data_benchmark
 
 Builds (once per --workdir, then reused) a corpus of documentation prose found on the machine
 (man pages, info manuals, /usr/share/doc, docstrings of installed Python packages; every
@@ -10,15 +10,17 @@ process on one thread (tokens/s per core, the SentencePiece-only ceiling, each t
 mode), runs the whole command data_prep/create_tfrecords.py with the default settings and with
 --noword_cache, alternating, --runs times each, with the machine's load before every run,
 checks that both modes wrote the same bytes, and times build_pretrain_dataset (examples/s).
-The flags are the settings of `DataBenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
+The flags are the settings of `DataBenchmarkConfig` (benchmarks/tools/command_configs.py).
 """
+
+import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
 
 from xlnet_tf2 import cli
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.tools.command_configs import DataBenchmarkConfig  # noqa: E402
+from benchmarks.tools.command_configs import DataBenchmarkConfig  # noqa: E402
 
 define_flags(DataBenchmarkConfig)
 
@@ -26,7 +28,7 @@ define_flags(DataBenchmarkConfig)
 def main(argv):
     cli.no_arguments(argv)
     c = config_from_flags(DataBenchmarkConfig)  # a bad setting stops here, before TensorFlow
-    from xlnet_tf2.tools.data_throughput import format_report, measure_data_throughput
+    from benchmarks.tools.data_throughput import format_report, measure_data_throughput
 
     result = measure_data_throughput(
         c.workdir, corpus_bytes=c.corpus_bytes, spm_bytes=c.spm_bytes,

@@ -7,12 +7,13 @@ import os
 import sys
 from typing import Optional
 
+import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 from fixtures.hf_reference import hf_config  # noqa: E402
-from xlnet_tf2.tools.loop_benchmark import time_loops  # noqa: E402  (TensorFlow-free)
+from benchmarks.tools.loop_benchmark import time_loops  # noqa: E402  (TensorFlow-free)
 
 
 def _torch_inputs(batch, with_two_stream):
@@ -59,7 +60,7 @@ def hf_pretrain_step(config, batch, clip_norm: float = 1.0, dropout: Optional[fl
 
 def hf_pretrain_loop(spec, learning_rate: float = 1e-4, clip_norm: float = 1.0) -> dict:
     """A plain HuggingFace PyTorch pretraining loop on the loop benchmark's batches
-    (tools/loop_benchmark.py): XLNetLMHeadModel at dropout 0.1, the loss averaged over the real
+    (benchmarks/tools/loop_benchmark.py): XLNetLMHeadModel at dropout 0.1, the loss averaged over the real
     targets, backward, global-norm clipping, torch AdamW; the memory (HF's `mems`, [M, B, D]
     per layer) carried from step to step, zero at the start and for rows that start a stream
     (chunk 0), as the real loop. Returns `contender_result` of its loops of

@@ -1,18 +1,18 @@
 """One pretraining step at XLNet-Base's shape: xlnet-tf2 against HuggingFace's PyTorch XLNet.
 
-  python experiments/benchmark_base_step.py                 # B=2, L=512, R=256, M=384, P=85
-  python experiments/benchmark_base_step.py --repeats=5 --output_json=base_step.json
+  python benchmarks/benchmark_base_step.py                 # B=2, L=512, R=256, M=384, P=85
+  python benchmarks/benchmark_base_step.py --repeats=5 --output_json=base_step.json
 
 Ours is the real training step of the pretraining task's Trainer (jit_compile=True): the synthetic input
 pipeline's compact features (ranks and target positions) go to the step, which builds the
 dense two-stream masks on the device, runs both streams with memory, the token-weighted LM
 loss, the backward pass, clipping and AdamW. Theirs is XLNetLMHeadModel (transformers) with
 the same architecture and sizes, fed dense perm_mask / target_mapping and memory of the same
-length, with the LM loss, backward, clipping and torch AdamW (experiments/benchmark_reference.py).
+length, with the LM loss, backward, clipping and torch AdamW (benchmarks/benchmark_reference.py).
 Both use dropout 0.1 and float32, are timed alternately in one process (the machine's
 background load hits both alike) after untimed warm-up calls; reported: median step time,
 tokens/s, each step's extra peak resident memory, and the throughput ratio ours/theirs. The
-flags are the settings of `BaseStepBenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
+flags are the settings of `BaseStepBenchmarkConfig` (benchmarks/tools/command_configs.py).
 """
 
 import os
@@ -22,12 +22,14 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+
 from xlnet_tf2 import cli, fileio  # noqa: E402
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.tools.command_configs import BaseStepBenchmarkConfig  # noqa: E402
+from benchmarks.tools.command_configs import BaseStepBenchmarkConfig  # noqa: E402
 
 define_flags(BaseStepBenchmarkConfig)
 
@@ -40,9 +42,9 @@ def ours_step(c, model_dir):
     from xlnet_tf2.config import XLNetConfig
     from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
     from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-    from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData
+    from fixtures.synthetic_data import SyntheticPretrainData
     from xlnet_tf2.training.trainer import Trainer
-    from xlnet_tf2.tools.synthetic_data import synthetic_pretrain_dataset
+    from fixtures.synthetic_data import synthetic_pretrain_dataset
 
     shape = DataShape(c.seq_len, c.reuse_len, c.num_predict, True)
     model_config = XLNetConfig.resolve(c.model_config)
@@ -85,10 +87,9 @@ def hf_step(config, batch, dropout=0.1, clip_norm=1.0):
 def main(argv):
     cli.no_arguments(argv)
     c = config_from_flags(BaseStepBenchmarkConfig)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import tensorflow as tf
 
-    from xlnet_tf2.tools.benchmarking import Workload, interleaved, make_batch
+    from benchmarks.tools.benchmarking import Workload, interleaved, make_batch
     from xlnet_tf2.data.pretrain_dataset import bytes_per_example
     from xlnet_tf2.training.flops import pretrain_step_flops
 

@@ -41,7 +41,7 @@ from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.training.device_peak import ACCELERATORS
 from xlnet_tf2.training.flops import pretrain_step_flops
 from xlnet_tf2.data.pretrain_dataset import feature_bytes
-from xlnet_tf2.tools.command_configs import ScaleReportConfig
+from benchmarks.tools.command_configs import ScaleReportConfig
 
 F32 = 4
 
@@ -65,7 +65,7 @@ class PodSetting(ScaleReportConfig):
 
     @classmethod
     def of(cls, config: ScaleReportConfig) -> "PodSetting":
-        """The setting of the command's config (experiments/scale_report.py)."""
+        """The setting of the command's config (benchmarks/scale_report.py)."""
         return cls(**dataclasses.asdict(config))
 
     @property

@@ -1,8 +1,8 @@
 """Side-by-side speed benchmark: xlnet-tf2 against HuggingFace's PyTorch XLNet.
 
-  python experiments/benchmark.py                       # the default workloads and sizes
-  python experiments/benchmark.py --workloads=pretrain --seq_len=256 --reuse_len=128
-  python experiments/benchmark.py --workloads=loop --loop_repeats=3
+  python benchmarks/benchmark.py                       # the default workloads and sizes
+  python benchmarks/benchmark.py --workloads=pretrain --seq_len=256 --reuse_len=128
+  python benchmarks/benchmark.py --workloads=loop --loop_repeats=3
 
 Both implementations get the same config, the same inputs and the same thread count, and are
 timed alternately in this one process so background load affects both alike. Reported: median
@@ -13,8 +13,8 @@ throughput (> 1 means xlnet-tf2 is faster).
 The loop workload is the exception: it runs the real pretraining loop of run_pretrain.py on
 TFRecords it prepares, the bare step and a HuggingFace PyTorch loop on the same data, each in a
 process of its own (so each peak RSS is its own), in rotating rounds with the load average
-recorded around every run (xlnet_tf2/tools/loop_benchmark.py). The flags are the settings of
-`BenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
+recorded around every run (benchmarks/tools/loop_benchmark.py). The flags are the settings of
+`BenchmarkConfig` (benchmarks/tools/command_configs.py).
 """
 
 import os
@@ -22,12 +22,14 @@ import sys
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+
 from xlnet_tf2 import cli, fileio  # noqa: E402
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.tools.command_configs import BenchmarkConfig  # noqa: E402
+from benchmarks.tools.command_configs import BenchmarkConfig  # noqa: E402
 
 define_flags(BenchmarkConfig)
 
@@ -64,7 +66,7 @@ def _row(name, workload, measurement, flops, peak, baseline=None):
 
 
 def _compare(c, title, workload, ours, theirs, flops, peak):
-    from xlnet_tf2.tools.benchmarking import interleaved
+    from benchmarks.tools.benchmarking import interleaved
 
     runs = dict(ours)
     if theirs is not None:
@@ -79,7 +81,7 @@ def _compare(c, title, workload, ours, theirs, flops, peak):
 
 
 def _pretrain_rows(c, workload, peak):
-    from xlnet_tf2.tools.benchmarking import make_batch, tf_pretrain_step
+    from benchmarks.tools.benchmarking import make_batch, tf_pretrain_step
     from xlnet_tf2.training.flops import pretrain_step_flops
 
     config = _model_config(c, workload)
@@ -99,7 +101,7 @@ def _pretrain_rows(c, workload, peak):
 
 
 def _inference_rows(c, batch_size, peak, export_dir):
-    from xlnet_tf2.tools.benchmarking import Workload, make_batch, saved_model_inference, tf_inference
+    from benchmarks.tools.benchmarking import Workload, make_batch, saved_model_inference, tf_inference
     from xlnet_tf2.training.flops import pretrain_step_flops
 
     workload = Workload(batch_size=batch_size, seq_len=c.inference_seq_len)
@@ -123,7 +125,7 @@ def _data_report(c, train_rows):
     """Data preparation tokens/s on new text (the whole command, the default settings against
     --noword_cache, side by side) and input-pipeline examples/s at the pretraining step's
     shape, set against what the timed training step consumes."""
-    from xlnet_tf2.tools.data_throughput import format_report, measure_data_throughput
+    from benchmarks.tools.data_throughput import format_report, measure_data_throughput
 
     # Per-stage tokens/s (with the SentencePiece-only ceiling) and end-to-end runs at the
     # data shape; the input pipeline is then timed at the training step's batch.
@@ -147,13 +149,13 @@ def _data_report(c, train_rows):
 
 def _loop_report(c, threads):
     """The real pretraining loop against the bare step and HuggingFace's loop, each in its own
-    process (tools/loop_benchmark.py); returns everything measured, for --output_json."""
+    process (benchmarks/tools/loop_benchmark.py); returns everything measured, for --output_json."""
     import dataclasses
     import shutil
     import tempfile
 
-    from xlnet_tf2.tools import loop_benchmark
-    from xlnet_tf2.tools.loop_contenders import prepare_loop_data
+    from benchmarks.tools import loop_benchmark
+    from benchmarks.tools.loop_contenders import prepare_loop_data
     from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
     from xlnet_tf2.training.flops import pretrain_step_flops
 
@@ -223,7 +225,7 @@ def main(argv):
 
     import tensorflow as tf
 
-    from xlnet_tf2.tools.benchmarking import Workload
+    from benchmarks.tools.benchmarking import Workload
     from xlnet_tf2.training.device_peak import measure_matmul_peak
 
     peak = measure_matmul_peak(tf.float32)
@@ -238,7 +240,7 @@ def main(argv):
     if "inference" in c.workloads:
         import tempfile
 
-        from xlnet_tf2.tools.benchmarking import export_features_saved_model
+        from benchmarks.tools.benchmarking import export_features_saved_model
 
         with tempfile.TemporaryDirectory() as workdir:
             export_dir = None

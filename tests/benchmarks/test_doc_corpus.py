@@ -5,8 +5,8 @@ import gzip
 
 import pytest
 
-from xlnet_tf2.tools import doc_corpus
-from xlnet_tf2.tools.doc_corpus import build_doc_corpus, is_held_out
+from benchmarks.tools import doc_corpus
+from benchmarks.tools.doc_corpus import build_doc_corpus, is_held_out
 
 LICENSE = ("Permission is granted to copy, distribute and modify this document under the "
            "terms of the license.")

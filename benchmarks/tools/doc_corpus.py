@@ -33,7 +33,7 @@ import sysconfig
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
-from xlnet_tf2.tools.corpus import SENTENCE_END, docstrings
+from xlnet_tf2.prep.docstring_corpus import SENTENCE_END, docstrings
 
 SOURCES = ("man", "info", "doc", "python")
 # A document: (name, paragraphs); a paragraph is its lines joined by single spaces.

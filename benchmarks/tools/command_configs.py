@@ -1,15 +1,15 @@
-"""The settings of the tools' commands as config trees (xlnet_tf2/config_flags.py): their flags,
+"""The settings of the benchmark commands as config trees (xlnet_tf2/config_flags.py): their flags,
 help, defaults and checks are written here once.
 
-    CorpusConfig              data_prep/build_corpus.py
-    DataBenchmarkConfig       data_prep/benchmark_data.py
-    ScaleReportConfig         experiments/scale_report.py (the pod of xlnet_tf2/tools/scale_costs.py)
-    BenchmarkConfig           experiments/benchmark.py
-    LoopWorkerConfig          experiments/benchmark_loop_worker.py (one contender of the loop
+    DataBenchmarkConfig       benchmarks/benchmark_data.py
+    HeldOutReportConfig       benchmarks/heldout_report.py (step 5 of scripts/run_demo.sh)
+    ScaleReportConfig         benchmarks/scale_report.py (the pod of benchmarks/tools/scale_costs.py)
+    BenchmarkConfig           benchmarks/benchmark.py
+    LoopWorkerConfig          benchmarks/benchmark_loop_worker.py (one contender of the loop
                               workload, started by benchmark.py)
-    BaseStepBenchmarkConfig   experiments/benchmark_base_step.py
-    GenerationBenchmarkConfig experiments/benchmark_generation.py
-    AcceleratorCheckConfig    experiments/accelerator_check.py
+    BaseStepBenchmarkConfig   benchmarks/benchmark_base_step.py
+    GenerationBenchmarkConfig benchmarks/benchmark_generation.py
+    AcceleratorCheckConfig    benchmarks/accelerator_check.py
 
 Importing this module does not import TensorFlow (`--help` stays fast).
 """
@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
                                     check_positive, section, setting, setting_like)
-from xlnet_tf2.tools.doc_corpus import SOURCES
+from benchmarks.tools.doc_corpus import SOURCES
 from xlnet_tf2.training.run_config import PRECISIONS, DistributionConfig
 
 WORKLOADS = ("pretrain", "inference", "scaling", "data", "loop")
@@ -32,23 +32,6 @@ def _check_reuse_len(config) -> None:
     if config.reuse_len > config.seq_len:
         raise RunConfigError(f"--reuse_len={config.reuse_len} must not exceed "
                              f"--seq_len={config.seq_len}.")
-
-
-@dataclasses.dataclass(frozen=True)
-class CorpusConfig:
-    """The docstring corpus of the demo and the tests."""
-
-    output: str = setting(
-        None, "The text file to write, in the pretraining input format.", required=True)
-    min_bytes: int = setting(
-        1_000_000, "Fail if the standard library yields less text than this many bytes.")
-    max_bytes: Optional[int] = setting(
-        None, "Stop once this much text is written, in bytes (default: all of it).")
-
-    def __post_init__(self):
-        check_declared(self)
-        check_non_negative(self, "min_bytes")
-        check_positive(self, "max_bytes")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -124,6 +107,30 @@ class ScaleReportConfig:
         if self.chips % self.chips_per_host:
             raise RunConfigError(f"--chips={self.chips} is not divisible by "
                                  f"--chips_per_host={self.chips_per_host}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class HeldOutReportConfig:
+    """A pretraining run's held-out loss against the context-free unigram baselines."""
+
+    model_dir: str = setting(
+        None, "The pretraining model_dir (its steps.jsonl and eval_results.jsonl are read).",
+        required=True)
+    data_dir: str = setting(None, "The prepared training data of the run.", required=True)
+    eval_dir: str = setting(None, "The prepared held-out data of the run.", required=True)
+    global_batch_size: int = setting(
+        None, "The run's --train_batch_size: the baselines read the same batches.",
+        required=True)
+    min_margin: float = setting(
+        0.3, "Exit 1 unless the last held-out loss is at least this many nats below the "
+        "held-out unigram baseline.")
+    summary_json: Optional[str] = setting(
+        None, "Also write the figures to this JSON file.")
+
+    def __post_init__(self):
+        check_declared(self)
+        check_positive(self, "global_batch_size")
+        check_non_negative(self, "min_margin")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -322,7 +329,7 @@ class AcceleratorCheckConfig:
         "a float32 run from the same weights on the same batch.", choices=PRECISIONS[1:])
     loss_tolerance: float = setting(
         0.01, "Largest accepted |first-step loss (--precision) - first-step loss (float32)| "
-        "relative to the float32 loss (xlnet_tf2/tools/accelerator_check.py says why 1%).")
+        "relative to the float32 loss (benchmarks/tools/accelerator_check.py says why 1%).")
     vocab_size: int = setting(
         32000, "Pieces of the SentencePiece model trained on the docstring corpus (Base's "
         "vocabulary size).")

@@ -1,5 +1,5 @@
 """The real pretraining loop side by side with the bare step and HuggingFace's loop
-(`experiments/benchmark.py --workloads=loop`). TensorFlow-free: the HuggingFace contender's
+(`benchmarks/benchmark.py --workloads=loop`). TensorFlow-free: the HuggingFace contender's
 process imports this module and must not carry TensorFlow's memory.
 
 Three contenders at one shape, on one corpus:
@@ -11,11 +11,11 @@ Three contenders at one shape, on one corpus:
   bare step     tools/benchmarking.py tf_pretrain_step: one jit-compiled training step on a
                 fixed batch with precomputed dense masks, called back to back
                 (loop_contenders.py run_bare_step);
-  HF loop       experiments/benchmark_reference.py hf_pretrain_loop: transformers'
+  HF loop       benchmarks/benchmark_reference.py hf_pretrain_loop: transformers'
                 XLNetLMHeadModel, torch AdamW, gradient clipping, memory carried, on the same
                 batches as the real loop (their dense masks built once by masks.dense_features).
 
-Each contender runs in a process of its own (experiments/benchmark_loop_worker.py), so its
+Each contender runs in a process of its own (benchmarks/benchmark_loop_worker.py), so its
 peak RSS is its own, and the contenders take turns in rounds (the order rotating every round)
 so that background load on a shared machine hits all of them alike; /proc/loadavg is read
 around every run.

@@ -1,4 +1,4 @@
-"""tools/data_throughput.py's scaling measurement: the whole command on the first half and on
+"""benchmarks/tools/data_throughput.py's scaling measurement: the whole command on the first half and on
 the whole corpus, and the line through the two medians (fixed cost, marginal tokens/s)."""
 
 import json
@@ -7,7 +7,7 @@ import os
 import pytest
 
 from xlnet_tf2.data.params import DataParams
-from xlnet_tf2.tools.data_throughput import (first_half, format_scaling, measure_scaling,
+from benchmarks.tools.data_throughput import (first_half, format_scaling, measure_scaling,
                                            scaling_line)
 
 from fixtures.corpora import corpus_path, spm_model

@@ -2,8 +2,8 @@
 `XLNetLMHeadModel.generate` (same weights, same thread count), warm, on prompts of different
 lengths (as real calls come), greedy and beam search.
 
-  python experiments/benchmark_generation.py
-  python experiments/benchmark_generation.py --n_layer=2 --d_model=64 --n_head=4 \
+  python benchmarks/benchmark_generation.py
+  python benchmarks/benchmark_generation.py --n_layer=2 --d_model=64 --n_head=4 \
       --d_inner=128 --vocab_size=1000 --prompt_len=16 --new_tokens=20
 
 Reported: the model's time for one call's work (one prefill + new_tokens - 1 three-position
@@ -13,7 +13,7 @@ call) and its ratio to that model time, HF's per call and the ratio ours / HF, w
 gave the same tokens, how many traces the timed calls added (0 expected), and the machine load
 (/proc/loadavg) before and after: on a shared machine read the ratios, not the seconds.
 Random weights of the given shape (speed does not depend on the values). The flags are the
-settings of `GenerationBenchmarkConfig` (xlnet_tf2/tools/command_configs.py).
+settings of `GenerationBenchmarkConfig` (benchmarks/tools/command_configs.py).
 """
 
 import os
@@ -23,12 +23,14 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
+import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+
 from xlnet_tf2 import cli  # noqa: E402
 
 cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
 
 from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.tools.command_configs import GenerationBenchmarkConfig  # noqa: E402
+from benchmarks.tools.command_configs import GenerationBenchmarkConfig  # noqa: E402
 
 define_flags(GenerationBenchmarkConfig)
 
@@ -88,7 +90,6 @@ def main(argv):
     threads = c.threads or os.cpu_count()
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     torch.set_num_threads(threads)
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
     from fixtures.hf_reference import ours_from_hf, random_hf_model
 
     import xlnet_tf2
