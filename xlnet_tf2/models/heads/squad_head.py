@@ -49,8 +49,8 @@ class SquadHead(keras.layers.Layer):
                                               dtype=policy)
         self.end_hidden = keras.layers.Dense(d_model, activation="tanh", kernel_initializer=init,
                                              name="end_logits_0", dtype=policy)
-        self.end_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, name="end_logits_ln",
-                                                        dtype=policy)
+        self.end_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps,
+                                                        name="end_logits_ln", dtype=policy)
         self.end_logit = keras.layers.Dense(1, kernel_initializer=init, name="end_logits_1",
                                             dtype=policy)
         self.answer_hidden = keras.layers.Dense(d_model, activation="tanh", kernel_initializer=init,
