@@ -33,10 +33,16 @@ class PositionwiseFeedForward(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
         init = normal_initializer(initializer_range)
-        self.layer_1 = keras.layers.Dense(d_inner, kernel_initializer=init, name="layer_1")
-        self.layer_2 = keras.layers.Dense(d_model, kernel_initializer=init, name="layer_2")
-        self.dropout = Dropout(dropout, name="dropout")
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
+        # Sublayers follow this layer's policy: one left on the global policy would cast a
+        # mixed-precision layer's activations back to float32.
+        policy = self.dtype_policy
+        self.layer_1 = keras.layers.Dense(d_inner, kernel_initializer=init, name="layer_1",
+                                          dtype=policy)
+        self.layer_2 = keras.layers.Dense(d_model, kernel_initializer=init, name="layer_2",
+                                          dtype=policy)
+        self.dropout = Dropout(dropout, name="dropout", dtype=policy)
+        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon,
+                                                          name="layer_norm", dtype=policy)
         self._activation = _ACTIVATIONS[activation]
 
     def build(self, input_shape=None):

@@ -27,12 +27,14 @@ class XLNetBlock(keras.layers.Layer):
                             ff_activation=ff_activation, dropout=dropout, dropatt=dropatt,
                             initializer_range=initializer_range, own_biases=own_biases,
                             layer_index=layer_index)
+        # Sublayers follow this layer's dtype policy (a `dtype=` given to the block alone).
         self.rel_attn = RelativeAttention(d_model, n_head, d_head, dropout=dropout, dropatt=dropatt,
                                           initializer_range=initializer_range,
-                                          own_biases=own_biases, name="rel_attn")
+                                          own_biases=own_biases, name="rel_attn",
+                                          dtype=self.dtype_policy)
         self.ff = PositionwiseFeedForward(d_model, d_inner, activation=ff_activation,
                                           dropout=dropout, initializer_range=initializer_range,
-                                          name="ff")
+                                          name="ff", dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         self.rel_attn.build()

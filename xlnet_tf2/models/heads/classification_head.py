@@ -27,10 +27,12 @@ class ClassificationHead(keras.layers.Layer):
         self.n_head = n_head
         self.dropout_rate = dropout
         self.initializer_range = initializer_range
+        # Sublayers follow this layer's dtype policy (a `dtype=` given to the head alone).
         self.summary = SequenceSummary(d_model, summary_type, n_head=n_head, dropout=dropout,
-                                       initializer_range=initializer_range, name="sequence_summary")
+                                       initializer_range=initializer_range, name="sequence_summary",
+                                       dtype=self.dtype_policy)
         self.logits = keras.layers.Dense(num_outputs, kernel_initializer=normal_initializer(
-            initializer_range), name="logit")
+            initializer_range), name="logit", dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         self.summary.build()

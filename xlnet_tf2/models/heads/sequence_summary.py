@@ -41,12 +41,14 @@ class SequenceSummary(keras.layers.Layer):
         self.dropout_rate = dropout
         self.initializer_range = initializer_range
         init = normal_initializer(initializer_range)
+        # Sublayers follow this layer's dtype policy (a `dtype=` given to the layer alone).
+        policy = self.dtype_policy
         if summary_type == "attn":
             self.attention = keras.layers.MultiHeadAttention(
-                n_head, d_model // n_head, kernel_initializer=init, name="attention")
+                n_head, d_model // n_head, kernel_initializer=init, name="attention", dtype=policy)
         self.proj = keras.layers.Dense(d_model, activation="tanh", kernel_initializer=init,
-                                       name="summary")
-        self.dropout = Dropout(dropout)
+                                       name="summary", dtype=policy)
+        self.dropout = Dropout(dropout, dtype=policy)
 
     def build(self, input_shape=None):
         d = self.d_model

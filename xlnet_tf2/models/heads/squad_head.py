@@ -43,16 +43,21 @@ class SquadHead(keras.layers.Layer):
         self.initializer_range = initializer_range
         self.layer_norm_eps = layer_norm_eps
         init = normal_initializer(initializer_range)
-        self.start_logit = keras.layers.Dense(1, kernel_initializer=init, name="start_logits")
+        # Sublayers follow this layer's dtype policy (a `dtype=` given to the head alone).
+        policy = self.dtype_policy
+        self.start_logit = keras.layers.Dense(1, kernel_initializer=init, name="start_logits",
+                                              dtype=policy)
         self.end_hidden = keras.layers.Dense(d_model, activation="tanh", kernel_initializer=init,
-                                             name="end_logits_0")
-        self.end_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps, name="end_logits_ln")
-        self.end_logit = keras.layers.Dense(1, kernel_initializer=init, name="end_logits_1")
+                                             name="end_logits_0", dtype=policy)
+        self.end_norm = keras.layers.LayerNormalization(epsilon=layer_norm_eps,
+                                                        name="end_logits_ln", dtype=policy)
+        self.end_logit = keras.layers.Dense(1, kernel_initializer=init, name="end_logits_1",
+                                            dtype=policy)
         self.answer_hidden = keras.layers.Dense(d_model, activation="tanh", kernel_initializer=init,
-                                                name="answer_class_0")
+                                                name="answer_class_0", dtype=policy)
         self.answer_logit = keras.layers.Dense(1, use_bias=False, kernel_initializer=init,
-                                               name="answer_class_1")
-        self.dropout = Dropout(dropout)
+                                               name="answer_class_1", dtype=policy)
+        self.dropout = Dropout(dropout, dtype=policy)
 
     def build(self, input_shape=None):
         d = self.d_model
