@@ -687,12 +687,15 @@ def _private_tempdir():
 def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
                      input_patterns: Sequence[str] = (), tfds_name: Optional[str] = None,
                      tfds_split: str = "train", tfds_text_key: str = "text",
-                     tfds_data_dir: Optional[str] = None, skip_bad_lines: bool = False, overwrite: bool = False,
-                     eval_fraction: float = 0.0, eval_input: Sequence[str] = (),
+                     tfds_data_dir: Optional[str] = None, skip_bad_lines: bool = False,
+                     overwrite: bool = False, eval_fraction: float = 0.0,
+                     eval_input: Sequence[str] = (),
                      beam_args: Sequence[str] = ()) -> dict:
     """Prepares a directory of pretraining examples and returns its manifest.
 
     Args:
+      tfds_name, tfds_split, tfds_text_key, tfds_data_dir: or a split of a TFDS dataset
+        prepared in tfds_data_dir, one record a document (text_sources.tfds_sources).
       eval_fraction: hold out this fraction of the documents (chosen by a hash of --seed and
         the document's identity) into OUTPUT_DIR/eval.
       eval_input: or: text files prepared into OUTPUT_DIR/eval instead.
