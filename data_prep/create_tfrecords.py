@@ -45,6 +45,7 @@ def main(argv):
             params=config.params, output_dir=config.output_dir, spm_model=config.spm_model,
             input_patterns=config.input, tfds_name=config.tfds_name,
             tfds_split=config.tfds_split, tfds_text_key=config.tfds_text_key,
+            tfds_data_dir=config.tfds_data_dir,
             skip_bad_lines=config.skip_bad_lines, overwrite=config.overwrite,
             eval_fraction=config.eval_fraction, eval_input=config.eval_input,
             beam_args=beam_args)

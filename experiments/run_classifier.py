@@ -24,10 +24,14 @@ define_flags(ClassificationConfig)
 
 def main(argv):
     del argv
+    config = config_from_flags(ClassificationConfig)
+    if config.loop.deterministic:  # before anything starts TensorFlow's runtime: reading
+        from xlnet_tf2.training import determinism  # TFDS or caching features runs ops
+
+        determinism.enable()
     from xlnet_tf2.tasks.classification import ClassificationTask
     from xlnet_tf2.training.distribution import strategy_of
 
-    config = config_from_flags(ClassificationConfig)
     strategy = strategy_of(config.distribution)
     print(ClassificationTask(config, strategy).run(strategy).summary(), flush=True)
 

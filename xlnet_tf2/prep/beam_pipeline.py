@@ -621,7 +621,8 @@ def _check_size(paths, params: DataParams, fraction: float, what: str, fix: str)
 
 def preflight(*, params: DataParams, input_patterns: Sequence[str], tfds_name: Optional[str],
               tfds_split: str, tfds_text_key: str, spm_model: str, output_dir: str,
-              overwrite: bool, num_tfds_slices: int = 16, eval_fraction: float = 0.0,
+              overwrite: bool, tfds_data_dir: Optional[str] = None,
+              num_tfds_slices: int = text_sources.TFDS_SLICES, eval_fraction: float = 0.0,
               eval_input: Sequence[str] = ()):
     """Every check that can run before any work.
 
@@ -641,7 +642,8 @@ def preflight(*, params: DataParams, input_patterns: Sequence[str], tfds_name: O
                            "Add text or lower --num_streams.")
         sources = [("file", i, p) for i, p in enumerate(paths)]
     else:
-        sources = text_sources.tfds_sources(tfds_name, tfds_split, tfds_text_key, num_tfds_slices)
+        sources = text_sources.tfds_sources(tfds_name, tfds_split, tfds_text_key,
+                                            num_tfds_slices, tfds_data_dir)
     if eval_fraction and input_patterns:
         _check_size(paths, params, eval_fraction, " for the held-out split",
                     "Raise --eval_fraction, add text or lower --num_streams.")
@@ -685,12 +687,15 @@ def _private_tempdir():
 def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
                      input_patterns: Sequence[str] = (), tfds_name: Optional[str] = None,
                      tfds_split: str = "train", tfds_text_key: str = "text",
-                     skip_bad_lines: bool = False, overwrite: bool = False,
-                     eval_fraction: float = 0.0, eval_input: Sequence[str] = (),
+                     tfds_data_dir: Optional[str] = None, skip_bad_lines: bool = False,
+                     overwrite: bool = False, eval_fraction: float = 0.0,
+                     eval_input: Sequence[str] = (),
                      beam_args: Sequence[str] = ()) -> dict:
     """Prepares a directory of pretraining examples and returns its manifest.
 
     Args:
+      tfds_name, tfds_split, tfds_text_key, tfds_data_dir: or a split of a TFDS dataset
+        prepared in tfds_data_dir, one record a document (text_sources.tfds_sources).
       eval_fraction: hold out this fraction of the documents (chosen by a hash of --seed and
         the document's identity) into OUTPUT_DIR/eval.
       eval_input: or: text files prepared into OUTPUT_DIR/eval instead.
@@ -704,8 +709,9 @@ def create_tfrecords(*, params: DataParams, output_dir: str, spm_model: str,
     """
     tokenizer, sources, eval_sources, input_chars = preflight(
         params=params, input_patterns=input_patterns, tfds_name=tfds_name,
-        tfds_split=tfds_split, tfds_text_key=tfds_text_key, spm_model=spm_model,
-        output_dir=output_dir, overwrite=overwrite, eval_fraction=eval_fraction,
+        tfds_split=tfds_split, tfds_text_key=tfds_text_key, tfds_data_dir=tfds_data_dir,
+        spm_model=spm_model, output_dir=output_dir, overwrite=overwrite,
+        eval_fraction=eval_fraction,
         eval_input=eval_input)
     with_eval = bool(eval_fraction or eval_sources)
     # Everything is written under a staging name beside --output_dir and swapped in once

@@ -49,11 +49,17 @@ class PrepConfig:
         (), "Text files or globs (comma-separated) in the original format: one sentence per "
         "line, a blank line ends a document, <eop> allowed.")
     tfds_name: Optional[str] = setting(
-        None, "A TensorFlow Datasets text dataset to read instead of --input (needs internet "
-        "access or a prepared TFDS data_dir).")
-    tfds_split: str = setting("train", "The TFDS split to read, e.g. 'train[:10%]'.")
+        None, "A TensorFlow Datasets text dataset (name, name/config, name:version) to read "
+        "instead of --input; it must be prepared (`tfds build`) in --tfds_data_dir: data "
+        "preparation does not download.")
+    tfds_split: str = setting(
+        "train", "The TFDS split to read, e.g. 'train', 'train[:10%]', 'train+validation'.")
     tfds_text_key: str = setting(
-        "text", "The TFDS feature holding a document's text; its lines are the sentences.")
+        "text", "The TFDS feature holding a document's text (one record, one document); its "
+        "lines are the sentences.")
+    tfds_data_dir: Optional[str] = setting(
+        None, "The TensorFlow Datasets data directory holding --tfds_name (default: TFDS's "
+        "own, ~/tensorflow_datasets or $TFDS_DATA_DIR).")
     spm_model: Optional[str] = setting(
         None, "The SentencePiece model (from data_prep/train_sentencepiece.py) used to encode "
         "the text.")

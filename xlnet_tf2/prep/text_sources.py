@@ -5,8 +5,9 @@ text (it is a user-defined piece and is matched by SentencePiece). A TFDS record
 document whose lines are its sentences.
 
 A *source* is a small JSON-able tuple that a Beam worker can open on its own: a range of a text
-file ("file", index, path, begin, end, range number; `file_ranges`) or a TFDS slice ("tfds",
-index, name, split, text_key).
+file ("file", index, path, begin, end, range number; `file_ranges`) or a slice of a prepared
+TFDS split ("tfds", index, name, slice, text_key, data_dir, key source, first key;
+`tfds_sources`).
 """
 
 from __future__ import annotations
@@ -295,32 +296,146 @@ def read_text_range(index: int, path: str, begin: int, end: int, number: int,
         yield (index, number * RANGE_DOC_STRIDE + k), doc
 
 
-def read_tfds_documents(index: int, name: str, split: str,
-                        text_key: str) -> Iterator[Document]:
-    """Yields ((index, record number), lines) of a TensorFlow Datasets split."""
+# A TFDS split is read in at most this many slices (the sources of a TFDS input), spread over
+# the workers; a slice is a range of record numbers of one split.
+TFDS_SLICES = 16
+
+
+def _first_line(error: Exception) -> str:
+    # TFDS's messages run to hundreds of lines (a "not found" lists every dataset it knows).
+    text = str(error).strip()
+    return f"{type(error).__name__}: {text.splitlines()[0] if text else ''}"
+
+
+def tfds_builder(name: str, data_dir: Optional[str]):
+    """The prepared TFDS dataset `name` ("name", "name/config", "name:1.0.0", ...) found in
+    `data_dir` (None: TFDS's default directory) as a builder.
+
+    A dataset prepared in `data_dir` is found without its builder class (TFDS reads its
+    dataset_info.json): a dataset of one's own needs no import here. Data preparation never
+    downloads: a registered dataset that is not prepared yet is an error saying how to
+    prepare it.
+
+    Raises:
+      DataPrepError naming --tfds_name / --tfds_data_dir.
+    """
     import tensorflow_datasets as tfds
 
-    dataset = tfds.load(name, split=split, shuffle_files=False)
+    where = f"--tfds_data_dir={data_dir}" if data_dir else "TFDS's default data directory"
+    try:
+        builder = tfds.builder(name, data_dir=data_dir)
+        prepared = builder.is_prepared()
+    except Exception as e:  # tfds raises several types (not found, bad name or version, ...)
+        raise DataPrepError(f"--tfds_name={name}: no such dataset in {where} "
+                            f"({_first_line(e)}); prepare it with `tfds build` (or "
+                            "download_and_prepare) and pass its data directory as "
+                            "--tfds_data_dir.") from None
+    if not prepared:
+        raise DataPrepError(f"--tfds_name={name} is not prepared in {where}; data preparation "
+                            "does not download: run `tfds build` for it first (e.g. `tfds "
+                            f"build {name.split(':')[0]} --data_dir=DIR`) and pass "
+                            "--tfds_data_dir=DIR.")
+    return builder
+
+
+def tfds_sources(name: str, split: str, text_key: str, num_slices: int = TFDS_SLICES,
+                 data_dir: Optional[str] = None) -> list:
+    """The sources ("tfds", index, name, slice, text_key, data_dir, key source, first key) that
+    read a split of a prepared TFDS dataset: `num_slices` ranges of record numbers of about
+    equal size ("train[0:1250]", ...; fewer if the split has fewer records, one more per
+    extra part of the split), checked here, before any work.
+
+    A document's key is (key source, record number in its split): the index of the first
+    slice of its part of `split` ("train+test" has two parts) and the absolute record number,
+    so keys (and with them the document order and the held-out choice) do not depend on the
+    slicing, and a dataset read whole ("train") keys its documents (0, 0), (0, 1), ... like a
+    text file of one range holding the same documents in the same order.
+
+    Raises:
+      DataPrepError naming the flag to change (dataset, split or text feature).
+    """
+    import tensorflow as tf  # TFDS imports TensorFlow anyway
+    import tensorflow_datasets as tfds
+
+    builder = tfds_builder(name, data_dir)
+    info = builder.info
+    features = sorted(info.features.keys())
+    if text_key not in features:
+        raise DataPrepError(f"--tfds_text_key={text_key}: {name} has no such feature (it has "
+                            f"{features}); pass the feature holding the text.")
+    feature = info.features[text_key]
+    if getattr(feature, "tf_dtype", None) != tf.string or tuple(feature.shape) != ():
+        raise DataPrepError(f"--tfds_text_key={text_key}: that feature of {name} is "
+                            f"{type(feature).__name__} of {feature.tf_dtype.name} "
+                            f"{list(feature.shape)}, not one text per record; pass the "
+                            "feature holding the text.")
+    try:
+        parts = tfds.core.ReadInstruction.from_spec(split).to_absolute(info.splits)
+    except Exception as e:  # tfds raises several types for a malformed or unknown split
+        raise DataPrepError(f"--tfds_split={split!r} is not a valid split of {name} "
+                            f"({_first_line(e)}); its splits are {sorted(info.splits.keys())}."
+                            ) from None
+    ranges = []  # (split name, start, stop) of each part
+    for part in parts:
+        total = info.splits[part.splitname].num_examples
+        start = 0 if part.from_ is None else min(max(part.from_, 0), total)
+        stop = total if part.to is None else min(max(part.to, start), total)
+        ranges.append((part.splitname, start, stop))
+    records = sum(stop - start for _, start, stop in ranges)
+    if not records:
+        raise DataPrepError(f"--tfds_split={split!r} of {name} holds no records; choose a "
+                            "split with documents.")
+    # Even cuts of the records (all parts in a row), then each part's share of every slice.
+    count = min(max(num_slices, 1), records)
+    cuts = [i * records // count for i in range(count + 1)]
+    sources: list = []
+    offset = 0
+    for splitname, start, stop in ranges:
+        size = stop - start
+        if not size:
+            continue
+        key_source = len(sources)
+        bounds = [0] + [c - offset for c in cuts if offset < c < offset + size] + [size]
+        for begin, end in zip(bounds, bounds[1:]):
+            sources.append(("tfds", len(sources), name, f"{splitname}[{start + begin}:"
+                            f"{start + end}]", text_key, data_dir, key_source, start + begin))
+        offset += size
+    return sources
+
+
+def tfds_document_lines(text: str) -> List[str]:
+    """The lines of a TFDS record's text as a text file's lines: split at "\n" (a "\r" stays,
+    as in a file), blank lines dropped (a record is one document)."""
+    return [line for line in text.split("\n") if not _is_blank(line)]
+
+
+def read_tfds_documents(index: int, name: str, split: str, text_key: str,
+                        data_dir: Optional[str], key_source: int,
+                        first_key: int) -> Iterator[Document]:
+    """Yields ((key_source, first_key + record number in the slice), lines) of a slice of a
+    prepared TFDS dataset (a source of `tfds_sources`); a record without text yields none."""
+    import tensorflow_datasets as tfds
+
+    dataset = tfds.load(name, split=split, data_dir=data_dir, shuffle_files=False,
+                        download=False)
     for number, record in enumerate(tfds.as_numpy(dataset)):
         if text_key not in record:
             raise DataPrepError(f"TFDS {name} has no feature {text_key!r} (it has "
                                 f"{sorted(record)}); fix --tfds_text_key.")
         text = record[text_key]
-        text = text.decode("utf-8") if isinstance(text, bytes) else str(text)
-        lines = [l for l in text.splitlines() if l.strip()]
+        if isinstance(text, bytes):
+            try:
+                text = text.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise DataPrepError(f"TFDS {name}[{split}] record {number}: feature "
+                                    f"{text_key!r} is not valid UTF-8 ({e.reason} at byte "
+                                    f"{e.start}); fix the dataset.") from None
+        elif not isinstance(text, str):
+            raise DataPrepError(f"TFDS {name}: feature {text_key!r} holds {type(text).__name__}"
+                                ", not text; pass a text feature as --tfds_text_key.")
+        lines = tfds_document_lines(text)
         if lines:
-            yield (index, number), lines
-
-
-def tfds_sources(name: str, split: str, text_key: str, num_slices: int) -> list:
-    """Splits a TFDS split into `num_slices` even sub-splits, one source each."""
-    import tensorflow_datasets as tfds
-
-    try:
-        slices = tfds.even_splits(split, n=num_slices)
-    except Exception as e:  # tfds raises several types for a malformed split string
-        raise DataPrepError(f"--tfds_split={split!r} is not a valid split ({e}).") from None
-    return [("tfds", i, name, str(s), text_key) for i, s in enumerate(slices)]
+            yield (key_source, first_key + number), lines
 
 
 def source_parts(source: tuple) -> list:

@@ -154,8 +154,9 @@ def read_tfds(name: str, split: str, text_a_column: Optional[str] = None,
               ) -> Tuple[List[TextExample], Optional[List[str]]]:
     """Examples of a TensorFlow Datasets split and the label names (None for regression).
 
-    Needs the dataset prepared in `data_dir` (or downloadable). Unlabeled records (GLUE test
-    splits use label -1) are kept with label None.
+    Needs the dataset prepared in `data_dir` (or downloadable by TFDS); a dataset prepared
+    there is found by name without its builder class. Records are read in the split's stored
+    order. Unlabeled records (GLUE test splits use label -1) are kept with label None.
     """
     import tensorflow_datasets as tfds
 
@@ -168,11 +169,22 @@ def read_tfds(name: str, split: str, text_a_column: Optional[str] = None,
         text_b_column = text_b_column if text_b_column is not None else defaults[1]
         label_column = label_column or defaults[2]
     source = f"tfds:{name}[{split}]"
+    where = f"--tfds_data_dir={data_dir}" if data_dir else "TFDS's default data directory"
     try:
-        dataset, info = tfds.load(name, split=split, with_info=True, data_dir=data_dir)
-    except Exception as e:  # tfds raises many types (download, missing split, ...)
-        raise TaskDataError(source, None, f"could not be loaded ({type(e).__name__}: {e}). "
-                            "Prepare it with `tfds build` or pass --data_dir.") from None
+        dataset, info = tfds.load(name, split=split, with_info=True, data_dir=data_dir,
+                                  shuffle_files=False)
+    except Exception as e:  # tfds raises many types (not found, download, missing split, ...)
+        # Its messages run to hundreds of lines (a "not found" lists every dataset it knows).
+        first = (str(e).strip().splitlines() or [""])[0]
+        raise TaskDataError(source, None, f"could not be loaded from {where} "
+                            f"({type(e).__name__}: {first}). Prepare it with `tfds build` "
+                            "and pass its data directory as --tfds_data_dir.") from None
+    columns = sorted(info.features.keys())
+    for flag, column in (("--text_a_column", text_a_column), ("--text_b_column", text_b_column),
+                         ("--label_column", label_column)):
+        if column and column not in info.features:
+            raise TaskDataError(source, None, f"has no column {column!r} (columns: {columns}); "
+                                f"fix {flag}.")
     label_names = None
     if not regression:
         feature = info.features[label_column]
