@@ -1,4 +1,4 @@
-"""Shared pytest setup: quiet TensorFlow logs and deterministic seeds per test."""
+"""Shared pytest setup: quiet TensorFlow logs, deterministic seeds per test, the slow tier."""
 
 import os
 
@@ -14,6 +14,10 @@ import tensorflow as tf  # noqa: E402
 # The bad-input battery's table of counts at the end of a run (tests/battery/).
 from fixtures.battery_report import (pytest_runtest_logreport,  # noqa: E402,F401
                                      pytest_runtest_makereport, pytest_terminal_summary)
+
+# The two tiers (tests/fixtures/slow_tier.py): an unmarked test that starts a Python process
+# fails, unmarked tests over ~20 s are listed at the end. pytester runs the check's own tests.
+pytest_plugins = ("fixtures.slow_tier", "pytester")
 
 # Bit-reproducible execution for every in-process test (xlnet_tf2/training/determinism.py):
 # determinism and resume tests compare runs bit for bit, and the setting must precede the
