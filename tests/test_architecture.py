@@ -9,6 +9,7 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
 
 from fixtures.paths import REPO_ROOT
 
@@ -74,6 +75,7 @@ def _report(offenders):
                f"  {path}:{line}: {statement}" for path, line, statement in offenders)
 
 
+@pytest.mark.slow
 def test_floors_never_point_up():
     """lint-imports checks the `layers` contract of pyproject.toml on this tree."""
     with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:

@@ -145,6 +145,7 @@ def test_release_names_are_architecture_presets():
     assert (large.n_layer, large.d_model, large.n_head, large.d_inner) == (24, 1024, 16, 4096)
 
 
+@pytest.mark.slow
 def test_release_name_without_local_copy_fails_fast_offline(tmp_path):
     """`from_pretrained("xlnet-base-cased")` with the real huggingface_hub, no cached copy and
     offline mode: one clear error within seconds (run in a fresh process so that the hub
@@ -165,6 +166,7 @@ def test_release_name_without_local_copy_fails_fast_offline(tmp_path):
     assert time.time() - start < 60
 
 
+@pytest.mark.slow
 def test_erf_gelu_config_warns_once_saying_how_far_outputs_move(tmp_path, spm):
     """HF's ff_activation "gelu" (exact erf) loads as the original's tanh GELU: one warning
     on stderr per process, whose stated size (logits moved by about 2e-4 to 8e-4 on tiny

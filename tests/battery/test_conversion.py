@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from fixtures.battery import (Case, bitflip, both, clear, command, copy, edit_json, faults, killed,
-                              move, on_small_disk, put, remove, run_case, says, spawn, truncate,
-                              works)
+from fixtures.battery import (Case, as_params, bitflip, both, clear, command, copy, edit_json,
+                              faults, killed, move, on_small_disk, put, remove, run_case, says,
+                              spawn, truncate, works)
 from fixtures.battery_artefacts import artefact
 
 CONVERT = "experiments/convert_checkpoint.py"
@@ -146,6 +146,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", as_params(CASES))
 def test_conversion(case, tmp_path):
     run_case(case, str(tmp_path), artefact)

@@ -9,8 +9,8 @@ import os
 
 import pytest
 
-from fixtures.battery import (Case, bitflip, both, clear, command, faults, killed, on_small_disk,
-                              put, read_only, run_case, says, spawn, truncate, works)
+from fixtures.battery import (Case, as_params, bitflip, both, clear, command, faults, killed,
+                              on_small_disk, put, read_only, run_case, says, spawn, truncate, works)
 from fixtures.battery_artefacts import LOCAL_BEAM, artefact
 
 PREP = "data_prep/create_tfrecords.py"
@@ -234,6 +234,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", as_params(CASES))
 def test_data_preparation(case, tmp_path):
     run_case(case, str(tmp_path), artefact)

@@ -10,9 +10,9 @@ import os
 import numpy as np
 import pytest
 
-from fixtures.battery import (Case, bitflip, both, clear, command, copy, edit_json, faults, killed,
-                              move, on_small_disk, put, remove, run_case, run_first, says, spawn,
-                              truncate, works)
+from fixtures.battery import (Case, as_params, bitflip, both, clear, command, copy, edit_json,
+                              faults, killed, move, on_small_disk, put, remove, run_case, run_first,
+                              says, spawn, truncate, works)
 from fixtures.battery_artefacts import artefact
 
 EXPORT, EXTRACT = "experiments/export_saved_model.py", "experiments/extract_features.py"
@@ -206,6 +206,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", as_params(CASES))
 def test_export_and_extraction(case, tmp_path):
     run_case(case, str(tmp_path), artefact)

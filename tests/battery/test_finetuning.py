@@ -9,8 +9,9 @@ import os
 
 import pytest
 
-from fixtures.battery import (Case, bitflip, clear, command, copy, edit_json, faults, killed, move,
-                              on_small_disk, put, remove, run_case, spawn, stopped, truncate, works)
+from fixtures.battery import (Case, as_params, bitflip, clear, command, copy, edit_json, faults,
+                              killed, move, on_small_disk, put, remove, run_case, spawn, stopped,
+                              truncate, works)
 from fixtures.battery_artefacts import (CLASSIFIER_FLAGS, RACE_FLAGS, SQUAD_FLAGS, artefact)
 
 CLASSIFIER, SQUAD, RACE = ("experiments/run_classifier.py", "experiments/run_squad.py",
@@ -272,6 +273,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", as_params(CASES))
 def test_finetuning(case, tmp_path):
     run_case(case, str(tmp_path), artefact)

@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from fixtures.battery import (Case, bitflip, both, clear, command, copy, each, edit_json, faults,
-                              killed, move, on_small_disk, put, read_only, remove, run_case,
+from fixtures.battery import (Case, as_params, bitflip, both, clear, command, copy, each, edit_json,
+                              faults, killed, move, on_small_disk, put, read_only, remove, run_case,
                               run_first, says, spawn, stopped, truncate, works)
 from fixtures.battery_artefacts import PRETRAIN_FLAGS, artefact
 
@@ -202,6 +202,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", as_params(CASES))
 def test_pretraining(case, tmp_path):
     run_case(case, str(tmp_path), artefact)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from fixtures.battery import (Case, api, bitflip, clear, copy, edit_json, faults, move, put,
-                              read_only, remove, run_case, truncate, works)
+from fixtures.battery import (Case, api, as_params, bitflip, clear, copy, edit_json, faults, move,
+                              put, read_only, remove, run_case, truncate, works)
 from fixtures.battery_artefacts import artefact
 
 
@@ -200,6 +200,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", as_params(CASES))
 def test_python_api(case, tmp_path):
     run_case(case, str(tmp_path), artefact)

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import pytest
 
-from fixtures.battery import Case, api, clear, run_case, works
+from fixtures.battery import Case, api, as_params, clear, run_case, works
 from fixtures.battery_artefacts import artefact
 
 _LOADED = {}
@@ -211,6 +211,6 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", CASES, ids=str)
+@pytest.mark.parametrize("case", as_params(CASES))
 def test_serving_and_model_inputs(case, tmp_path):
     run_case(case, str(tmp_path), artefact)

@@ -29,6 +29,7 @@ def _run(*flags, timeout=600):
                           capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_cpu_only_machine_gets_one_line_and_exit_0(tmp_path):
     run = _run(f"--workdir={tmp_path / 'work'}")
     assert run.returncode == 0, run.stderr[-2000:]

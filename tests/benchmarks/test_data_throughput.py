@@ -27,6 +27,7 @@ def test_first_half_ends_at_a_document_end(tmp_path):
     assert first_half(corpus_path(), path) == path  # kept, not rewritten
 
 
+@pytest.mark.slow
 def test_scaling_runs_both_halves_and_fits_the_line(tmp_path):
     logged = []
     result = measure_scaling(corpus_path(), spm_model(), PARAMS, str(tmp_path), workers=1,

@@ -58,6 +58,7 @@ def test_ideal_step_time_uses_512_tpu_v3_chips():
     assert large.train_flops_per_step > 3 * base.train_flops_per_step
 
 
+@pytest.mark.slow
 def test_report_prints_the_table():
     proc = subprocess.run([sys.executable, "benchmarks/scale_report.py"], cwd=ROOT,
                           capture_output=True, text=True, timeout=120)

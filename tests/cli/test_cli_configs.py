@@ -179,6 +179,7 @@ def _one_error_line(args):
     return lines[0]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("args,expected", [
     (["data_prep/create_tfrecords.py", "--input=a.txt", "--output_dir=o", "--seq_len=64",
       "--reuse_len=32", "--perm_size=20"],

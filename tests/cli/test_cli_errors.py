@@ -11,6 +11,8 @@ import pytest
 
 from fixtures.paths import REPO_ROOT as ROOT
 
+pytestmark = pytest.mark.slow  # every test runs a command in a Python subprocess
+
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 
 

@@ -114,6 +114,7 @@ def test_every_command_is_covered():
         "num_predict", "overwrite", "eval_fraction"}  # the docstring, DATA.md, run_demo.sh
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", _commands())
 def test_help_lists_every_flag_its_usage_uses(command):
     output, imported_tensorflow = _help_of(command)

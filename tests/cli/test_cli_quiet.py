@@ -34,6 +34,7 @@ def tensorflow_is_noisy():
     return bool(TF_NOISE.search(run.stderr))
 
 
+@pytest.mark.slow
 def test_importing_the_package_and_cli_does_not_import_tensorflow():
     run = _run(["-c", "import sys, xlnet_tf2, xlnet_tf2.cli; "
                       "from xlnet_tf2.tasks import finetune_config; "
@@ -44,6 +45,7 @@ def test_importing_the_package_and_cli_does_not_import_tensorflow():
     assert run.stdout.split() == ["False", "0.1.0", "64", "False"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("command", COMMANDS)
 def test_help_is_quiet_and_every_flag_has_sentence_help(command):
     run = _run([f"experiments/{command}.py", "--helpfull"])
@@ -76,6 +78,7 @@ def _project_flags(command):
     return dict(line.split("\t", 1) for line in listed.stdout.strip().splitlines())
 
 
+@pytest.mark.slow
 def test_the_commands_that_run_a_model_share_strategy_and_precision_flags():
     shared = ("strategy", "tpu", "tpu_timeout", "precision")
     reference = _project_flags("run_classifier")
@@ -102,6 +105,7 @@ def test_failing_run_is_one_line_and_verbosity_brings_the_logs_back(tmp_path,
     assert bool(TF_NOISE.search(verbose.stderr)) == tensorflow_is_noisy
 
 
+@pytest.mark.slow
 def test_a_fine_tuning_run_that_imports_tensorflow_is_quiet(tmp_path):
     # run_squad.py --nodo_train loads the model directory with TensorFlow, then fails on it
     run = _run(["experiments/run_squad.py", "--nodo_train", f"--model_dir={tmp_path}",
@@ -121,6 +125,7 @@ def test_verbosity_detection():
     assert not verbosity_requested(["--verbose_name=1"])
 
 
+@pytest.mark.slow
 def test_absl_info_lines_only_with_verbosity(tmp_path):
     script = tmp_path / "tool.py"
     script.write_text(
@@ -138,6 +143,7 @@ def test_absl_info_lines_only_with_verbosity(tmp_path):
     assert "a warning line" in verbose.stderr and "an info line" in verbose.stderr
 
 
+@pytest.mark.slow
 def test_quiet_import_leaves_the_runtime_unconfigured():
     """The silenced import queries the devices but does not start TensorFlow's runtime:
     threading, determinism and strategies can still be set up afterwards."""

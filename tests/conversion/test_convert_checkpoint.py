@@ -59,6 +59,7 @@ def test_huggingface_directory_converts_and_matches(tmp_path, file_format):
     print("huggingface max abs diff", _assert_matches_hf(model, hf_model))
 
 
+@pytest.mark.slow
 def test_safetensors_converts_without_torch(tmp_path):
     config = _config()
     random_hf_model(config, seed=6).save_pretrained(str(tmp_path / "hf"))
@@ -91,6 +92,7 @@ def test_missing_and_misshaped_tensors_are_named(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_command_line_reports_errors_without_traceback(tmp_path):
     script = os.path.join(REPO, "experiments", "convert_checkpoint.py")
     result = subprocess.run(
@@ -130,6 +132,7 @@ def test_fine_tuned_original_checkpoint_converts_its_backbone(tmp_path):
     np.testing.assert_array_equal(model.lm_bias.numpy(), 0.0)
 
 
+@pytest.mark.slow
 def test_layer_count_mismatch_and_truncated_checkpoint_are_errors(tmp_path):
     config = _config(n_layer=3)
     tensors = _original_tensors(hf_state_numpy(random_hf_model(config, seed=12)), config)

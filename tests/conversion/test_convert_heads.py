@@ -199,6 +199,7 @@ def test_original_attention_summary_is_refused(tmp_path, hf):
                            task=TaskOptions("classification"))
 
 
+@pytest.mark.slow
 def test_cli_original_fine_tuned_to_huggingface(tmp_path, hf):
     """One command: a TF1 fine-tuned classifier -> XLNetForSequenceClassification."""
     prefix, head = _fine_tuned_checkpoint(tmp_path / "tf1", "classification", hf)

@@ -218,6 +218,7 @@ def test_heads_that_do_not_map_are_refused(tmp_path):
     assert not (tmp_path / "attn" / "config.json").exists()
 
 
+@pytest.mark.slow
 def test_cli_writes_huggingface_without_torch(hf_tasks, tmp_path):
     """--target=huggingface in a fresh process where importing torch fails."""
     _, directory, _ = hf_tasks["regression"]

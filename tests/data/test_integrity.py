@@ -19,6 +19,8 @@ from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset, load_schedul
 from fixtures.corpora import SMALL, prepared_dir
 from fixtures.paths import REPO_ROOT as ROOT
 
+pytestmark = pytest.mark.slow  # prepared_dir() runs Beam with worker processes
+
 CONFIG = dict(seq_len=SMALL.seq_len, reuse_len=SMALL.reuse_len, num_predict=SMALL.num_predict,
               bi_data=True, vocab_size=600, global_batch_size=8)
 

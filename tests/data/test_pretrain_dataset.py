@@ -18,6 +18,8 @@ from xlnet_tf2.data.pretrain_dataset import (OUTPUT_FEATURES, BatchLayoutError,
 from fixtures.corpora import SMALL, prepared_dir, tokenizer
 from fixtures.mask_semantics import check_mask_semantics
 
+pytestmark = pytest.mark.slow  # prepared_dir() runs Beam with worker processes
+
 CONFIG = dict(seq_len=SMALL.seq_len, reuse_len=SMALL.reuse_len, num_predict=SMALL.num_predict,
               bi_data=True, vocab_size=600)
 R = SMALL.reuse_len

@@ -92,6 +92,7 @@ def test_classifier_on_strings_and_token_dicts(spm):
         classifier(tf.constant(TEXTS))
 
 
+@pytest.mark.slow
 def test_keras_file_carries_the_spm_and_loads_after_import_xlnet_tf2(spm, tmp_path):
     local_spm = tmp_path / "spiece.model"
     shutil.copy(spm, local_spm)

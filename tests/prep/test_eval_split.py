@@ -113,6 +113,7 @@ def test_eval_input_and_flag_errors(tmp_path):
         _run(tmp_path / "p", eval_fraction=0.0001)
 
 
+@pytest.mark.slow
 def test_held_out_split_and_word_cache_are_identical_across_worker_counts(tmp_path,
                                                                           monkeypatch):
     """Also with the corpus read in ranges (text_sources.file_ranges; 8 kB here, about 30)

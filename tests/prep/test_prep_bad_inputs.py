@@ -128,6 +128,7 @@ def test_input_and_tfds_are_exclusive(tmp_path):
         _run(tmp_path, tfds_name="wikipedia")
 
 
+@pytest.mark.slow
 def test_cli_reports_errors_without_traceback(tmp_path):
     out = subprocess.run(
         [sys.executable, os.path.join(REPO, "data_prep/create_tfrecords.py"),
@@ -141,6 +142,7 @@ def test_cli_reports_errors_without_traceback(tmp_path):
     assert out.stderr.strip().count("\n") == 0, out.stderr
 
 
+@pytest.mark.slow
 def test_misspelled_flag_is_not_passed_to_beam_silently(tmp_path):
     out = subprocess.run(
         [sys.executable, os.path.join(REPO, "data_prep/create_tfrecords.py"),
@@ -155,6 +157,7 @@ def test_misspelled_flag_is_not_passed_to_beam_silently(tmp_path):
     assert not os.path.exists(tmp_path / "o")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("content,message", [
     (b"good line\ncaf\xe9 latin-1\n", ":2: line is not valid UTF-8"),
     (b"text\n\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\n", ":2: line is not valid UTF-8"),

@@ -182,6 +182,7 @@ def test_file_ranges_depend_on_the_file_alone():
     assert text_sources.file_ranges(0, "e.txt", 0) == [("file", 0, "e.txt", 0, 0, 0)]
 
 
+@pytest.mark.slow
 def test_workers_import_no_tensorflow():
     """What a Beam worker imports to run the pipeline's steps pulls in no TensorFlow."""
     code = ("import sys\n"

@@ -18,6 +18,8 @@ from fixtures.pretrain_runs import kill_after_checkpoint as _kill_after_checkpoi
 from fixtures.pretrain_runs import run_python as _run
 from fixtures.pretrain_runs import steps_by_number as _steps
 
+pytestmark = pytest.mark.slow  # data_dir is prepared by a command in a subprocess
+
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):

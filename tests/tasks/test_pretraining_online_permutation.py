@@ -11,6 +11,8 @@ from fixtures.pretrain_runs import kill_after_checkpoint as _kill_after_checkpoi
 from fixtures.pretrain_runs import run_python as _run
 from fixtures.pretrain_runs import steps_by_number as _losses
 
+pytestmark = pytest.mark.slow  # data_dir is prepared by a command in a subprocess
+
 DATA = dict(seq_len=32, reuse_len=16, num_predict=5, bi_data=True, vocab_size=300)
 # The paper's run-time settings (dropout 0.1, memory on, bi_data), several steps per loop.
 TRAIN_FLAGS = PAPER_FLAGS + ["--steps_per_loop=2", "--seed=7"]

@@ -89,6 +89,7 @@ def test_incompatible_model_is_refused():
         SentencePieceTokenizer.from_file(prefix + ".missing")
 
 
+@pytest.mark.slow
 def test_train_sentencepiece_cli(tmp_path):
     out = subprocess.run(
         [sys.executable, os.path.join(REPO, "data_prep/train_sentencepiece.py"),

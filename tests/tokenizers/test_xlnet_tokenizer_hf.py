@@ -546,6 +546,7 @@ def test_bad_arguments_are_clear_errors(models):
         XLNetTokenizer(ours.vocab_file, remove_space=False)
 
 
+@pytest.mark.slow
 def test_no_tensorflow_or_keras_import():
     """Constructing, encoding (offsets, pairs, padding), decoding and saving in a fresh
     process: TensorFlow and Keras stay unimported."""

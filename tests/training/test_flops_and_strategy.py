@@ -74,6 +74,7 @@ def test_tpu_pointing_at_nothing_fails_fast_with_the_flag_named():
     assert time.time() - start < 10
 
 
+@pytest.mark.slow
 def test_cli_tpu_flag_pointing_at_nothing_exits_quickly(tmp_path):
     start = time.time()
     proc = subprocess.run(
@@ -86,6 +87,7 @@ def test_cli_tpu_flag_pointing_at_nothing_exits_quickly(tmp_path):
     assert time.time() - start < 60
 
 
+@pytest.mark.slow
 def test_cli_names_the_flag_for_a_bad_data_dir(tmp_path):
     proc = subprocess.run(
         [sys.executable, "experiments/run_pretrain.py", f"--data_dir={tmp_path}/missing",

@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from xlnet_tf2.training.inference import batched_outputs
@@ -42,6 +43,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_replicas_give_the_same_outputs_in_the_same_order():
     proc = subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, capture_output=True,
                           text=True, timeout=240,

@@ -123,6 +123,7 @@ MIRRORED_FINETUNE = FINETUNE_RUN + textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_finetuning_on_two_replicas_matches_one_device(tmp_path):
     proc = subprocess.run([sys.executable, "-c", MIRRORED_FINETUNE, str(tmp_path)], cwd=ROOT,
                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES=""),
