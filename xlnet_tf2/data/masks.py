@@ -1,4 +1,4 @@
-"""Two-stream attention masks from stored ranks and targets (XLNET_REFERENCE.md §2).
+"""Two-stream attention masks from stored ranks and targets (docs/SEMANTICS.md#masks).
 
 Dimension glossary:
   N  rows (examples) in the batch

@@ -12,7 +12,7 @@ int32 after parsing; varint encoding keeps small ranks compact):
 
 `serialize_batch` writes the tf.train.Example wire format directly from numpy arrays (varints
 encoded vectorized, features in sorted key order as `SerializeToString(deterministic=True)`
-orders map entries); tests/test_data_records.py checks it byte for byte against `serialize`.
+orders map entries); tests/data/test_records.py checks it byte for byte against `serialize`.
 """
 
 from __future__ import annotations
@@ -280,7 +280,7 @@ def tfrecord_frames(records_: Iterable[bytes]) -> bytes:
 
     Frame: uint64 length (little endian), masked CRC32C of those 8 bytes, the record, masked
     CRC32C of the record. Computed with google-crc32c (hardware CRC32C), so writing prepared
-    data needs no TensorFlow (tests/test_data_records.py compares with tf.io.TFRecordWriter).
+    data needs no TensorFlow (tests/data/test_records.py compares with tf.io.TFRecordWriter).
     """
     parts = []
     for record in records_:

@@ -29,7 +29,7 @@ In both modes lines whose ids contain a piece ending in digit + "," (the origina
 rule) or `<unk>` get `encode_ids`' ids: the digit-comma piece is re-split, a line with <unk>
 is encoded again.
 
-tests/test_data_encode.py checks both modes against `encode_ids` line by line on the corpus
+tests/prep/test_encode.py checks both modes against `encode_ids` line by line on the corpus
 and on hand-picked hard cases (accents, digits with commas, unknown characters, `<eop>`, odd
 spaces, tied segmentations), and the mode decision on new and repetitive text.
 

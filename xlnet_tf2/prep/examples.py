@@ -1,4 +1,4 @@
-"""Turns one token stream (a "row") into pretraining examples (XLNET_REFERENCE.md §2).
+"""Turns one token stream (a "row") into pretraining examples (docs/SEMANTICS.md#pretraining-examples).
 
 Glossary: L seq_len, R reuse_len, P num_predict, T row length in tokens, C chunks built
 together, S sentence boundaries of the row.

@@ -13,7 +13,7 @@ so every token has a raw character span [token_start_char, token_end_char). An a
 tokens are those whose raw span overlaps [answer_start, answer_start + len(text)); a predicted
 token span becomes the raw substring context[start_char(first):end_char(last)].
 
-Window layout (XLNET_REFERENCE.md §6), right padded, L = seq_len:
+Window layout (docs/SEMANTICS.md#fine-tuning-formats), right padded, L = seq_len:
   doc tokens (segment A) <sep> (A) question (B) <sep> (B) <cls> (CLS) <pad>... (PAD)
   p_mask = 1 on <sep>, the question and padding; 0 on the document tokens and on <cls>,
   because <cls> is the target of windows without the answer (its start/end label), as in the

@@ -4,7 +4,7 @@ Every code path that turns text into ids (data preparation, fine-tuning readers,
 goes through `preprocess_text` and `SentencePieceTokenizer.encode_ids`, so the same text
 always gives the same ids.
 
-Special pieces and their ids are fixed in `xlnet_tf2.special_ids` (XLNET_REFERENCE.md §1);
+Special pieces and their ids are fixed in `xlnet_tf2.special_ids` (docs/SEMANTICS.md#special-ids);
 `train_sentencepiece` produces models whose pieces 0..8 are exactly those.
 """
 
