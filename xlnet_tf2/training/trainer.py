@@ -146,10 +146,11 @@ class Trainer:
                                           reduce_retracing=True)
         # Why the whole step is compiled with one replica: outside XLA, clipping and the AdamW
         # update are a dozen unfused TensorFlow ops per variable, each writing a fresh tensor
-        # the size of the variable; on the 2-core benchmark machine that was 12% of the step
-        # (BENCHMARKS.md). With several replicas the update stays outside XLA as before: the
-        # cross-replica sum and the optimizer's distributed update (merge_call) have not been
-        # checked under jit_compile. A TPU compiles everything anyway.
+        # the size of the variable, a share of the step worth removing
+        # (BENCHMARKS.md#figures-behind-choices-in-the-code). With several replicas the update
+        # stays outside XLA as before: the cross-replica sum and the optimizer's distributed
+        # update (merge_call) have not been checked under jit_compile. A TPU compiles
+        # everything anyway.
         self.whole_step_compiled = loop.jit_compile and self.num_replicas == 1 and not isinstance(
             self.strategy, tf.distribute.TPUStrategy)
         self._step_fn = (tf.function(self._replica_step, jit_compile=True, reduce_retracing=True)
