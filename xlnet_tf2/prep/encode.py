@@ -33,7 +33,7 @@ tests/prep/test_encode.py checks both modes against `encode_ids` line by line on
 and on hand-picked hard cases (accents, digits with commas, unknown characters, `<eop>`, odd
 spaces, tied segmentations), and the mode decision on new and repetitive text.
 
-Glossary: W words of a batch, n tokens of the batch.
+Counts: n tokens of a batch (docs/GLOSSARY.md keeps the capital letters for dimensions).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Turns one token stream (a "row") into pretraining examples (docs/SEMANTICS.md#pretraining-examples).
 
-Glossary: L seq_len, R reuse_len, P num_predict, T row length in tokens, C chunks built
-together, S sentence boundaries of the row.
+Letters (docs/GLOSSARY.md): L seq_len, R reuse_len, P num_predict, C chunks of the row (built
+together); `stream_len` the row's length in tokens, `num_bounds` its sentence boundaries.
 
 Layout of an example:
 
@@ -16,7 +16,8 @@ original builds it; its examples are built the same way from the reversed row.
 Everything is vectorized over the chunks of a row (numpy), and every random choice of chunk c
 is a counter-based draw from its key `hashrand.example_keys(seed, pass, direction, stream, c)`,
 so building chunks one at a time or all at once gives the same bytes. Sentence boundaries are
-found by binary search, so the cost is linear in T whatever the sentence (line) lengths.
+found by binary search, so the cost is linear in stream_len whatever the sentence (line)
+lengths.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def num_chunks(row_len: int, params: DataParams) -> int:
 
 
 def sentence_bounds(sent_ids: np.ndarray) -> np.ndarray:
-    """int64 [S]: positions e with sent_ids[e] != sent_ids[e - 1], ascending."""
+    """int64 [num_bounds]: positions e with sent_ids[e] != sent_ids[e - 1], ascending."""
     sent_ids = np.asarray(sent_ids)
     return np.flatnonzero(sent_ids[1:] != sent_ids[:-1]).astype(np.int64) + 1
 
@@ -54,18 +55,20 @@ def split_a_and_b(bounds: np.ndarray, length: int, begins: np.ndarray, total: in
     """Chooses A and B for C examples of one row; len(A) + len(B) == total each.
 
     The original `_split_a_and_b`: the cut points are the sentence boundaries e with
-    begin < e < begin + total; `end` is the first boundary at or after begin + total (or T).
+    begin < e < begin + total; `end` is the first boundary at or after begin + total (or
+    stream_len).
     With probability 1/2, or when there is no cut point, B is a random span (label 0): A ends
     at a random cut point (or at `end`), B has the remaining length, starts at a uniform
-    position in [0, T - 1 - len(B)] and is extended to sentence boundaries (never past
-    T - 1). Otherwise (label 1) A ends at a random cut point and B runs from there to `end`.
+    position in [0, stream_len - 1 - len(B)] and is extended to sentence boundaries (never
+    past stream_len - 1). Otherwise (label 1) A ends at a random cut point and B runs from
+    there to `end`.
     The longer side is then trimmed on its right until the total fits (one token at a time
     in the original; here in closed form: level the longer side, then alternate, B first).
 
     Args:
-      bounds: int64 [S] sentence boundaries of the row (`sentence_bounds`).
-      length: T, the row length.
-      begins: int64 [C] first token of A; each begins[c] + total < T.
+      bounds: int64 [num_bounds] sentence boundaries of the row (`sentence_bounds`).
+      length: stream_len, the row length.
+      begins: int64 [C] first token of A; each begins[c] + total < stream_len.
       total: len(A) + len(B).
       keys: uint64 [C] example keys.
 
@@ -74,7 +77,7 @@ def split_a_and_b(bounds: np.ndarray, length: int, begins: np.ndarray, total: in
     """
     begins = np.asarray(begins, np.int64)
     num_bounds = bounds.shape[0]
-    padded = np.append(bounds, length).astype(np.int64)                 # [S + 1]
+    padded = np.append(bounds, length).astype(np.int64)                 # [num_bounds + 1]
     lo = np.searchsorted(bounds, begins + 1, side="left")
     hi = np.searchsorted(bounds, begins + total, side="left")
     end = padded[hi]
@@ -117,8 +120,9 @@ def build_examples(ids: np.ndarray, sent_ids: np.ndarray, chunks: np.ndarray, *,
     """Builds the given chunks of a row (already reversed if direction == 1).
 
     Args:
-      ids: int [T] row tokens; sent_ids: int [T] sentence number of each token.
-      chunks: int [C] chunk indices (each with c * R + L <= T).
+      ids: int [stream_len] row tokens; sent_ids: int [stream_len] sentence number of each
+        token.
+      chunks: int [C] chunk indices (each with c * R + L <= stream_len).
       params, starts_word: data parameters and the start-piece table.
       stream_id, direction, pass_id: the examples' identity (and random keys).
       bounds: `sentence_bounds(sent_ids)` if already computed.

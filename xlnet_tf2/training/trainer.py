@@ -136,7 +136,7 @@ class Trainer:
             line = describe_optimizer(opt.adam_bias_correction, opt.weight_decay)
             logging.info(line)
             print(line, flush=True)
-        # Host-side (outside the strategy): e.g. the memory, [GB, M, D] per layer.
+        # Host-side (outside the strategy): e.g. the memory, [G, M, D] per layer.
         self.carried_state = task.carried_state(self.model, self.layout, self.strategy)
         self.checkpoints = checkpointing.CheckpointKeeper(
             loop.model_dir, model=self.model, optimizer=self.optimizer,
@@ -178,7 +178,7 @@ class Trainer:
 
     def _example_ids(self, features, replica, micro):
         """int32 [mb]: the rows' places in the global batch (the task's `example_ids`, else
-        replica * b + micro * mb + row)."""
+        replica * B + micro * m + row)."""
         ids = self.task.example_ids(features)
         if ids is not None:
             return ids
@@ -258,7 +258,7 @@ class Trainer:
         norms = tf.TensorArray(tf.float32, size=num_steps)
         rates = tf.TensorArray(tf.float32, size=num_steps)
         record_keys = [k for k in self.task.record_features if k in iterator.element_spec]
-        records = tf.TensorArray(tf.int32, size=num_steps)  # [steps, len(record_keys), GB]
+        records = tf.TensorArray(tf.int32, size=num_steps)  # [steps, len(record_keys), G]
         for i in tf.range(num_steps):
             features = next(iterator)
             rates = rates.write(i, tf.cast(self.schedule(self.optimizer.iterations), tf.float32))
