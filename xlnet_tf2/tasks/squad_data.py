@@ -299,7 +299,7 @@ def build_all_windows(examples: Sequence[SquadExample], tokenizer: SentencePiece
 
 
 def stack_windows(windows: Sequence[SquadWindow], with_labels: bool) -> Dict[str, np.ndarray]:
-    """Model inputs [N, L] / cls_index [N] (and the labels [N]) as int32 arrays."""
+    """Model inputs [E, L] / cls_index [E] (and the labels [E]) as int32 arrays."""
     features = {k: np.stack([w.inputs[k] for w in windows]) for k in MODEL_INPUTS}
     if with_labels:
         features["start_positions"] = np.asarray([w.start_position for w in windows], np.int32)
