@@ -21,6 +21,7 @@ Row layout (`slot`): each micro-batch k of replica r is a *virtual replica* r * 
 without bi_data its row j reads stream (r * A + k) * m + j forward; with bi_data rows [0, m/2)
 read streams (r * A + k) * m/2 + j forward and rows [m/2, m) the same streams backward. A row's
 slot (direction * S + stream) names its text whatever Rp and A are (memory is restored by slot).
+The words slot, group, stream and virtual replica: docs/GLOSSARY.md#data-schedule-words.
 """
 
 from __future__ import annotations

@@ -14,7 +14,8 @@ Every row is saved with its *slot*: direction * S + (stream within the step's gr
 identity of the text it continues, which does not depend on the topology. Restoring reads, for
 each local row, the saved row of the same slot from whichever host file holds it (normally the
 host's own file), so a run resumes with exactly its memory on any number of replicas, hosts or
-accumulation micro-batches with the same global batch.
+accumulation micro-batches with the same global batch (slot, group, stream:
+docs/GLOSSARY.md#data-schedule-words).
 
 The memory files of a step are written before the step's main checkpoint (model, optimizer,
 step): a main checkpoint on disk always has its memory. With TPUStrategy the single client
