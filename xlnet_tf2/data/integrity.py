@@ -8,11 +8,12 @@ twice, with no error (slot, stream, block: docs/GLOSSARY.md#data-schedule-words)
 checks close this:
 
 1. At start-up (`check_files`), for the files an input pipeline reads: with the manifest's
-   `file_stats` ({name: {"records": C, "bytes": n_bytes}}, written by data preparation) the
-   size of every file must be n_bytes and C must be the manifest's chunks_per_stream;
+   `file_stats` ({name: {"records": n_records, "bytes": n_bytes}}, written by data
+   preparation) the size of every file must be n_bytes and n_records must be the manifest's
+   chunks_per_stream;
    manifests without it still get a lower bound: every record takes at least 16 bytes of
-   framing plus one byte per stored integer (3 L + P + 5 of them), so a file smaller than C
-   times that is refused.
+   framing plus one byte per stored integer (3 L + P + 5 of them), so a file smaller than
+   chunks_per_stream times that is refused.
 2. While reading (`RecordCheck`, in the tf.data graph): record t of a step must be exactly the
    (pass, direction, stream, chunk) the schedule says that slot reads at that step; otherwise
    the pipeline fails with a message naming the file, the record and the training step. This

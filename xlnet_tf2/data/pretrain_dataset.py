@@ -1,17 +1,17 @@
 """The pretraining input pipeline: prepared directories -> per-replica batches.
 
 Letters (docs/GLOSSARY.md): G global batch, Rp replicas in sync, B = G / Rp local
-(per-replica) batch, S streams read per step (G, or G / 2 with bi_data), C chunks per stream,
-L seq_len, P num_predict; a directory holds `num_streams` streams.
+(per-replica) batch, S streams read per step (G, or G / 2 with bi_data), L seq_len, P
+num_predict; a directory holds `num_streams` streams of `chunks_per_stream` chunks.
 
 Schedule (topology-free; the words stream, chunk, pass, group, block, cycle and slot are
 defined in docs/GLOSSARY.md#data-schedule-words). The prepared data is a set of streams; chunk
 c of a stream follows chunk c - 1 in the text. A step reads S streams at once, a *group*; the
 groups of a directory are streams [gS, (g + 1)S). One *block* is one (pass, directory, group)
-read for C steps, chunk t at block step t; blocks follow each other pass-major, then by
-directory, then by group, and the whole cycle repeats. Step t of training therefore reads the
-same examples whatever the number of replicas or hosts, and `start_step` jumps to any step by
-skipping at most C - 1 records of one file per slot.
+read for chunks_per_stream steps, chunk t at block step t; blocks follow each other
+pass-major, then by directory, then by group, and the whole cycle repeats. Step t of training
+therefore reads the same examples whatever the number of replicas or hosts, and `start_step`
+jumps to any step by skipping at most chunks_per_stream - 1 records of one file per slot.
 
 Layout rule. Global row s of a step (s = replica * B + local row) reads
   * without bi_data: stream group_base + s, forward;
@@ -365,7 +365,7 @@ def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int
       global_batch_size: G, summed over all replicas.
       input_context: a `tf.distribute.InputContext` (None: one replica, one pipeline).
       start_step: the first training step to produce (resume); nothing before it is read
-        except at most C - 1 records of one file per slot.
+        except at most chunks_per_stream - 1 records of one file per slot.
       online_permutation: re-sample the factorization order in the graph (stateless, from
         `seed`, the row's identity and the cycle) instead of using the stored one.
       seed: seed of the online permutation.

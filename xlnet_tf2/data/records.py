@@ -148,8 +148,8 @@ def _header_slots(name: str, packed_lengths: np.ndarray):
     """`_entry_header(name, n)` of each example's packed length n, as padded slots.
 
     Returns:
-      (uint8 [C, H] header bytes padded to the longest, bool [C, H] which are used,
-      int64 [C] header lengths).
+      (uint8 [E, h] header bytes padded to the longest, bool [E, h] which are used,
+      int64 [E] header lengths).
     """
     unique, inverse = np.unique(packed_lengths, return_inverse=True)
     headers = [_entry_header(name, int(n)) for n in unique]
@@ -167,9 +167,9 @@ def _masked_crcs(crcs: np.ndarray) -> np.ndarray:
 
 
 def _example_layout(batch: Dict[str, np.ndarray], framed: bool):
-    """C serialized examples (TFRecord-framed if `framed`) in one buffer.
+    """E serialized examples (TFRecord-framed if `framed`) in one buffer.
 
-    Every example is first laid out in the same fixed slots, [C, S] bytes with a mask of
+    Every example is first laid out in the same fixed slots, [E, s] bytes with a mask of
     the slots it uses: frame head (uint64 length, its masked CRC), 0x0a and the varint body
     length, then per feature its map-entry header (`_entry_header`) and its values' varint
     groups (`varint_groups`: w slots per value), and the record's CRC. One boolean selection
@@ -177,7 +177,7 @@ def _example_layout(batch: Dict[str, np.ndarray], framed: bool):
     no per-example Python and no index arithmetic.
 
     Returns:
-      (uint8 buffer, int64 [C] start of each record, int64 [C] record lengths); with
+      (uint8 buffer, int64 [E] start of each record, int64 [E] record lengths); with
       `framed`, each record's CRC is left zero (`framed_batch` fills it in).
     """
     if np.asarray(batch[ALL_FEATURES[0]]).shape[0] == 0:
@@ -189,16 +189,16 @@ def _example_layout(batch: Dict[str, np.ndarray], framed: bool):
         values = np.asarray(batch[name])
         if values.ndim == 1:
             values = values[:, None]
-        groups, group_used = varint_groups(values)                    # [C, k, w] each
+        groups, group_used = varint_groups(values)                    # [E, k, w] each
         num = values.shape[0]
         group_used = group_used.reshape(num, -1)
-        packed = group_used.sum(axis=-1, dtype=np.int64)               # [C]
+        packed = group_used.sum(axis=-1, dtype=np.int64)               # [E]
         header, header_used, header_len = _header_slots(name, packed)
         slots += [header, groups.reshape(num, -1)]
         used += [header_used, group_used]
         body_len = header_len + packed if body_len is None else body_len + header_len + packed
     num = body_len.shape[0]
-    size_groups, size_used = varint_groups(body_len[:, None])         # [C, 1, w] each
+    size_groups, size_used = varint_groups(body_len[:, None])         # [E, 1, w] each
     size_used = size_used[:, 0, :]
     record_len = 1 + size_used.sum(axis=-1, dtype=np.int64) + body_len
     start = [np.full((num, 1), 0x0A, np.uint8), size_groups[:, 0, :]]
@@ -220,10 +220,10 @@ def _example_layout(batch: Dict[str, np.ndarray], framed: bool):
 
 
 def serialize_batch(batch: Dict[str, np.ndarray]) -> List[bytes]:
-    """Serialized tf.train.Example records of C examples, byte-identical to `serialize`.
+    """Serialized tf.train.Example records of E examples, byte-identical to `serialize`.
 
     Args:
-      batch: every name of ALL_FEATURES -> int array [C, k] (sequences) or [C] (scalars).
+      batch: every name of ALL_FEATURES -> int array [E, k] (sequences) or [E] (scalars).
     """
     out, starts, lengths = _example_layout(batch, framed=False)
     data = out.tobytes()
@@ -231,7 +231,7 @@ def serialize_batch(batch: Dict[str, np.ndarray]) -> List[bytes]:
 
 
 def framed_batch(batch: Dict[str, np.ndarray]) -> bytes:
-    """The TFRecord file bytes of C examples: `tfrecord_frames(serialize_batch(batch))`,
+    """The TFRecord file bytes of E examples: `tfrecord_frames(serialize_batch(batch))`,
     built in one buffer (every example's bytes placed by vectorized scatters; only the
     CRC32C of each record is a call per example)."""
     out, starts, lengths = _example_layout(batch, framed=True)
@@ -315,7 +315,7 @@ class TFRecordFileWriter:
         self.bytes += len(data)
 
     def write_batch(self, batch: Dict[str, np.ndarray]) -> None:
-        """Writes the C examples of `batch` (see `serialize_batch`)."""
+        """Writes the E examples of `batch` (see `serialize_batch`)."""
         data = framed_batch(batch)
         self._file.write(data)
         self.records += int(np.asarray(batch[ALL_FEATURES[0]]).shape[0])

@@ -1,7 +1,7 @@
 """Serving signatures of the multiple-choice (RACE) and SQuAD exports; see saved_model.py for
 the rest.
 
-Letters (docs/GLOSSARY.md): B request rows, Q questions and O options of multiple choice, Wn
+Letters (docs/GLOSSARY.md): B request rows, Q questions and C options of multiple choice, Wn
 windows of a SQuAD context, L seq_len.
 """
 
@@ -39,7 +39,7 @@ def race_signatures(module):
                                       require_utf8(question, "question"),
                                       require_utf8(options, "options"))
         batch = tf.shape(article)[0]
-        qa = in_graph_packing.multiple_choice_texts(question, options)    # [Q*O]
+        qa = in_graph_packing.multiple_choice_texts(question, options)    # [Q*C]
         article_ids = module.tokenizer.encode_ids(tf.reshape(tf.repeat(article, C), [-1]))
         flat = in_graph_packing.encode_multiple_choice(
             article_ids, module.tokenizer.encode_ids(qa), L, spec.max_qa_length)

@@ -19,9 +19,9 @@ from xlnet_tf2.tokenizers.xlnet_multiple_choice_preprocessor import (
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class XLNetMultipleChoice(XLNetTask):
-    """Every option its own sequence, one score each: token dicts [B, C, L] -> logits [B, C]
+    """Every option its own sequence, one score each: token dicts [Q, C, L] -> logits [Q, C]
     (MultipleChoiceModel). preprocessor: an XLNetMultipleChoicePreprocessor (article,
-    question, options strings -> [B, C, L]), or None."""
+    question, options strings -> [Q, C, L]), or None."""
 
     TASK = "race"
     CONFIG_KEYS = ("num_choices", "summary_type", "head_dropout")

@@ -59,7 +59,7 @@ class XLNetLMHeadModel(keras.Model):
         return generation.generate(self, input_ids, **kwargs)
 
     def lm_logits(self, hidden):
-        """hidden [B, S, D] -> float32 logits [B, S, n_token]."""
+        """hidden [B, L, D] -> float32 logits [B, L, n_token]."""
         embedding = tf.cast(self.transformer.word_embedding.embeddings, hidden.dtype)
         logits = tf.einsum("bsd,vd->bsv", hidden, embedding)
         return tf.cast(logits, tf.float32) + tf.cast(self.lm_bias, tf.float32)

@@ -1,7 +1,8 @@
 """Turns one token stream (a "row") into pretraining examples (docs/SEMANTICS.md#pretraining-examples).
 
-Letters (docs/GLOSSARY.md): L seq_len, R reuse_len, P num_predict, C chunks of the row (built
-together); `stream_len` the row's length in tokens, `num_bounds` its sentence boundaries.
+Letters (docs/GLOSSARY.md): L seq_len, R reuse_len, P num_predict; `chunks` the chunks of the
+row built together, `stream_len` the row's length in tokens, `num_bounds` its sentence
+boundaries.
 
 Layout of an example:
 
@@ -52,7 +53,7 @@ def sentence_bounds(sent_ids: np.ndarray) -> np.ndarray:
 
 def split_a_and_b(bounds: np.ndarray, length: int, begins: np.ndarray, total: int,
                   keys: np.ndarray) -> Dict[str, np.ndarray]:
-    """Chooses A and B for C examples of one row; len(A) + len(B) == total each.
+    """Chooses A and B for the examples (chunks) of one row; len(A) + len(B) == total each.
 
     The original `_split_a_and_b`: the cut points are the sentence boundaries e with
     begin < e < begin + total; `end` is the first boundary at or after begin + total (or
@@ -68,12 +69,12 @@ def split_a_and_b(bounds: np.ndarray, length: int, begins: np.ndarray, total: in
     Args:
       bounds: int64 [num_bounds] sentence boundaries of the row (`sentence_bounds`).
       length: stream_len, the row length.
-      begins: int64 [C] first token of A; each begins[c] + total < stream_len.
+      begins: int64 [chunks] first token of A; each begins[c] + total < stream_len.
       total: len(A) + len(B).
-      keys: uint64 [C] example keys.
+      keys: uint64 [chunks] example keys.
 
     Returns:
-      {"a_begin", "a_len", "b_begin", "b_len", "is_next"}: int64 [C] each.
+      {"a_begin", "a_len", "b_begin", "b_len", "is_next"}: int64 [chunks] each.
     """
     begins = np.asarray(begins, np.int64)
     num_bounds = bounds.shape[0]
@@ -82,7 +83,7 @@ def split_a_and_b(bounds: np.ndarray, length: int, begins: np.ndarray, total: in
     hi = np.searchsorted(bounds, begins + total, side="left")
     end = padded[hi]
     num_cuts = hi - lo
-    u = hashrand.uniform(keys, hashrand.TAG_AB, np.arange(3))           # [C, 3]
+    u = hashrand.uniform(keys, hashrand.TAG_AB, np.arange(3))           # [chunks, 3]
     has_cut = num_cuts > 0
     is_next = has_cut & (u[:, 0] >= 0.5)
     cut = padded[lo + np.minimum((u[:, 1] * num_cuts).astype(np.int64),
@@ -122,15 +123,15 @@ def build_examples(ids: np.ndarray, sent_ids: np.ndarray, chunks: np.ndarray, *,
     Args:
       ids: int [stream_len] row tokens; sent_ids: int [stream_len] sentence number of each
         token.
-      chunks: int [C] chunk indices (each with c * R + L <= stream_len).
+      chunks: int [chunks], the chunk indices (each with c * R + L <= stream_len).
       params, starts_word: data parameters and the start-piece table.
       stream_id, direction, pass_id: the examples' identity (and random keys).
       bounds: `sentence_bounds(sent_ids)` if already computed.
 
     Returns:
-      {"input_ids" int32 [C, L], "segment_ids" int32 [C, L], "target_positions" int32 [C, P]
-      (ascending, -1 padded), "perm_rank" int32 [C, L], "is_next" int32 [C],
-      "chunk_index" int32 [C]}.
+      {"input_ids" int32 [chunks, L], "segment_ids" int32 [chunks, L], "target_positions"
+      int32 [chunks, P] (ascending, -1 padded), "perm_rank" int32 [chunks, L], "is_next"
+      int32 [chunks], "chunk_index" int32 [chunks]}.
     """
     L, R = params.seq_len, params.reuse_len
     chunks = np.asarray(chunks, np.int64)
@@ -149,10 +150,10 @@ def build_examples(ids: np.ndarray, sent_ids: np.ndarray, chunks: np.ndarray, *,
     # <sep> and <cls> slots read a clipped index and are overwritten).
     index_type = np.int32 if length < 2 ** 31 else np.int64
     p = np.arange(L, dtype=index_type)[None, :]
-    a_stop = R + a_len                               # [C] position of the first <sep>
+    a_stop = R + a_len                               # [chunks] position of the first <sep>
     if chunks.size:
         assert np.all(a_stop + 1 + b_len == L - 2), "len(A) + len(B) must be L - R - 3"
-    in_b = p > a_stop[:, None].astype(index_type)    # [C, L]
+    in_b = p > a_stop[:, None].astype(index_type)    # [chunks, L]
     source = p + np.where(in_b, (b_begin - a_stop - 1)[:, None],
                           starts[:, None]).astype(index_type)
     np.clip(source, 0, length - 1, out=source)

@@ -1,7 +1,7 @@
 """Model inputs built in-graph from ragged token ids, exactly as xlnet_tf2/tokenizers/packing.py
 builds them offline (a test compares the two on real text).
 
-Letters (docs/GLOSSARY.md): B batch, Q questions and O options of multiple choice, Wn windows of
+Letters (docs/GLOSSARY.md): B batch, Q questions and C options of multiple choice, Wn windows of
 a SQuAD context, L seq_len; n the (ragged) tokens of a row.
 """
 
@@ -82,7 +82,7 @@ def multiple_choice_texts(question: tf.Tensor, options: tf.Tensor) -> tf.Tensor:
     the question with "_" replaced by the option when it has a blank, else question + " " +
     option. question string [Q], options string [Q, O] -> string [Q*O] (question-major)."""
     choices = tf.shape(options)[1]
-    questions = tf.reshape(tf.repeat(question, choices), [-1])           # [Q*O]
+    questions = tf.reshape(tf.repeat(question, choices), [-1])           # [Q*C]
     flat_options = tf.reshape(options, [-1])                              # [Q*O]
     # str.replace("_", option): escape the rewrite string's backslashes.
     rewrite = tf.strings.regex_replace(flat_options, r"\\", r"\\\\")
