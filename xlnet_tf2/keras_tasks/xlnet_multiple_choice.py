@@ -1,9 +1,9 @@
 """`XLNetMultipleChoice`: RACE-style multiple choice, keras-hub style.
 
     chooser = xlnet_tf2.XLNetMultipleChoice.from_preset("converted/base", num_choices=4)
-    x = {"article": articles, "question": questions, "options": options}   # options [E, 4]
+    x = {"article": articles, "question": questions, "options": options}   # options [Q, 4]
     chooser.fit(x, answers, epochs=2)                                        # answers: 0..3
-    chooser.predict(x)                                                       # logits [E, 4]
+    chooser.predict(x)                                                       # logits [Q, 4]
 """
 
 from __future__ import annotations
