@@ -8,10 +8,10 @@ preparation, fine-tuning and the in-graph serving tokenizer).
     tokenizer.decode(ids, skip_special_tokens=True)
     tokenizer.save_pretrained("dir")  # spiece.model + configs transformers.XLNetTokenizer reads
 
-Layout (XLNET_REFERENCE.md §6, packing.py): `A <sep> B <sep> <cls>`, LEFT padded with <pad>
-(token type ids A 0, B 1, <cls> 2, padding 4; attention_mask 1 on real tokens), so the last
-position is <cls>, where the sequence classifiers read. `layout="cls_first"` gives
-`<cls> A <sep> B <sep>`, right padded, for the `first` summary.
+Layout (docs/SEMANTICS.md#fine-tuning-formats, packing.py): `A <sep> B <sep> <cls>`, LEFT
+padded with <pad> (token type ids A 0, B 1, <cls> 2, padding 4; attention_mask 1 on real
+tokens), so the last position is <cls>, where the sequence classifiers read.
+`layout="cls_first"` gives `<cls> A <sep> B <sep>`, right padded, for the `first` summary.
 
 The call takes HF's keywords (add_special_tokens, padding, truncation, max_length, stride,
 is_split_into_words, pad_to_multiple_of, padding_side, return_tensors, return_token_type_ids,
