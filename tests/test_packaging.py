@@ -147,7 +147,7 @@ def test_every_command_has_a_console_script_and_a_script_file():
     modules = sorted(p.stem for p in COMMANDS.glob("*.py") if p.stem != "__init__")
     assert sorted(target.split(":")[0] for target in SCRIPTS.values()) == [
         f"xlnet_tf2.commands.{m}" for m in modules]
-    assert len(modules) == 10
+    assert len(modules) >= 10, modules
     for name, target in SCRIPTS.items():
         module, function = target.split(":")
         assert re.fullmatch(r"xlnet(-[a-z]+)+", name) and function == "main", name
