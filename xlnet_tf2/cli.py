@@ -24,13 +24,13 @@ stays fast. Python errors are never hidden: an exception raised by the import st
 the user with its traceback.
 
 `run` calls absl's `app.run(main)`; `--help` (and `--helpshort`, `--helpfull`, `--helpxml`)
-print their text and exit with status 0 (absl's own exit with 1); an error a user can fix (a flag value absl cannot parse, a
-flag that is unknown or missing, a setting the config tree rejects, a file, a record, a
-checkpoint: the project's error classes below; a full disk or a place it may not write) is
-printed as `<program>: error: <message>` and the program exits with status 2. A run stopped
-by what it met on the way (the loss diverged, the data ran out: STOPPED_ERRORS) prints
-`<program>: stopped: <message>` and exits with status 3. Anything else is a bug and keeps its
-traceback.
+prints its text and exits with status 0 (absl's exits with 1); an error a user can fix (a flag
+value absl cannot parse, a flag that is unknown or missing, a setting the config tree rejects,
+a file, a record, a checkpoint: the project's error classes below; a full disk or a place it
+may not write) is printed as `<program>: error: <message>` and the program exits with status 2.
+A run stopped by what it met on the way (the loss diverged, the data ran out: STOPPED_ERRORS)
+prints `<program>: stopped: <message>` and exits with status 3. Anything else is a bug and
+keeps its traceback.
 """
 
 from __future__ import annotations

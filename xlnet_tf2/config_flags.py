@@ -349,7 +349,7 @@ def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
     defaults = dict(defaults or {})
     # The program owns the flags (its --helpfull groups them under its name), not the module
     # that happens to call this.
-    owner = dict(module_name=_program())
+    program = _program()
     names = []
     for path, field, annotation in leaves(cls):
         name = path[-1]
@@ -366,24 +366,24 @@ def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
         if sequence:
             # absl list flags hold strings; config_from_flags turns them back into numbers.
             flags.DEFINE_list(name, None if default is None else [str(v) for v in default],
-                              help_text, flag_values=fv, **owner)
+                              help_text, flag_values=fv, module_name=program)
         elif meta.get("choices"):
             flags.DEFINE_enum(name, default, list(meta["choices"]), help_text, flag_values=fv,
-                              **owner)
+                              module_name=program)
         elif base is bool:
-            flags.DEFINE_bool(name, default, help_text, flag_values=fv, **owner)
+            flags.DEFINE_bool(name, default, help_text, flag_values=fv, module_name=program)
         elif base is int:
-            flags.DEFINE_integer(name, default, help_text, flag_values=fv, **owner)
+            flags.DEFINE_integer(name, default, help_text, flag_values=fv, module_name=program)
         elif base is float:
-            flags.DEFINE_float(name, default, help_text, flag_values=fv, **owner)
+            flags.DEFINE_float(name, default, help_text, flag_values=fv, module_name=program)
         elif base is str:
-            flags.DEFINE_string(name, default, help_text, flag_values=fv, **owner)
+            flags.DEFINE_string(name, default, help_text, flag_values=fv, module_name=program)
         else:
             raise TypeError(f"{cls.__name__}.{name}: no flag type for {annotation!r}")
         del optional
         if meta.get("required"):
             flags.mark_flag_as_required(name, flag_values=fv)
-        fv.register_key_flag_for_module(owner["module_name"], fv[name])
+        fv.register_key_flag_for_module(program, fv[name])
         names.append(name)
     return names
 
