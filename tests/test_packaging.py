@@ -1,9 +1,11 @@
 """The package as pip installs it: pyproject.toml declares what the library imports (runtime
 dependencies, and extras for what it imports only when asked), requirements*.txt pin sets
 inside those ranges, every command has a console script beside its script file, and a wheel
-built from the checkout, installed into a fresh virtual environment outside the checkout (its
-dependencies taken from this environment, nothing downloaded), declares all of that, imports,
-runs a model and answers `--help` with each console script exactly as the script file does."""
+built from the checkout declares all of that; pip's resolver finds its dependencies in this
+environment without an index; installed into a fresh virtual environment outside the checkout
+(its dependencies taken from this environment, nothing downloaded) it imports and runs a
+model, and each console script answers `--help` with the flags of its script file, refuses a
+bad flag with the same one line and does its work."""
 
 from __future__ import annotations
 
