@@ -365,3 +365,19 @@ def test_installed_console_script_does_its_work_outside_the_checkout(installed, 
     assert model.get_piece_size() == 80
     assert [model.id_to_piece(i) for i in range(9)] == [
         "<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "<eod>", "<eop>"]
+
+
+@pytest.mark.slow
+def test_installed_create_tfrecords_names_itself_for_a_misspelled_flag(installed, tmp_path):
+    """The flags it does not know go to Apache Beam; one Beam does not know either is an
+    error that names the console script (the script file's names the script)."""
+    (tmp_path / "corpus.txt").write_text("One line of text.\n", encoding="utf-8")
+    run = subprocess.run(
+        [str(installed / "bin" / "xlnet-create-tfrecords"), "--input=corpus.txt",
+         "--output_dir=out", "--eval_fractoin=0.1"],
+        capture_output=True, text=True, cwd=tmp_path, env=_environment(), timeout=300)
+    assert (run.returncode, run.stderr.strip()) == (2, (
+        "xlnet-create-tfrecords: error: unknown flag --eval_fractoin=0.1: neither a flag of "
+        "xlnet-create-tfrecords nor an Apache Beam pipeline option. Check the spelling "
+        "(xlnet-create-tfrecords --help lists its flags)."))
+    assert not (tmp_path / "out").exists()

@@ -32,7 +32,9 @@ def run(argv):
     # Importing Beam logs warnings about optional packages (crcmod); not without --verbosity.
     with cli.silenced_stderr() if not verbose else contextlib.nullcontext():
         from xlnet_tf2.prep.beam_pipeline import PROGRESS_TAG, create_tfrecords, summary
-    beam_args = beam_options.check_pipeline_args(argv[1:])
+    program = cli.program_name()  # an unknown flag's error names the console script if run so
+    beam_args = beam_options.check_pipeline_args(
+        argv[1:], program=None if program.endswith(".py") else program)
     if verbose:
         logging.getLogger().setLevel(logging.INFO)
         logging.getLogger("apache_beam").setLevel(logging.WARNING)
