@@ -162,6 +162,46 @@ def test_every_command_has_a_console_script_and_a_script_file():
         assert script.rstrip().endswith('if __name__ == "__main__":\n    main()'), script
 
 
+def _setup_env_pip_calls(tmp_path, extra):
+    """The pip command lines scripts/setup_env.sh runs with EXTRA=`extra` (None: unset), in a
+    copy of the scripts whose .venv/bin/python only records its arguments; (status, calls)."""
+    work = tmp_path / f"extra_{extra}"
+    (work / "scripts").mkdir(parents=True)
+    shutil.copy2(ROOT / "scripts" / "setup_env.sh", work / "scripts")
+    for path in ROOT.glob("requirements*.txt"):
+        shutil.copy2(path, work)
+    (work / ".venv" / "bin").mkdir(parents=True)
+    fake = work / ".venv" / "bin" / "python"
+    fake.write_text(f'#!/bin/sh\necho "$*" >> "{work}/calls"\n', encoding="utf-8")
+    fake.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "EXTRA"}
+    if extra is not None:
+        env["EXTRA"] = extra
+    run = subprocess.run(["bash", "scripts/setup_env.sh"], cwd=work, env=env,
+                         capture_output=True, text=True, timeout=60)
+    calls = (work / "calls").read_text().splitlines() if (work / "calls").exists() else []
+    return run.returncode, calls
+
+
+def test_setup_env_installs_the_pins_then_the_package_with_its_extras(tmp_path):
+    """The README's two commands: run_demo.sh's set-up installs requirements.txt and the
+    package; run_tests.sh's also the test tools and the reference, and the package with those
+    extras (pip then checks the pins against the ranges: no --no-deps)."""
+    extra = re.search(r"^EXTRA=(\S+) bash scripts/setup_env.sh$",
+                      (ROOT / "scripts" / "run_tests.sh").read_text(), re.M).group(1)
+    assert "bash scripts/setup_env.sh" in (ROOT / "scripts" / "run_demo.sh").read_text()
+    assert _setup_env_pip_calls(tmp_path, None) == (0, [
+        "-m pip install --quiet --upgrade pip",
+        "-m pip install --quiet -r requirements.txt",
+        "-m pip install --quiet -e ."])
+    assert _setup_env_pip_calls(tmp_path, extra) == (0, [
+        "-m pip install --quiet --upgrade pip",
+        "-m pip install --quiet -r requirements.txt -r requirements-test.txt "
+        "-r requirements-reference.txt",
+        "-m pip install --quiet -e .[test,reference]"])
+    assert _setup_env_pip_calls(tmp_path, "speed") == (2, [])
+
+
 # ------------------------------------------------------------------- the wheel, installed
 def _environment(**changes):
     """os.environ without what would put the checkout or another environment on the path."""
