@@ -104,7 +104,8 @@ def test_report_prints_every_field():
 
 
 @pytest.mark.slow
-def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_path):
+def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_path,
+                                                                             tiny_export):
     out = tmp_path / "report.json"
     workdir = tmp_path / "work"
     run = _run("--cpu_dry_run", f"--workdir={workdir}", f"--output_json={out}")
@@ -136,6 +137,10 @@ def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_
     for field in ("first-step loss: float32", "mixed_bfloat16 + XLA, 6 steps in loops of 2",
                   "tokens/s, MFU", "device memory: n/a"):
         assert field in run.stdout, field
+    # --export_step exports this run's step: its weights (--seed), batch and first step.
+    meta = json.loads((tiny_export[0] / "meta.json").read_text())
+    assert meta["tf_loss"] == pytest.approx(report["first_step_loss"], rel=1e-6)
+    assert meta["tf_grad_norm"] == pytest.approx(report["first_step_grad_norm"], rel=1e-6)
 
 
 def test_vocabulary_line():

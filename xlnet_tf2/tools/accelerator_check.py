@@ -157,7 +157,9 @@ def _shape_text(shape: dict) -> str:
 
 def _write_initial_weights(config: PretrainConfig, path: str) -> str:
     """A fresh model of the run's architecture (vocabulary from the data), in float32, saved
-    as the checkpoint both runs start from; returns its prefix."""
+    as the checkpoint both runs start from; returns its prefix. Seeded as the Trainer seeds
+    its fresh models (--seed), so these are the weights --export_step exports."""
+    keras.utils.set_random_seed(config.loop.seed)
     model = pretraining_task(config).build_model()
     prefix = checkpoint_for(model).write(path)
     del model
