@@ -9,15 +9,16 @@ place whole, so no file of an earlier export lingers):
                 (the batch's features, the carried state, the step) flattened in tf.nest
                 order, then the traced function's captured inputs (the variables: weights,
                 optimizer slots and counters) in the concrete function's order. Outputs: the
-                new state, the loss, the gradient norm; the variables are updated in place
-                (the module's input/output aliasing).
+                new state (one tensor per layer for pretraining's memory), the loss, the
+                gradient norm, then the variables' new values, aliased to their parameters
+                (the module's input/output aliasing: a runner feeds them back).
   inputs.npz    a0, a1, ...: the explicit arguments, compressed: one real batch of the task's
                 input pipeline (its first), the initial carried state, the step.
   meta.json     shape (the caller's), precision, n_explicit and explicit (dtype and shape of
-                each a<i>), n_captured and captured (the same of each captured input c<i>:
-                of the variable, for a variable's handle),
-                trainable_params, flops_per_step (the task's count at the shape's batch); with
-                `validate` also tf_loss and tf_grad_norm.
+                each a<i>), n_captured and captured (the same of each captured input c<i>;
+                of the variable, for a variable's handle), trainable_params, flops_per_step
+                (the task's count at the shape's batch); with `validate` also tf_loss and
+                tf_grad_norm.
   captured.npz  with `validate` only: c0, c1, ...: the captured inputs' values before the step
                 (at XLNet-Base's shape the weights and optimizer slots are over a GB, so a
                 timing export leaves them out and a runner fills them at random).
