@@ -262,11 +262,9 @@ class Trainer:
         for i in tf.range(num_steps):
             features = next(iterator)
             rates = rates.write(i, tf.cast(self.schedule(self.optimizer.iterations), tf.float32))
-            keys = self.task.step_features
-            step_features = features if keys is None else {k: features[k] for k in keys}
             step = self.global_step.read_value()  # the step being trained, 0-based
             state, loss_share, grad_norm = self.strategy.run(
-                self._step_fn, args=(step_features, state, step))
+                self._step_fn, args=(self._step_features(features), state, step))
             losses = losses.write(i, self.strategy.reduce(tf.distribute.ReduceOp.SUM,
                                                           loss_share, axis=None))
             norms = norms.write(i, self.strategy.reduce(tf.distribute.ReduceOp.MEAN,
@@ -281,6 +279,34 @@ class Trainer:
             stacked = records.stack()
             stats.update({k: stacked[:, j] for j, k in enumerate(record_keys)})
         return state, stats
+
+    def _step_features(self, features):
+        """The batch features the replica step takes (the task's `step_features`)."""
+        keys = self.task.step_features
+        return features if keys is None else {k: features[k] for k in keys}
+
+    def first_step(self):
+        """The compiled step and its arguments for the first batch `train` would run from the
+        current global step: `(step_fn, (features, state, step))`. `step_fn(*args)` runs that
+        step (forward, backward, clipping, the optimizer's update of the variables) and
+        returns (new state, loss, gradient norm). For tools that take the step's XLA program
+        elsewhere (tools/step_export.py); needs `whole_step_compiled` (jit_compile, one
+        replica, not a TPU), where the step is one XLA computation. The optimizer is built
+        first, so that its slots are variables outside the step, as after `train`'s first
+        trace."""
+        if not self.whole_step_compiled:
+            raise RunConfigError(
+                "The step is one XLA computation only with --jit_compile and one replica "
+                f"(here jit_compile={self.loop_config.jit_compile}, {self.num_replicas} "
+                "replica(s)); run on one device with --jit_compile.")
+        if not self.optimizer.built:
+            self.optimizer.build(self._trainable)
+        start_step = int(self.global_step.numpy())
+        dataset = distribution.distribute_inputs(
+            self.strategy, lambda context: self.task.build_inputs(context, start_step))
+        features = next(iter(dataset))
+        return self._step_fn, (self._step_features(features), self.distribute_state(),
+                               self.global_step.read_value())
 
     # ------------------------------------------------------------------ carried state
     def distribute_state(self):
