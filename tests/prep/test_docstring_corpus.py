@@ -1,5 +1,6 @@
-"""xlnet_tf2/prep/docstring_corpus.py: the docstring corpus holds only lines data preparation accepts, even when
-an installed package's docstrings hold control characters (a NUL written as an escape)."""
+"""xlnet_tf2/prep/docstring_corpus.py: the docstring corpus holds only lines data preparation
+accepts, even when an installed package's docstrings hold control characters (a NUL written as
+an escape)."""
 
 from xlnet_tf2.prep.text_sources import check_text_files
 from xlnet_tf2.prep.docstring_corpus import build_docstring_corpus, build_stdlib_corpus
