@@ -12,8 +12,8 @@ the numbers are those of `xlnet-export --task=features` (same code,
 xlnet_tf2/export/feature_extraction.py). --strategy, --tpu and --precision work as in the
 training commands (features are float32 whatever the compute precision). Output by extension
 (xlnet_tf2/export/feature_files.py):
-  .npz   token_features [N, L, D] float32, pooled [N, D] (mean over real tokens), input_ids and
-         attention_mask [N, L] int32 (1 = real token; padding is on the left), texts [N]
+  .npz   token_features [E, L, D] float32, pooled [E, D] (mean over real tokens), input_ids and
+         attention_mask [E, L] int32 (1 = real token; padding is on the left), texts [E]
   .jsonl one object per line: {"index", "text", "pieces": [real tokens, <sep> and <cls> last],
          "token_features": [[D floats] per real token], "pooled": [D floats]}
 The flags are the settings of `ExtractConfig` (xlnet_tf2/export/export_config.py).
