@@ -126,11 +126,12 @@ def _hash_input(dims, key_term: tf.Tensor, first_dim_keyed: bool) -> tf.Tensor:
     row when `first_dim_keyed`: key_term is then [rows, 1, ...], one key per row).
 
     n * GOLDEN = sum_d i_d * (stride_d * GOLDEN) mod 2**32, so the index term is a sum of
-    small per-dimension ranges, each broadcast-added onto the run-time key term. No op has only
-    constant inputs of a large shape: TensorFlow would fold a full-size index (a u32 literal
-    of the tensor's size in the compiled program, read from memory at every step) and XLA's
-    constant folding would do the same with an iota; this way XLA computes the index in the
-    fusion that hashes it. The sum equals the flat index formula bit for bit (tests).
+    small per-dimension ranges, each broadcast-added onto the key term, which holds the step
+    (or the layer's seed stream) and so is known only at run time. No op has only constant
+    inputs of a large shape: TensorFlow folds such an op (a flat index) into a literal of the
+    tensor's size in the compiled program, read from memory at every step; this way XLA
+    computes the index in the fusion that hashes it. The sum equals the flat index formula bit
+    for bit (tests).
     """
     rank = len(dims)
     if rank:
