@@ -39,7 +39,8 @@ def constant_sizes(hlo_text: str):
 
 def test_constant_sizes_parses_hlo_text():
     text = ("%constant.1 = u32[1,32,128]{2,1,0} constant({...})\n"
-            "%c = f32[] constant(0.5)\n  %constant.7 = pred[4,3]{1,0} constant({ {0, 1, 0}, ... })\n"
+            "%c = f32[] constant(0.5)\n"
+            "  %constant.7 = pred[4,3]{1,0} constant({ {0, 1, 0}, ... })\n"
             "%add = u32[8]{0} add(u32[8]{0} %a, u32[8]{0} %b)\n")
     assert constant_sizes(text) == [(16384, "u32[1,32,128]"), (12, "pred[4,3]"), (4, "f32[]")]
 
