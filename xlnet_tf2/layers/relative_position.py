@@ -16,13 +16,21 @@ concat(memory, segment) are `M + i - j` apart, which is index `t = L - i + j`.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import tensorflow as tf
 
+from xlnet_tf2.layers import run_time
 
-def relative_distances(q_len: int, k_len: int, attn_type: str) -> tf.Tensor:
-    """Relative distances K, K-1, ..., down to -L+1 ("bi") or 0 ("uni"); float32 [T]."""
+
+def relative_distances(q_len: int, k_len: int, attn_type: str,
+                       zero: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """Relative distances K, K-1, ..., down to -L+1 ("bi") or 0 ("uni"); float32 [T].
+    `zero`: a float32 scalar 0.0 known only at run time, added to the distances (see
+    `relative_position_encoding`)."""
     end = -q_len if attn_type == "bi" else -1
-    return tf.range(k_len, end, -1, dtype=tf.float32)
+    distances = tf.range(k_len, end, -1, dtype=tf.float32)
+    return distances if zero is None else distances + zero
 
 
 def sinusoid_embedding(distances: tf.Tensor, d_model: int) -> tf.Tensor:
@@ -34,15 +42,24 @@ def sinusoid_embedding(distances: tf.Tensor, d_model: int) -> tf.Tensor:
 
 def relative_position_encoding(
     q_len: int, k_len: int, d_model: int, attn_type: str = "bi", bi_data: bool = False,
-    clamp_len: int = -1,
+    clamp_len: int = -1, run_time_input: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
     """The relative position embedding shared by all layers; float32 [X, T, D].
 
     With `bi_data`, group 0 (the batch's forward half) uses distances K .. -L+1 and group 1
     (the backward half, read right to left) the negated distances -K .. L-1. `clamp_len` > 0
     clamps every distance into [-clamp_len, clamp_len].
+
+    `run_time_input`: any non-empty integer tensor known only at run time (the model's input
+    ids). The table depends only on the shape, so TensorFlow would fold it into a literal of
+    X * T * D floats (8.6 MB at XLNet-Base with bi_data) that a compiled step reads from
+    memory at every step; with the distances offset by a zero derived from this tensor, which
+    no compiler sees through (`layers/run_time.py`), the step computes the table instead
+    (X * T * D / 2 sines and cosines). Adding +0.0 changes no distance, so the values are
+    those of the formula (up to the sine's implementation, a few ulp).
     """
-    forward = relative_distances(q_len, k_len, attn_type)
+    zero = None if run_time_input is None else run_time.zero(run_time_input)
+    forward = relative_distances(q_len, k_len, attn_type, zero)
     groups = [forward, -forward] if bi_data else [forward]
     if clamp_len > 0:
         groups = [tf.clip_by_value(d, -float(clamp_len), float(clamp_len)) for d in groups]

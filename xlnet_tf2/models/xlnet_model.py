@@ -181,8 +181,10 @@ class XLNetModel(keras.Model):
         segment_ids = _segment_ids(inputs)
         segment_mismatch = None if segment_ids is None else segment_matrix(segment_ids, m_len)
 
+        # Computed in the program from a run-time zero instead of folded into a constant table
+        # (layers/relative_position.py).
         pos_emb = relative_position_encoding(q_len, k_len, c.d_model, c.attn_type, c.bi_data,
-                                             c.clamp_len)
+                                             c.clamp_len, run_time_input=input_ids)
         pos_emb = self.dropout(tf.cast(pos_emb, self.compute_dtype), training=training,
                                shared_over_batch=True)  # [K, D]: one mask for every example
 
