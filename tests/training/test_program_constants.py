@@ -16,7 +16,7 @@ import pytest
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-from xlnet_tf2.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import Trainer
 
 _BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,
