@@ -66,7 +66,12 @@ class TaskModel(keras.Model):
 
     def _backbone(self, inputs, training):
         """The backbone's outputs on the token inputs (token_inputs(inputs))."""
-        return self.transformer(inputs, training=training)
+        outputs = self.transformer(inputs, training=training)
+        # mask_emb feeds only pretraining's query stream, which no task model runs: left
+        # trainable, Keras' fit would warn on every step that no gradient reaches it
+        # (fine-tuning leaves it out of its variables the same way, tasks/finetuning.py).
+        self.transformer.mask_emb.trainable = False
+        return outputs
 
     def dummy_inputs(self, seq_len: int, batch_size: int = 1) -> Dict[str, tf.Tensor]:
         ids = tf.fill([batch_size, seq_len], 5)
