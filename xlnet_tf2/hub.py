@@ -224,9 +224,9 @@ def _huggingface_task(directory: str, tasks: tuple) -> Optional[str]:
 
 def load_task_model(cls, name_or_dir: str, *, load_weights: bool = True,
                     cache_dir: Optional[str] = None, revision: Optional[str] = None,
-                    local_files_only: bool = False, seq_len: Optional[int] = None, **kwargs):
-    """A task model of class `cls` (TaskModel.from_pretrained's docstring); `kwargs` are run-time
-    settings and, for a new head, `cls`'s constructor arguments."""
+                    local_files_only: bool = False, **kwargs):
+    """A task model of class `cls` (TaskModel.from_pretrained's docstring); `kwargs` are
+    run-time settings and, for a new head, `cls`'s constructor arguments."""
     runtime = {k: kwargs.pop(k) for k in list(kwargs) if k in RUNTIME_KEYS}
     tasks = _tasks_of(cls)
     hub = dict(cache_dir=cache_dir, revision=revision, local_files_only=local_files_only)
@@ -242,8 +242,7 @@ def load_task_model(cls, name_or_dir: str, *, load_weights: bool = True,
     if task is not None:
         scratch = tempfile.mkdtemp(prefix="xlnet_tf2_task_")
         try:
-            options = TaskOptions(task, seq_len=seq_len,
-                                  num_choices=kwargs.pop("num_choices", 4))
+            options = TaskOptions(task, num_choices=kwargs.pop("num_choices", 4))
             convert_checkpoint("huggingface", directory, scratch, task=options,
                                log=logging.getLogger(__name__).info)
             return _task_directory_model(cls, tasks, scratch, runtime, kwargs)
@@ -251,7 +250,9 @@ def load_task_model(cls, name_or_dir: str, *, load_weights: bool = True,
             shutil.rmtree(scratch, ignore_errors=True)
     lm = from_pretrained(name_or_dir, load_weights=load_weights, **hub, **runtime)
     model = cls(lm.config, **kwargs)
-    model(model.dummy_inputs(8), training=False)
+    # A short dummy batch builds the weights (SQuAD's beam needs n_top positions).
+    model(model.dummy_inputs(max(8, getattr(model, "start_n_top", 0),
+                                 getattr(model, "end_n_top", 0))), training=False)
     model.transformer.set_weights(lm.transformer.get_weights())
     return model
 

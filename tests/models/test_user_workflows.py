@@ -206,6 +206,21 @@ def test_other_task_models_save_and_load(tmp_path, tokenizer):
     assert loaded.num_choices == 2
     np.testing.assert_array_equal(loaded(batch)["logits"].numpy(), scores)
 
+    squad = SquadModel(_config(), 3, 3)
+    inputs = dict(_batch(tokenizer), p_mask=np.zeros((len(TEXTS), L), np.int32),
+                  cls_index=np.full([len(TEXTS)], L - 1, np.int32))
+    outputs = squad(inputs)
+    squad.save_pretrained(str(tmp_path / "squad"), seq_len=L)
+    again = SquadModel.from_pretrained(str(tmp_path / "squad"))
+    assert (again.start_n_top, again.end_n_top) == (3, 3)
+    for key in ("start_logits", "end_top_log_probs", "cls_logits"):
+        np.testing.assert_array_equal(again(inputs)[key].numpy(), outputs[key].numpy())
+    # the same weights through transformers' XLNetForQuestionAnswering directory
+    squad.save_pretrained(str(tmp_path / "squad_hf"), format="huggingface")
+    from_hf = SquadModel.from_pretrained(str(tmp_path / "squad_hf"))
+    np.testing.assert_allclose(from_hf(inputs)["start_logits"].numpy(),
+                               outputs["start_logits"].numpy(), atol=1e-5)
+
 
 def test_add_tokens_adds_nothing_new_and_says_why(tokenizer):
     vocab = tokenizer.get_vocab()

@@ -189,25 +189,31 @@ class XLNetModel(keras.Model):
         c = self.config
         unknown = sorted(set(inputs) - set(INPUT_KEYS))
         if unknown:
-            raise ModelInputError(f"XLNetModel got unknown input key(s) {unknown}; valid keys: {INPUT_KEYS}.")
+            raise ModelInputError(f"XLNetModel got unknown input key(s) {unknown}; valid keys: "
+                                  f"{INPUT_KEYS}.")
         if "input_ids" not in inputs:
-            raise ModelInputError("XLNetModel needs inputs['input_ids'] (int32 [batch, seq_len]).")
+            raise ModelInputError("XLNetModel needs inputs['input_ids'] (int32 [batch, "
+                                  "seq_len]).")
         input_ids = tf.convert_to_tensor(inputs["input_ids"])
         if input_ids.shape.rank != 2:
-            raise ModelInputError(f"input_ids must be [batch, seq_len], got shape {input_ids.shape}.")
+            raise ModelInputError(f"input_ids must be [batch, seq_len], got shape "
+                                  f"{input_ids.shape}.")
         input_ids = check_token_ids(input_ids, c.n_token)
         q_len = input_ids.shape[1]
         if q_len is None:
-            raise ModelInputError("XLNetModel needs a static sequence length (pad to a fixed seq_len).")
+            raise ModelInputError("XLNetModel needs a static sequence length (pad to a fixed "
+                                  "seq_len).")
         batch_size = input_ids.shape[0] if input_ids.shape[0] is not None else tf.shape(input_ids)[0]
         if c.bi_data and isinstance(batch_size, int) and batch_size % 2:
-            raise ModelInputError(f"bi_data needs an even batch (forward and backward halves), got {batch_size}.")
+            raise ModelInputError(f"bi_data needs an even batch (forward and backward halves), "
+                                  f"got {batch_size}.")
 
         mems = inputs.get("mems")
         if mems is not None and len(mems) == 0:
             mems = None  # what a model without memory returns as new_mems: no memory
         if mems is not None and len(mems) != c.n_layer:
-            raise ModelInputError(f"mems must hold one tensor per layer ({c.n_layer}), got {len(mems)}.")
+            raise ModelInputError(f"mems must hold one tensor per layer ({c.n_layer}), got "
+                                  f"{len(mems)}.")
         m_len = 0 if mems is None else mems[0].shape[1]
         k_len = m_len + q_len
 
