@@ -45,6 +45,15 @@ def _model_file(model_bytes: bytes) -> str:
     return path
 
 
+class PreprocessorError(ValueError):
+    """A preprocessor that cannot run (no SentencePiece model). Raised inside `call`, whose
+    errors Keras re-raises wrapped in "Exception encountered when calling ..." and a dump of
+    the arguments unless the error says it was wrapped already: this one says so, so the
+    message reaches the user as one line."""
+
+    _keras_call_info_injected = True
+
+
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class XLNetPreprocessor(keras.layers.Layer):
     """Strings [B] (and their pairs [B]) -> input_ids, segment_ids, attention_mask int32 [B, L].
@@ -96,9 +105,10 @@ class XLNetPreprocessor(keras.layers.Layer):
 
     def _require_tokenizer(self) -> InGraphTokenizer:
         if self.tokenizer is None:
-            raise ValueError(f"{type(self).__name__} {self.name!r} has no SentencePiece model "
-                             f"({self._missing_model}): pass spm_model, or load the layer from "
-                             "a .keras file, which carries it.")
+            raise PreprocessorError(
+                f"{type(self).__name__} {self.name!r} has no SentencePiece model "
+                f"({self._missing_model}): pass spm_model, or load the layer from a .keras "
+                "file, which carries it.")
         return self.tokenizer
 
     # ------------------------------------------------------------------ Keras saving
