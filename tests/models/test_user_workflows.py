@@ -62,6 +62,8 @@ def test_tokenizer_output_feeds_every_task_model_as_it_comes(tokenizer):
     got = classifier(batch)["logits"].numpy()
     assert got.shape == (len(TEXTS), 3)
     np.testing.assert_array_equal(got, classifier(_renamed(batch))["logits"].numpy())
+    # HuggingFace's way: the entries as keywords
+    np.testing.assert_array_equal(got, classifier(**batch)["logits"].numpy())
     # The segment ids are read: the same ids as one segment give other hidden states.
     one_segment = dict(batch, token_type_ids=np.zeros_like(batch["token_type_ids"]))
     assert np.abs(classifier(one_segment)["hidden"].numpy() -
@@ -86,8 +88,29 @@ def test_tokenizer_output_feeds_every_task_model_as_it_comes(tokenizer):
     start = squad({**batch, **answer_inputs})["start_logits"].numpy()
     np.testing.assert_array_equal(
         start, squad({**_renamed(batch), **answer_inputs})["start_logits"].numpy())
+    np.testing.assert_array_equal(start, squad(**batch, **answer_inputs)["start_logits"].numpy())
     with pytest.raises(ValueError, match=r"SquadModel needs \['cls_index', 'p_mask'\]"):
         squad(batch)
+
+
+def test_every_model_takes_the_batch_as_keywords(tokenizer):
+    batch = tokenizer(TEXTS, return_tensors="tf")
+    lm = XLNetLMHeadModel(_config())
+    np.testing.assert_array_equal(lm(**batch)["logits"].numpy(), lm(batch)["logits"].numpy())
+    backbone = lm.transformer
+    np.testing.assert_array_equal(backbone(**batch, output_hidden_states=True)["hidden_states"][-1],
+                                  backbone(batch)["last_hidden_state"])
+    # in a functional model, called with keywords
+    symbolic = {k: keras.Input(shape=(batch["input_ids"].shape[1],), dtype="int32", name=k)
+                for k in batch}
+    functional = keras.Model(symbolic, lm(**symbolic)["logits"])
+    np.testing.assert_allclose(functional(dict(batch)).numpy(), lm(batch)["logits"].numpy(),
+                               atol=1e-6)
+    with pytest.raises(ValueError) as error:
+        lm(batch, input_ids=batch["input_ids"])
+    assert "\n" not in str(error.value) and "not both" in str(error.value)
+    with pytest.raises(ValueError, match="needs its inputs"):
+        SequenceClassifier(_config(), 2)()
 
 
 def test_attention_mask_may_be_left_out(tokenizer):

@@ -8,11 +8,11 @@ import tensorflow as tf
 from xlnet_tf2.models import generation
 from xlnet_tf2.models import presets as preset_registry
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.models.xlnet_model import XLNetModel
+from xlnet_tf2.models.xlnet_model import KeywordInputs, XLNetModel
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
-class XLNetLMHeadModel(keras.Model):
+class XLNetLMHeadModel(KeywordInputs, keras.Model):
     """Backbone plus logits = hidden . word_embedding^T + lm_bias (weights tied).
 
     Call as `XLNetModel`; the returned dict adds `logits`, float32 [B, P or L, n_token]

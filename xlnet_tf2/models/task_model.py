@@ -1,7 +1,8 @@
 """The base of the task models: the XLNet backbone (attribute `transformer`, so pretraining
 checkpoints and converted releases restore into it by the same object path) plus one head.
 
-All inputs are batch-major dicts of int32 tensors with a static sequence length L:
+All inputs are batch-major dicts of int32 tensors with a static sequence length L (or the
+same entries as keywords, HuggingFace's `model(**batch)`):
   input_ids                          [B, L]
   segment_ids, or HuggingFace's name token_type_ids (what XLNetTokenizer returns)
                                      [B, L], optional (no segment information)
@@ -32,7 +33,7 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import presets as preset_registry
-from xlnet_tf2.models.xlnet_model import ModelInputError, XLNetModel
+from xlnet_tf2.models.xlnet_model import KeywordInputs, ModelInputError, XLNetModel
 
 # The token inputs of every task model; "token_type_ids" is HuggingFace's "segment_ids".
 TOKEN_INPUTS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask")
@@ -52,7 +53,7 @@ def token_inputs(inputs) -> Dict[str, tf.Tensor]:
     return tokens
 
 
-class TaskModel(keras.Model):
+class TaskModel(KeywordInputs, keras.Model):
     """Shared plumbing: config echo, backbone call on the token inputs, the main output for
     compile's losses and metrics, HuggingFace's from_pretrained / save_pretrained."""
 

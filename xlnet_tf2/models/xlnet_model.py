@@ -43,6 +43,35 @@ class ModelInputError(ValueError):
     _keras_call_info_injected = True
 
 
+# Keyword arguments of a model call that are not inputs.
+CALL_OPTIONS = ("training", "output_hidden_states", "mask")
+
+
+def keyword_inputs(model_name: str, inputs, kwargs: dict):
+    """(inputs, options) of `model(batch, **options)` or HuggingFace's `model(**batch,
+    **options)`: the keywords that are not CALL_OPTIONS become the input dict (not both)."""
+    keywords = {k: kwargs[k] for k in kwargs if k not in CALL_OPTIONS}
+    options = {k: kwargs[k] for k in kwargs if k in CALL_OPTIONS}
+    if keywords and inputs is not None:
+        raise ModelInputError(f"{model_name} takes its inputs as one dict (model(batch)) or as "
+                              f"keywords (model(**batch)), not both; got a "
+                              f"{type(inputs).__name__} and {sorted(keywords)}.")
+    if inputs is None and not keywords:
+        raise ModelInputError(f"{model_name} needs its inputs: a dict (model(batch)) or keywords "
+                              "(model(**batch)) with input_ids.")
+    return (dict(keywords) if inputs is None else inputs), options
+
+
+class KeywordInputs:
+    """Mixin of the models: `model(**batch)` (HuggingFace's call) means `model(batch)`. The
+    keywords are gathered before Keras sees the call, so `call` keeps its one input dict (Keras
+    builds and traces it from that)."""
+
+    def __call__(self, inputs=None, *args, **kwargs):
+        inputs, options = keyword_inputs(type(self).__name__, inputs, kwargs)
+        return super().__call__(inputs, *args, **options)
+
+
 def _segment_ids(inputs) -> Optional[tf.Tensor]:
     """`segment_ids`, or HuggingFace's name for them, `token_type_ids` (not both)."""
     if "token_type_ids" in inputs:
@@ -83,10 +112,10 @@ def check_token_ids(input_ids: tf.Tensor, n_token: int, name: str = "input_ids")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
-class XLNetModel(keras.Model):
+class XLNetModel(KeywordInputs, keras.Model):
     """XLNet backbone (no head).
 
-    Call with a dict:
+    Call with a dict (or with its entries as keywords, HuggingFace's `model(**batch)`):
       input_ids: int32 [B, L].
       segment_ids: int32 [B, L] (optional; only equality between ids matters).
         `token_type_ids` (HuggingFace's name) is accepted instead.
