@@ -157,3 +157,23 @@ def test_quiet_import_leaves_the_runtime_unconfigured():
                       "print(tf.config.threading.get_inter_op_parallelism_threads())"])
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["1"] and not TF_NOISE.search(run.stderr), run.stderr
+
+
+def test_a_run_that_computes_is_quiet_from_start_to_end(tmp_path):
+    """A command that runs a model to the end (the README's kind of run) prints its result and
+    nothing else: no start-up lines, and none of TensorFlow's C++ notices at the first ops
+    (those come after the silenced import)."""
+    import xlnet_tf2
+    from fixtures.task_files import train_tiny_spm
+
+    spm = train_tiny_spm(str(tmp_path))
+    model = xlnet_tf2.XLNetLMHeadModel(xlnet_tf2.XLNetConfig.preset("tiny", n_token=500))
+    model.build()
+    model.save_pretrained(str(tmp_path / "converted"), spm)
+    (tmp_path / "texts.txt").write_text("Sort the list in place.\nParse an email message.\n")
+    run = _run(["experiments/extract_features.py", f"--model_dir={tmp_path}/converted",
+                f"--input_file={tmp_path}/texts.txt", f"--output_file={tmp_path}/f.npz",
+                "--seq_len=16", "--batch_size=2"])
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == "", run.stderr
+    assert run.stdout.strip() == f"2 texts, seq_len 16: features written to {tmp_path}/f.npz"

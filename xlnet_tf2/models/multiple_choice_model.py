@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.models.heads import MultipleChoiceHead
-from xlnet_tf2.models.task_model import BACKBONE_INPUTS, TaskModel
+from xlnet_tf2.models.task_model import TaskModel, token_inputs
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
@@ -34,8 +34,9 @@ class MultipleChoiceModel(TaskModel):
         return {k: tf.reshape(v, [batch_size, self.num_choices, seq_len]) for k, v in flat.items()}
 
     def call(self, inputs, training=None):
+        inputs = token_inputs(inputs)
         seq_len = inputs["input_ids"].shape[-1]
-        flat = {k: tf.reshape(inputs[k], [-1, seq_len]) for k in BACKBONE_INPUTS}  # [Q*C, L]
+        flat = {k: tf.reshape(v, [-1, seq_len]) for k, v in inputs.items()}  # [Q*C, L]
         hidden = self._backbone(flat, training)["hidden"]
         logits = self.head(hidden, attention_mask=flat["attention_mask"], training=training)
         return {"logits": logits}
