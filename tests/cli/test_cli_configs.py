@@ -163,6 +163,8 @@ def test_flags_keep_their_defaults():
      "--output_file='f.txt' must end in .npz or .jsonl"),
     (ExtractConfig, dict(model_dir="m", input_file="t", output_file="f.npz",
                          precision="float64"), RunConfigError, "--precision must be one of"),
+    (CorpusConfig, dict(output="c.txt", min_bytes=100, max_bytes=50), RunConfigError,
+     "--max_bytes=50 is below --min_bytes=100"),
     (SentencePieceConfig, dict(model_prefix="p", vocab_size=9), RunConfigError,
      "--vocab_size=9 leaves no room beside the 9 special pieces"),
     (ScaleReportConfig, dict(chips=510), RunConfigError,
