@@ -2,7 +2,7 @@
 pretraining step's roofline at XLNet-Base"). Prints a markdown table of each part's FLOPs and
 bytes (forward + backward) and its time floor max(FLOPs / peak, bytes / bandwidth).
 
-  python experiments/step_roofline.py [--batch 16] [--vocab 30000]
+  python scripts/step_roofline.py [--batch 16] [--vocab 30000]
 
 The byte model is the least traffic of the program's present structure (no attention kernel
 that keeps scores on chip): every matmul reads its operands once and writes its result once,
@@ -38,14 +38,14 @@ def parts(B=16, L=512, M=384, P=85, D=768, N=12, H=64, F=3072, V=30000, layers=1
     # Projections: q of both streams, k and v over K keys, r over T positions per direction
     # group, o of both streams; weights [D, NH].
     for m in (B * L, B * P, B * K, B * K, B * S):
-        add("projections q, k, v, o", *mm(m, D, NH))
-    add("projections q, k, v, o", *mm(X * T, D, NH))
+        add("projections q, k, v, r, o", *mm(m, D, NH))
+    add("projections q, k, v, r, o", *mm(X * T, D, NH))
     # Score matmuls, per stream: ac [S, H] x [H, K], bd [S, H] x [H, T] (before the shift),
     # probabilities x values [S, K] x [K, H]; batch B * N.
     for rows_s in (L, P):
-        add("AC + BD + AV", *mm(rows_s, H, K, B * N))
-        add("AC + BD + AV", *mm(rows_s, H, T, B * N))
-        add("AC + BD + AV", *mm(rows_s, K, H, B * N))
+        add("AC + BD + AV (score matmuls)", *mm(rows_s, H, K, B * N))
+        add("AC + BD + AV (score matmuls)", *mm(rows_s, H, T, B * N))
+        add("AC + BD + AV (score matmuls)", *mm(rows_s, K, H, B * N))
     # Mask + softmax + dropout, per score: forward reads ac and the bd window (2 + 2 bytes),
     # the mask, writes the probabilities kept for the backward pass and the dropped ones for
     # the value product (2 + 2); backward reads the probabilities' gradient and the kept
@@ -58,18 +58,18 @@ def parts(B=16, L=512, M=384, P=85, D=768, N=12, H=64, F=3072, V=30000, layers=1
     add("mask + softmax + dropout", 20 * scores, 8 * scores + masks + 8 * scores
         + a * position_scores + masks)
     # Feed-forward of both streams: [B S, D] x [D, F], GELU, [B S, F] x [F, D].
-    add("feed-forward", *mm(B * S, D, F))
-    add("feed-forward", *mm(B * S, F, D))
-    add("feed-forward", 8 * 3 * B * S * F, a * B * S * F * 5)  # GELU: fwd r+w, bwd 2r+w
+    add("feed-forward (both streams)", *mm(B * S, D, F))
+    add("feed-forward (both streams)", *mm(B * S, F, D))
+    add("feed-forward (both streams)", 8 * 3 * B * S * F, a * B * S * F * 5)  # GELU: fwd r+w, bwd 2r+w
     # LayerNorm, residuals and hidden dropouts (2 per stream per layer), on [B S, D].
     add("LayerNorm, residuals, hidden dropout", 3 * 30 * B * S * D, a * B * S * D * 20)
     # LM head over the P predictions (float32 logits), the loss, the tied embedding.
     flops, bytes_ = mm(B * P, D, V, out_bytes=4)
-    rows["LM head + loss"] = (flops + 3 * 10 * B * P * V, bytes_ + 3 * 4 * B * P * V)
+    rows["LM head + loss (85 rows)"] = (flops + 3 * 10 * B * P * V, bytes_ + 3 * 4 * B * P * V)
     # Optimizer: clipping's norm (read gradients), AdamW (read gradient, weight, m, v; write
     # weight, m, v) and the bfloat16 copy of the weights (read 4, write 2), float32 throughout.
     params = layers * (5 * D * NH + 2 * NH * 3 + 2 * NH + 2 * D * F + F + D + 4 * D) + V * D
-    rows["optimizer (clip + AdamW)"] = (20 * params, params * (4 + 28 + 6))
+    rows["optimizer (clipping + AdamW)"] = (20 * params, params * (4 + 28 + 6))
     return rows, dict(B=B, L=L, M=M, K=K, T=T, P=P, scores_per_layer=scores,
                       position_scores_per_layer=position_scores, params=params)
 

@@ -1,19 +1,24 @@
 """Before/after figures for the attention's memory traffic (BENCHMARKS.md, "The pretraining
-step's roofline at XLNet-Base"): the pretraining step (tools/benchmarking.py tf_pretrain_step)
-traced twice in one process, once with this tree's attention and once with the code it
-replaced (the query stream's `tf.gather(batch_dims=3)` and float32-kept softmax, rebuilt
-below), then for each:
+step's roofline at XLNet-Base"): the pretraining step (xlnet_tf2/tools/benchmarking.py
+tf_pretrain_step) traced in one process with the code this change replaced ("before": the
+query stream's `tf.gather(batch_dims=3)`, TensorFlow's float32 softmax kept for the backward
+pass, rebuilt below), with this tree's code as TensorFlow traces it where it sees a GPU
+("after (GPU path)": the window read) and as it traces it on this CPU ("after (CPU path)").
+For each:
 
   * counts in the pre-optimization HLO: tensors of a score shape (any dtype), gathers,
-    gathers with a rank-5 index, scatters;
+    gathers with a rank-5 index, scatters; whether the HLO equals the "before" one;
   * XLA's cost analysis of the compiled step on this CPU (jax's XLA client compiles the HLO
     module TensorFlow hands to XLA): flops, bytes accessed;
-  * with --rounds > 0, the step time on this CPU in paired rounds (before, after alternating).
+  * the first two steps' losses (same weights and dropout keys on every side);
+  * with --rounds > 0, the step time on this CPU in paired rounds (order rotating).
 
-  python experiments/attention_traffic.py --shape loop --precision float32 --rounds 6
-  python experiments/attention_traffic.py --shape base --batch 1 --precision mixed_bfloat16
+  python scripts/attention_traffic.py --shape loop --precision float32 --rounds 12 --steps 4
+  python scripts/attention_traffic.py --shape base --batch 2 --precision mixed_bfloat16 \
+      --as_on_gpu --no_run --sides "before,after (GPU path)"
 
-Not a library: it swaps module attributes while the "before" step is traced.
+--as_on_gpu turns the CPU-only stored dropout mask off (as TensorFlow does on a GPU). Not a
+library: it swaps module attributes while a side is traced.
 """
 
 import argparse
@@ -153,7 +158,7 @@ def main():
     if a.as_on_gpu:
         dropout.masks_are_stored_here = lambda: False
     config, batch, dims = build(a.shape, a.batch, a.precision)
-    steps, report = {}, {"shape": a.shape, "dims": dims, "precision": a.precision}
+    steps, texts, report = {}, {}, {"shape": a.shape, "dims": dims, "precision": a.precision}
     contexts = {"before": old_code, "after (GPU path)": window_read,
                 "after (CPU path)": contextlib.nullcontext}
     for side in a.sides.split(","):
@@ -165,6 +170,9 @@ def main():
             proto = fn.experimental_get_compiler_ir(*args)(stage="hlo_serialized")
             losses = [] if a.no_run else [step(), step()]
         entry = dict(hlo_counts(text, dims), first_losses=losses)
+        texts[side] = _without_metadata(text)
+        if side != "before" and "before" in texts:
+            entry["hlo_identical_to_before"] = texts[side] == texts["before"]
         if not a.no_cost:
             entry["xla_cpu_cost"] = xla_cost(proto)
         report[side] = entry
@@ -187,6 +195,14 @@ def main():
                                           "per_round": ratios}
         print("times", json.dumps(times), flush=True)
     print(json.dumps(report, indent=1))
+
+
+def _without_metadata(hlo):
+    """HLO text without source metadata, the module's name and the trace's numbers in the
+    computations' names (they differ from one trace to the next)."""
+    hlo = re.sub(r", metadata=\{[^}]*\}", "", hlo)
+    hlo = re.sub(r"_\d+__", "__", hlo)
+    return hlo.split("\n", 1)[1]
 
 
 def _function_and_args(step):
