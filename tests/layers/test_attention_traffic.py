@@ -72,6 +72,26 @@ def test_query_stream_shift_values_and_gradient(t_len, jit, shift_path):
     np.testing.assert_array_equal(grad.numpy(), _put_back(upstream, POSITIONS, t_len))
 
 
+def test_query_stream_shift_with_an_unknown_batch(shift_path):
+    """A batch unknown when the step is traced (multi-worker input): the index is int64."""
+    rng = np.random.default_rng(5)
+    scores = rng.normal(size=(B, N, P, K + L)).astype(np.float32)
+    upstream = rng.normal(size=(B, N, P, K)).astype(np.float32)
+
+    @tf.function(input_signature=[tf.TensorSpec([None, N, P, K + L], tf.float32),
+                                  tf.TensorSpec([None, P], tf.int32)])
+    def run(x, positions):
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            out = gather_relative_scores(x, positions, q_len=L, k_len=K)
+            total = tf.reduce_sum(out * upstream)
+        return out, tape.gradient(total, x)
+
+    out, grad = run(tf.constant(scores), tf.constant(POSITIONS))
+    np.testing.assert_array_equal(out.numpy(), _windows(scores, POSITIONS, K))
+    np.testing.assert_array_equal(grad.numpy(), _put_back(upstream, POSITIONS, K + L))
+
+
 def test_query_stream_shift_in_bfloat16_is_exact(shift_path):
     rng = np.random.default_rng(1)
     scores = tf.cast(tf.constant(rng.normal(size=(B, N, P, K + L)), tf.float32), tf.bfloat16)
