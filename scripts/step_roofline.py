@@ -60,7 +60,8 @@ def parts(B=16, L=512, M=384, P=85, D=768, N=12, H=64, F=3072, V=30000, layers=1
     # Feed-forward of both streams: [B S, D] x [D, F], GELU, [B S, F] x [F, D].
     add("feed-forward (both streams)", *mm(B * S, D, F))
     add("feed-forward (both streams)", *mm(B * S, F, D))
-    add("feed-forward (both streams)", 8 * 3 * B * S * F, a * B * S * F * 5)  # GELU: fwd r+w, bwd 2r+w
+    # GELU: forward reads and writes, backward reads two and writes one.
+    add("feed-forward (both streams)", 8 * 3 * B * S * F, a * B * S * F * 5)
     # LayerNorm, residuals and hidden dropouts (2 per stream per layer), on [B S, D].
     add("LayerNorm, residuals, hidden dropout", 3 * 30 * B * S * D, a * B * S * D * 20)
     # LM head over the P predictions (float32 logits), the loss, the tied embedding.
