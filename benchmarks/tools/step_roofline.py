@@ -2,7 +2,7 @@
 pretraining step's roofline at XLNet-Base"). Prints a markdown table of each part's FLOPs and
 bytes (forward + backward) and its time floor max(FLOPs / peak, bytes / bandwidth).
 
-  python scripts/step_roofline.py [--batch 16] [--vocab 30000]
+  python -m benchmarks.tools.step_roofline [--batch 16] [--vocab 30000]
 
 The byte model is the least traffic of the program's present structure (no attention kernel
 that keeps scores on chip): every matmul reads its operands once and writes its result once,

@@ -1,5 +1,5 @@
 """Before/after figures for the attention's memory traffic (BENCHMARKS.md, "The pretraining
-step's roofline at XLNet-Base"): the pretraining step (xlnet_tf2/tools/benchmarking.py
+step's roofline at XLNet-Base"): the pretraining step (benchmarks/tools/benchmarking.py
 tf_pretrain_step) traced in one process with the code this change replaced ("before": the
 query stream's `tf.gather(batch_dims=3)`, TensorFlow's float32 softmax kept for the backward
 pass, rebuilt below), with this tree's code as TensorFlow traces it where it sees a GPU
@@ -13,8 +13,8 @@ For each:
   * the first two steps' losses (same weights and dropout keys on every side);
   * with --rounds > 0, the step time on this CPU in paired rounds (order rotating).
 
-  python scripts/attention_traffic.py --shape loop --precision float32 --rounds 12 --steps 4
-  python scripts/attention_traffic.py --shape base --batch 2 --precision mixed_bfloat16 \
+  python -m benchmarks.tools.attention_traffic --shape loop --precision float32 --rounds 12 --steps 4
+  python -m benchmarks.tools.attention_traffic --shape base --batch 2 --precision mixed_bfloat16 \
       --as_on_gpu --no_run --sides "before,after (GPU path)"
 
 --as_on_gpu turns the CPU-only stored dropout mask off (as TensorFlow does on a GPU). Not a
@@ -36,7 +36,7 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.layers import dropout, relative_attention, relative_position
 from xlnet_tf2.layers.relative_attention import _BLOCKED_SCORE, RelativeAttention
 from xlnet_tf2.layers.relative_position import _static_or_dynamic_shape
-from xlnet_tf2.tools.benchmarking import Workload, make_batch, tf_pretrain_step
+from benchmarks.tools.benchmarking import Workload, make_batch, tf_pretrain_step
 
 
 def _old_gather(scores, query_positions, q_len, k_len):
