@@ -97,11 +97,15 @@ class RelativeAttention(keras.layers.Layer):
         self.own_biases = own_biases
         self.layer_norm_epsilon = layer_norm_epsilon
         self.scale = 1.0 / (d_head ** 0.5)
-        self.output_dropout = Dropout(dropout, name="dropout")
+        self.output_dropout = Dropout(dropout, name="dropout", dtype=self.dtype_policy)
         # The probabilities' mask is read by several fusions of the backward pass: stored on a
         # CPU instead of recomputed in each (layers/dropout.py).
-        self.attention_dropout = Dropout(dropatt, name="dropatt", store_mask=True)
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
+        self.attention_dropout = Dropout(dropatt, name="dropatt", store_mask=True,
+                                         dtype=self.dtype_policy)
+        # Sublayers follow this layer's dtype policy (a `dtype=` given to the layer alone).
+        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon,
+                                                          name="layer_norm",
+                                                          dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         init = normal_initializer(self.initializer_range)
@@ -202,7 +206,8 @@ class RelativeAttention(keras.layers.Layer):
             output is zero, as when the original maps rows through an all-zero target_mapping).
           biases: (r_w, r_r, r_s) shared [N, H] tensors when the layer does not own them.
         Returns:
-          (h_out [B, L, D], g_out [B, P, D] or None).
+          (h_out [B, L, D], g_out [B, P, D]) with a query stream; h_out alone without one (a
+          Keras call returns tensors only, so the layer works in a functional model).
         """
         if self.own_biases:
             biases = (self.r_w_bias, self.r_r_bias, self.r_s_bias)
@@ -229,7 +234,7 @@ class RelativeAttention(keras.layers.Layer):
         h_out = self._post_attention(h, self._attend(scores_h, content_mask, values, training),
                                      training)
         if g is None:
-            return h_out, None
+            return h_out
 
         q_g = self._project(g, self.q)  # [B, N, P, H]
         scores_g = scores_for(

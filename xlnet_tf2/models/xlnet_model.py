@@ -297,9 +297,10 @@ class XLNetModel(KeywordInputs, keras.Model):
                 new_mems.append(self._cache_memory(h, layer_mems))
             hidden_states.append(h)
             query_hidden_states.append(g)
-            h, g = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
-                         segment_mismatch=segment_mismatch, biases=shared_biases,
-                         training=training, **query_kwargs)
+            out = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
+                        segment_mismatch=segment_mismatch, biases=shared_biases,
+                        training=training, **query_kwargs)
+            h, g = out if g is not None else (out, None)
 
         output = self.dropout(h if g is None else g, training=training)
         outputs = {"hidden": output, "last_hidden_state": output, "content_hidden": h,
