@@ -1,3 +1,3 @@
 """Benchmarks, analysis and the accelerator check: code that measures the library and is not part
 of it (the installed package `xlnet_tf2` never imports it). Scripts here run from a checkout as
-`python benchmarks/NAME.py`; their shared code is the package `benchmarks.tools`."""
+`python benchmarks/<name>.py`; their shared code is the package `benchmarks.tools`."""

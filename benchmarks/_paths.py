@@ -1,5 +1,5 @@
 """Puts the checkout's root (for `benchmarks.tools`) and tests/ (for `fixtures`, the shared test
-data builders some benchmarks reuse) on sys.path: `python benchmarks/NAME.py` puts only this
+data builders some benchmarks reuse) on sys.path: `python benchmarks/<name>.py` puts only this
 folder there. Imported first by every script in this folder."""
 
 import os

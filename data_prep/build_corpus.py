@@ -6,26 +6,9 @@ The text is already on every machine with Python, so demos and tests need no dow
 flags are the settings of `CorpusConfig` (xlnet_tf2/prep/prep_config.py).
 """
 
-from xlnet_tf2 import cli
-
-cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
-
-from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.prep.prep_config import CorpusConfig  # noqa: E402
-
-define_flags(CorpusConfig)
-
-
-def main(argv):
-    cli.no_arguments(argv)
-    config = config_from_flags(CorpusConfig)
-    from xlnet_tf2.prep.docstring_corpus import build_stdlib_corpus
-
-    stats = build_stdlib_corpus(config.output, min_bytes=config.min_bytes,
-                                max_bytes=config.max_bytes)
-    print(f"Wrote {stats['bytes']} bytes, {stats['documents']} documents, "
-          f"{stats['sentences']} sentences to {stats['path']}.")
-
+# The command is xlnet_tf2/commands/build_corpus.py, installed as the console script
+# `xlnet-build-corpus`; this file runs it from a checkout.
+from xlnet_tf2.commands.build_corpus import main
 
 if __name__ == "__main__":
-    cli.run(main)
+    main()

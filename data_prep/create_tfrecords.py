@@ -10,47 +10,9 @@ passed through unchanged (--runner, --direct_num_workers, --direct_running_mode,
 on the local DirectRunner with one worker per core.
 """
 
-import contextlib
-import logging
-
-from xlnet_tf2 import cli
-
-cli.quiet_startup()  # no TensorFlow/Beam start-up noise unless --verbosity
-
-from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.prep.prep_config import PrepConfig  # noqa: E402
-
-define_flags(PrepConfig)
-
-
-def main(argv):
-    from xlnet_tf2.prep import beam_options
-
-    verbose = cli.verbosity_requested()
-    config = config_from_flags(PrepConfig)  # a bad setting stops here, before Beam starts
-    # Importing Beam logs warnings about optional packages (crcmod); not without --verbosity.
-    with cli.silenced_stderr() if not verbose else contextlib.nullcontext():
-        from xlnet_tf2.prep.beam_pipeline import PROGRESS_TAG, create_tfrecords, summary
-    beam_args = beam_options.check_pipeline_args(argv[1:])
-    if verbose:
-        logging.getLogger().setLevel(logging.INFO)
-        logging.getLogger("apache_beam").setLevel(logging.WARNING)
-    else:
-        beam_options.print_only_tagged_lines(PROGRESS_TAG)
-    # Beam's workers are processes that share this one's stderr: without --verbosity their
-    # start-up noise goes nowhere; progress comes through logging (above), errors are raised
-    # here and printed by cli.run.
-    with cli.silenced_stderr() if not verbose else contextlib.nullcontext():
-        result = create_tfrecords(
-            params=config.params, output_dir=config.output_dir, spm_model=config.spm_model,
-            input_patterns=config.input, tfds_name=config.tfds_name,
-            tfds_split=config.tfds_split, tfds_text_key=config.tfds_text_key,
-            tfds_data_dir=config.tfds_data_dir,
-            skip_bad_lines=config.skip_bad_lines, overwrite=config.overwrite,
-            eval_fraction=config.eval_fraction, eval_input=config.eval_input,
-            beam_args=beam_args)
-    print(summary(result, config.output_dir))
-
+# The command is xlnet_tf2/commands/create_tfrecords.py, installed as the console script
+# `xlnet-create-tfrecords`; this file runs it from a checkout.
+from xlnet_tf2.commands.create_tfrecords import main
 
 if __name__ == "__main__":
-    cli.run(main, pass_unknown_flags=True)  # the flags it does not know are Beam's
+    main()

@@ -8,24 +8,9 @@ Writes PREFIX.model and PREFIX.vocab: a unigram model whose pieces 0..8 are
 `SentencePieceConfig` (xlnet_tf2/prep/prep_config.py).
 """
 
-from xlnet_tf2 import cli
-
-cli.quiet_startup()  # no TensorFlow start-up noise unless --verbosity
-
-from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.prep.prep_config import SentencePieceConfig  # noqa: E402
-
-define_flags(SentencePieceConfig)
-
-
-def main(argv):
-    cli.no_arguments(argv)
-    config = config_from_flags(SentencePieceConfig)
-    from xlnet_tf2.prep.vocabulary import train_vocabulary
-
-    path = train_vocabulary(config)
-    print(f"Wrote {path} ({config.vocab_size} pieces).")
-
+# The command is xlnet_tf2/commands/train_sentencepiece.py, installed as the console script
+# `xlnet-train-sentencepiece`; this file runs it from a checkout.
+from xlnet_tf2.commands.train_sentencepiece import main
 
 if __name__ == "__main__":
-    cli.run(main)
+    main()

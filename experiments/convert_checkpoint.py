@@ -26,32 +26,9 @@ Load our directories with `xlnet_tf2.load_pretrained("converted/base")` (an LM) 
 settings of `ConvertConfig` (xlnet_tf2/conversion/convert_config.py).
 """
 
-from xlnet_tf2 import cli
-
-cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
-
-from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.conversion.convert_config import ConvertConfig  # noqa: E402
-
-define_flags(ConvertConfig)
-
-
-def main(argv):
-    cli.no_arguments(argv)
-    config = config_from_flags(ConvertConfig)  # a bad setting stops here, before TensorFlow
-    from xlnet_tf2.conversion.convert import TaskOptions, convert_checkpoint, describe_report
-
-    task = None
-    if config.task:
-        task = TaskOptions(config.task, seq_len=config.seq_len, label_list=config.label_list,
-                           summary_type=config.summary_type, cls_scope=config.cls_scope,
-                           paired=config.paired, num_choices=config.num_choices)
-    report = convert_checkpoint(config.source, config.checkpoint, config.output_dir,
-                                config_path=config.config, spm_model=config.spm_model,
-                                task=task, target=config.target,
-                                overwrite=config.overwrite)
-    print(describe_report(report, config.output_dir), flush=True)
-
+# The command is xlnet_tf2/commands/convert_checkpoint.py, installed as the console script
+# `xlnet-convert`; this file runs it from a checkout.
+from xlnet_tf2.commands.convert_checkpoint import main
 
 if __name__ == "__main__":
-    cli.run(main)
+    main()

@@ -14,24 +14,9 @@ runs on the host in float32 (the served numbers are the checkpoint's), so this c
 settings of `ExportConfig` (xlnet_tf2/export/export_config.py).
 """
 
-from xlnet_tf2 import cli
-
-cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
-
-from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.export.export_config import ExportConfig  # noqa: E402
-
-define_flags(ExportConfig)
-
-
-def main(argv):
-    cli.no_arguments(argv)
-    config = config_from_flags(ExportConfig)  # a bad setting stops here, before TensorFlow
-    from xlnet_tf2.export.saved_model import export_model_dir
-
-    path = export_model_dir(config)
-    print(f"SavedModel written to {path}")
-
+# The command is xlnet_tf2/commands/export_saved_model.py, installed as the console script
+# `xlnet-export`; this file runs it from a checkout.
+from xlnet_tf2.commands.export_saved_model import main
 
 if __name__ == "__main__":
-    cli.run(main)
+    main()

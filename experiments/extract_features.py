@@ -11,31 +11,16 @@ the numbers are those of `export_saved_model.py --task=features` (same code,
 xlnet_tf2/export/feature_extraction.py). --strategy, --tpu and --precision work as in the
 training commands (features are float32 whatever the compute precision). Output by extension
 (xlnet_tf2/export/feature_files.py):
-  .npz   token_features [N, L, D] float32, pooled [N, D] (mean over real tokens), input_ids and
-         attention_mask [N, L] int32 (1 = real token; padding is on the left), texts [N]
+  .npz   token_features [E, L, D] float32, pooled [E, D] (mean over real tokens), input_ids and
+         attention_mask [E, L] int32 (1 = real token; padding is on the left), texts [E]
   .jsonl one object per line: {"index", "text", "pieces": [real tokens, <sep> and <cls> last],
          "token_features": [[D floats] per real token], "pooled": [D floats]}
 The flags are the settings of `ExtractConfig` (xlnet_tf2/export/export_config.py).
 """
 
-from xlnet_tf2 import cli
-
-cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
-
-from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.export.export_config import ExtractConfig  # noqa: E402
-
-define_flags(ExtractConfig)
-
-
-def main(argv):
-    cli.no_arguments(argv)
-    config = config_from_flags(ExtractConfig)  # a bad setting stops here, before TensorFlow
-    from xlnet_tf2.export.feature_files import extract_to_file
-
-    count, seq_len = extract_to_file(config)
-    print(f"{count} texts, seq_len {seq_len}: features written to {config.output_file}")
-
+# The command is xlnet_tf2/commands/extract_features.py, installed as the console script
+# `xlnet-extract-features`; this file runs it from a checkout.
+from xlnet_tf2.commands.extract_features import main
 
 if __name__ == "__main__":
-    cli.run(main)
+    main()

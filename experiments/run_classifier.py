@@ -13,28 +13,9 @@ experiments/export_saved_model.py. Every flag is a setting of ClassificationConf
 (xlnet_tf2/tasks/finetune_config.py); the task is xlnet_tf2/tasks/classification.py.
 """
 
-from xlnet_tf2 import cli
-
-cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
-from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.tasks.finetune_config import ClassificationConfig  # noqa: E402
-
-define_flags(ClassificationConfig)
-
-
-def main(argv):
-    del argv
-    config = config_from_flags(ClassificationConfig)
-    if config.loop.deterministic:  # before anything starts TensorFlow's runtime: reading
-        from xlnet_tf2.training import determinism  # TFDS or caching features runs ops
-
-        determinism.enable()
-    from xlnet_tf2.tasks.classification import ClassificationTask
-    from xlnet_tf2.training.distribution import strategy_of
-
-    strategy = strategy_of(config.distribution)
-    print(ClassificationTask(config, strategy).run(strategy).summary(), flush=True)
-
+# The command is xlnet_tf2/commands/run_classifier.py, installed as the console script
+# `xlnet-classify`; this file runs it from a checkout.
+from xlnet_tf2.commands.run_classifier import main
 
 if __name__ == "__main__":
-    cli.run(main)
+    main()

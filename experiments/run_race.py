@@ -8,24 +8,9 @@ Every flag is a setting of RaceConfig (xlnet_tf2/tasks/finetune_config.py); the 
 xlnet_tf2/tasks/race.py.
 """
 
-from xlnet_tf2 import cli
-
-cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
-from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.tasks.finetune_config import RaceConfig  # noqa: E402
-
-define_flags(RaceConfig)
-
-
-def main(argv):
-    del argv
-    from xlnet_tf2.tasks.race import RaceTask
-    from xlnet_tf2.training.distribution import strategy_of
-
-    config = config_from_flags(RaceConfig)
-    strategy = strategy_of(config.distribution)
-    print(RaceTask(config, strategy).run(strategy).summary(), flush=True)
-
+# The command is xlnet_tf2/commands/run_race.py, installed as the console script
+# `xlnet-race`; this file runs it from a checkout.
+from xlnet_tf2.commands.run_race import main
 
 if __name__ == "__main__":
-    cli.run(main)
+    main()

@@ -13,29 +13,9 @@ predicts and evaluates --predict_file with the model in --model_dir. Every flag 
 of SquadConfig (xlnet_tf2/tasks/finetune_config.py); the task is xlnet_tf2/tasks/squad.py.
 """
 
-import json
-
-from xlnet_tf2 import cli
-
-cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
-from xlnet_tf2.config_flags import config_from_flags, define_flags  # noqa: E402
-from xlnet_tf2.tasks.finetune_config import SquadConfig  # noqa: E402
-
-define_flags(SquadConfig)
-
-
-def main(argv):
-    del argv
-    from xlnet_tf2.tasks import squad
-    from xlnet_tf2.training.distribution import strategy_of
-
-    config = config_from_flags(SquadConfig)
-    if not config.do_train:
-        print(json.dumps(squad.predict_only(config), indent=2), flush=True)
-        return
-    strategy = strategy_of(config.distribution)
-    print(squad.SquadTask(config, strategy).run(strategy).summary(), flush=True)
-
+# The command is xlnet_tf2/commands/run_squad.py, installed as the console script
+# `xlnet-squad`; this file runs it from a checkout.
+from xlnet_tf2.commands.run_squad import main
 
 if __name__ == "__main__":
-    cli.run(main)
+    main()

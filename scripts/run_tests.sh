@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Sets up .venv (runtime + reference implementation) and runs the whole test suite (CI).
-# FAST=1 runs only the quick tier, `-m "not slow"`: no test that starts a Python process or takes
-# more than ~20 s (the marker's rule, kept by tests/fixtures/slow_tier.py); the edit-test loop.
+# Sets up .venv (runtime, test tools, the reference implementation) and runs the whole test
+# suite (CI). FAST=1 runs only the quick tier, `-m "not slow"`: no test that starts a Python
+# process or takes more than ~20 s (the marker's rule, kept by tests/fixtures/slow_tier.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRA=reference bash scripts/setup_env.sh
+EXTRA=test,reference bash scripts/setup_env.sh
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 # Two worker processes, each test file on one of them (module fixtures are built once): the
 # suite is dominated by single-threaded tracing and subprocess start-up, so 2 CPU cores run it

@@ -6,8 +6,10 @@ becomes one line, not a traceback.
 
     ...flags...
 
-    if __name__ == "__main__":
-        cli.run(main)
+    def run(argv): ...           # the command, on what the flags left of the command line
+
+    def main():                  # the entry point (xlnet_tf2/commands/: console scripts)
+        cli.run(run, usage=__doc__)
 
 `quiet_startup` hides TensorFlow's start-up noise (the C++ log lines printed while
 `import tensorflow` runs and while the devices are discovered: CUDA/cuDNN/TensorRT probes,
@@ -21,13 +23,14 @@ Importing this module does not import TensorFlow (xlnet_tf2/__init__.py is lazy)
 stays fast. Python errors are never hidden: an exception raised by the import still reaches
 the user with its traceback.
 
-`run` calls absl's `app.run(main)`; an error a user can fix (a flag value absl cannot parse, a
-flag that is unknown or missing, a setting the config tree rejects, a file, a record, a
-checkpoint: the project's error classes below; a full disk or a place it may not write) is
-printed as `<program>: error: <message>` and the program exits with status 2. A run stopped
-by what it met on the way (the loss diverged, the data ran out: STOPPED_ERRORS) prints
-`<program>: stopped: <message>` and exits with status 3. Anything else is a bug and keeps its
-traceback.
+`run` calls absl's `app.run(main)`; `--help` (and `--helpshort`, `--helpfull`, `--helpxml`)
+prints its text and exits with status 0 (absl's exits with 1); an error a user can fix (a flag
+value absl cannot parse, a flag that is unknown or missing, a setting the config tree rejects,
+a file, a record, a checkpoint: the project's error classes below; a full disk or a place it
+may not write) is printed as `<program>: error: <message>` and the program exits with status 2.
+A run stopped by what it met on the way (the loss diverged, the data ran out: STOPPED_ERRORS)
+prints `<program>: stopped: <message>` and exits with status 3. Anything else is a bug and
+keeps its traceback.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ from xlnet_tf2 import fileio
 from xlnet_tf2.config_flags import RunConfigError
 
 VERBOSITY_FLAGS = ("--verbosity", "-verbosity", "--v", "-v")
+# absl's help flags: each prints its text and ends the program while the flags are parsed.
+HELP_FLAGS = tuple(dash + name for name in ("help", "helpshort", "helpfull", "helpxml", "?")
+                   for dash in ("--", "-"))
 
 
 def verbosity_requested(argv: Optional[Sequence[str]] = None) -> bool:
@@ -53,6 +59,16 @@ def verbosity_requested(argv: Optional[Sequence[str]] = None) -> bool:
         if arg == "--":
             break
         if arg.split("=", 1)[0] in VERBOSITY_FLAGS:
+            return True
+    return False
+
+
+def help_requested(argv: Sequence[str]) -> bool:
+    """Whether the command line asks for help (--help, -?, --helpfull, ...; absl's)."""
+    for arg in argv:
+        if arg == "--":
+            break
+        if arg.split("=", 1)[0] in HELP_FLAGS:
             return True
     return False
 
@@ -237,16 +253,28 @@ def parse_flags(argv: Sequence[str], *, known_only: bool = False) -> list:
         print(f"{program_name()}: error: {message} (--help lists the flags)", file=sys.stderr,
               flush=True)
         sys.exit(2)
+    except SystemExit as e:
+        # absl's help flags print the help and exit with 1; asking for help is no failure.
+        if e.code == 1 and help_requested(argv[1:]):
+            sys.exit(0)
+        raise
 
 
-def run(main: Callable, *, pass_unknown_flags: bool = False) -> None:
+def run(main: Callable, *, pass_unknown_flags: bool = False,
+        usage: Optional[str] = None) -> None:
     """absl's app.run(main) with user errors printed as one line (exit status 2): bad flags
     (`parse_flags`) and the project's error classes (`with_error_lines`).
 
     pass_unknown_flags: arguments that are not flags of the command reach `main` in argv
     (create_tfrecords.py hands them to Apache Beam, which checks them).
+    usage: what `--help` prints above the flags when the program has no docstring of its own
+    (absl prints the `__main__` module's: a console script's wrapper has none, a script file
+    has its own).
     """
     from absl import app
 
+    program = sys.modules.get("__main__")
+    if usage and program is not None and not getattr(program, "__doc__", None):
+        program.__doc__ = usage
     app.run(with_error_lines(main),
             flags_parser=lambda argv: parse_flags(argv, known_only=pass_unknown_flags))

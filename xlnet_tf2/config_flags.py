@@ -25,9 +25,10 @@ resume policy:
   "free"   bookkeeping that may change between attempts (logging, steps per loop, ...).
 
 Every command of the project makes its flags this way (data preparation, conversion, export,
-feature extraction, the tools and benchmarks included), and the flags of a config tree are key
-flags of the program that defines them: its `--help` lists them, whichever module called
-`define_flags`. Validation lives in the config classes' `__post_init__`, raising
+feature extraction, the tools and benchmarks included), and the flags of a config tree are the
+program's own: its `--help` and `--helpfull` list them under its name, whichever module called
+`define_flags` (a command module of xlnet_tf2/commands/ does, for its script and its console
+script). Validation lives in the config classes' `__post_init__`, raising
 `RunConfigError` naming the flag, so a bad value is one line from any command (xlnet_tf2/cli.py)
 and the same error from library callers.
 """
@@ -41,8 +42,7 @@ from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from absl import flags as absl_flags
 
-# Flags defined here belong to the module that asked for them (and are key flags of the main
-# program, see define_flags).
+# Flags defined here belong to the main program (see define_flags), not to this module.
 absl_flags.disclaim_key_flags()
 
 RESUME_POLICIES = ("fixed", "warn", "free")
@@ -347,6 +347,9 @@ def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
     fv = flag_values if flag_values is not None else flags.FLAGS
     _unique_leaves(cls)
     defaults = dict(defaults or {})
+    # The program owns the flags (its --helpfull groups them under its name), not the module
+    # that happens to call this.
+    program = _program()
     names = []
     for path, field, annotation in leaves(cls):
         name = path[-1]
@@ -363,24 +366,24 @@ def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
         if sequence:
             # absl list flags hold strings; config_from_flags turns them back into numbers.
             flags.DEFINE_list(name, None if default is None else [str(v) for v in default],
-                              help_text,
-                              flag_values=fv)
+                              help_text, flag_values=fv, module_name=program)
         elif meta.get("choices"):
-            flags.DEFINE_enum(name, default, list(meta["choices"]), help_text, flag_values=fv)
+            flags.DEFINE_enum(name, default, list(meta["choices"]), help_text, flag_values=fv,
+                              module_name=program)
         elif base is bool:
-            flags.DEFINE_bool(name, default, help_text, flag_values=fv)
+            flags.DEFINE_bool(name, default, help_text, flag_values=fv, module_name=program)
         elif base is int:
-            flags.DEFINE_integer(name, default, help_text, flag_values=fv)
+            flags.DEFINE_integer(name, default, help_text, flag_values=fv, module_name=program)
         elif base is float:
-            flags.DEFINE_float(name, default, help_text, flag_values=fv)
+            flags.DEFINE_float(name, default, help_text, flag_values=fv, module_name=program)
         elif base is str:
-            flags.DEFINE_string(name, default, help_text, flag_values=fv)
+            flags.DEFINE_string(name, default, help_text, flag_values=fv, module_name=program)
         else:
             raise TypeError(f"{cls.__name__}.{name}: no flag type for {annotation!r}")
         del optional
         if meta.get("required"):
             flags.mark_flag_as_required(name, flag_values=fv)
-        fv.register_key_flag_for_module(_program(), fv[name])
+        fv.register_key_flag_for_module(program, fv[name])
         names.append(name)
     return names
 

@@ -7,10 +7,10 @@ under a staging name beside its target and swapped in when complete (`staging_di
 `replace_directory`). A process killed half-way leaves the previous output as it was plus a
 dot-named leftover that the next run finds (`leftovers`), reports and removes.
 
-Beam starts every worker as a fresh Python process; importing TensorFlow there costs about
-4.4 s of one core per worker (measured here), more than a worker needs to tokenize 4 MB of
-text. Local paths therefore go through the standard library, and only URLs (gs://, s3://,
-hdfs://, ...) load `tf.io.gfile`.
+Beam starts every worker as a fresh Python process, and importing TensorFlow there costs
+seconds of CPU, more than a worker needs to tokenize megabytes of text
+(BENCHMARKS.md#figures-behind-choices-in-the-code). Local paths therefore go through the
+standard library, and only URLs (gs://, s3://, hdfs://, ...) load `tf.io.gfile`.
 """
 
 from __future__ import annotations

@@ -24,7 +24,15 @@ load_weights=False)` builds that architecture with fresh weights and needs nothi
 
 Importing this module registers `from_pretrained` as the loader of every preset our own
 format does not cover (models/presets.py), so `XLNetLMHeadModel.from_preset` takes what
-`from_pretrained` takes.
+`from_pretrained` takes, and registers the implementations of HuggingFace's names on the
+models (which cannot import this floor): `XLNetLMHeadModel.from_pretrained`,
+`XLNetModel.from_pretrained` / `from_preset` (`load_backbone`), a task model's
+`from_pretrained` (`load_task_model`) and every model's `save_pretrained` method.
+
+    backbone = XLNetModel.from_pretrained("xlnet-base-cased")
+    classifier = SequenceClassifier.from_pretrained("xlnet-base-cased", num_outputs=3)
+    classifier.save_pretrained("out", "spiece.model", label_list=["a", "b", "c"])
+    classifier = SequenceClassifier.from_pretrained("out")
 """
 
 from __future__ import annotations
@@ -39,11 +47,13 @@ import tensorflow as tf
 
 from xlnet_tf2 import run_dir
 from xlnet_tf2.config import RUNTIME_KEYS, XLNetConfig
-from xlnet_tf2.conversion.convert import convert_checkpoint
-from xlnet_tf2.conversion.to_huggingface import save_huggingface
+from xlnet_tf2.conversion.convert import DEFAULT_SEQ_LEN, TaskOptions, convert_checkpoint
+from xlnet_tf2.conversion.readers import read_json
+from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES, HF_CONFIG, save_huggingface
 from xlnet_tf2.locate import (ORIGINAL_PREFIX, PRETRAINED, PretrainedNotFoundError, detect_kind,
                               resolve)
-from xlnet_tf2.models import XLNetLMHeadModel, XLNetModel
+from xlnet_tf2.models import (MultipleChoiceModel, SequenceClassifier, SquadModel, TaskModel,
+                              XLNetLMHeadModel, XLNetModel)
 from xlnet_tf2.models import presets, saving
 
 FORMATS = ("xlnet_tf2", "huggingface")
@@ -114,12 +124,17 @@ def from_pretrained(name_or_dir: str, *, load_weights: bool = True,
 
 
 def save_pretrained(model, output_dir: str, spm_model: Optional[str] = None, *,
-                    format: str = "xlnet_tf2", label_list=None):
+                    format: str = "xlnet_tf2", label_list=None, seq_len: Optional[int] = None):
     """Writes `model` into `output_dir`.
 
-    format "xlnet_tf2": our directory (xlnet_config.json, model.ckpt.*, spiece.model), read
-      by from_pretrained / load_pretrained / XLNetLMHeadModel.from_preset; for an
-      XLNetLMHeadModel or XLNetModel.
+    format "xlnet_tf2": for an XLNetLMHeadModel or XLNetModel, our directory
+      (xlnet_config.json, model.ckpt.*, spiece.model), read by from_pretrained /
+      load_pretrained / XLNetLMHeadModel.from_preset / XLNetModel.from_pretrained; for a task
+      model (SequenceClassifier, MultipleChoiceModel, SquadModel), our task directory
+      (task.json, ckpt-0, xlnet_config.json, spiece.model), read by its class's
+      from_pretrained and by the keras-hub-style task classes' from_preset. task.json's
+      seq_len is `seq_len` (default: the original's for the task), its label_list
+      `label_list` (default "0".."n-1").
     format "huggingface": config.json + model.safetensors (+ spiece.model) that transformers'
       XLNetLMHeadModel / XLNetModel / XLNetForSequenceClassification / XLNetForMultipleChoice /
       XLNetForQuestionAnswering `.from_pretrained` load (conversion/to_huggingface.py), for
@@ -135,11 +150,123 @@ def save_pretrained(model, output_dir: str, spm_model: Optional[str] = None, *,
         return save_huggingface(model, output_dir, spm_model, label_list)
     if isinstance(model, (XLNetLMHeadModel, XLNetModel)):
         return saving.save_pretrained(model, output_dir, spm_model)
-    raise TypeError(
-        f"A {type(model).__name__} in our format is a task directory (task.json + checkpoint), "
-        "which fine-tuning runs and experiments/convert_checkpoint.py --task write; wrap it in "
-        "a task class (xlnet_tf2.XLNetClassifier, ...) and call save_to_preset, or pass "
-        "format='huggingface'.")
+    if isinstance(model, TaskModel):
+        return saving.save_task_directory(model, output_dir,
+                                          task_settings(model, label_list, seq_len), spm_model)
+    raise TypeError(f"save_pretrained writes XLNet models (XLNetLMHeadModel, XLNetModel, task "
+                    f"models, keras-hub-style tasks), not a {type(model).__name__}.")
+
+
+def task_settings(model, label_list=None, seq_len: Optional[int] = None) -> dict:
+    """task.json of a bare task model (saving.py's task directory format)."""
+    task = saving.task_of(model)
+    settings = {"task": task, "seq_len": seq_len or DEFAULT_SEQ_LEN[task],
+                "layout": "cls_last"}
+    if isinstance(model, SequenceClassifier):
+        settings.update(summary_type=model.summary_type, paired=False)
+        if task == "classification":
+            labels = ([str(i) for i in range(model.num_outputs)] if label_list is None
+                      else [str(label) for label in label_list])
+            if len(labels) != model.num_outputs:
+                raise ValueError(f"label_list names {len(labels)} labels; the model has "
+                                 f"{model.num_outputs} outputs.")
+            settings["label_list"] = labels
+    elif isinstance(model, MultipleChoiceModel):
+        settings.update(summary_type=model.summary_type, num_choices=model.num_choices)
+    elif model.start_n_top != model.end_n_top:
+        raise ValueError(f"start_n_top={model.start_n_top} and end_n_top={model.end_n_top} "
+                         "differ; task.json keeps one beam width (n_best_size) for both.")
+    else:
+        settings["n_best_size"] = model.start_n_top
+    return settings
+
+
+def load_backbone(name_or_dir: str, *, load_weights: bool = True, **kwargs) -> XLNetModel:
+    """An `XLNetModel` with the backbone weights of whatever `from_pretrained` takes; our
+    task directories too (their head is not read)."""
+    if load_weights and tf.io.gfile.isdir(name_or_dir) and detect_kind(name_or_dir) == \
+            "converted":
+        runtime = _check_runtime({k: v for k, v in kwargs.items()
+                                  if k not in ("cache_dir", "revision", "local_files_only")})
+        config = XLNetConfig.from_json_file(os.path.join(name_or_dir, run_dir.ARCH_FILE),
+                                            **runtime)
+        model = XLNetModel(config)
+        if tf.io.gfile.exists(os.path.join(name_or_dir, run_dir.TASK_FILE)):
+            saving.restore_weights(model, saving.task_checkpoint(name_or_dir))
+        else:
+            saving.restore_weights(model, name_or_dir)
+        return model
+    return from_pretrained(name_or_dir, load_weights=load_weights, **kwargs).transformer
+
+
+_TASK_CLASSES = ((SquadModel, ("squad",)), (MultipleChoiceModel, ("race",)),
+                 (SequenceClassifier, ("classification", "regression")))
+
+
+def _tasks_of(cls) -> tuple:
+    for task_class, tasks in _TASK_CLASSES:
+        if issubclass(cls, task_class):
+            return tasks
+    raise TypeError(f"{cls.__name__} is not a task model class (SequenceClassifier, "
+                    "MultipleChoiceModel or SquadModel).")
+
+
+def _huggingface_task(directory: str, tasks: tuple) -> Optional[str]:
+    """Which of `tasks` a HuggingFace directory's config.json says it holds (None: none)."""
+    config = read_json(os.path.join(directory, HF_CONFIG))
+    if ARCHITECTURES[tasks[0]] not in (config.get("architectures") or []):
+        return None
+    if "regression" in tasks and (config.get("problem_type") == "regression" or
+                                  len(config.get("id2label") or {0: 0, 1: 1}) == 1):
+        return "regression"
+    return tasks[0]
+
+
+def load_task_model(cls, name_or_dir: str, *, load_weights: bool = True,
+                    cache_dir: Optional[str] = None, revision: Optional[str] = None,
+                    local_files_only: bool = False, **kwargs):
+    """A task model of class `cls` (TaskModel.from_pretrained's docstring); `kwargs` are
+    run-time settings and, for a new head, `cls`'s constructor arguments."""
+    runtime = {k: kwargs.pop(k) for k in list(kwargs) if k in RUNTIME_KEYS}
+    tasks = _tasks_of(cls)
+    hub = dict(cache_dir=cache_dir, revision=revision, local_files_only=local_files_only)
+    resolved = None
+    if load_weights:
+        resolved = resolve(name_or_dir, **hub)
+    directory = None if resolved is None else resolved.directory
+    if directory is not None and tf.io.gfile.exists(os.path.join(directory, run_dir.TASK_FILE)):
+        return _task_directory_model(cls, tasks, directory, runtime, kwargs)
+    task = None
+    if resolved is not None and resolved.kind == "huggingface":
+        task = _huggingface_task(directory, tasks)
+    if task is not None:
+        scratch = tempfile.mkdtemp(prefix="xlnet_tf2_task_")
+        try:
+            options = TaskOptions(task, num_choices=kwargs.pop("num_choices", 4))
+            convert_checkpoint("huggingface", directory, scratch, task=options,
+                               log=logging.getLogger(__name__).info)
+            return _task_directory_model(cls, tasks, scratch, runtime, kwargs)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    lm = from_pretrained(name_or_dir, load_weights=load_weights, **hub, **runtime)
+    model = cls(lm.config, **kwargs)
+    # A short dummy batch builds the weights (SQuAD's beam needs n_top positions).
+    model(model.dummy_inputs(max(8, getattr(model, "start_n_top", 0),
+                                 getattr(model, "end_n_top", 0))), training=False)
+    model.transformer.set_weights(lm.transformer.get_weights())
+    return model
+
+
+def _task_directory_model(cls, tasks, directory, runtime, kwargs):
+    settings = saving.read_task_settings(directory)
+    if settings.get("task") not in tasks:
+        raise ValueError(f"{directory} holds a {settings.get('task')} model (task.json); "
+                         f"{cls.__name__}.from_pretrained loads {' or '.join(tasks)} models.")
+    if kwargs:
+        raise ValueError(f"{directory} is a task directory: its head is as task.json says; "
+                         f"{sorted(kwargs)} apply to a new head only.")
+    model, _ = saving.load_task_directory(directory, **runtime)
+    return model
 
 
 def _load_preset(preset: str, runtime: dict):
@@ -150,3 +277,5 @@ def _load_preset(preset: str, runtime: dict):
 
 
 presets.register_loader(_load_preset)
+presets.register_hub_functions(load_lm=from_pretrained, load_backbone=load_backbone,
+                               load_task_model=load_task_model, save_pretrained=save_pretrained)

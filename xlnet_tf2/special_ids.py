@@ -1,4 +1,4 @@
-"""The XLNet vocabulary's fixed special ids (XLNET_REFERENCE.md section 1).
+"""The XLNet vocabulary's fixed special ids (docs/SEMANTICS.md#special-ids).
 
 Control symbols never come out of encoding raw text; code inserts them by id. `<eop>` is a
 user-defined piece, so SentencePiece matches it inside raw text.
@@ -19,7 +19,7 @@ SPECIAL_PIECES = ("<unk>", "<s>", "</s>", "<cls>", "<sep>", "<pad>", "<mask>", "
 CONTROL_PIECES = ("<cls>", "<sep>", "<pad>", "<mask>", "<eod>")
 USER_DEFINED_PIECES = ("<eop>",)
 
-# Segment ids used by the fine-tuning formats (XLNET_REFERENCE.md section 6).
+# Segment ids used by the fine-tuning formats (docs/SEMANTICS.md#fine-tuning-formats).
 SEG_ID_A = 0
 SEG_ID_B = 1
 SEG_ID_CLS = 2

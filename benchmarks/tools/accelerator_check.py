@@ -31,13 +31,26 @@ In order:
      tokens/s, MFU against the data-sheet peak of the device at that precision
      (training/device_peak.py; measured matmul throughput for a device it does not know) and
      device memory (tf.config.experimental.get_memory_info: in use after the run, and peak).
+Each stage prints one progress line first ("[accelerator_check] ...").
+
+The vocabulary: how many pieces SentencePiece can make from the corpus depends on the text
+the machine has (the installed packages' docstrings), so --vocab_size is an upper bound and
+one line says how many pieces the model got; the shape's FLOPs barely change (the vocabulary
+only enters the embedding and the softmax over the predicted tokens).
+
+`run_export` (--export_step=DIR) instead writes the step this check times as a portable XLA
+program (tools/step_export.py), from the real Trainer at the same shape on the same data;
+it needs no accelerator. With --cpu_dry_run it adds the weights and TensorFlow's first step,
+to validate a runner's result.
 """
 
 from __future__ import annotations
 
 import gc
 import os
+import shutil
 import statistics
+import time
 from typing import Dict, List, Optional
 
 import keras
@@ -47,6 +60,7 @@ from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.models.saving import checkpoint_for
 from xlnet_tf2.tasks.pretraining import build_trainer, pretraining_task
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from benchmarks.tools import step_export
 from benchmarks.tools.docstring_data import prepare_docstring_data
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.distribution import resolve_strategy
@@ -99,9 +113,53 @@ def data_params(shape: dict) -> DataParams:
                       num_streams=shape["batch_size"] // 2, num_passes=1, seed=0)
 
 
+def say(line: str) -> None:
+    """One progress line of the check."""
+    print(f"[accelerator_check] {line}", flush=True)
+
+
+def vocabulary_line(asked: int, made: int, corpus_bytes: int) -> str:
+    """The vocabulary the run uses, and why when it is smaller than --vocab_size."""
+    if made >= asked:
+        return f"vocabulary: {made:,} pieces (--vocab_size)"
+    return (f"vocabulary: {made:,} pieces, fewer than --vocab_size={asked:,}: SentencePiece "
+            f"makes no more from the {corpus_bytes:,} bytes of docstrings on this machine (a "
+            "larger --corpus_bytes gives more)")
+
+
+def prepare_data(c, shape: dict) -> tuple:
+    """Step 2: the prepared data in WORKDIR/data_prep, with a progress line before and after
+    and the vocabulary line. Returns (prepared record, `shape` with the vocabulary made)."""
+    workdir = os.path.join(c.workdir, "data_prep")
+    say(f"data: a docstring corpus of {shape['corpus_bytes']:,} bytes, a SentencePiece model "
+        f"of up to {shape['vocab_size']:,} pieces and TFRecords (seq {shape['seq_len']}, "
+        f"{shape['num_predict']} predictions, bi_data) in {workdir}, unless prepared there "
+        "before with the same settings")
+    prepared = prepare_docstring_data(workdir, data_params(shape), shape["vocab_size"],
+                                      shape["corpus_bytes"], fewer_pieces_ok=True)
+    if prepared["reused"]:
+        say(f"data: reused ({prepared['tokens']:,} tokens)")
+    else:
+        say(f"data: {prepared['tokens']:,} tokens from {prepared['corpus_bytes']:,} bytes of "
+            f"docstrings (corpus {prepared['corpus_s']:.0f} s, SentencePiece "
+            f"{prepared['sentencepiece_s']:.0f} s, TFRecords {prepared['create_tfrecords_s']:.0f}"
+            " s)")
+    say(vocabulary_line(shape["vocab_size"], prepared["vocab_size"], prepared["corpus_bytes"]))
+    return prepared, dict(shape, vocab_size=prepared["vocab_size"])
+
+
+def _shape_text(shape: dict) -> str:
+    return (f"model {shape['model_config']}, batch {shape['batch_size']}, seq "
+            f"{shape['seq_len']}, reuse {shape['reuse_len']}, memory {shape['mem_len']}, "
+            f"{shape['num_predict']} predictions, bi_data, {shape['vocab_size']:,}-piece "
+            "vocabulary")
+
+
 def _write_initial_weights(config: PretrainConfig, path: str) -> str:
     """A fresh model of the run's architecture (vocabulary from the data), in float32, saved
-    as the checkpoint both runs start from; returns its prefix."""
+    as the checkpoint both runs start from; returns its prefix. Seeded as the Trainer seeds
+    its fresh models (--seed), so these are the weights --export_step exports."""
+    keras.utils.set_random_seed(config.loop.seed)
     model = pretraining_task(config).build_model()
     prefix = checkpoint_for(model).write(path)
     del model
@@ -116,14 +174,16 @@ def run_check(c, dry_run: bool = False) -> dict:
     # Before any other TensorFlow op: a TPU needs a fresh runtime.
     strategy = resolve_strategy(c.distribution.strategy, c.distribution.tpu,
                                 c.distribution.tpu_timeout)
-    prepared = prepare_docstring_data(os.path.join(c.workdir, "data_prep"), data_params(shape),
-                                      shape["vocab_size"], shape["corpus_bytes"])
+    prepared, shape = prepare_data(c, shape)
     common = dict(data_dir=(prepared["data_dir"],), model_config=shape["model_config"],
                   train_batch_size=shape["batch_size"], mem_len=shape["mem_len"],
                   steps_per_loop=shape["steps_per_loop"], jit_compile=True, seed=c.seed)
+    say(f"initial weights: a fresh model ({_shape_text(shape)}) written to "
+        f"{os.path.join(c.workdir, 'initial')}; both runs start from it")
     initial = _write_initial_weights(
         PretrainConfig.flat(model_dir=os.path.join(c.workdir, "unused"), **common),
         os.path.join(c.workdir, "initial", "ckpt"))
+    say("float32 run: one step (TF32 off), compiled first")
 
     tf32 = tf.config.experimental.tensor_float_32_execution_enabled()
     tf.config.experimental.enable_tensor_float_32_execution(False)
@@ -138,6 +198,8 @@ def run_check(c, dry_run: bool = False) -> dict:
     if memory is not None:
         tf.config.experimental.reset_memory_stats(memory["device"])
 
+    say(f"{c.precision} run: {shape['steps']} steps in loops of {shape['steps_per_loop']}, "
+        "the first loop compiled and not timed")
     trainer = build_trainer(PretrainConfig.flat(
         model_dir=os.path.join(c.workdir, c.precision), train_steps=shape["steps"],
         precision=c.precision, init_checkpoint=initial, **common), strategy)
@@ -172,6 +234,41 @@ def run_check(c, dry_run: bool = False) -> dict:
         "first_loop_s": result.loops[0]["seconds"], "device_memory": device_memory(strategy)}
 
 
+def run_export(c, outdir: str, dry_run: bool = False) -> dict:
+    """--export_step=OUTDIR: the step of the check's timed run (same shape, data, precision
+    and seed; the real Trainer) written by tools/step_export.py, with progress lines; with
+    `dry_run` (the tiny shape) also the weights and TensorFlow's first step. `c` is an
+    AcceleratorCheckConfig whose workdir is set. Returns export_step's values."""
+    start = time.perf_counter()
+    shape = run_shape(c, dry_run)
+    prepared, shape = prepare_data(c, shape)
+    model_dir = os.path.join(c.workdir, "export_run")
+    shutil.rmtree(model_dir, ignore_errors=True)  # a fresh run: its first step is step 1
+    say(f"export: the Trainer at {_shape_text(shape)}, {c.precision}; tracing its step as on "
+        "an accelerator (the dropout masks not stored) and lowering it to XLA"
+        + ("; then TensorFlow's first step from the same weights and batch, for validation"
+           if dry_run else ""))
+    trainer = build_trainer(PretrainConfig.flat(
+        data_dir=(prepared["data_dir"],), model_config=shape["model_config"],
+        train_batch_size=shape["batch_size"], mem_len=shape["mem_len"], steps_per_loop=1,
+        jit_compile=True, seed=c.seed, train_steps=1, precision=c.precision,
+        model_dir=model_dir))
+    try:
+        result = step_export.export_step(trainer, outdir, shape, validate=dry_run)
+    finally:  # the Trainer sets the global policy; leave float32 behind
+        keras.mixed_precision.set_global_policy("float32")
+    hlo = result["hlo"]
+    say(f"export: {step_export.HLO_FILE} {hlo['bytes'] / 1e6:.1f} MB ({hlo['parameters']} "
+        f"parameters; {hlo['constants']} constants, {hlo['constant_bytes'] / 1e6:.1f} MB), "
+        f"traced and lowered in {result['trace_s']:.0f} s")
+    if dry_run:
+        say(f"export: TensorFlow's first step: loss {result['tf_loss']:.6f}, gradient norm "
+            f"{result['tf_grad_norm']:.6f} (meta.json; the weights in "
+            f"{step_export.CAPTURED_FILE})")
+    say(f"export: written to {outdir} in {time.perf_counter() - start:.0f} s")
+    return result
+
+
 def format_report(r: dict) -> str:
     """The report's lines: devices, shape, the loss check, speed, memory."""
     s = r["shape"]
@@ -183,9 +280,7 @@ def format_report(r: dict) -> str:
     return "\n".join([
         f"devices: {', '.join(r['devices'])}; {r['replicas']} replica(s); whole step under XLA: "
         f"{r['whole_step_compiled']}",
-        f"shape: model {s['model_config']}, batch {s['batch_size']}, seq {s['seq_len']}, reuse "
-        f"{s['reuse_len']}, memory {s['mem_len']}, {s['num_predict']} predictions, bi_data, "
-        f"{s['vocab_size']}-piece vocabulary; data: TFRecords prepared from "
+        f"shape: {_shape_text(s)}; data: TFRecords prepared from "
         f"{r['prepared']['corpus_bytes']:,} bytes of docstrings",
         f"first-step loss: float32 {r['first_step_loss_float32']:.5f}, {r['precision']} "
         f"{r['first_step_loss']:.5f}: relative difference {100 * r['relative_difference']:.3f}% "

@@ -331,11 +331,12 @@ class AcceleratorCheckConfig:
         0.01, "Largest accepted |first-step loss (--precision) - first-step loss (float32)| "
         "relative to the float32 loss (benchmarks/tools/accelerator_check.py says why 1%).")
     vocab_size: int = setting(
-        32000, "Pieces of the SentencePiece model trained on the docstring corpus (Base's "
-        "vocabulary size).")
+        32000, "Most pieces of the SentencePiece model trained on the docstring corpus (Base's "
+        "vocabulary size); where the corpus gives fewer, the model has fewer and one line "
+        "says how many.")
     corpus_bytes: int = setting(
-        8_000_000, "Size in bytes of the docstring corpus the data is prepared from; it must "
-        "hold enough text for a --vocab_size SentencePiece model.")
+        8_000_000, "Size in bytes of the docstring corpus the data is prepared from; more text "
+        "lets SentencePiece make more pieces, up to --vocab_size.")
     seed: int = setting(0, "Seed of the initial weights, dropout and data order.")
     workdir: Optional[str] = setting(
         None, "Directory for the prepared data, the initial checkpoint and both runs, kept "
@@ -346,6 +347,15 @@ class AcceleratorCheckConfig:
         "32, 6 steps; the shape flags are ignored): tests this command where no accelerator "
         "is.")
     output_json: Optional[str] = setting(None, "Optional path to write the report as JSON.")
+    export_step: Optional[str] = setting(
+        None, "Instead of the check, write the step of its timed run (the real Trainer at "
+        "this shape and --precision; with --cpu_dry_run the tiny shape) to this directory as "
+        "a portable XLA program, for another XLA client such as JAX's to compile and time: "
+        "step.hlo.pb (the HLO module), inputs.npz (one real batch, the initial memory and "
+        "the step) and meta.json (parameter order, shape, FLOPs per step); with "
+        "--cpu_dry_run also captured.npz (the initial weights and optimizer state) and "
+        "TensorFlow's first-step loss and gradient norm in meta.json, for validation. Needs "
+        "no accelerator (benchmarks/tools/step_export.py says what is written).")
     distribution: DistributionConfig = section(DistributionConfig)
 
     def __post_init__(self):

@@ -84,6 +84,9 @@ def features(path: str, reference: str = None):
 CASES = [
     # --- flags
     Case("export/flag-seq-len-zero", export("--seq_len=0", task="features"), clear("--seq_len")),
+    Case("export/flag-seq-len-two", export("--seq_len=2", task="features",
+                                           model_dir="{ws}/none"),
+         clear("--seq_len=2", "at least 3")),
     Case("export/flag-seq-len-not-for-this-task", export("--seq_len=64"),
          clear("--seq_len", "--task=features")),
     Case("export/flag-task-unknown", export(task="ner"), clear("--task")),
@@ -182,6 +185,12 @@ CASES = [
     Case("extract/flag-batch-size-not-a-number", extract("--batch_size=some"),
          clear("--batch_size=some")),
     Case("extract/flag-seq-len-zero", extract("--seq_len=0"), clear("--seq_len")),
+    # A length below <sep> + <cls> + one token is refused before any file is read.
+    Case("extract/flag-seq-len-one", extract("--seq_len=1", model_dir="{ws}/none",
+                                             inputs="{ws}/none.txt"),
+         clear("--seq_len=1", "at least 3")),
+    Case("extract/flag-seq-len-two", extract("--seq_len=2", model_dir="{ws}/none"),
+         clear("--seq_len=2", "at least 3"), TEXT_FILE),
     Case("extract/model-dir-missing", extract(model_dir="{ws}/none"),
          clear("--model_dir", "{ws}/none"), TEXT_FILE),
     Case("extract/checkpoint-truncated", extract(), clear("{pretrain}/ckpt-4", "damaged"),

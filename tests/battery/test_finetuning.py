@@ -239,6 +239,12 @@ CASES = [
              lambda q: q.update(is_impossible=True, answers=[]))))),
     Case("squad/flag-query-longer-than-seq", squad("--max_query_length=70"),
          clear("--max_query_length")),
+    # A question of max_query_length tokens would leave no document token: refused before any
+    # file is read (the train file need not exist).
+    Case("squad/flag-query-fills-seq-len",
+         command(SQUAD, "--model_dir={ws}/run", "--train_file={ws}/none.json", *SQUAD_FLAGS,
+                 "--max_query_length=61"),
+         clear("--max_query_length=61", "--seq_len=64")),
     Case("squad/predict-moved-run", squad_predict(model_dir="{ws}/moved"),
          works(predicted("{ws}/predictions")), move("{squad_run}", "{ws}/moved"),
          changes=("predictions/*",)),
@@ -270,6 +276,12 @@ CASES = [
          put("{ws}/r/readme.md", "none here")),
     Case("race/train-path-missing", race(train="{ws}/none"), clear("{ws}/none", "does not exist")),
     Case("race/flag-max-qa-length-zero", race("--max_qa_length=0"), clear("--max_qa_length")),
+    # Question and option as long as seq_len leave no room for the article: refused before
+    # any file is read (the train path need not exist).
+    Case("race/flag-max-qa-length-fills-seq-len",
+         command(RACE, "--model_dir={ws}/run", "--train_path={ws}/none", *RACE_FLAGS,
+                 "--max_qa_length=61"),
+         clear("--max_qa_length=61", "--seq_len=64")),
 ]
 
 

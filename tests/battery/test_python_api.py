@@ -54,6 +54,51 @@ def decode(ids):
     return call
 
 
+def backbone_from(path):
+    def call(ws):
+        from xlnet_tf2 import XLNetModel
+
+        return XLNetModel.from_pretrained(ws.fmt(path))
+    return call
+
+
+def same_backbone_as(name):
+    def check(ws, result):
+        import xlnet_tf2
+
+        reference = xlnet_tf2.load_pretrained(artefact(name)).transformer
+        for got, want in zip(result.value.weights, reference.weights):
+            np.testing.assert_array_equal(got.numpy(), want.numpy())
+    return check
+
+
+def task_model_from(path, **kwargs):
+    def call(ws):
+        from xlnet_tf2.models import SequenceClassifier
+
+        return SequenceClassifier.from_pretrained(ws.fmt(path), **kwargs)
+    return call
+
+
+def save_task_model(path, **kwargs):
+    def call(ws):
+        from xlnet_tf2 import XLNetConfig
+        from xlnet_tf2.models import SequenceClassifier
+
+        model = SequenceClassifier(XLNetConfig.preset("tiny", n_token=500), 2)
+        model(model.dummy_inputs(8))
+        return model.save_pretrained(ws.fmt(path), **kwargs)
+    return call
+
+
+def add_tokens(tokens):
+    def call(ws):
+        from xlnet_tf2 import XLNetTokenizer
+
+        return XLNetTokenizer(ws.path("sp.model")).add_tokens(tokens)
+    return call
+
+
 def config_file(path):
     def call(ws):
         from xlnet_tf2 import XLNetConfig
@@ -188,6 +233,23 @@ CASES = [
     Case("api/config-dropout-above-one", api(config(**CONFIG, dropout=1.5)), clear("dropout")),
     Case("api/config-unknown-preset", api(lambda ws: __import__("xlnet_tf2").XLNetConfig.preset(
         "huge")), clear("huge")),
+    # --- HuggingFace's names on the model classes
+    Case("api/backbone-from-pretrained-moved-converted", api(backbone_from("{ws}/moved")),
+         works(same_backbone_as("converted")), move("{converted}", "{ws}/moved")),
+    Case("api/backbone-from-pretrained-missing", api(backbone_from("{ws}/none")),
+         clear("{ws}/none")),
+    Case("api/backbone-from-pretrained-truncated", api(backbone_from("{converted}")),
+         clear("{converted}/model.ckpt", "damaged"),
+         truncate("{converted}/model.ckpt.data-00000-of-00001")),
+    Case("api/task-model-from-pretrained-missing-head-argument",
+         api(task_model_from("{converted}")), clear("num_outputs")),
+    Case("api/task-model-save-pretrained-label-list-wrong-length",
+         api(save_task_model("{ws}/out", label_list=["a", "b", "c"])),
+         clear("label_list", "3 labels", "2 outputs")),
+    Case("api/tokenizer-add-new-token", api(add_tokens(["<new>", "\u2581the"])),
+         clear("['<new>']", "SentencePiece model")),
+    Case("api/tokenizer-add-existing-pieces", api(add_tokens(["<sep>", "<cls>"])),
+         works(lambda ws, r: r.value == 0 or pytest.fail(f"added {r.value}"))),
     # --- keras-hub-style tasks
     Case("api/classifier-from-copied-run-best-deleted", api(classifier("{ws}/copy")),
          clear("{ws}/copy/best/ckpt-2.index", "best_eval.json"),

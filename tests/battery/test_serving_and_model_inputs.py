@@ -139,6 +139,32 @@ def model_call(values, mode):
     return call
 
 
+def task_model_call(values, how):
+    """A classifier on the converted backbone called as users call it: on the tokenizer's
+    names (token_type_ids) directly, or inside a functional Keras model."""
+    import keras
+    import tensorflow as tf
+
+    def call(ws):
+        from xlnet_tf2.models import SequenceClassifier
+
+        if "classifier" not in _LOADED:
+            model = SequenceClassifier(lm().config, 2)
+            model(model.dummy_inputs(8))
+            model.transformer.set_weights(lm().transformer.get_weights())
+            _LOADED["classifier"] = model
+        model = _LOADED["classifier"]
+        input_ids = ids(values, 8)
+        inputs = dict(input_ids=input_ids, token_type_ids=np.zeros_like(input_ids),
+                      attention_mask=np.ones_like(input_ids))
+        if how == "functional":
+            symbolic = {k: keras.Input(shape=(8,), dtype="int32", name=k) for k in inputs}
+            model = keras.Model(symbolic, model(symbolic)["logits"])
+            return {"logits": model({k: tf.constant(v) for k, v in inputs.items()})}
+        return model(inputs)
+    return call
+
+
 def finite_logits(ws, result):
     assert np.isfinite(result.value["logits"].numpy()).all()
 
@@ -206,6 +232,14 @@ CASES = [
          clear("input_ids", "9999")),
     Case("model/compiled-valid-ids", api(model_call([[1, 2, 3]], "xla")), works(finite_logits)),
     Case("model/eager-valid-ids", api(model_call([[1, 2, 3], [4, 5, 6]], "eager")),
+         works(finite_logits)),
+    # the model inside a task model and a functional model: the same one line, no Keras
+    # "Exception encountered when calling" around it (harness)
+    Case("model/task-model-bad-id", api(task_model_call([[1, 500]], "direct")),
+         clear("input_ids[0, 1] = 500", "[0, 500)")),
+    Case("model/functional-model-negative-id", api(task_model_call([[3, 4, -2]], "functional")),
+         clear("input_ids[0, 2] = -2")),
+    Case("model/task-model-token-type-ids", api(task_model_call([[17, 29, 43, 4, 3]], "direct")),
          works(finite_logits)),
     Case("model/generate-from-bad-ids", api(generate([[1, 2, 700]])), clear("input_ids", "700")),
 ]

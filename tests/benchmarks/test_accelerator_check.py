@@ -1,6 +1,8 @@
 """benchmarks/accelerator_check.py: the one-line exit on a CPU-only machine, its settings'
-checks, the report's text, and the CPU dry run of the whole path (data prepared, initial
-checkpoint, a float32 step and a mixed_bfloat16 run from it, the report)."""
+checks, the report's text, the vocabulary the corpus gives (said in one line), the CPU dry run
+of the whole path (data prepared, initial checkpoint, a float32 step and a mixed_bfloat16 run
+from it, the report), and --export_step: the step as an XLA program that JAX's XLA runs to
+TensorFlow's first-step loss."""
 
 import json
 import math
@@ -8,17 +10,24 @@ import os
 import subprocess
 import sys
 
+import keras
+import numpy as np
 import pytest
 from fixtures.paths import REPO_ROOT
 
+from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.data.pretrain_dataset import PretrainData
 from benchmarks.tools.accelerator_check import (
     DRY_RUN,
     data_params,
     format_report,
+    prepare_data,
     run_shape,
+    vocabulary_line,
 )
 from benchmarks.tools.command_configs import AcceleratorCheckConfig
+from benchmarks.tools.step_export import hlo_summary
 
 COMMAND = [sys.executable, "benchmarks/accelerator_check.py"]
 CPU_ONLY = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
@@ -96,7 +105,8 @@ def test_report_prints_every_field():
 
 
 @pytest.mark.slow
-def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_path):
+def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_path,
+                                                                             tiny_export):
     out = tmp_path / "report.json"
     workdir = tmp_path / "work"
     run = _run("--cpu_dry_run", f"--workdir={workdir}", f"--output_json={out}")
@@ -128,3 +138,162 @@ def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_
     for field in ("first-step loss: float32", "mixed_bfloat16 + XLA, 6 steps in loops of 2",
                   "tokens/s, MFU", "device memory: n/a"):
         assert field in run.stdout, field
+    # --export_step exports this run's step: its weights (--seed), batch and first step.
+    meta = json.loads((tiny_export[0] / "meta.json").read_text())
+    assert meta["tf_loss"] == pytest.approx(report["first_step_loss"], rel=1e-6)
+    assert meta["tf_grad_norm"] == pytest.approx(report["first_step_grad_norm"], rel=1e-6)
+
+
+def test_vocabulary_line():
+    assert vocabulary_line(300, 300, 250_000) == "vocabulary: 300 pieces (--vocab_size)"
+    line = vocabulary_line(32000, 30713, 8_000_000)
+    assert line == ("vocabulary: 30,713 pieces, fewer than --vocab_size=32,000: SentencePiece "
+                    "makes no more from the 8,000,000 bytes of docstrings on this machine (a "
+                    "larger --corpus_bytes gives more)")
+
+
+def test_the_vocabulary_is_what_the_corpus_gives_said_in_one_line(tmp_path, capsys):
+    """A corpus too small for --vocab_size pieces (as 8 MB of docstrings for 32000 on some
+    machines): the model gets what SentencePiece can make, and one line says so."""
+    shape = dict(DRY_RUN, vocab_size=5000, corpus_bytes=60_000)
+    prepared, used = prepare_data(AcceleratorCheckConfig(workdir=str(tmp_path)), shape)
+    made = prepared["vocab_size"]
+    assert 300 < made < 5000
+    assert used == dict(shape, vocab_size=made)  # the report and the model use what was made
+    assert PretrainData.read(prepared["data_dir"]).vocab_size == made
+    out = capsys.readouterr().out.splitlines()
+    assert [line for line in out if "vocabulary:" in line] == [
+        "[accelerator_check] " + vocabulary_line(5000, made, prepared["corpus_bytes"])]
+    assert out[0].startswith("[accelerator_check] data: a docstring corpus of 60,000 bytes")
+    assert out[1].startswith(f"[accelerator_check] data: {prepared['tokens']:,} tokens from")
+
+
+@pytest.mark.slow
+def test_export_step_that_is_a_file_is_one_line(tmp_path):
+    target = tmp_path / "step"
+    target.write_text("")
+    run = _run("--cpu_dry_run", f"--export_step={target}", f"--workdir={tmp_path / 'work'}")
+    assert run.returncode == 2, run.stdout + run.stderr
+    assert "Traceback" not in run.stderr
+    assert f"--export_step={target} is a file; pass a directory" in run.stderr
+    assert not (tmp_path / "work").exists()
+
+
+@pytest.fixture(scope="module")
+def tiny_export(tmp_path_factory):
+    """The command as a newcomer runs it: --cpu_dry_run --export_step into fresh directories."""
+    root = tmp_path_factory.mktemp("export")
+    run = _run("--cpu_dry_run", f"--workdir={root / 'work'}", f"--export_step={root / 'step'}")
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    return root / "step", run
+
+
+EXPORT_FILES = {"step.hlo.pb", "inputs.npz", "captured.npz", "meta.json"}
+# What ../shared/gpu/run_step_hlo.py reads (and export_step_hlo.py wrote).
+META_KEYS = {"shape", "precision", "n_explicit", "explicit", "n_captured", "captured",
+             "trainable_params", "flops_per_step", "tf_loss", "tf_grad_norm"}
+
+
+@pytest.mark.slow
+def test_export_step_writes_the_program_a_batch_and_its_meta(tiny_export):
+    outdir, run = tiny_export
+    assert "Traceback" not in run.stderr
+    progress = [line for line in run.stdout.splitlines() if line.startswith("[accelerator_check]")]
+    for stage in ("data: a docstring corpus", "data: ", "vocabulary: 300 pieces",
+                  "export: the Trainer at model tiny", "export: step.hlo.pb",
+                  "export: TensorFlow's first step: loss", "export: written to"):
+        assert any(line.startswith(f"[accelerator_check] {stage}") for line in progress), stage
+    assert {p.name for p in outdir.iterdir()} == EXPORT_FILES
+    meta = json.loads((outdir / "meta.json").read_text())
+    assert set(meta) == META_KEYS
+    assert meta["shape"] == dict(DRY_RUN) and meta["precision"] == "mixed_bfloat16"
+    assert meta["trainable_params"] > 0 and meta["flops_per_step"] > 0
+    hlo = hlo_summary((outdir / "step.hlo.pb").read_bytes())
+    assert hlo["parameters"] == meta["n_explicit"] + meta["n_captured"]
+    # The CPU-only stored dropout mask (a conditional in the program) is off, as on a GPU.
+    assert hlo["conditionals"] == 0
+    for name, prefix, count, specs in (
+            ("inputs.npz", "a", meta["n_explicit"], meta["explicit"]),
+            ("captured.npz", "c", meta["n_captured"], meta["captured"])):
+        with np.load(outdir / name) as arrays:
+            assert sorted(arrays.files) == sorted(f"{prefix}{i}" for i in range(count))
+            for i, (dtype, dims) in enumerate(specs):
+                assert list(arrays[f"{prefix}{i}"].shape) == dims, (name, i)
+                assert arrays[f"{prefix}{i}"].dtype.itemsize == np.dtype(
+                    "V2" if dtype == "bfloat16" else dtype).itemsize, (name, i)
+    with np.load(outdir / "inputs.npz") as inputs:
+        # A real batch: token ids of the 300-piece vocabulary, beyond the special pieces.
+        ids = [inputs[k] for k in inputs.files
+               if inputs[k].shape == (DRY_RUN["batch_size"], DRY_RUN["seq_len"])
+               and inputs[k].dtype == np.int32 and inputs[k].max() > 8]
+        assert ids and all(a.max() < 300 for a in ids)
+
+
+@pytest.mark.slow
+def test_on_a_cpu_the_step_would_store_its_dropout_masks(tiny_export, tmp_path):
+    """The contrast of the export's `conditionals == 0`: the same Trainer's step traced on this
+    CPU without the export keeps its attention-dropout masks behind conditionals."""
+    from xlnet_tf2.tasks.pretraining import build_trainer
+    from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+
+    outdir, _ = tiny_export
+    shape = json.loads((outdir / "meta.json").read_text())["shape"]
+    try:
+        trainer = build_trainer(PretrainConfig.flat(
+            data_dir=(str(outdir.parent / "work" / "data_prep" / "data"),),
+            model_config=shape["model_config"], train_batch_size=shape["batch_size"],
+            mem_len=shape["mem_len"], steps_per_loop=1, jit_compile=True, seed=0,
+            train_steps=1, precision="mixed_bfloat16", model_dir=str(tmp_path / "run")))
+        step_fn, args = trainer.first_step()
+        hlo = hlo_summary(step_fn.experimental_get_compiler_ir(*args)(stage="hlo_serialized"))
+    finally:  # the Trainer sets the global policy
+        keras.mixed_precision.set_global_policy("float32")
+    assert hlo["conditionals"] > 0
+
+
+def _run_on_jax_cpu(outdir):
+    """Compiles step.hlo.pb with JAX's XLA client on the CPU and runs it once on the exported
+    batch and weights, as ../shared/gpu/run_step_hlo.py does on a GPU; returns the outputs."""
+    jax = pytest.importorskip("jax")
+    import ml_dtypes
+    from jax._src.lib import _jax, xla_client
+
+    proto = (outdir / "step.hlo.pb").read_bytes()
+    meta = json.loads((outdir / "meta.json").read_text())
+    shapes = xla_client.XlaComputation(proto).program_shape().parameter_shapes()
+    names = ([f"a{i}" for i in range(meta["n_explicit"])]
+             + [f"c{i}" for i in range(meta["n_captured"])])
+    values = {**np.load(outdir / "inputs.npz"), **np.load(outdir / "captured.npz")}
+    device = jax.devices("cpu")[0]
+    x64 = jax.config.jax_enable_x64
+    jax.config.update("jax_enable_x64", True)  # the step counter is int64
+    try:
+        args = []
+        for name, shape in zip(names, shapes, strict=True):
+            value = values[name]
+            if value.dtype.kind == "V":  # bfloat16, stored by numpy as raw 2-byte values
+                value = value.view(ml_dtypes.bfloat16)
+            assert value.shape == tuple(shape.dimensions()), name
+            assert value.dtype == np.dtype(shape.numpy_dtype()), name
+            args.append(jax.device_put(value, device))
+        executable = device.client.compile_and_load(
+            _jax.mlir.hlo_to_stablehlo(proto), xla_client.DeviceList((device,)),
+            xla_client.CompileOptions())
+        outputs = executable.execute_sharded(args).disassemble_into_single_device_arrays()
+        return [np.asarray(out[0]) for out in outputs], meta
+    finally:
+        jax.config.update("jax_enable_x64", x64)
+
+
+@pytest.mark.slow
+def test_tiny_export_on_jax_xla_gives_tensorflows_first_step_loss(tiny_export):
+    outdir, _ = tiny_export
+    outputs, meta = _run_on_jax_cpu(outdir)
+    layers = XLNetConfig.preset(DRY_RUN["model_config"]).n_layer  # 2
+    # Outputs: the new memory (one per layer), the loss, the gradient norm, the variables.
+    memory, loss, grad_norm = outputs[:layers], outputs[layers], outputs[layers + 1]
+    width = XLNetConfig.preset(DRY_RUN["model_config"]).d_model
+    assert all(m.shape == (DRY_RUN["batch_size"], DRY_RUN["mem_len"], width) for m in memory)
+    assert abs(float(loss) - math.log(300)) < 0.5  # a fresh model's loss
+    assert float(loss) == pytest.approx(meta["tf_loss"], rel=1e-5)
+    assert float(grad_norm) == pytest.approx(meta["tf_grad_norm"], rel=1e-5)

@@ -18,6 +18,7 @@ from xlnet_tf2.conversion.convert_config import ConvertConfig
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.export.export_config import ExportConfig, ExtractConfig
 from xlnet_tf2.prep.prep_config import CorpusConfig, PrepConfig, SentencePieceConfig
+from xlnet_tf2.tasks.finetune_config import RaceConfig, SquadConfig
 from benchmarks.tools.command_configs import (BaseStepBenchmarkConfig, BenchmarkConfig,
                                               DataBenchmarkConfig, GenerationBenchmarkConfig,
                                               ScaleReportConfig)
@@ -147,10 +148,23 @@ def test_flags_keep_their_defaults():
      "--checkpoint is required"),
     (ExportConfig, dict(model_dir="m", task="features", export_dir="e", seq_len=0),
      RunConfigError, "--seq_len must be a positive integer, got 0"),
+    (ExportConfig, dict(model_dir="m", task="features", export_dir="e", seq_len=2),
+     RunConfigError, "--seq_len=2 leaves no room for a token beside <sep> and <cls>"),
+    (ExtractConfig, dict(model_dir="m", input_file="t", output_file="f.npz", seq_len=1),
+     RunConfigError, "--seq_len=1 leaves no room for a token beside <sep> and <cls>"),
+    (ConvertConfig, dict(source="original", checkpoint="c", output_dir="o",
+                         task="classification", seq_len=2),
+     RunConfigError, "--seq_len=2 leaves no room for a token beside <sep> and <cls>"),
+    (SquadConfig, dict(model_dir="m", seq_len=64, max_query_length=61), RunConfigError,
+     "--max_query_length=61 leaves no room for the document in --seq_len=64"),
+    (RaceConfig, dict(model_dir="m", train_path="t", seq_len=64, max_qa_length=61),
+     RunConfigError, "--max_qa_length=61 leaves no room for the article in --seq_len=64"),
     (ExtractConfig, dict(model_dir="m", input_file="t", output_file="f.txt"), RunConfigError,
      "--output_file='f.txt' must end in .npz or .jsonl"),
     (ExtractConfig, dict(model_dir="m", input_file="t", output_file="f.npz",
                          precision="float64"), RunConfigError, "--precision must be one of"),
+    (CorpusConfig, dict(output="c.txt", min_bytes=100, max_bytes=50), RunConfigError,
+     "--max_bytes=50 is below --min_bytes=100"),
     (SentencePieceConfig, dict(model_prefix="p", vocab_size=9), RunConfigError,
      "--vocab_size=9 leaves no room beside the 9 special pieces"),
     (ScaleReportConfig, dict(chips=510), RunConfigError,

@@ -1,5 +1,6 @@
 """`--help` of every command lists every flag that the command's own usage examples use (the
-command lines of its module docstring, of README.md, docs/*.md and scripts/*.sh), every flag it
+command lines of its module docstring, of its module in xlnet_tf2/commands/, of README.md,
+docs/*.md and scripts/*.sh; as `python <script>` or as its console script), every flag it
 lists has full-sentence help, and `--help` does not import TensorFlow. One subprocess per
 command."""
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Dict, List
 
 import pytest
+import tomllib
 
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "data_prep").is_dir())
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -24,8 +26,18 @@ TASK_COMMANDS = ("experiments/run_classifier.py", "experiments/run_squad.py",
                  "experiments/run_race.py", "experiments/run_pretrain.py")
 # absl's own flags, which every command has but --help (the command's key flags) leaves out.
 ABSL_FLAGS = {"help", "helpfull", "helpshort", "helpxml", "verbosity", "v", "flagfile"}
-# python <command> or $PY <command>, as written in docstrings, docs and shell scripts.
-COMMAND = re.compile(r"(?:python|\$PY)\s+((?:data_prep|experiments|benchmarks)/\w+\.py)\b")
+# The console scripts (pyproject.toml) and the script files that run the same command:
+# {"xlnet-pretrain": "experiments/run_pretrain.py", ...}.
+CONSOLE = {
+    name: next(f"{folder}/{target.split(':')[0].rsplit('.', 1)[1]}.py"
+               for folder in ("experiments", "data_prep")
+               if (ROOT / folder / f"{target.split(':')[0].rsplit('.', 1)[1]}.py").is_file())
+    for name, target in tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))[
+        "project"]["scripts"].items()}
+# python <command> or $PY <command>, as written in docstrings, docs and shell scripts, or a
+# console script.
+COMMAND = re.compile(r"(?:python|\$PY)\s+((?:data_prep|experiments|benchmarks)/\w+\.py)\b|"
+                     r"(?<![\w/-])(xlnet(?:-[a-z]+)+)(?![\w-])")
 FLAG = re.compile(r"(?<![\w-])--(\w+)")
 # What absl appends to a flag's help: its default and its type.
 ABSL_NOTES = re.compile(r"(\s*\((default: '.*?'|an integer|a number|a comma separated list)\))+$")
@@ -45,6 +57,9 @@ def command_lines(text: str) -> Dict[str, List[str]]:
     code (a backtick before `python`), up to the closing backtick."""
     found: Dict[str, List[str]] = {}
     for match in COMMAND.finditer(text):
+        command = match.group(1) or CONSOLE.get(match.group(2))
+        if command is None:  # xlnet-something that is no command
+            continue
         rest = text[match.end():]
         if match.start() > 0 and text[match.start() - 1] == "`":
             line = rest.split("`", 1)[0]
@@ -55,7 +70,7 @@ def command_lines(text: str) -> Dict[str, List[str]]:
                 if not part.rstrip().endswith("\\"):
                     break
             line = re.split(r"\s#\s", line, maxsplit=1)[0]
-        found.setdefault(match.group(1), []).append(line)
+        found.setdefault(command, []).append(line)
     return found
 
 
@@ -63,6 +78,10 @@ def usage_flags(command: str) -> Dict[str, str]:
     """{flag: where it is used} for the command's usage examples."""
     sources = {command + " docstring": ast.get_docstring(ast.parse(
         (ROOT / command).read_text(encoding="utf-8"))) or ""}
+    module = ROOT / "xlnet_tf2" / "commands" / os.path.basename(command)
+    if module.is_file():  # the command's module, whose docstring is its console script's help
+        sources[f"{os.path.relpath(module, ROOT)} docstring"] = ast.get_docstring(ast.parse(
+            module.read_text(encoding="utf-8"))) or ""
     for pattern in ("README.md", "docs/*.md", "scripts/*.sh"):
         for path in sorted(glob.glob(str(ROOT / pattern))):
             sources[os.path.relpath(path, ROOT)] = Path(path).read_text(encoding="utf-8")
@@ -100,6 +119,10 @@ def test_command_lines_are_found_with_their_continuations():
     assert [FLAG.findall(line) for line in command_lines(text)["data_prep/x.py"]] == [
         ["a", "b"], ["f", "g"]]
     assert FLAG.findall(command_lines(text)["experiments/y.py"][0]) == ["c", "d", "e"]
+    console = ("`xlnet-pretrain --data_dir=d` and\n  xlnet-tf2 --x=1 pip install xlnet-tf2[test]"
+               "\n  xlnet-pretrain \\\n    --model_dir=m\n")
+    assert {k: [FLAG.findall(line) for line in v] for k, v in command_lines(console).items()} \
+        == {"experiments/run_pretrain.py": [["data_dir"], ["model_dir"]]}
 
 
 def test_every_command_is_covered():
@@ -109,6 +132,13 @@ def test_every_command_is_covered():
             "data_prep/build_corpus.py", "benchmarks/benchmark.py"} <= set(commands)
     assert set(TASK_COMMANDS) <= set(commands)
     assert "benchmarks/benchmark_reference.py" not in commands  # a module, not a command
+    assert len(CONSOLE) == 10 and set(CONSOLE.values()) <= set(commands)
+    assert CONSOLE["xlnet-pretrain"] == "experiments/run_pretrain.py"
+    module = ast.get_docstring(ast.parse((ROOT / "xlnet_tf2" / "commands" / "run_pretrain.py")
+                                         .read_text(encoding="utf-8")))
+    example = command_lines(module)["experiments/run_pretrain.py"][0]  # xlnet-pretrain's
+    assert set(FLAG.findall(example)) == {"data_dir", "model_dir", "model_config",
+                                          "train_batch_size", "train_steps"}
     assert usage_flags("data_prep/create_tfrecords.py").keys() >= {
         "input", "spm_model", "output_dir", "num_streams", "bi_data", "seq_len", "reuse_len",
         "num_predict", "overwrite", "eval_fraction"}  # the docstring, DATA.md, run_demo.sh

@@ -1,4 +1,4 @@
-"""Hand-worked two-stream masks (XLNET_REFERENCE.md §2) on 8-token examples."""
+"""Hand-worked two-stream masks (docs/SEMANTICS.md#masks) on 8-token examples."""
 
 import numpy as np
 import tensorflow as tf

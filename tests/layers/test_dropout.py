@@ -5,8 +5,8 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers import Dropout
-from xlnet_tf2.layers.dropout import (_always_true, dropout_keys, hashed_uniform_bits,
-                                     masks_are_stored_here)
+from xlnet_tf2.layers.dropout import (_always_true, dropout_keys, hashed_bits,
+                                     hashed_uniform_bits, masks_are_stored_here)
 
 
 def test_inference_is_identity_and_training_drops_and_rescales():
@@ -110,3 +110,91 @@ def test_the_stored_masks_condition_is_true_for_every_key():
     assert bool(_always_true(keys))
     assert Dropout(0.1, store_mask=True).get_config()["store_mask"] is True
     assert Dropout.from_config(Dropout(0.1, store_mask=True).get_config()).store_mask
+
+
+# ------------------------------------------------------------- the hash, against its formula
+def _fmix32_np(h):
+    h = h.astype(np.uint32)
+    h ^= h >> np.uint32(16)
+    h *= np.uint32(0x85EBCA6B)
+    h ^= h >> np.uint32(13)
+    h *= np.uint32(0xC2B2AE35)
+    return h ^ (h >> np.uint32(16))
+
+
+def _formula_bits(shape, k0, k1):
+    """The module docstring's formula in numpy: element n (the row-major index, within the row
+    when k1 is a vector of per-row keys) gets fmix32(fmix32(n G + k0 C + k1) ^ fmix32(k1 ^
+    fmix32(k0)))."""
+    k0 = np.uint32(k0)
+    k1 = np.asarray(k1, np.uint32)
+    if k1.ndim:
+        n = np.arange(np.prod(shape[1:]), dtype=np.uint32).reshape([1] + list(shape[1:]))
+        k1 = k1.reshape([-1] + [1] * (len(shape) - 1))
+    else:
+        n = np.arange(np.prod(shape), dtype=np.uint32).reshape(shape)
+    with np.errstate(over="ignore"):
+        h = _fmix32_np(n * np.uint32(0x9E3779B9) + k0 * np.uint32(0x85EBCA77) + k1)
+        return _fmix32_np(h ^ _fmix32_np(k1 ^ _fmix32_np(np.asarray(k0))))
+
+
+@pytest.mark.parametrize("shape, k1", [
+    ((3, 5, 7, 11), 2 ** 32 - 3),                   # one key for the tensor
+    ((4, 1, 9, 130), [0, 1, 2 ** 31, 2 ** 32 - 1]),  # a key per row, a dimension of size 1
+    ((2, 1409, 1), 77),
+    ((), 5),
+])
+def test_bits_follow_the_flat_index_formula_exactly(shape, k1):
+    """The per-dimension sum that builds n * GOLDEN equals the flat index formula bit for bit,
+    eagerly and under XLA, with the step a run-time value as in the trainer."""
+    k0 = 0xDEADBEEF
+    expected = _formula_bits(shape, k0, k1)
+    k0_t, k1_t = tf.constant(k0, tf.uint32), tf.constant(k1, tf.uint32)
+    np.testing.assert_array_equal(hashed_bits(list(shape), k0_t, k1_t).numpy(), expected)
+    compiled = tf.function(lambda k1: hashed_bits(list(shape), k0_t, k1), jit_compile=True)
+    np.testing.assert_array_equal(compiled(k1_t).numpy(), expected)
+    # Sizes known only at run time give the same bits.
+    dynamic = tf.function(lambda x, k1: hashed_bits(tf.shape(x), k0_t, k1),
+                          input_signature=[tf.TensorSpec([None] * len(shape)),
+                                           tf.TensorSpec(k1_t.shape, tf.uint32)])
+    np.testing.assert_array_equal(dynamic(tf.zeros(shape), k1_t).numpy(), expected)
+
+
+# --------------------------------------------------------- the same masks on every layout
+def _layout_masks(layer, rows_of_calls, step, jit):
+    """{example id: keep mask [6, 10]} and the shared mask [5, 7] when the 8 examples of a step
+    are split over calls (replicas or micro-batches, each traced on its own) holding the
+    example ids `rows_of_calls`, each call also drawing a batch-shared mask."""
+    def call(ids, step):
+        with dropout_keys(seed=11, step=step, example_ids=ids, examples_per_step=8):
+            batch = layer(tf.ones([len(rows_of_calls[0]), 6, 10]), training=True)
+            shared = layer(tf.ones([5, 7]), training=True, shared_over_batch=True)
+        return batch, shared
+
+    call = tf.function(call, jit_compile=True) if jit else call
+    masks, shared_masks = {}, []
+    for ids in rows_of_calls:
+        batch, shared = call(tf.constant(ids, tf.int32), step)
+        masks.update({e: batch.numpy()[r] != 0 for r, e in enumerate(ids)})
+        shared_masks.append(shared.numpy() != 0)
+    return masks, shared_masks
+
+
+def test_masks_are_the_same_for_any_split_of_the_step_over_replicas_and_micro_batches():
+    """One device (8 rows, compiled) against two replicas holding interleaved examples and
+    against four micro-batches (eager): every example draws the same mask, and so does every
+    batch-shared tensor; another step draws other masks."""
+    layer = Dropout(0.3)
+    step = tf.constant(41, tf.int64)
+    one, one_shared = _layout_masks(layer, [[0, 1, 2, 3, 4, 5, 6, 7]], step, jit=True)
+    replicas, rep_shared = _layout_masks(layer, [[0, 1, 4, 5], [2, 3, 6, 7]], step, jit=True)
+    micro, micro_shared = _layout_masks(layer, [[6, 7], [0, 1], [4, 5], [2, 3]], step, jit=False)
+    for e in range(8):
+        np.testing.assert_array_equal(replicas[e], one[e])
+        np.testing.assert_array_equal(micro[e], one[e])
+    for shared in rep_shared + micro_shared:
+        np.testing.assert_array_equal(shared, one_shared[0])
+    # The masks are real draws: examples differ from each other and from the next step's.
+    assert abs(np.mean(one[0]) - 0.7) < 0.2 and not np.array_equal(one[0], one[1])
+    later, _ = _layout_masks(layer, [[0, 1, 2, 3, 4, 5, 6, 7]], step + 1, jit=True)
+    assert not np.array_equal(later[0], one[0])

@@ -10,7 +10,6 @@ dropout path; round trips compare inference outputs.
 import keras
 import numpy as np
 import pytest
-import tensorflow as tf
 
 from fixtures.layer_harness import CHECKS, LayerCase, layer_classes
 from xlnet_tf2.layers import (Dropout, PositionwiseFeedForward, RelativeAttention, XLNetBlock,
@@ -57,25 +56,8 @@ def _attention_inputs(two_stream: bool):
     return inputs
 
 
-_NO_QUERY_STREAM = (
-    "without a query stream the call returns (h, None), and a Keras symbolic call (hence a "
-    "functional model) accepts only tensor outputs: 'All operation outputs must be tensors' "
-    "(fix: return h alone when g is None, in relative_attention.py, xlnet_block.py and the "
-    "unpacking in models/xlnet_model.py)",
-    ValueError)
-_SUBLAYER_POLICY = (
-    "RelativeAttention builds its Dropout and LayerNormalization sublayers without "
-    "dtype=self.dtype_policy, so under dtype='mixed_*' on the layer alone the attention "
-    "dropout casts the probabilities back to float32 and the einsum with float16/bfloat16 "
-    "values fails (fix in xlnet_tf2/layers/relative_attention.py)",
-    tf.errors.InvalidArgumentError)
 _ATTENTION_KWARGS = dict(d_model=D, n_head=N, d_head=H, dropout=0.1, dropatt=0.1)
 _BLOCK_KWARGS = dict(_ATTENTION_KWARGS, d_inner=D_INNER, layer_index=1)
-_POLICY_XFAIL = {f"dtype_argument_{p}": _SUBLAYER_POLICY for p in ("mixed_bfloat16",
-                                                                   "mixed_float16")}
-_CONTENT_XFAIL = dict(_POLICY_XFAIL, symbolic_call=_NO_QUERY_STREAM,
-                      keras_file_round_trip=_NO_QUERY_STREAM)
-
 _hidden = _normal((B, L, D), 5)
 _padding = np.array([[1, 1, 1, 1], [0, 1, 1, 1]], np.int32)
 _p_mask = np.array([[1, 0, 0, 0], [1, 1, 0, 0]], np.int32)
@@ -96,14 +78,14 @@ CASES = [
               {"output": (B, L, D)}),
     LayerCase("RelativeAttention-two-stream", RelativeAttention, _ATTENTION_KWARGS,
               _attention_inputs(True), {"0": (B, L, D), "1": (B, P, D)},
-              unbatched=("pos_emb",), xfail=_POLICY_XFAIL),
+              unbatched=("pos_emb",)),
     LayerCase("RelativeAttention-content", RelativeAttention, _ATTENTION_KWARGS,
-              _attention_inputs(False), {"0": (B, L, D), "1": None},
-              unbatched=("pos_emb",), xfail=_CONTENT_XFAIL),
+              _attention_inputs(False), {"output": (B, L, D)},
+              unbatched=("pos_emb",)),
     LayerCase("XLNetBlock-two-stream", XLNetBlock, _BLOCK_KWARGS, _attention_inputs(True),
-              {"0": (B, L, D), "1": (B, P, D)}, unbatched=("pos_emb",), xfail=_POLICY_XFAIL),
+              {"0": (B, L, D), "1": (B, P, D)}, unbatched=("pos_emb",)),
     LayerCase("XLNetBlock-content", XLNetBlock, _BLOCK_KWARGS, _attention_inputs(False),
-              {"0": (B, L, D), "1": None}, unbatched=("pos_emb",), xfail=_CONTENT_XFAIL),
+              {"output": (B, L, D)}, unbatched=("pos_emb",)),
     LayerCase("SequenceSummary-attn", SequenceSummary,
               dict(d_model=D, summary_type="attn", n_head=2, dropout=0.1),
               {"hidden": _hidden, "attention_mask": _padding}, {"output": (B, D)}),

@@ -136,3 +136,41 @@ def test_preprocessor_in_tf_data_and_config_round_trip(spm, texts):
     np.testing.assert_array_equal(clone(tf.constant(sample))["input_ids"].numpy(),
                                   alone["input_ids"].numpy())
     assert keras.saving.get_registered_object("xlnet_tf2>XLNetPreprocessor") is XLNetPreprocessor
+
+
+@pytest.mark.parametrize("kind", ["text", "multiple_choice", "question_answering"])
+def test_symbolic_call_without_the_model_gives_the_shapes_of_the_real_one(spm, kind):
+    """A functional model is rebuilt from its config before load_assets gives the layer its
+    SentencePiece model (a .keras file whose spm_model path is gone): the layer answers the
+    symbolic call with the output shapes and dtypes it gives with the model."""
+    import keras
+
+    import xlnet_tf2
+
+    if kind == "text":
+        layer = xlnet_tf2.XLNetPreprocessor(spm, 24)
+        symbolic = [keras.Input(shape=(), dtype="string")]
+    elif kind == "multiple_choice":
+        layer = xlnet_tf2.XLNetMultipleChoicePreprocessor(spm, 24, num_choices=3,
+                                                          max_qa_length=8)
+        symbolic = [keras.Input(shape=(), dtype="string"), keras.Input(shape=(), dtype="string"),
+                    keras.Input(shape=(3,), dtype="string")]
+    else:
+        layer = xlnet_tf2.XLNetQuestionAnsweringPreprocessor(spm, 24, max_query_length=8)
+        symbolic = [keras.Input(shape=(), dtype="string"), keras.Input(shape=(), dtype="string")]
+    config = dict(layer.get_config(), spm_model="/nonexistent/spiece.model")
+    without = type(layer).from_config(config)
+    assert without.tokenizer is None
+    want = {k: (tuple(v.shape), v.dtype) for k, v in layer(*symbolic).items()}
+    got = {k: (tuple(v.shape), v.dtype) for k, v in without(*symbolic).items()}
+    assert got == want and want["input_ids"] == ((None,) + (3,) * (kind == "multiple_choice")
+                                                 + (24,), "int32")
+    eager = [tf.constant(["an eager call needs the model"])] * len(symbolic)
+    if kind == "multiple_choice":
+        eager[2] = tf.constant([["a", "b", "c"]])
+    with pytest.raises(ValueError) as error:
+        without(*eager)
+    assert str(error.value) == (
+        f"{type(layer).__name__} {without.name!r} has no SentencePiece model "
+        "(/nonexistent/spiece.model does not exist here): pass spm_model, or load the layer "
+        "from a .keras file, which carries it.")

@@ -1,4 +1,4 @@
-"""AdamW variant, schedule and structural weight-decay exemptions (XLNET_REFERENCE.md §5)."""
+"""AdamW variant, schedule and structural weight-decay exemptions (docs/SEMANTICS.md#optimizer)."""
 
 import keras
 import numpy as np

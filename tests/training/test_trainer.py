@@ -200,3 +200,30 @@ def test_toy_regression_evaluations_loop_boundaries_and_nan_stop(tmp_path):
     with pytest.raises(FloatingPointError, match="at step 2"):
         bad.train()
     assert issubclass(TrainingDivergedError, FloatingPointError)
+
+
+def test_first_step_is_the_step_train_runs_first(tmp_path):
+    """Trainer.first_step: the compiled step and its arguments for the first batch; running it
+    gives the loss and gradient norm of train()'s first step from the same weights."""
+    exported = _toy_trainer(tmp_path / "a", jit_compile=True, train_steps=1)
+    step_fn, (features, state, step) = exported.first_step()
+    assert exported.whole_step_compiled and step_fn is exported._step_fn
+    task = exported.task
+    np.testing.assert_array_equal(features["x"].numpy(), task.x[:8])  # the pipeline's first batch
+    assert state == [] and int(step) == 0
+    assert exported.optimizer.built  # its slots exist before any trace
+    weights = [v.numpy() for v in exported.model.weights]
+    _, loss, grad_norm = step_fn(features, state, step)
+    assert int(exported.optimizer.iterations.numpy()) == 1  # it updated the variables
+
+    trained = _toy_trainer(tmp_path / "b", jit_compile=True, train_steps=1)
+    for variable, value in zip(trained.model.weights, weights):
+        variable.assign(value)  # fresh trainers are seeded alike; made certain here
+    first = trained.train().steps[0]
+    assert float(loss) == pytest.approx(first["loss"], rel=1e-6)
+    assert float(grad_norm) == pytest.approx(first["grad_norm"], rel=1e-6)
+
+    eager = _toy_trainer(tmp_path / "c", jit_compile=False)
+    with pytest.raises(config_flags.RunConfigError, match="one XLA computation only with "
+                                                          "--jit_compile and one replica"):
+        eager.first_step()

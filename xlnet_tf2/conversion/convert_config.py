@@ -78,6 +78,9 @@ class ConvertConfig:
     def __post_init__(self):
         check_declared(self)
         check_positive(self, "seq_len", "num_choices")
+        if self.seq_len is not None and self.seq_len < 3:
+            raise RunConfigError(f"--seq_len={self.seq_len} leaves no room for a token beside "
+                                 "<sep> and <cls>; it must be at least 3.")
         if self.source == "xlnet_tf2" and self.target != "huggingface":
             raise RunConfigError("--source=xlnet_tf2 converts to --target=huggingface only.")
         if self.task and self.source == "xlnet_tf2":

@@ -15,7 +15,7 @@ backwards, so HF -> ours -> HF gives every tensor back bit for bit. Our GELU is 
 tanh form: the config says "gelu_new" (HuggingFace's "gelu" is the erf form).
 
 What HuggingFace computes differently on the same weights (checked in
-tests/test_to_huggingface.py):
+tests/conversion/test_to_huggingface.py):
 - Sequence summaries "mean" and "attn" do not map (head_maps.py); such models raise.
 - XLNetForQuestionAnswering: start/end/answer-class logits are ours. Its inference outputs
   differ in form only: `start_top_log_probs` / `end_top_log_probs` hold probabilities (a

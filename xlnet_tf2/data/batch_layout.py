@@ -2,25 +2,26 @@
 every batch-divisibility rule of a run (the loop, the pretraining task and the input pipeline
 all ask this class).
 
-Glossary: B global batch (--train_batch_size), Rp replicas in sync, N micro-batches per step
-(--grad_accum_steps), b = B / Rp rows per replica, m = b / N rows per micro-batch, F streams
-read per step (B, or B / 2 with bi_data).
+Letters (docs/GLOSSARY.md): G global batch (--train_batch_size), Rp replicas in sync, A
+micro-batches per step (--grad_accum_steps), B = G / Rp rows per replica, m = B / A rows per
+micro-batch, S streams read per step, a *group* (G, or G / 2 with bi_data).
 
     layout = BatchLayout(global_batch=32, num_replicas=2, micro_batches=2, bi_data=True)
     layout.replica_batch, layout.micro_batch      # 16, 8
     layout.slot(replica=1, row=9)                  # (stream within the step's group, direction)
 
 Rules (checked on construction, each a `BatchLayoutError` naming the flags):
-  * b = B / Rp is an integer;
-  * m = b / N is an integer;
+  * B = G / Rp is an integer;
+  * m = B / A is an integer;
   * with bi_data every micro-batch is [forward half; backward half] of the same streams, so m
     is even (that is why the bidirectional batch splits evenly per replica: the model's
     relative positions expect each replica's rows in that order).
 
-Row layout (`slot`): each micro-batch k of replica r is a *virtual replica* r * N + k of m rows;
-without bi_data its row j reads stream (r * N + k) * m + j forward; with bi_data rows [0, m/2)
-read streams (r * N + k) * m/2 + j forward and rows [m/2, m) the same streams backward. A row's
-slot (direction * F + stream) names its text whatever Rp and N are (memory is restored by slot).
+Row layout (`slot`): each micro-batch k of replica r is a *virtual replica* r * A + k of m rows;
+without bi_data its row j reads stream (r * A + k) * m + j forward; with bi_data rows [0, m/2)
+read streams (r * A + k) * m/2 + j forward and rows [m/2, m) the same streams backward. A row's
+slot (direction * S + stream) names its text whatever Rp and A are (memory is restored by slot).
+The words slot, group, stream and virtual replica: docs/GLOSSARY.md#data-schedule-words.
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class BatchLayout:
 
     @property
     def replica_batch(self) -> int:
-        """b: rows per replica and step."""
+        """B: rows per replica and step."""
         return self.global_batch // self.num_replicas
 
     @property
@@ -79,7 +80,7 @@ class BatchLayout:
 
     @property
     def streams_per_step(self) -> int:
-        """F: the streams one step reads (each twice with bi_data)."""
+        """S: the streams one step reads (each twice with bi_data)."""
         return self.global_batch // 2 if self.bi_data else self.global_batch
 
     def slot(self, replica: int, row: int) -> Tuple[int, int]:
@@ -93,7 +94,7 @@ class BatchLayout:
         return virtual * half + row % half, int(row >= half)
 
     def slots(self, replica: int) -> List[int]:
-        """direction * F + stream of every row of a replica batch: the identity of the text
+        """direction * S + stream of every row of a replica batch: the identity of the text
         each row continues, the same on any topology."""
         return [direction * self.streams_per_step + stream
                 for stream, direction in (self.slot(replica, row)

@@ -1,12 +1,13 @@
 """Fine-tuning training batches that depend on the step alone: exact resume, same batches on
 any topology.
 
-Glossary: N examples, GB global batch, R replicas in sync, P input pipelines (hosts), b = GB / R.
+Letters (docs/GLOSSARY.md): E examples, G global batch, Rp replicas in sync, W input pipelines
+(hosts), B = G / Rp.
 
-The global order of examples is epoch after epoch of a shuffle of all N examples, epoch e
-a stateless random permutation of (--seed, e); step t trains on positions [t*GB, (t+1)*GB) of
+The global order of examples is epoch after epoch of a shuffle of all E examples, epoch e
+a stateless random permutation of (--seed, e); step t trains on positions [t*G, (t+1)*G) of
 that order. Every input pipeline computes the same global batch and keeps the rows of the
-replicas it feeds (replica r gets rows [r*b, (r+1)*b), the order in which
+replicas it feeds (replica r gets rows [r*B, (r+1)*B), the order in which
 `distribute_datasets_from_function` hands a pipeline's batches to its replicas). So:
   * a run resumed at step t reads exactly what the uninterrupted run read from step t on
     (the pipeline starts at the epoch holding step t and skips into it);
@@ -50,7 +51,7 @@ def global_batches_fn(features: Dict[str, np.ndarray], global_batch_size: int, s
         first_epoch, skip = divmod(position, n)
 
         def epoch_order(epoch):
-            # A stateless permutation of the N examples, a pure function of (seed, epoch).
+            # A stateless permutation of the E examples, a pure function of (seed, epoch).
             keys = tf.random.stateless_uniform([n], seed=tf.stack(
                 [tf.constant(seed, tf.int64), epoch * _EPOCH_SEED_MIX + 1]))
             return tf.data.Dataset.from_tensor_slices(tf.argsort(keys, stable=True))
@@ -61,7 +62,7 @@ def global_batches_fn(features: Dict[str, np.ndarray], global_batch_size: int, s
 
         def to_replica_batches(batch_indices):
             mine = tf.reshape(batch_indices[first:first + local * b], [local, b])
-            return {k: tf.gather(v, mine) for k, v in table.items()}  # [local, b, ...]
+            return {k: tf.gather(v, mine) for k, v in table.items()}  # [local, B, ...]
 
         dataset = indices.map(to_replica_batches)
         dataset = dataset.flat_map(tf.data.Dataset.from_tensor_slices)

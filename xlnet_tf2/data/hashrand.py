@@ -53,7 +53,8 @@ def example_keys(seed: int, pass_id: int, direction: int, stream_id: int,
 
 
 def bits(keys: np.ndarray, tag: int, index) -> np.ndarray:
-    """uint64 draws: keys [N] with index [K] (or [N, K]) -> [N, K]; keys [N], index scalar -> [N]."""
+    """uint64 draws: keys [E] with index [k] (or [E, k]) -> [E, k]; keys [E], index scalar ->
+    [E]."""
     keys = np.asarray(keys, np.uint64)
     index = np.asarray(index, np.uint64)
     salt = mix((np.uint64(tag) << np.uint64(32)) ^ index)

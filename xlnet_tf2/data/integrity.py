@@ -4,13 +4,16 @@ Why. A TFRecord file cut short at a record boundary reads as a valid, shorter fi
 inside a record reads as valid up to the last complete record (TensorFlow drops a partial tail
 silently). The pipeline concatenates a slot's files, so a short file would shift every later
 record of the slot: memory would flow into another stream's text and a stream would be read
-twice, with no error. Three checks close this:
+twice, with no error (slot, stream, block: docs/GLOSSARY.md#data-schedule-words). Three
+checks close this:
 
 1. At start-up (`check_files`), for the files an input pipeline reads: with the manifest's
-   `file_stats` ({name: {"records": R, "bytes": N}}, written by data preparation) the size of
-   every file must be N and R must be the manifest's chunks_per_stream; manifests without it
-   still get a lower bound: every record takes at least 16 bytes of framing plus one byte per
-   stored integer (3 L + P + 5 of them), so a file smaller than R times that is refused.
+   `file_stats` ({name: {"records": n_records, "bytes": n_bytes}}, written by data
+   preparation) the size of every file must be n_bytes and n_records must be the manifest's
+   chunks_per_stream;
+   manifests without it still get a lower bound: every record takes at least 16 bytes of
+   framing plus one byte per stored integer (3 L + P + 5 of them), so a file smaller than
+   chunks_per_stream times that is refused.
 2. While reading (`RecordCheck`, in the tf.data graph): record t of a step must be exactly the
    (pass, direction, stream, chunk) the schedule says that slot reads at that step; otherwise
    the pipeline fails with a message naming the file, the record and the training step. This

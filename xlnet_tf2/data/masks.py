@@ -1,12 +1,12 @@
-"""Two-stream attention masks from stored ranks and targets (XLNET_REFERENCE.md §2).
+"""Two-stream attention masks from stored ranks and targets (docs/SEMANTICS.md#masks).
 
-Dimension glossary:
-  N  rows (examples) in the batch
+Letters (docs/GLOSSARY.md):
+  B  rows (examples) in the batch
   L  seq_len: positions of an example (queries i, keys j)
   R  reuse_len: the first R positions are the reused half, [R, L) the new half
   P  num_predict: prediction slots per example
 
-Polarity: `perm_mask[n, i, j] = 1.0` means position i may NOT attend to position j (the
+Polarity: `perm_mask[b, i, j] = 1.0` means position i may NOT attend to position j (the
 original and HuggingFace polarity). It is the query-stream mask: a target never sees itself,
 so perm_mask[i, i] = 1 for targets; the model adds content-stream self-visibility.
 
@@ -33,29 +33,29 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
     """Builds the pretraining masks of a batch.
 
     Args:
-      input_ids: int32 [N, L].
-      perm_rank: int32 [N, L], rank of each position in the factorization order.
-      target_positions: int32 [N, P], target positions ascending, padded with -1.
+      input_ids: int32 [B, L].
+      perm_rank: int32 [B, L], rank of each position in the factorization order.
+      target_positions: int32 [B, P], target positions ascending, padded with -1.
       reuse_len: R.
 
     Returns:
       dict with
-        perm_mask: float32 [N, L, L], 1 = i may not attend to j.
-        target_mapping: float32 [N, P, L], one-hot rows; padded slots are all-zero rows.
-        target: int32 [N, P], the token at each target position (0 in padded slots).
-        target_mask: float32 [N, P], 1 for real targets.
+        perm_mask: float32 [B, L, L], 1 = i may not attend to j.
+        target_mapping: float32 [B, P, L], one-hot rows; padded slots are all-zero rows.
+        target: int32 [B, P], the token at each target position (0 in padded slots).
+        target_mask: float32 [B, P], 1 for real targets.
     """
     seq_len = input_ids.shape[1]
-    target_mapping = tf.one_hot(target_positions, seq_len, dtype=tf.float32)  # [N, P, L]
-    is_target = tf.reduce_max(target_mapping, axis=1) > 0.5                    # [N, L]
+    target_mapping = tf.one_hot(target_positions, seq_len, dtype=tf.float32)  # [B, P, L]
+    is_target = tf.reduce_max(target_mapping, axis=1) > 0.5                    # [B, L]
     is_func = tf.logical_or(tf.equal(input_ids, special_ids.SEP_ID),
-                            tf.equal(input_ids, special_ids.CLS_ID))          # [N, L]
-    ranked = tf.logical_or(is_target, is_func)                                # [N, L]
-    rank = tf.where(ranked, perm_rank, -tf.ones_like(perm_rank))              # [N, L]
+                            tf.equal(input_ids, special_ids.CLS_ID))          # [B, L]
+    ranked = tf.logical_or(is_target, is_func)                                # [B, L]
+    rank = tf.where(ranked, perm_rank, -tf.ones_like(perm_rank))              # [B, L]
     # A target's bar is its own rank (sees strictly lower); others' bar is rank + 1.
-    bar = tf.where(is_target, rank, rank + 1)                                 # [N, L]
+    bar = tf.where(is_target, rank, rank + 1)                                 # [B, L]
     blocked = tf.logical_and(bar[:, :, None] <= rank[:, None, :],
-                             ranked[:, None, :])                              # [N, L, L]
+                             ranked[:, None, :])                              # [B, L, L]
     # Halves: reused rows never see new columns; new rows see every reused column.
     pos = tf.range(seq_len)
     row_new = pos[:, None] >= reuse_len                                       # [L, 1]
@@ -63,9 +63,9 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
     same_half = tf.equal(row_new, col_new)                                    # [L, L]
     reused_to_new = tf.logical_and(tf.logical_not(row_new), col_new)          # [L, L]
     blocked = tf.logical_or(tf.logical_and(blocked, same_half[None]), reused_to_new[None])
-    target_mask = tf.cast(target_positions >= 0, tf.float32)                  # [N, P]
+    target_mask = tf.cast(target_positions >= 0, tf.float32)                  # [B, P]
     target = tf.gather(input_ids, tf.maximum(target_positions, 0), batch_dims=1)
-    target = target * tf.cast(target_positions >= 0, tf.int32)                # [N, P]
+    target = target * tf.cast(target_positions >= 0, tf.int32)                # [B, P]
     return {
         "perm_mask": tf.cast(blocked, tf.float32),
         "target_mapping": target_mapping,
@@ -83,14 +83,14 @@ def dense_features(features: dict, reuse_len: int) -> dict:
     """The model and loss inputs of a batch of compact features (jit-compatible).
 
     Args:
-      features: input_ids int [N, L], segment_ids int [N, L] (any integer dtype, e.g. int8),
-        perm_rank int [N, L], target_positions int [N, P] (ascending, padded with -1).
+      features: input_ids int [B, L], segment_ids int [B, L] (any integer dtype, e.g. int8),
+        perm_rank int [B, L], target_positions int [B, P] (ascending, padded with -1).
       reuse_len: R.
 
     Returns:
-      dict with input_ids int32 [N, L], segment_ids int32 [N, L] and the outputs of
-      `two_stream_masks` (perm_mask float32 [N, L, L], target_mapping float32 [N, P, L],
-      target int32 [N, P], target_mask float32 [N, P]).
+      dict with input_ids int32 [B, L], segment_ids int32 [B, L] and the outputs of
+      `two_stream_masks` (perm_mask float32 [B, L, L], target_mapping float32 [B, P, L],
+      target int32 [B, P], target_mask float32 [B, P]).
     """
     input_ids = tf.cast(features["input_ids"], tf.int32)
     out = two_stream_masks(input_ids, tf.cast(features["perm_rank"], tf.int32),

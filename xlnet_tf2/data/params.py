@@ -20,10 +20,11 @@ SPAN_MODES = ("word", "original")
 
 @dataclasses.dataclass(frozen=True)
 class DataParams:
-    """Parameters of the pretraining examples (XLNET_REFERENCE.md §2); each field's help is
-    its flag's in data_prep/create_tfrecords.py (xlnet_tf2/prep/prep_config.py). L is seq_len,
-    R reuse_len, P num_predict: ceil(P/2) targets in the reused half and floor(P/2) in the new
-    half, before `<sep>`/`<cls>` are removed. A manifest records every field (to_dict)."""
+    """Parameters of the pretraining examples (docs/SEMANTICS.md#pretraining-examples); each
+    field's help is its flag's in data_prep/create_tfrecords.py (xlnet_tf2/prep/prep_config.py).
+    L is seq_len, R reuse_len, P num_predict (docs/GLOSSARY.md): ceil(P/2) targets in the
+    reused half and floor(P/2) in the new half, before `<sep>`/`<cls>` are removed. A manifest
+    records every field (to_dict)."""
 
     seq_len: int = setting(512, "Length L of every example in tokens.")
     reuse_len: int = setting(

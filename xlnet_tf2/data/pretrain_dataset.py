@@ -1,32 +1,33 @@
 """The pretraining input pipeline: prepared directories -> per-replica batches.
 
-Glossary: B global batch, Rp replicas in sync, b = B / Rp local (per-replica) batch,
-F streams read per step (B, or B / 2 with bi_data), S prepared streams of a directory,
-T chunks per stream, L seq_len, P num_predict.
+Letters (docs/GLOSSARY.md): G global batch, Rp replicas in sync, B = G / Rp local
+(per-replica) batch, S streams read per step (G, or G / 2 with bi_data), L seq_len, P
+num_predict; a directory holds `num_streams` streams of `chunks_per_stream` chunks.
 
-Schedule (topology-free). The prepared data is a set of streams; chunk c of a stream follows
-chunk c - 1 in the text. A step reads F streams at once, a *group*; the groups of a directory
-are streams [gF, (g + 1)F). One *block* is one (pass, directory, group) read for T steps,
-chunk t at block step t; blocks follow each other pass-major, then by directory, then by
-group, and the whole cycle repeats. Step t of training therefore reads the same examples
-whatever the number of replicas or hosts, and `start_step` jumps to any step by skipping at
-most T - 1 records of one file per slot.
+Schedule (topology-free; the words stream, chunk, pass, group, block, cycle and slot are
+defined in docs/GLOSSARY.md#data-schedule-words). The prepared data is a set of streams; chunk
+c of a stream follows chunk c - 1 in the text. A step reads S streams at once, a *group*; the
+groups of a directory are streams [gS, (g + 1)S). One *block* is one (pass, directory, group)
+read for chunks_per_stream steps, chunk t at block step t; blocks follow each other
+pass-major, then by directory, then by group, and the whole cycle repeats. Step t of training
+therefore reads the same examples whatever the number of replicas or hosts, and `start_step`
+jumps to any step by skipping at most chunks_per_stream - 1 records of one file per slot.
 
-Layout rule. Global slot s of a step (s = replica * b + local row) reads
+Layout rule. Global row s of a step (s = replica * B + local row) reads
   * without bi_data: stream group_base + s, forward;
-  * with bi_data: local rows [0, b/2) read streams group_base + replica * b/2 + row forward and
-    local rows [b/2, b) the same streams backward, so *every replica's* local batch is
+  * with bi_data: local rows [0, B/2) read streams group_base + replica * B/2 + row forward and
+    local rows [B/2, B) the same streams backward, so *every replica's* local batch is
     [forward half; backward half], the layout the model's relative positions expect.
-Slot s always follows the same stream within a block, so Transformer-XL memory of slot s at
+Row s always reads the same slot within a block, so Transformer-XL memory of row s at
 step t + 1 continues exactly the text it held at step t, on every replica.
 
-Gradient accumulation (`micro_batches` N > 1): each replica's batch is N micro-batches of
-b / N consecutive rows, and each micro-batch is laid out as a *virtual replica* of its own
-(virtual replica replica * N + k for micro-batch k), i.e. the rule above applied to Rp * N
-replicas of b / N rows: with bi_data every micro-batch is [forward half; backward half]. Row
-k * b/N + j of a replica always reads the same stream, so micro-batch k of step t + 1
-continues the text micro-batch k held at step t. The slot of a row (direction * F + stream)
-names its text independently of Rp and N (memory_state.py restores by slot).
+Gradient accumulation (`micro_batches` A > 1): each replica's batch is A micro-batches of
+B / A consecutive rows, and each micro-batch is laid out as a *virtual replica* of its own
+(virtual replica replica * A + k for micro-batch k), i.e. the rule above applied to Rp * A
+replicas of B / A rows: with bi_data every micro-batch is [forward half; backward half]. Row
+k * B/A + j of a replica always reads the same stream, so micro-batch k of step t + 1
+continues the text micro-batch k held at step t. The slot of a row (direction * S + stream)
+names its text independently of Rp and A (memory_state.py restores by slot).
 
 What is shipped: the compact features only (`OUTPUT_FEATURES`, dtypes in `OUTPUT_DTYPES`):
 ids and segments [L], the factorization order as ranks [L] and the target positions [P]. The
@@ -34,9 +35,9 @@ dense two-stream masks (perm_mask [L, L], target_mapping [P, L]) are built on th
 inside the training step (masks.dense_features); `bytes_per_example` gives the
 host-to-device bytes of both formats.
 
-Rule relating streams and batch: every directory's num_streams must be a multiple of F; the
-global batch must be divisible by the replicas (and b even with bi_data). Prepare with
-num_streams = a multiple of B (or B/2) and the data trains on any topology with that global
+Rule relating streams and batch: every directory's num_streams must be a multiple of S; the
+global batch must be divisible by the replicas (and B even with bi_data). Prepare with
+num_streams = a multiple of G (or G/2) and the data trains on any topology with that global
 batch, and on any smaller global batch that divides it.
 """
 
@@ -290,7 +291,7 @@ class PretrainData:
                 parsed["perm_rank"] = online_ranks(keys, seq_len, perm_size)
             features = dict(parsed)
             features["stream_id"] = parsed["stream_id"] + block_offset[block]
-            # [k * b, ...] -> [k, b, ...]: one element per replica served by this pipeline.
+            # [k * B, ...] -> [k, B, ...]: one element per replica served by this pipeline.
             return {name: tf.reshape(tf.cast(features[name], OUTPUT_DTYPES[name][0]),
                                      [len(replicas), local] + features[name].shape[1:].as_list())
                     for name in OUTPUT_FEATURES}
@@ -343,7 +344,7 @@ def _slot_dataset(files: List[str], first_block: int, skip: int) -> tf.data.Data
 
 
 def _row_keys(parsed: dict, dir_index: tf.Tensor, cycle: tf.Tensor, seed: int) -> tf.Tensor:
-    """string [N] naming each row's data identity, the cycle and the seed (online orders)."""
+    """string [B] naming each row's data identity, the cycle and the seed (online orders)."""
     parts = [tf.strings.as_string(parsed[name])
              for name in ("pass_id", "direction", "stream_id", "chunk_index")]
     prefix = tf.strings.format("{}:{}:{}", (seed, cycle, dir_index))
@@ -361,10 +362,10 @@ def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int
       data_dirs: one or more directories written by data_prep/create_tfrecords.py.
       seq_len, reuse_len, num_predict, bi_data, vocab_size: the training configuration; each
         manifest must match it exactly.
-      global_batch_size: B, summed over all replicas.
+      global_batch_size: G, summed over all replicas.
       input_context: a `tf.distribute.InputContext` (None: one replica, one pipeline).
       start_step: the first training step to produce (resume); nothing before it is read
-        except at most T - 1 records of one file per slot.
+        except at most chunks_per_stream - 1 records of one file per slot.
       online_permutation: re-sample the factorization order in the graph (stateless, from
         `seed`, the row's identity and the cycle) instead of using the stored one.
       seed: seed of the online permutation.
@@ -375,9 +376,9 @@ def build_pretrain_dataset(data_dirs: Union[str, Sequence[str]], *, seq_len: int
       A dataset whose k-th element is the batch of the k-th replica this pipeline serves at
       the current step (replicas in order, then the next step). Each element is a dict of
       compact features (the step builds the dense masks, masks.dense_features):
-        input_ids int32 [b, L], segment_ids int8 [b, L], perm_rank int32 [b, L] (the
-        factorization order), target_positions int32 [b, P] (ascending, -1 padded),
-        stream_id / chunk_index / direction / pass_id int32 [b].
+        input_ids int32 [B, L], segment_ids int8 [B, L], perm_rank int32 [B, L] (the
+        factorization order), target_positions int32 [B, P] (ascending, -1 padded),
+        stream_id / chunk_index / direction / pass_id int32 [B].
     """
     data = PretrainData.read(data_dirs)
     data.check(seq_len=seq_len, reuse_len=reuse_len, num_predict=num_predict, bi_data=bi_data,

@@ -12,7 +12,7 @@ int32 after parsing; varint encoding keeps small ranks compact):
 
 `serialize_batch` writes the tf.train.Example wire format directly from numpy arrays (varints
 encoded vectorized, features in sorted key order as `SerializeToString(deterministic=True)`
-orders map entries); tests/test_data_records.py checks it byte for byte against `serialize`.
+orders map entries); tests/data/test_records.py checks it byte for byte against `serialize`.
 """
 
 from __future__ import annotations
@@ -72,12 +72,12 @@ ALL_FEATURES = tuple(sorted(SEQUENCE_FEATURES + ("target_positions",) + SCALAR_F
 
 
 def varint_groups(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Protobuf varints of int values [N, K] (negative: 10-byte two's complement), unpacked.
+    """Protobuf varints of int values [E, k] (negative: 10-byte two's complement), unpacked.
 
     Returns:
-      (uint8 [N, K, W] the W 7-bit groups of every value, low group first, each with its
-      continuation bit; bool [N, K, W] whether the value's varint uses the group: a prefix
-      of each value's W). W is what the largest value needs.
+      (uint8 [E, k, w] the w 7-bit groups of every value, low group first, each with its
+      continuation bit; bool [E, k, w] whether the value's varint uses the group: a prefix
+      of each value's w). w is what the largest value needs.
     """
     values = np.asarray(values)
     if values.size and int(values.min()) < 0:
@@ -102,10 +102,10 @@ def varint_groups(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
 
 
 def varints(values: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
-    """Protobuf varints of int values [N, K] (negative: 10-byte two's complement).
+    """Protobuf varints of int values [E, k] (negative: 10-byte two's complement).
 
     Returns:
-      (flat uint8 bytes of all values in row-major order, int64 [N] bytes per row).
+      (flat uint8 bytes of all values in row-major order, int64 [E] bytes per row).
     """
     groups, used = varint_groups(values)
     return groups[used], used.reshape(used.shape[0], -1).sum(axis=-1, dtype=np.int64)
@@ -148,8 +148,8 @@ def _header_slots(name: str, packed_lengths: np.ndarray):
     """`_entry_header(name, n)` of each example's packed length n, as padded slots.
 
     Returns:
-      (uint8 [C, H] header bytes padded to the longest, bool [C, H] which are used,
-      int64 [C] header lengths).
+      (uint8 [E, h] header bytes padded to the longest, bool [E, h] which are used,
+      int64 [E] header lengths).
     """
     unique, inverse = np.unique(packed_lengths, return_inverse=True)
     headers = [_entry_header(name, int(n)) for n in unique]
@@ -162,22 +162,22 @@ def _header_slots(name: str, packed_lengths: np.ndarray):
 
 
 def _masked_crcs(crcs: np.ndarray) -> np.ndarray:
-    """CRC32Cs [N] -> the TFRecord checksums (`_mask`), little-endian uint32 [N]."""
+    """CRC32Cs [E] -> the TFRecord checksums (`_mask`), little-endian uint32 [E]."""
     return _mask(crcs.astype(np.uint64)).astype("<u4")
 
 
 def _example_layout(batch: Dict[str, np.ndarray], framed: bool):
-    """C serialized examples (TFRecord-framed if `framed`) in one buffer.
+    """E serialized examples (TFRecord-framed if `framed`) in one buffer.
 
-    Every example is first laid out in the same fixed slots, [C, S] bytes with a mask of
+    Every example is first laid out in the same fixed slots, [E, s] bytes with a mask of
     the slots it uses: frame head (uint64 length, its masked CRC), 0x0a and the varint body
     length, then per feature its map-entry header (`_entry_header`) and its values' varint
-    groups (`varint_groups`: W slots per value), and the record's CRC. One boolean selection
+    groups (`varint_groups`: w slots per value), and the record's CRC. One boolean selection
     of the used slots (row-major) is then the whole byte string, examples one after another:
     no per-example Python and no index arithmetic.
 
     Returns:
-      (uint8 buffer, int64 [C] start of each record, int64 [C] record lengths); with
+      (uint8 buffer, int64 [E] start of each record, int64 [E] record lengths); with
       `framed`, each record's CRC is left zero (`framed_batch` fills it in).
     """
     if np.asarray(batch[ALL_FEATURES[0]]).shape[0] == 0:
@@ -189,16 +189,16 @@ def _example_layout(batch: Dict[str, np.ndarray], framed: bool):
         values = np.asarray(batch[name])
         if values.ndim == 1:
             values = values[:, None]
-        groups, group_used = varint_groups(values)                    # [C, K, W] each
+        groups, group_used = varint_groups(values)                    # [E, k, w] each
         num = values.shape[0]
         group_used = group_used.reshape(num, -1)
-        packed = group_used.sum(axis=-1, dtype=np.int64)               # [C]
+        packed = group_used.sum(axis=-1, dtype=np.int64)               # [E]
         header, header_used, header_len = _header_slots(name, packed)
         slots += [header, groups.reshape(num, -1)]
         used += [header_used, group_used]
         body_len = header_len + packed if body_len is None else body_len + header_len + packed
     num = body_len.shape[0]
-    size_groups, size_used = varint_groups(body_len[:, None])         # [C, 1, W] each
+    size_groups, size_used = varint_groups(body_len[:, None])         # [E, 1, w] each
     size_used = size_used[:, 0, :]
     record_len = 1 + size_used.sum(axis=-1, dtype=np.int64) + body_len
     start = [np.full((num, 1), 0x0A, np.uint8), size_groups[:, 0, :]]
@@ -220,10 +220,10 @@ def _example_layout(batch: Dict[str, np.ndarray], framed: bool):
 
 
 def serialize_batch(batch: Dict[str, np.ndarray]) -> List[bytes]:
-    """Serialized tf.train.Example records of C examples, byte-identical to `serialize`.
+    """Serialized tf.train.Example records of E examples, byte-identical to `serialize`.
 
     Args:
-      batch: every name of ALL_FEATURES -> int array [C, K] (sequences) or [C] (scalars).
+      batch: every name of ALL_FEATURES -> int array [E, k] (sequences) or [E] (scalars).
     """
     out, starts, lengths = _example_layout(batch, framed=False)
     data = out.tobytes()
@@ -231,7 +231,7 @@ def serialize_batch(batch: Dict[str, np.ndarray]) -> List[bytes]:
 
 
 def framed_batch(batch: Dict[str, np.ndarray]) -> bytes:
-    """The TFRecord file bytes of C examples: `tfrecord_frames(serialize_batch(batch))`,
+    """The TFRecord file bytes of E examples: `tfrecord_frames(serialize_batch(batch))`,
     built in one buffer (every example's bytes placed by vectorized scatters; only the
     CRC32C of each record is a call per example)."""
     out, starts, lengths = _example_layout(batch, framed=True)
@@ -256,7 +256,7 @@ def feature_spec(seq_len: int, num_predict: int) -> dict:
 
 
 def parse_batch(serialized, seq_len: int, num_predict: int) -> dict:
-    """Parses string [N] records (a tf.Tensor) into int32 tensors ([N, L], [N, P] and [N])."""
+    """Parses string [E] records (a tf.Tensor) into int32 tensors ([E, L], [E, P] and [E])."""
     import tensorflow as tf
 
     parsed = tf.io.parse_example(serialized, feature_spec(seq_len, num_predict))
@@ -280,7 +280,7 @@ def tfrecord_frames(records_: Iterable[bytes]) -> bytes:
 
     Frame: uint64 length (little endian), masked CRC32C of those 8 bytes, the record, masked
     CRC32C of the record. Computed with google-crc32c (hardware CRC32C), so writing prepared
-    data needs no TensorFlow (tests/test_data_records.py compares with tf.io.TFRecordWriter).
+    data needs no TensorFlow (tests/data/test_records.py compares with tf.io.TFRecordWriter).
     """
     parts = []
     for record in records_:
@@ -315,7 +315,7 @@ class TFRecordFileWriter:
         self.bytes += len(data)
 
     def write_batch(self, batch: Dict[str, np.ndarray]) -> None:
-        """Writes the C examples of `batch` (see `serialize_batch`)."""
+        """Writes the E examples of `batch` (see `serialize_batch`)."""
         data = framed_batch(batch)
         self._file.write(data)
         self.records += int(np.asarray(batch[ALL_FEATURES[0]]).shape[0])

@@ -20,6 +20,15 @@ from xlnet_tf2.training.run_config import DistributionConfig, LoopConfig
 
 EXPORT_TASKS = ("classification", "regression", "race", "squad", "features")
 FEATURE_FORMATS = (".npz", ".jsonl")
+MIN_SEQ_LEN = 3  # a text's features need one token besides <sep> and <cls>
+
+
+def check_feature_seq_len(config) -> None:
+    """--seq_len, when given, leaves room for a token beside <sep> and <cls>."""
+    check_positive(config, "seq_len")
+    if config.seq_len is not None and config.seq_len < MIN_SEQ_LEN:
+        raise RunConfigError(f"--seq_len={config.seq_len} leaves no room for a token beside "
+                             f"<sep> and <cls>; it must be at least {MIN_SEQ_LEN}.")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +56,7 @@ class ExportConfig:
     def __post_init__(self):
         check_declared(self)
         check_non_negative(self, "version")
-        check_positive(self, "seq_len")
+        check_feature_seq_len(self)
         if self.seq_len is not None and self.task != "features":
             raise RunConfigError(f"--seq_len is for --task=features only; a --task={self.task} "
                                  "export takes the seq_len its model was fine-tuned with (its "
@@ -81,4 +90,5 @@ class ExtractConfig:
         if not self.output_file.endswith(FEATURE_FORMATS):
             raise RunConfigError(f"--output_file={self.output_file!r} must end in .npz or "
                                  ".jsonl.")
-        check_positive(self, "seq_len", "batch_size")
+        check_positive(self, "batch_size")
+        check_feature_seq_len(self)

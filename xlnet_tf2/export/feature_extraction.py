@@ -48,7 +48,7 @@ def encode_texts(texts: Sequence[str], tokenizer, seq_len: int) -> Dict[str, np.
 def extract(model, tokenizer, texts: Sequence[str], seq_len: int,
             batch_size: int = 32) -> Dict[str, np.ndarray]:
     """Features of `texts` in fixed-size batches (the last padded, so shapes stay static):
-    token_features [N, L, D], pooled [N, D], input_ids / attention_mask [N, L]."""
+    token_features [E, L, D], pooled [E, D], input_ids / attention_mask [E, L]."""
     inputs = encode_texts(texts, tokenizer, seq_len)
     return batched_outputs(lambda batch: feature_outputs(model, batch), inputs, batch_size,
                            label="extracting features", unit="texts")

@@ -2,8 +2,8 @@
 runs (the numbers are feature_extraction.py's, the same as the `features` SavedModel's).
 
 Output by extension:
-  .npz   token_features [N, L, D] float32, pooled [N, D] (mean over real tokens), input_ids and
-         attention_mask [N, L] int32 (1 = real token; padding is on the left), texts [N]
+  .npz   token_features [E, L, D] float32, pooled [E, D] (mean over real tokens), input_ids and
+         attention_mask [E, L] int32 (1 = real token; padding is on the left), texts [E]
   .jsonl one object per line: {"index", "text", "pieces": [real tokens, <sep> and <cls> last],
          "token_features": [[D floats] per real token], "pooled": [D floats]}
 """

@@ -17,8 +17,8 @@ Outputs per task:
   regression:     score [B] float32
   features:       token_features [B, L, D], pooled [B, D] (mean over real tokens),
                   input_ids / attention_mask [B, L] (which positions are real, left padded)
-  race:           probabilities [B, C], label_id [B] (index of the chosen option); text
-                  inputs article [B], question [B], options [B, C]
+  race:           probabilities [Q, C], label_id [Q] (index of the chosen option); text
+                  inputs article [Q], question [Q], options [Q, C]
   squad:          text inputs question [B], context [B] (the whole context: every window,
                   doc_stride as in fine-tuning, as many as the longest context of the
                   request needs); answer [B] string (the RAW context substring, as

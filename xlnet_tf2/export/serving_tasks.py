@@ -1,7 +1,8 @@
 """Serving signatures of the multiple-choice (RACE) and SQuAD exports; see saved_model.py for
 the rest.
 
-Dimension glossary: B questions, C options, L seq_len.
+Letters (docs/GLOSSARY.md): B request rows, Q questions and C options of multiple choice, Wn
+windows of a SQuAD context, L seq_len.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ def race_signatures(module):
                                       require_utf8(question, "question"),
                                       require_utf8(options, "options"))
         batch = tf.shape(article)[0]
-        qa = in_graph_packing.multiple_choice_texts(question, options)    # [B*C]
+        qa = in_graph_packing.multiple_choice_texts(question, options)    # [Q*C]
         article_ids = module.tokenizer.encode_ids(tf.reshape(tf.repeat(article, C), [-1]))
         flat = in_graph_packing.encode_multiple_choice(
             article_ids, module.tokenizer.encode_ids(qa), L, spec.max_qa_length)
@@ -147,18 +148,18 @@ def answer_whole_contexts(module, question, context, no_answer_of):
     context_ids, char_start, char_end = module.tokenizer.encode_ids_with_char_spans(context)
     windows = in_graph_packing.squad_windows(context_ids, module.tokenizer.encode_ids(question),
                                            L, spec.doc_stride, spec.max_query_length)
-    valid = windows["valid"]                                              # [B, W]
-    where = tf.where(valid)                                               # [N, 2]
+    valid = windows["valid"]                                              # [B, Wn]
+    where = tf.where(valid)                                               # [n, 2]
     inputs = {k: tf.gather_nd(windows[k], where) for k in
               ("input_ids", "segment_ids", "attention_mask", "p_mask", "cls_index")}
-    outputs = module.model(inputs, training=False)                        # N windows
+    outputs = module.model(inputs, training=False)                        # n windows
     start, end, score = best_span(outputs, tf.gather_nd(windows["doc_length"], where),
                                   spec.max_answer_length,
                                   tf.gather_nd(windows["max_context"], where))
     shape = tf.shape(valid, out_type=tf.int64)
     scatter = lambda values, default: tf.tensor_scatter_nd_update(
         tf.fill(shape, tf.constant(default, values.dtype)), where, values)
-    score = scatter(score, -float("inf"))                                 # [B, W]
+    score = scatter(score, -float("inf"))                                 # [B, Wn]
     start, end = scatter(start, -1), scatter(end, -1)
     cls_logits = scatter(tf.cast(outputs["cls_logits"], tf.float32), float("inf"))
     best = tf.argmax(score, axis=1, output_type=tf.int32)                 # first maximum

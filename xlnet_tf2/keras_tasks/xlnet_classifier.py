@@ -2,7 +2,7 @@
 
     classifier = xlnet_tf2.XLNetClassifier.from_preset("converted/base", num_classes=2)
     classifier.fit(texts, labels, batch_size=16, epochs=2)    # labels: class ids
-    classifier.predict(["a new text"])                         # logits [N, num_classes]
+    classifier.predict(["a new text"])                         # logits [E, num_classes]
     classifier.fit((texts, pairs), labels)                     # text pairs
 """
 

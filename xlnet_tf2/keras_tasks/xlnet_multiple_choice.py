@@ -1,9 +1,9 @@
 """`XLNetMultipleChoice`: RACE-style multiple choice, keras-hub style.
 
     chooser = xlnet_tf2.XLNetMultipleChoice.from_preset("converted/base", num_choices=4)
-    x = {"article": articles, "question": questions, "options": options}   # options [N, 4]
+    x = {"article": articles, "question": questions, "options": options}   # options [Q, 4]
     chooser.fit(x, answers, epochs=2)                                        # answers: 0..3
-    chooser.predict(x)                                                       # logits [N, 4]
+    chooser.predict(x)                                                       # logits [Q, 4]
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from xlnet_tf2.tokenizers.xlnet_multiple_choice_preprocessor import (
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class XLNetMultipleChoice(XLNetTask):
-    """Every option its own sequence, one score each: token dicts [B, C, L] -> logits [B, C]
+    """Every option its own sequence, one score each: token dicts [Q, C, L] -> logits [Q, C]
     (MultipleChoiceModel). preprocessor: an XLNetMultipleChoicePreprocessor (article,
-    question, options strings -> [B, C, L]), or None."""
+    question, options strings -> [Q, C, L]), or None."""
 
     TASK = "race"
     CONFIG_KEYS = ("num_choices", "summary_type", "head_dropout")

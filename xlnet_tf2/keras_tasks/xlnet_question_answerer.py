@@ -3,7 +3,7 @@
     qa = xlnet_tf2.XLNetQuestionAnswerer.from_preset("converted/base", seq_len=256)
     x = {"question": questions, "context": contexts}
     qa.fit(x, {"answer_start": char_offsets, "answer_text": answers}, epochs=2)
-    out = qa.predict(x)   # start_top_index [N, k], end_top_index [N, k, e], cls_logits [N], ...
+    out = qa.predict(x)   # start_top_index [E, k], end_top_index [E, k, e], cls_logits [E], ...
 
 Labels are either raw answers, `{"answer_start": character offsets in the context,
 "answer_text": answer strings ("" = no answer)}` (SQuAD's own fields; the preprocessor finds

@@ -2,7 +2,7 @@
 
     regressor = xlnet_tf2.XLNetRegressor.from_preset("converted/base")
     regressor.fit((texts, pairs), scores, epochs=2)
-    regressor.predict((["a text"], ["its pair"]))           # scores [N]
+    regressor.predict((["a text"], ["its pair"]))           # scores [E]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Attention masks and the relative segment matrix, built once per forward pass.
 
-Dimension glossary: B batch, L query length, M memory length, K = M + L keys, P predicted
+Letters (docs/GLOSSARY.md): B batch, L query length, M memory length, K = M + L keys, P predicted
 positions. Polarity: every mask here is boolean and True means "query i may NOT attend to
 key j" (the original's and HuggingFace's `perm_mask` polarity). Memory keys (the first M
 columns) are visible unless the causal mask of unidirectional attention or a `memory_mask`

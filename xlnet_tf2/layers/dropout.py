@@ -28,6 +28,14 @@ place is `salt`, given to every Dropout of a model in a fixed order (`assign_dro
 Outside the scope (a user calling `model(x, training=True)`), the key comes from the layer's
 Keras `SeedGenerator`, a new key per call.
 
+The index inside the compiled step. n * 0x9E3779B9 is built as a sum over the dimensions,
+i_d * (stride_d * 0x9E3779B9) mod 2**32, of small 1-D ranges broadcast-added onto the run-time
+key term k0 * 0x85EBCA77 + k1 (`_hash_input`): the same bits as the formula, but no op has
+only constant inputs of the tensor's size. TensorFlow folds such an op into a literal before
+XLA sees the step; a flat index was a u32 array of the tensor's size per dropout call (most
+of the 187 MB of constants of XLNet-Base's step at batch 16, read from memory at every step;
+BENCHMARKS.md). tests/training/test_program_constants.py fails if a large constant returns.
+
 Stored masks (`store_mask=True`, the attention probabilities' dropout). XLA recomputes a
 cheap elementwise value wherever it is used rather than storing it, and the dropout mask of the
 attention probabilities is used by several fusions of the backward pass, among them the
@@ -35,30 +43,29 @@ rel-shift's gradient, which computes every element from a reshaped and padded in
 ran there once more per element, behind index arithmetic that does not vectorize. With
 `store_mask` the keep mask leaves a `tf.cond` (XLA does not fuse across control flow), so it is
 computed once and read as one byte per element. The condition is always true, but only at run
-time (`_always_true`), so that XLA cannot fold the conditional away. Measured on the 2-core
-build machine at the benchmark's pretraining shape: the rel-shift's backward fusion 9.9 ->
-7.2 ms per step and the bare step (keys from the layer's seed stream) 3.4-4.2% faster, the
-real loop (one key per example) 0.6-1.0% faster (paired rounds in one process,
-BENCHMARKS.md); storing every dropout's mask instead was 2% slower than storing only this
-one. Done only where TensorFlow sees no GPU or TPU (`masks_are_stored_here`): there
-recomputing costs little and stored masks cost memory. At the paper's scale they would be one
-byte per score: 24 layers x 16 heads x (512 + 85) query rows x 896 keys = 205 MB per example,
-1.6 GB per TPU core with 8 examples each.
+time (`_always_true`, `layers/run_time.py`), so that XLA cannot fold the conditional away.
+Storing only this mask, not every dropout's, was the fastest on a CPU (BENCHMARKS.md). Done
+only where TensorFlow sees no GPU or TPU (`masks_are_stored_here`): there recomputing costs
+little and stored masks cost memory. At the paper's scale they would be one byte per score:
+24 layers x 16 heads x (512 + 85) query rows x 896 keys = 205 MB per example, 1.6 GB per TPU
+core with 8 examples each.
 
-Why not a TensorFlow generator: on the 2-core CPU build machine a million uniforms with a
-run-time seed took 7.4 ms with tf.random.stateless_uniform(alg="philox") under XLA (and keras'
-own dropout, on "auto_select", 240 ms), against 0.85 ms for this hash. Dropout touches about
-ten million elements per pretraining step of the benchmark model, a third of the step.
+Why not a TensorFlow generator: with a run-time seed under XLA, tf.random.stateless_uniform
+(Philox) and Keras' own dropout were many times slower per value than this hash on a CPU, and
+dropout touches about ten million elements per pretraining step of the benchmark model
+(BENCHMARKS.md, "Dropout masks").
 """
 
 from __future__ import annotations
 
 import contextlib
 import threading
-from typing import Optional
+from typing import List, Optional, Union
 
 import keras
 import tensorflow as tf
+
+from xlnet_tf2.layers.run_time import always_true
 
 _GOLDEN = 0x9E3779B9
 _KEY_MULTIPLIER = 0x85EBCA77
@@ -84,20 +91,75 @@ def _fmix32_int(h: int) -> int:
     return h ^ (h >> 16)
 
 
+def _dims(shape) -> List[Union[int, tf.Tensor]]:
+    """The sizes of `shape` (a list, TensorShape or int32 [rank] tensor of static length):
+    Python ints where known when the step is traced, int32 scalars otherwise."""
+    if isinstance(shape, (list, tuple, tf.TensorShape)):
+        if any(d is None for d in shape):
+            raise ValueError(f"Dropout got a shape with unknown sizes {shape}: give int32 "
+                             "scalars (tf.shape(x)[i]) for them.")
+        return [d if tf.is_tensor(d) else int(d) for d in shape]
+    static = tf.get_static_value(shape)
+    if static is not None:
+        return [int(d) for d in static]
+    rank = shape.shape[0]
+    if rank is None:
+        raise ValueError("Dropout needs inputs of a known rank.")
+    return [shape[i] for i in range(rank)]
+
+
+def _as_u32(value: Union[int, tf.Tensor]) -> tf.Tensor:
+    if isinstance(value, int):
+        return tf.constant(value & _MASK32, tf.uint32)
+    return tf.cast(value, tf.uint32)
+
+
+def _mul_u32(a: Union[int, tf.Tensor], b: Union[int, tf.Tensor]) -> Union[int, tf.Tensor]:
+    """a * b mod 2**32: a Python int when both are, else a uint32 tensor."""
+    if isinstance(a, int) and isinstance(b, int):
+        return (a * b) & _MASK32
+    return _as_u32(a) * _as_u32(b)
+
+
+def _hash_input(dims, key_term: tf.Tensor, first_dim_keyed: bool) -> tf.Tensor:
+    """uint32 [dims]: n * GOLDEN + key_term, n the row-major index of an element (within its
+    row when `first_dim_keyed`: key_term is then [rows, 1, ...], one key per row).
+
+    n * GOLDEN = sum_d i_d * (stride_d * GOLDEN) mod 2**32, so the index term is a sum of
+    small per-dimension ranges, each broadcast-added onto the key term, which holds the step
+    (or the layer's seed stream) and so is known only at run time. No op has only constant
+    inputs of a large shape: TensorFlow folds such an op (a flat index) into a literal of the
+    tensor's size in the compiled program, read from memory at every step; this way XLA
+    computes the index in the fusion that hashes it. The sum equals the flat index formula bit
+    for bit (tests).
+    """
+    rank = len(dims)
+    if rank:
+        h = tf.reshape(key_term, [-1 if first_dim_keyed else 1] + [1] * (rank - 1))
+    else:
+        h = key_term
+    stride: Union[int, tf.Tensor] = 1
+    for d in reversed(range(1 if first_dim_keyed else 0, rank)):
+        size = dims[d]
+        if not (isinstance(size, int) and size == 1):
+            step = _as_u32(_mul_u32(stride, _GOLDEN))
+            term = tf.cast(tf.range(size, dtype=tf.int32), tf.uint32) * step          # [size]
+            h = h + tf.reshape(term, [1] * d + [-1] + [1] * (rank - d - 1))
+        stride = _mul_u32(stride, size)
+    return h  # every dimension got its term (or is 1), or is the key's rows
+
+
 def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
     """uint32 [shape] pseudo-random bits. `k0` is a uint32 scalar; `k1` a uint32 scalar, or a
-    uint32 [shape[0]] vector giving every row its own key (n then counts within the row)."""
-    if k1.shape.rank == 0:
-        count = tf.reduce_prod(shape)
-        index = tf.cast(tf.reshape(tf.range(count, dtype=tf.int32), shape), tf.uint32)
-    else:
-        row_shape = shape[1:]
-        row_count = tf.reduce_prod(row_shape)
-        index = tf.cast(tf.reshape(tf.range(row_count, dtype=tf.int32), row_shape), tf.uint32)
-        index = index[None]                                         # [1, ...]
-        k1 = tf.reshape(k1, tf.concat([[-1], tf.ones_like(row_shape)], axis=0))  # [rows, 1...]
-    h = _fmix32(index * tf.constant(_GOLDEN, tf.uint32)
-                + k0 * tf.constant(_KEY_MULTIPLIER, tf.uint32) + k1)
+    uint32 [shape[0]] vector giving every row its own key (n then counts within the row).
+    `shape`: a list (ints, or int32 scalars for sizes known only at run time), a TensorShape
+    or an int32 [rank] tensor."""
+    dims = _dims(shape)
+    keyed = k1.shape.rank == 1
+    key_term = k0 * tf.constant(_KEY_MULTIPLIER, tf.uint32) + k1       # [] or [rows]
+    h = _fmix32(_hash_input(dims, key_term, keyed))
+    if keyed:
+        k1 = tf.reshape(k1, [-1] + [1] * (len(dims) - 1))             # [rows, 1, ...]
     return _fmix32(tf.bitwise.bitwise_xor(h, _fmix32(tf.bitwise.bitwise_xor(k1, _fmix32(k0)))))
 
 
@@ -174,9 +236,8 @@ def masks_are_stored_here() -> bool:
 
 def _always_true(k1: tf.Tensor) -> tf.Tensor:
     """A boolean scalar that is true for every key, computed at run time from `k1` (uint32,
-    scalar or [rows]; never a constant: it holds the step): x + 1 != x in uint32 arithmetic."""
-    first = tf.reshape(k1, [-1])[0]
-    return tf.not_equal(first + tf.constant(1, tf.uint32), first)
+    scalar or [rows]; never a constant: it holds the step)."""
+    return always_true(k1)
 
 
 def _stored(keep: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
@@ -243,7 +304,9 @@ class Dropout(keras.layers.Layer):
         k0, k1 = self._keys(shared_over_batch)
         if k1.shape.rank == 1:
             k1 = _rows_of(k1, inputs.shape[0])
-        bits = hashed_bits(tf.shape(inputs), k0, k1)
+        dynamic = tf.shape(inputs)
+        shape = [d if d is not None else dynamic[i] for i, d in enumerate(inputs.shape)]
+        bits = hashed_bits(shape, k0, k1)
         keep = bits >= tf.constant(self._threshold, tf.uint32)
         if self.store_mask and masks_are_stored_here():
             keep = _stored(keep, k1)

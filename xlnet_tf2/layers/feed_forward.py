@@ -19,7 +19,7 @@ _ACTIVATIONS = {"gelu": gelu_tanh, "relu": tf.nn.relu}
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class PositionwiseFeedForward(keras.layers.Layer):
-    """x [B, S, D] -> LayerNorm(x + dropout(layer_2(dropout(act(layer_1(x))))))."""
+    """x [B, L, D] -> LayerNorm(x + dropout(layer_2(dropout(act(layer_1(x))))))."""
 
     def __init__(self, d_model: int, d_inner: int, activation: str = "gelu", dropout: float = 0.0,
                  initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12, **kwargs):

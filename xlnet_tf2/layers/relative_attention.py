@@ -38,6 +38,43 @@ def normal_initializer(stddev: float):
     return keras.initializers.RandomNormal(mean=0.0, stddev=stddev)
 
 
+def masked_softmax(scores: tf.Tensor, mask, scale: float) -> tf.Tensor:
+    """softmax(scores * scale, blocked entries -1e30) over the last axis, for narrow scores.
+
+    scores: [B, N, S, K] in float16 / bfloat16; mask: bool [B, S, K] (True = blocked) or None.
+    Returns the probabilities in the scores' dtype.
+
+    The softmax runs in float32 (a fusion's registers on a GPU), but the only score-sized
+    tensor kept for the backward pass is the narrow result: TensorFlow's own gradient would
+    keep the float32 probabilities (twice the bytes, written once and read once per layer and
+    stream). The backward pass recomputes in float32 from the narrow probabilities,
+    d scores = scale * p * (dp - sum(dp * p)), zero where blocked: the probabilities the
+    backward pass sees are the ones the forward pass used (the value product reads them
+    narrow too). The blocked value never exists in the narrow dtype (float16 tops out at
+    65504).
+    """
+    narrow = scores.dtype
+
+    @tf.custom_gradient
+    def softmax(x):
+        wide = tf.cast(x, tf.float32) * scale
+        if mask is not None:
+            wide = tf.where(mask[:, None], tf.constant(_BLOCKED_SCORE, tf.float32), wide)
+        probs = tf.cast(tf.nn.softmax(wide, axis=-1), narrow)
+
+        def grad(d_probs):
+            p = tf.cast(probs, tf.float32)
+            d = tf.cast(d_probs, tf.float32)
+            d_wide = (d - tf.reduce_sum(d * p, axis=-1, keepdims=True)) * p
+            if mask is not None:
+                d_wide = tf.where(mask[:, None], tf.zeros_like(d_wide), d_wide)
+            return tf.cast(d_wide * scale, narrow)
+
+        return probs, grad
+
+    return softmax(scores)
+
+
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class RelativeAttention(keras.layers.Layer):
     """Relative multi-head attention shared by the content and query streams of one layer.
@@ -60,11 +97,15 @@ class RelativeAttention(keras.layers.Layer):
         self.own_biases = own_biases
         self.layer_norm_epsilon = layer_norm_epsilon
         self.scale = 1.0 / (d_head ** 0.5)
-        self.output_dropout = Dropout(dropout, name="dropout")
+        self.output_dropout = Dropout(dropout, name="dropout", dtype=self.dtype_policy)
         # The probabilities' mask is read by several fusions of the backward pass: stored on a
         # CPU instead of recomputed in each (layers/dropout.py).
-        self.attention_dropout = Dropout(dropatt, name="dropatt", store_mask=True)
-        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, name="layer_norm")
+        self.attention_dropout = Dropout(dropatt, name="dropatt", store_mask=True,
+                                         dtype=self.dtype_policy)
+        # Sublayers follow this layer's dtype policy (a `dtype=` given to the layer alone).
+        self.layer_norm = keras.layers.LayerNormalization(epsilon=layer_norm_epsilon,
+                                                          name="layer_norm",
+                                                          dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         init = normal_initializer(self.initializer_range)
@@ -126,12 +167,18 @@ class RelativeAttention(keras.layers.Layer):
 
         scores: [B, N, S, K]; mask: bool [B, S, K] (True = blocked) or None;
         values: [B, N, K, H]. Returns [B, N, S, H] in the compute dtype.
+        Under a float32 policy TensorFlow's own softmax and gradient (the float32 numbers are
+        the parity tests' and must not move); under mixed precision `masked_softmax`, which
+        keeps only narrow probabilities for the backward pass.
         """
-        scores = tf.cast(scores, tf.float32) * self.scale
-        if mask is not None:
-            scores = tf.where(mask[:, None], tf.constant(_BLOCKED_SCORE, tf.float32), scores)
-        probs = tf.nn.softmax(scores, axis=-1)
-        probs = self.attention_dropout(tf.cast(probs, self.compute_dtype), training=training)
+        if self.compute_dtype == "float32":
+            scores = scores * self.scale
+            if mask is not None:
+                scores = tf.where(mask[:, None], tf.constant(_BLOCKED_SCORE, tf.float32), scores)
+            probs = tf.nn.softmax(scores, axis=-1)
+        else:
+            probs = masked_softmax(scores, mask, self.scale)
+        probs = self.attention_dropout(probs, training=training)
         return tf.einsum("bnsk,bnkh->bnsh", probs, values)
 
     def _post_attention(self, residual, attended, training):
@@ -159,7 +206,8 @@ class RelativeAttention(keras.layers.Layer):
             output is zero, as when the original maps rows through an all-zero target_mapping).
           biases: (r_w, r_r, r_s) shared [N, H] tensors when the layer does not own them.
         Returns:
-          (h_out [B, L, D], g_out [B, P, D] or None).
+          (h_out [B, L, D], g_out [B, P, D]) with a query stream; h_out alone without one (a
+          Keras call returns tensors only, so the layer works in a functional model).
         """
         if self.own_biases:
             biases = (self.r_w_bias, self.r_r_bias, self.r_s_bias)
@@ -186,7 +234,7 @@ class RelativeAttention(keras.layers.Layer):
         h_out = self._post_attention(h, self._attend(scores_h, content_mask, values, training),
                                      training)
         if g is None:
-            return h_out, None
+            return h_out
 
         q_g = self._project(g, self.q)  # [B, N, P, H]
         scores_g = scores_for(

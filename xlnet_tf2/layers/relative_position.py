@@ -16,13 +16,21 @@ concat(memory, segment) are `M + i - j` apart, which is index `t = L - i + j`.
 
 from __future__ import annotations
 
+from typing import Optional
+
 import tensorflow as tf
 
+from xlnet_tf2.layers import run_time
 
-def relative_distances(q_len: int, k_len: int, attn_type: str) -> tf.Tensor:
-    """Relative distances K, K-1, ..., down to -L+1 ("bi") or 0 ("uni"); float32 [T]."""
+
+def relative_distances(q_len: int, k_len: int, attn_type: str,
+                       zero: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """Relative distances K, K-1, ..., down to -L+1 ("bi") or 0 ("uni"); float32 [T].
+    `zero`: a float32 scalar 0.0 known only at run time, added to the distances (see
+    `relative_position_encoding`)."""
     end = -q_len if attn_type == "bi" else -1
-    return tf.range(k_len, end, -1, dtype=tf.float32)
+    distances = tf.range(k_len, end, -1, dtype=tf.float32)
+    return distances if zero is None else distances + zero
 
 
 def sinusoid_embedding(distances: tf.Tensor, d_model: int) -> tf.Tensor:
@@ -34,15 +42,24 @@ def sinusoid_embedding(distances: tf.Tensor, d_model: int) -> tf.Tensor:
 
 def relative_position_encoding(
     q_len: int, k_len: int, d_model: int, attn_type: str = "bi", bi_data: bool = False,
-    clamp_len: int = -1,
+    clamp_len: int = -1, run_time_input: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
     """The relative position embedding shared by all layers; float32 [X, T, D].
 
     With `bi_data`, group 0 (the batch's forward half) uses distances K .. -L+1 and group 1
     (the backward half, read right to left) the negated distances -K .. L-1. `clamp_len` > 0
     clamps every distance into [-clamp_len, clamp_len].
+
+    `run_time_input`: any non-empty integer tensor known only at run time (the model's input
+    ids). The table depends only on the shape, so TensorFlow would fold it into a literal of
+    X * T * D floats (8.6 MB at XLNet-Base with bi_data) that a compiled step reads from
+    memory at every step; with the distances offset by a zero derived from this tensor, which
+    no compiler sees through (`layers/run_time.py`), the step computes the table instead
+    (X * T * D / 2 sines and cosines). Adding +0.0 changes no distance, so the values are
+    those of the formula (up to the sine's implementation, a few ulp).
     """
-    forward = relative_distances(q_len, k_len, attn_type)
+    zero = None if run_time_input is None else run_time.zero(run_time_input)
+    forward = relative_distances(q_len, k_len, attn_type, zero)
     groups = [forward, -forward] if bi_data else [forward]
     if clamp_len > 0:
         groups = [tf.clip_by_value(d, -float(clamp_len), float(clamp_len)) for d in groups]
@@ -80,15 +97,80 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
       query_positions: int32 [B, P], the segment position i of each query row.
       q_len: L.  k_len: K.
     Returns:
-      [B, N, P, K]: entry (p, j) scores distance M + i_p - j, column t = L - i_p + j. Columns
-      beyond T (future keys of a unidirectional query, always masked) are clamped to T - 1.
+      [B, N, P, K]: entry (p, j) scores distance M + i_p - j, column t = L - i_p + j. Entries
+      whose column lies beyond T (future keys of a unidirectional query) hold unrelated
+      values; the attention mask must hide them.
+
+    Row p needs the K columns starting at L - i_p: a window whose start depends on the row,
+    which no reshape can express. `_take_windows` reads it as a gather over the flattened
+    scores with one index per output element, computed in the program from small ranges
+    (XLA fuses it into the gather), and its gradient is another such gather, not a scatter.
+    On a CPU (`coordinate_gather_here`) the query stream keeps `tf.gather(batch_dims=3)`,
+    whose index holds all four coordinates of every element ([B, N, P, K, 4]: 234 MB per
+    layer at XLNet-Base with batch 16) and whose gradient is a scatter-add.
     """
     t_len = scores.shape[-1]
-    columns = (q_len - query_positions)[:, :, None] + tf.range(k_len, dtype=tf.int32)[None, None]
-    columns = tf.minimum(columns, t_len - 1)  # [B, P, K]
-    b, n, p, _ = _static_or_dynamic_shape(scores)
-    columns = tf.broadcast_to(columns[:, None], [b, n, p, k_len])
-    return tf.gather(scores, columns, batch_dims=3)
+    if t_len is None:
+        raise ValueError("gather_relative_scores needs a static number of encoded positions T.")
+    starts = q_len - tf.cast(query_positions, tf.int32)  # [B, P], each in [1, L]
+    if coordinate_gather_here():
+        columns = starts[:, :, None] + tf.range(k_len, dtype=tf.int32)[None, None]
+        columns = tf.minimum(columns, t_len - 1)  # [B, P, K]
+        b, n, p, _ = _static_or_dynamic_shape(scores)
+        columns = tf.broadcast_to(columns[:, None], [b, n, p, k_len])
+        return tf.gather(scores, columns, batch_dims=3)
+    width = q_len + k_len
+    if t_len < width:  # unidirectional: T = K + 1; the columns past T are never visible
+        scores = tf.pad(scores, [[0, 0], [0, 0], [0, 0], [0, width - t_len]])
+    return _take_windows(scores, starts, k_len)
+
+
+def coordinate_gather_here() -> bool:
+    """Whether the query stream's shift is `tf.gather(batch_dims=3)`: only while TensorFlow
+    sees no GPU and no TPU. On the 2-core build machine the window read was not faster in the
+    pretraining step (after / before 1.02-1.10 in four paired runs, BENCHMARKS.md): XLA's CPU
+    fusion puts the element-wise chain producing the incoming gradient (the softmax's and
+    dropout's backward) inside the gradient's gather, recomputing it per read element, and a
+    CPU has no memory traffic to save here. Asked when a step is traced, not cached."""
+    return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+
+
+def _flat_index(b, n, p, row_len, columns: tf.Tensor) -> tf.Tensor:
+    """Index into a flattened [B, N, P, row_len] tensor of elements (b, n, p, columns[b, p, c]):
+    [B, N, P, C]. Only the [B, N, P] row starts and the [B, P, C] columns are tensors of their
+    own; the sum is a broadcast that XLA fuses into the gather reading it. int32 unless the
+    tensor is too large for it (or of unknown size)."""
+    known = all(isinstance(d, int) for d in (b, n, p))
+    dtype = tf.int32 if known and b * n * p * row_len < 2 ** 31 else tf.int64
+    rows = tf.reshape(tf.range(b * n * p, dtype=dtype) * row_len, [b, n, p, 1])
+    return rows + tf.cast(columns, dtype)[:, None]
+
+
+def _take_windows(x: tf.Tensor, starts: tf.Tensor, width: int) -> tf.Tensor:
+    """x [B, N, P, W] (W static), starts int32 [B, P] with 0 <= starts <= W - width ->
+    [B, N, P, width], out[b, n, p, j] = x[b, n, p, starts[b, p] + j].
+
+    Gradient: the windows put back in place and zeros elsewhere, itself a gather from the
+    incoming gradient (TensorFlow's gradient of a gather is a scatter-add: on a GPU atomic
+    read-modify-writes into a zeroed tensor, where a gather writes each element once).
+    """
+    b, n, p, w = _static_or_dynamic_shape(x)
+
+    @tf.custom_gradient
+    def take(x_in):
+        columns = starts[:, :, None] + tf.range(width)[None, None]  # [B, P, width]
+        out = tf.gather(tf.reshape(x_in, [-1]), _flat_index(b, n, p, w, columns))
+
+        def grad(dy):
+            offset = tf.range(w)[None, None] - starts[:, :, None]  # [B, P, W]: dy's column
+            inside = (offset >= 0) & (offset < width)
+            read = tf.gather(tf.reshape(dy, [-1]),
+                             _flat_index(b, n, p, width, tf.clip_by_value(offset, 0, width - 1)))
+            return tf.where(inside[:, None], read, tf.zeros_like(read))
+
+        return out, grad
+
+    return take(x)
 
 
 def _static_or_dynamic_shape(x: tf.Tensor):

@@ -47,9 +47,10 @@ class XLNetBlock(keras.layers.Layer):
         return config
 
     def call(self, h, pos_emb, g=None, training=None, **attention_kwargs):
-        """Returns (h_out [B, L, D], g_out [B, P, D] or None); see RelativeAttention.call."""
+        """Returns (h_out [B, L, D], g_out [B, P, D]) with a query stream g, h_out alone
+        without one (as RelativeAttention.call)."""
+        if g is None:
+            h = self.rel_attn(h, pos_emb, training=training, **attention_kwargs)
+            return self.ff(h, training=training)
         h, g = self.rel_attn(h, pos_emb, g=g, training=training, **attention_kwargs)
-        h = self.ff(h, training=training)
-        if g is not None:
-            g = self.ff(g, training=training)
-        return h, g
+        return self.ff(h, training=training), self.ff(g, training=training)

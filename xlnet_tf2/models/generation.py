@@ -318,13 +318,13 @@ def _cached_loop(model, input_ids, attention_mask, seed, n_new, s: _Settings):
 
 def _full_sequence_loop(model, input_ids, attention_mask, seed, n_new, s: _Settings):
     """No memory: the whole sequence every step, with the attention pattern the cache gives
-    (module doc); static shapes [B, P + N] with unused positions hidden."""
+    (module doc); static shapes [B, p_len + n_max] with unused positions hidden."""
     pick = _Picker(s, seed, model.config.n_token)
     batch, p_len = _batch_size(input_ids), input_ids.shape[1]
     total = p_len + s.n_slots
     i = tf.range(total)[:, None]
     j = tf.range(total)[None, :]
-    pattern = tf.where(i < p_len - 1, j >= p_len, j > i + 1)            # [T, T] True = hidden
+    pattern = tf.where(i < p_len - 1, j >= p_len, j > i + 1)  # [total, total]: True = hidden
     ids = tf.concat([input_ids, tf.fill([batch, s.n_slots], DUMMY_ID)], 1)
     mask = tf.concat([tf.cast(attention_mask, tf.int32), tf.ones([batch, s.n_slots], tf.int32)],
                      1)
@@ -349,7 +349,7 @@ def _full_sequence_loop(model, input_ids, attention_mask, seed, n_new, s: _Setti
 
 def _beam_loop(model, input_ids, attention_mask, n_new, s: _Settings):
     """HF's beam search (module doc) on the memory cache. Returns the finished hypotheses
-    (tokens [B, K, N], scores [B, K], lengths [B, K]), best first."""
+    (tokens [B, beams, n_max], scores [B, beams], lengths [B, beams]), best first."""
     beams, vocab, n = s.num_beams, model.config.n_token, s.n_slots
     batch = _batch_size(input_ids)
     keep = max(2, 1 + len(s.eos_ids)) * beams   # continuations kept per step
@@ -378,14 +378,14 @@ def _beam_loop(model, input_ids, attention_mask, n_new, s: _Settings):
         total = tf.reshape(log_probs, [batch, beams, vocab]) + running_scores[:, :, None]
         top_scores, top_index = tf.math.top_k(tf.reshape(total, [batch, beams * vocab]), keep)
         parent, token = top_index // vocab, top_index % vocab            # [B, keep]
-        candidates = tf.gather(running, parent, batch_dims=1)             # [B, keep, N]
+        candidates = tf.gather(running, parent, batch_dims=1)             # [B, keep, n_max]
         candidates = tf.where(positions == k, token[..., None], candidates)
         ends = tf.fill(tf.shape(token), k + 1 >= n_new)
         if s.eos_ids:
             ends |= _is_stop(token, s.eos_ids)
         # the best num_beams continuations that go on
         go_on_scores = top_scores + tf.cast(ends, tf.float32) * IMPOSSIBLE
-        chosen = tf.math.top_k(go_on_scores, beams).indices                # [B, K]
+        chosen = tf.math.top_k(go_on_scores, beams).indices                # [B, beams]
         running = tf.gather(candidates, chosen, batch_dims=1)
         running_scores = tf.gather(go_on_scores, chosen, batch_dims=1)
         new_parent = tf.gather(parent, chosen, batch_dims=1)
@@ -443,7 +443,8 @@ def _loop(model, input_ids, attention_mask, seed, n_new, settings: Tuple):
         return _beam_loop(model, input_ids, attention_mask, n_new, s)
     run = _cached_loop if s.use_cache else _full_sequence_loop
     k, tokens, scores = run(model, input_ids, attention_mask, seed, n_new, s)
-    # steps, tokens [B, N], scores [B, N, V], (no lengths: every row has `steps` tokens)
+    # steps, tokens [B, n_max], scores [B, n_max, V] (no lengths: every row has `steps`
+    # tokens)
     return k, tf.transpose(tokens), tf.transpose(scores, [1, 0, 2]), tf.zeros([0], tf.int32)
 
 
@@ -461,9 +462,9 @@ def _compiled(model, jit_compile: bool):
 
 @dataclasses.dataclass
 class GenerateOutput:
-    sequences: np.ndarray            # int32 [R, P + n]: prompt (as given) + new tokens
-    scores: Optional[np.ndarray]     # float32 [R, n, V]: the processed scores of each choice
-    sequences_scores: Optional[np.ndarray] = None  # float32 [R]: beam search's final scores
+    sequences: np.ndarray            # int32 [rows, p_len + n]: prompt (as given) + new tokens
+    scores: Optional[np.ndarray]     # float32 [rows, n, V]: the processed scores of each choice
+    sequences_scores: Optional[np.ndarray] = None  # float32 [rows]: beam search's final scores
 
 
 def generate(model, input_ids, *, max_new_tokens: int = 20, attention_mask=None,
@@ -475,11 +476,11 @@ def generate(model, input_ids, *, max_new_tokens: int = 20, attention_mask=None,
              pad_token_id: int = sid.PAD_ID, streamer=None, use_cache: bool = True,
              jit_compile: bool = False,
              output_scores: bool = False) -> Union[np.ndarray, GenerateOutput]:
-    """Continues the prompts `input_ids` (int [B, P], left padded with attention_mask 0).
+    """Continues the prompts `input_ids` (int [B, p_len], left padded with attention_mask 0).
 
     Args:
       model: an XLNetLMHeadModel (bi_data must be off).
-      max_new_tokens: N, the most tokens added.
+      max_new_tokens: n_max, the most tokens added.
       do_sample, temperature, top_k, top_p: greedy by default; see `Sampling`.
       repetition_penalty: HF's (1.0 = off; > 1 discourages tokens already in the row).
       num_beams: > 1 for beam search (no sampling, no streaming, use_cache only).
@@ -489,14 +490,14 @@ def generate(model, input_ids, *, max_new_tokens: int = 20, attention_mask=None,
       seed: sampling seed (stateless: the same seed gives the same tokens).
       eos_token_id: a stop id or a list of them; a row that emits one continues with
         pad_token_id (None: never stop).
-      streamer: called with each step's new tokens (int32 [R]), or an object with put/end.
+      streamer: called with each step's new tokens (int32 [rows]), or an object with put/end.
       use_cache: the memory (default); False recomputes the full sequence each step.
       jit_compile: XLA-compile the loop.
       output_scores: also return the processed scores of every step (beam search: the
         final score of each returned sequence).
     Returns:
-      int32 [B * num_return_sequences, P + n] (n <= N: generation stops once every row has
-      ended), or a `GenerateOutput` with output_scores.
+      int32 [B * num_return_sequences, p_len + n] (n <= n_max: generation stops once every
+      row has ended), or a `GenerateOutput` with output_scores.
     """
     if model.config.bi_data:
         raise ValueError("generate needs a model with bi_data off; load it with bi_data=False.")

@@ -8,11 +8,11 @@ import tensorflow as tf
 from xlnet_tf2.models import generation
 from xlnet_tf2.models import presets as preset_registry
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.models.xlnet_model import XLNetModel
+from xlnet_tf2.models.xlnet_model import KeywordInputs, XLNetModel
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
-class XLNetLMHeadModel(keras.Model):
+class XLNetLMHeadModel(KeywordInputs, keras.Model):
     """Backbone plus logits = hidden . word_embedding^T + lm_bias (weights tied).
 
     Call as `XLNetModel`; the returned dict adds `logits`, float32 [B, P or L, n_token]
@@ -47,6 +47,19 @@ class XLNetLMHeadModel(keras.Model):
         `runtime` sets run-time fields (mem_len=..., dropout=...). See models/presets.py."""
         return preset_registry.load_lm_model(preset, **runtime)
 
+    @classmethod
+    def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetLMHeadModel":
+        """transformers' name: `xlnet_tf2.from_pretrained(name_or_dir, **kwargs)` (hub.py)."""
+        return preset_registry.hub_function("load_lm")(name_or_dir, **kwargs)
+
+    def save_pretrained(self, output_dir: str, spm_model=None, *,
+                        format: str = "xlnet_tf2"):  # noqa: A002 - HF's keyword
+        """Writes this model for `from_pretrained`: our directory (format="xlnet_tf2") or
+        transformers' XLNetLMHeadModel directory (format="huggingface"); `spm_model` adds
+        the SentencePiece model. See `xlnet_tf2.save_pretrained`."""
+        return preset_registry.hub_function("save_pretrained")(self, output_dir, spm_model,
+                                                               format=format)
+
     def call(self, inputs, training=None, output_hidden_states=False):
         outputs = dict(self.transformer(inputs, training=training,
                                         output_hidden_states=output_hidden_states))
@@ -59,7 +72,7 @@ class XLNetLMHeadModel(keras.Model):
         return generation.generate(self, input_ids, **kwargs)
 
     def lm_logits(self, hidden):
-        """hidden [B, S, D] -> float32 logits [B, S, n_token]."""
+        """hidden [B, L, D] -> float32 logits [B, L, n_token]."""
         embedding = tf.cast(self.transformer.word_embedding.embeddings, hidden.dtype)
         logits = tf.einsum("bsd,vd->bsv", hidden, embedding)
         return tf.cast(logits, tf.float32) + tf.cast(self.lm_bias, tf.float32)

@@ -6,12 +6,12 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.models.heads import MultipleChoiceHead
-from xlnet_tf2.models.task_model import BACKBONE_INPUTS, TaskModel
+from xlnet_tf2.models.task_model import TaskModel, token_inputs
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class MultipleChoiceModel(TaskModel):
-    """C options per question, each its own sequence: inputs [B, C, L] -> logits [B, C]."""
+    """C options per question, each its own sequence: inputs [Q, C, L] -> logits [Q, C]."""
 
     def __init__(self, config, num_choices: int = 4, summary_type: str = "last",
                  head_dropout: float = 0.1, **kwargs):
@@ -34,8 +34,9 @@ class MultipleChoiceModel(TaskModel):
         return {k: tf.reshape(v, [batch_size, self.num_choices, seq_len]) for k, v in flat.items()}
 
     def call(self, inputs, training=None):
+        inputs = token_inputs(inputs)
         seq_len = inputs["input_ids"].shape[-1]
-        flat = {k: tf.reshape(inputs[k], [-1, seq_len]) for k in BACKBONE_INPUTS}  # [B*C, L]
+        flat = {k: tf.reshape(v, [-1, seq_len]) for k, v in inputs.items()}  # [Q*C, L]
         hidden = self._backbone(flat, training)["hidden"]
         logits = self.head(hidden, attention_mask=flat["attention_mask"], training=training)
         return {"logits": logits}

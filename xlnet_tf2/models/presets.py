@@ -10,6 +10,11 @@ import conversion/ or hub.py, which sit above it):
                      release directories (converted on the fly), hub repository ids and the
                      release names of `presets()`, downloaded when not cached
 
+HuggingFace's names on the models of this floor (`XLNetModel.from_pretrained`, the
+`save_pretrained` methods, a task model's `from_pretrained`) are implemented in hub.py the
+same way: it registers them here (`register_hub_functions`) and the models look them up by
+name (`hub_function`).
+
 `import xlnet_tf2` imports hub.py as soon as TensorFlow is loaded (xlnet_tf2/__init__.py), so
 every loader is in place by the time a model exists to call from_preset on.
 """
@@ -42,6 +47,25 @@ def load_lm_model(preset: str, **runtime):
         f"{preset!r} is not a directory in this project's format, and the loader of "
         "HuggingFace/original directories and release names (xlnet_tf2.hub) is not imported: "
         "import xlnet_tf2.hub, or use xlnet_tf2.from_pretrained.")
+
+
+# name -> hub.py's implementation: "load_backbone" (name_or_dir, **kwargs) -> XLNetModel,
+# "load_task_model" (cls, name_or_dir, **kwargs) -> a task model of class cls,
+# "save_pretrained" (model, output_dir, spm_model, **kwargs) -> what it wrote.
+_HUB_FUNCTIONS: Dict[str, Callable] = {}
+
+
+def register_hub_functions(**functions: Callable) -> None:
+    _HUB_FUNCTIONS.update(functions)
+
+
+def hub_function(name: str) -> Callable:
+    """hub.py's implementation of `name` (see _HUB_FUNCTIONS)."""
+    if name not in _HUB_FUNCTIONS:
+        raise PretrainedNotFoundError(
+            f"{name} is implemented in xlnet_tf2.hub, which is not imported: import xlnet_tf2 "
+            "before TensorFlow, or import xlnet_tf2.hub.")
+    return _HUB_FUNCTIONS[name]
 
 
 class ClassProperty:

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import keras
 from xlnet_tf2.models.heads import ClassificationHead
-from xlnet_tf2.models.task_model import TaskModel
+from xlnet_tf2.models.task_model import TaskModel, token_inputs
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class SequenceClassifier(TaskModel):
     """Classification (num_outputs = classes) or regression (num_outputs = 1).
 
-    Returns {"logits": float32 [B, num_outputs], "pooled": [B, D], "hidden": [B, L, D]}.
+    Returns {"logits": float32 [B, num_outputs], "pooled": [B, D], "hidden": [B, L, D]};
+    compile's losses and metrics see the logits (TaskModel.MAIN_OUTPUT).
     """
 
     def __init__(self, config, num_outputs: int, summary_type: str = "last",
@@ -31,6 +32,7 @@ class SequenceClassifier(TaskModel):
                 "name": self.name}
 
     def call(self, inputs, training=None):
+        inputs = token_inputs(inputs)
         hidden = self._backbone(inputs, training)["hidden"]
         logits, pooled = self.head(hidden, attention_mask=inputs["attention_mask"],
                                    training=training)

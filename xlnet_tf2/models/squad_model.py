@@ -6,12 +6,16 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.models.heads import SquadHead
-from xlnet_tf2.models.task_model import TaskModel
+from xlnet_tf2.models.xlnet_model import ModelInputError
+from xlnet_tf2.models.task_model import TaskModel, token_inputs
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class SquadModel(TaskModel):
-    """SQuAD 1.1/2.0; see `xlnet_tf2.models.heads.SquadHead` for the outputs."""
+    """SQuAD 1.1/2.0; see `xlnet_tf2.models.heads.SquadHead` for the outputs (several
+    logits, no one main output: compile's losses and metrics take labels keyed by output)."""
+
+    MAIN_OUTPUT = None
 
     def __init__(self, config, start_n_top: int = 5, end_n_top: int = 5,
                  head_dropout: float = 0.1, **kwargs):
@@ -34,6 +38,11 @@ class SquadModel(TaskModel):
         return inputs
 
     def call(self, inputs, training=None):
-        hidden = self._backbone(inputs, training)["hidden"]
+        missing = sorted({"p_mask", "cls_index"} - set(inputs if isinstance(inputs, dict) else ()))
+        if missing:
+            raise ModelInputError(f"SquadModel needs {missing} besides the token inputs: p_mask "
+                                  "[B, L] (1 = not part of an answer) and cls_index [B] (where "
+                                  "<cls> is), as the SQuAD features hold them.")
+        hidden = self._backbone(token_inputs(inputs), training)["hidden"]
         return self.head(hidden, inputs["p_mask"], inputs["cls_index"],
                          start_positions=inputs.get("start_positions"), training=training)

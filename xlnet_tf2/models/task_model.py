@@ -1,27 +1,64 @@
 """The base of the task models: the XLNet backbone (attribute `transformer`, so pretraining
 checkpoints and converted releases restore into it by the same object path) plus one head.
 
-All inputs are batch-major dicts of int32 tensors with a static sequence length L:
-  input_ids, segment_ids, attention_mask (1 = real token)    [B, L]
+All inputs are batch-major dicts of int32 tensors with a static sequence length L (or the
+same entries as keywords, HuggingFace's `model(**batch)`):
+  input_ids                          [B, L]
+  segment_ids, or HuggingFace's name token_type_ids (what XLNetTokenizer returns)
+                                     [B, L], optional (no segment information)
+  attention_mask (1 = real token)    [B, L], optional (all ones: no padding)
 SQuAD adds p_mask (1 = cannot be in an answer) [B, L] and cls_index [B]; multiple choice takes
-[B, C, L] for each of the three. The losses of each task are in xlnet_tf2/tasks/losses.py.
+[B, C, L] for each of the token inputs. Keys a model does not read (a tokenizer's
+special_tokens_mask, ...) are ignored. The losses of each task are in
+xlnet_tf2/tasks/losses.py.
+
+As Keras models, the task models returning a dict of outputs train on their main output
+(`MAIN_OUTPUT`, the logits) when `compile(loss=..., metrics=[...])` is given plain labels:
+`model.compile("adam", loss, metrics=["accuracy"]); model.fit(tokenizer(texts), labels)`
+works as for a one-output model (labels given as a dict keyed by output name go to those
+outputs, as Keras does).
+
+HuggingFace's names: `from_pretrained` (a task directory of ours or transformers' task
+directory with its head, or any model directory's backbone with a new head built from the
+constructor's arguments) and `save_pretrained` (our task directory or transformers'
+XLNetFor... directory), both implemented in xlnet_tf2/hub.py (models/presets.py).
 """
 
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import keras
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.models.xlnet_model import XLNetModel
+from xlnet_tf2.models import presets as preset_registry
+from xlnet_tf2.models.xlnet_model import KeywordInputs, ModelInputError, XLNetModel
 
-BACKBONE_INPUTS = ("input_ids", "segment_ids", "attention_mask")
+# The token inputs of every task model; "token_type_ids" is HuggingFace's "segment_ids".
+TOKEN_INPUTS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask")
 
 
-class TaskModel(keras.Model):
-    """Shared plumbing: config echo, backbone call on the three standard inputs."""
+def token_inputs(inputs) -> Dict[str, tf.Tensor]:
+    """The token inputs of `inputs` (a dict) in the backbone's names, with the attention mask
+    every head reads (all ones when not given); segment ids stay under the name given."""
+    if not isinstance(inputs, dict) or "input_ids" not in inputs:
+        given = sorted(inputs) if isinstance(inputs, dict) else type(inputs).__name__
+        raise ModelInputError(f"a task model takes a dict with input_ids (and segment_ids or "
+                              f"token_type_ids, attention_mask), as the tokenizer returns; got "
+                              f"{given}.")
+    tokens = {k: tf.convert_to_tensor(inputs[k]) for k in TOKEN_INPUTS if k in inputs}
+    if "attention_mask" not in tokens:
+        tokens["attention_mask"] = tf.ones_like(tokens["input_ids"])
+    return tokens
+
+
+class TaskModel(KeywordInputs, keras.Model):
+    """Shared plumbing: config echo, backbone call on the token inputs, the main output for
+    compile's losses and metrics, HuggingFace's from_pretrained / save_pretrained."""
+
+    # The output compile's losses and metrics apply to when labels are not a dict (None: all).
+    MAIN_OUTPUT: Optional[str] = "logits"
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
@@ -29,9 +66,53 @@ class TaskModel(keras.Model):
         self.transformer = XLNetModel(self.config)
 
     def _backbone(self, inputs, training):
-        return self.transformer({k: inputs[k] for k in BACKBONE_INPUTS}, training=training)
+        """The backbone's outputs on the token inputs (token_inputs(inputs))."""
+        outputs = self.transformer(inputs, training=training)
+        # mask_emb feeds only pretraining's query stream, which no task model runs: left
+        # trainable, Keras' fit would warn on every step that no gradient reaches it
+        # (fine-tuning leaves it out of its variables the same way, tasks/finetuning.py).
+        self.transformer.mask_emb.trainable = False
+        return outputs
 
     def dummy_inputs(self, seq_len: int, batch_size: int = 1) -> Dict[str, tf.Tensor]:
         ids = tf.fill([batch_size, seq_len], 5)
         return {"input_ids": ids, "segment_ids": tf.zeros_like(ids),
                 "attention_mask": tf.ones_like(ids)}
+
+    # ------------------------------------------------------------------ compile's view
+    def _main_output(self, y, y_pred):
+        if self.MAIN_OUTPUT and isinstance(y_pred, dict) and not isinstance(y, dict):
+            return y_pred[self.MAIN_OUTPUT]
+        return y_pred
+
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        return super().compute_loss(x, y, self._main_output(y, y_pred), sample_weight,
+                                    training=training)
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None):
+        return super().compute_metrics(x, y, self._main_output(y, y_pred), sample_weight)
+
+    # ------------------------------------------------------------------ HuggingFace's names
+    @classmethod
+    def from_pretrained(cls, name_or_dir: str, **kwargs):
+        """A task model of this class from `name_or_dir` (hub.py's `load_task_model`):
+          - our task directory (task.json: a fine-tuning run, a converted fine-tuned
+            checkpoint, `save_pretrained` output) of this class's task, with its head;
+          - transformers' directory (or hub id) of the matching XLNetFor... class, with its
+            head;
+          - any other model directory, hub id or release name: its backbone with a new head
+            from the constructor's arguments in `kwargs` (num_outputs=..., ...).
+        Also takes load_weights, cache_dir, revision, local_files_only and run-time settings
+        (dropout=..., ...)."""
+        return preset_registry.hub_function("load_task_model")(cls, name_or_dir, **kwargs)
+
+    def save_pretrained(self, output_dir: str, spm_model: Optional[str] = None, *,
+                        format: str = "xlnet_tf2", label_list=None,  # noqa: A002 - HF's
+                        seq_len: Optional[int] = None):
+        """Writes this model for `from_pretrained`: our task directory (format="xlnet_tf2";
+        task.json's seq_len is `seq_len`, default the original's for the task, its
+        label_list `label_list`, default "0".."n-1") or transformers' XLNetFor... directory
+        (format="huggingface", label_list as id2label); `spm_model` adds the SentencePiece
+        model. See `xlnet_tf2.save_pretrained`."""
+        return preset_registry.hub_function("save_pretrained")(
+            self, output_dir, spm_model, format=format, label_list=label_list, seq_len=seq_len)

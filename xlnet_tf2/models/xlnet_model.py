@@ -24,16 +24,59 @@ from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_attention import normal_initializer
 from xlnet_tf2.layers.relative_position import relative_position_encoding
 from xlnet_tf2.layers.xlnet_block import XLNetBlock
+from xlnet_tf2.models import presets as preset_registry
 
 INPUT_KEYS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask", "perm_mask",
               "target_mapping", "mems", "memory_mask")
+
+
+class ModelInputError(ValueError):
+    """Inputs the model cannot take (ids outside the vocabulary, unknown keys, wrong shapes).
+
+    Raised from inside `call`, which Keras runs under `Layer.__call__`: Keras re-raises any
+    error there as a new one whose message is wrapped in "Exception encountered when calling
+    ..." and a dump of every argument, once per enclosing layer, unless the error says the
+    wrapping was done. This class says so (the attribute Keras looks for), so the message
+    reaches the user as the one line written here, from a task model or a functional model
+    alike."""
+
+    _keras_call_info_injected = True
+
+
+# Keyword arguments of a model call that are not inputs.
+CALL_OPTIONS = ("training", "output_hidden_states", "mask")
+
+
+def keyword_inputs(model_name: str, inputs, kwargs: dict):
+    """(inputs, options) of `model(batch, **options)` or HuggingFace's `model(**batch,
+    **options)`: the keywords that are not CALL_OPTIONS become the input dict (not both)."""
+    keywords = {k: kwargs[k] for k in kwargs if k not in CALL_OPTIONS}
+    options = {k: kwargs[k] for k in kwargs if k in CALL_OPTIONS}
+    if keywords and inputs is not None:
+        raise ModelInputError(f"{model_name} takes its inputs as one dict (model(batch)) or as "
+                              f"keywords (model(**batch)), not both; got a "
+                              f"{type(inputs).__name__} and {sorted(keywords)}.")
+    if inputs is None and not keywords:
+        raise ModelInputError(f"{model_name} needs its inputs: a dict (model(batch)) or keywords "
+                              "(model(**batch)) with input_ids.")
+    return (dict(keywords) if inputs is None else inputs), options
+
+
+class KeywordInputs:
+    """Mixin of the models: `model(**batch)` (HuggingFace's call) means `model(batch)`. The
+    keywords are gathered before Keras sees the call, so `call` keeps its one input dict (Keras
+    builds and traces it from that)."""
+
+    def __call__(self, inputs=None, *args, **kwargs):
+        inputs, options = keyword_inputs(type(self).__name__, inputs, kwargs)
+        return super().__call__(inputs, *args, **options)
 
 
 def _segment_ids(inputs) -> Optional[tf.Tensor]:
     """`segment_ids`, or HuggingFace's name for them, `token_type_ids` (not both)."""
     if "token_type_ids" in inputs:
         if "segment_ids" in inputs:
-            raise ValueError("Give segment_ids or token_type_ids (the same input under "
+            raise ModelInputError("Give segment_ids or token_type_ids (the same input under "
                              "HuggingFace's name), not both.")
         return inputs["token_type_ids"]
     return inputs.get("segment_ids")
@@ -43,17 +86,18 @@ def check_token_ids(input_ids: tf.Tensor, n_token: int, name: str = "input_ids")
     """`input_ids` if every id is in [0, n_token); otherwise an error naming the input.
 
     An id outside the vocabulary would be gathered as another row (a negative id from the
-    end, on some devices) or fail deep inside the embedding: eager calls raise ValueError
-    with the first bad position; traced calls (tf.function, SavedModel signatures) raise
-    InvalidArgumentError naming the input, with the smallest and largest id. The check costs
-    one min and one max over the ids; XLA (jit_compile) drops assertions, so compiled training
-    steps run exactly as without it (their ids come from prepared, checked data)."""
+    end, on some devices) or fail deep inside the embedding: eager calls raise
+    ModelInputError (a ValueError, one line) with the first bad position; traced calls
+    (tf.function, SavedModel signatures) raise InvalidArgumentError naming the input, with the
+    smallest and largest id. The check costs one min and one max over the ids; XLA
+    (jit_compile) drops assertions, so compiled training steps run exactly as without it
+    (their ids come from prepared, checked data)."""
     if tf.executing_eagerly():
         values = np.asarray(input_ids)
         bad = (values < 0) | (values >= n_token)
         if bad.any():
             position = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ValueError(
+            raise ModelInputError(
                 f"{name}{list(position)} = {int(values[position])} is outside the vocabulary "
                 f"[0, {n_token}) of this model (n_token={n_token}); ids come from the model's own "
                 "SentencePiece model.")
@@ -68,10 +112,10 @@ def check_token_ids(input_ids: tf.Tensor, n_token: int, name: str = "input_ids")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
-class XLNetModel(keras.Model):
+class XLNetModel(KeywordInputs, keras.Model):
     """XLNet backbone (no head).
 
-    Call with a dict:
+    Call with a dict (or with its entries as keywords, HuggingFace's `model(**batch)`):
       input_ids: int32 [B, L].
       segment_ids: int32 [B, L] (optional; only equality between ids matters).
         `token_type_ids` (HuggingFace's name) is accepted instead.
@@ -142,36 +186,69 @@ class XLNetModel(keras.Model):
     def from_config(cls, config):
         return cls(**config)
 
+    # ------------------------------------------------------------------ HuggingFace's names
+    presets = preset_registry.ClassProperty(preset_registry.presets)
+
+    @classmethod
+    def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetModel":
+        """The backbone of a pretrained or fine-tuned model, as transformers'
+        `XLNetModel.from_pretrained`: whatever `xlnet_tf2.from_pretrained` takes (our
+        directories, task directories included, whose head is left out; HuggingFace and
+        original release directories; hub ids and release names), with its keywords
+        (load_weights, cache_dir, revision, local_files_only, run-time settings such as
+        mem_len=...). The loader is xlnet_tf2/hub.py's (models/presets.py)."""
+        return preset_registry.hub_function("load_backbone")(name_or_dir, **kwargs)
+
+    @classmethod
+    def from_preset(cls, preset: str, **runtime) -> "XLNetModel":
+        """keras-hub's name for `from_pretrained` (one of `XLNetModel.presets`, a hub
+        repository id or a directory; `runtime` sets run-time fields)."""
+        return cls.from_pretrained(preset, **runtime)
+
+    def save_pretrained(self, output_dir: str, spm_model: Optional[str] = None, *,
+                        format: str = "xlnet_tf2") -> str:  # noqa: A002 - HF's keyword
+        """Writes this backbone for `from_pretrained`: our directory (format="xlnet_tf2") or
+        transformers' XLNetModel directory (format="huggingface"); `spm_model` adds the
+        SentencePiece model. See `xlnet_tf2.save_pretrained`."""
+        return preset_registry.hub_function("save_pretrained")(self, output_dir, spm_model,
+                                                               format=format)
+
     # ------------------------------------------------------------------ call
     def call(self, inputs: Dict[str, tf.Tensor], training=None, output_hidden_states=False):
         c = self.config
         unknown = sorted(set(inputs) - set(INPUT_KEYS))
         if unknown:
-            raise ValueError(f"XLNetModel got unknown input key(s) {unknown}; valid keys: {INPUT_KEYS}.")
+            raise ModelInputError(f"XLNetModel got unknown input key(s) {unknown}; valid keys: "
+                                  f"{INPUT_KEYS}.")
         if "input_ids" not in inputs:
-            raise ValueError("XLNetModel needs inputs['input_ids'] (int32 [batch, seq_len]).")
+            raise ModelInputError("XLNetModel needs inputs['input_ids'] (int32 [batch, "
+                                  "seq_len]).")
         input_ids = tf.convert_to_tensor(inputs["input_ids"])
         if input_ids.shape.rank != 2:
-            raise ValueError(f"input_ids must be [batch, seq_len], got shape {input_ids.shape}.")
+            raise ModelInputError(f"input_ids must be [batch, seq_len], got shape "
+                                  f"{input_ids.shape}.")
         input_ids = check_token_ids(input_ids, c.n_token)
         q_len = input_ids.shape[1]
         if q_len is None:
-            raise ValueError("XLNetModel needs a static sequence length (pad to a fixed seq_len).")
+            raise ModelInputError("XLNetModel needs a static sequence length (pad to a fixed "
+                                  "seq_len).")
         batch_size = input_ids.shape[0] if input_ids.shape[0] is not None else tf.shape(input_ids)[0]
         if c.bi_data and isinstance(batch_size, int) and batch_size % 2:
-            raise ValueError(f"bi_data needs an even batch (forward and backward halves), got {batch_size}.")
+            raise ModelInputError(f"bi_data needs an even batch (forward and backward halves), "
+                                  f"got {batch_size}.")
 
         mems = inputs.get("mems")
         if mems is not None and len(mems) == 0:
             mems = None  # what a model without memory returns as new_mems: no memory
         if mems is not None and len(mems) != c.n_layer:
-            raise ValueError(f"mems must hold one tensor per layer ({c.n_layer}), got {len(mems)}.")
+            raise ModelInputError(f"mems must hold one tensor per layer ({c.n_layer}), got "
+                                  f"{len(mems)}.")
         m_len = 0 if mems is None else mems[0].shape[1]
         k_len = m_len + q_len
 
         memory_mask = inputs.get("memory_mask")
         if memory_mask is not None and mems is None:
-            raise ValueError("memory_mask was given without mems.")
+            raise ModelInputError("memory_mask was given without mems.")
 
         content_mask, query_mask = build_attention_masks(
             batch_size=batch_size, q_len=q_len, m_len=m_len, attn_type=c.attn_type,
@@ -181,8 +258,10 @@ class XLNetModel(keras.Model):
         segment_ids = _segment_ids(inputs)
         segment_mismatch = None if segment_ids is None else segment_matrix(segment_ids, m_len)
 
+        # Computed in the program from a run-time zero instead of folded into a constant table
+        # (layers/relative_position.py).
         pos_emb = relative_position_encoding(q_len, k_len, c.d_model, c.attn_type, c.bi_data,
-                                             c.clamp_len)
+                                             c.clamp_len, run_time_input=input_ids)
         pos_emb = self.dropout(tf.cast(pos_emb, self.compute_dtype), training=training,
                                shared_over_batch=True)  # [K, D]: one mask for every example
 
@@ -218,9 +297,10 @@ class XLNetModel(keras.Model):
                 new_mems.append(self._cache_memory(h, layer_mems))
             hidden_states.append(h)
             query_hidden_states.append(g)
-            h, g = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
-                         segment_mismatch=segment_mismatch, biases=shared_biases,
-                         training=training, **query_kwargs)
+            out = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
+                        segment_mismatch=segment_mismatch, biases=shared_biases,
+                        training=training, **query_kwargs)
+            h, g = out if g is not None else (out, None)
 
         output = self.dropout(h if g is None else g, training=training)
         outputs = {"hidden": output, "last_hidden_state": output, "content_hidden": h,

@@ -16,7 +16,7 @@ import argparse
 import logging
 import re
 import sys
-from typing import List, Sequence
+from typing import List, Optional, Sequence
 
 from xlnet_tf2.data.params import DataPrepError
 
@@ -45,8 +45,11 @@ def known_option_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def check_pipeline_args(args: Sequence[str]) -> List[str]:
+def check_pipeline_args(args: Sequence[str], program: Optional[str] = None) -> List[str]:
     """Returns `args` unchanged if Beam knows every option in them.
+
+    program: the console script the command runs as (`xlnet-create-tfrecords`), which the
+    error names; None: the script file, data_prep/create_tfrecords.py.
 
     Raises:
       DataPrepError naming the unknown arguments.
@@ -57,10 +60,12 @@ def check_pipeline_args(args: Sequence[str]) -> List[str]:
     _, unknown = known_option_parser().parse_known_args(args)
     unknown = [a for a in unknown if a.startswith("-")]
     if unknown:
+        listing = (f"{program} --help lists its flags" if program else
+                   "python data_prep/create_tfrecords.py --help lists the script's flags")
         raise DataPrepError(
             f"unknown flag{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: neither a "
-            "flag of create_tfrecords.py nor an Apache Beam pipeline option. Check the spelling "
-            "(python data_prep/create_tfrecords.py --help lists the script's flags).")
+            f"flag of {program or 'create_tfrecords.py'} nor an Apache Beam pipeline option. "
+            f"Check the spelling ({listing}).")
     return args
 
 

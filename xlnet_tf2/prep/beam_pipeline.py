@@ -10,9 +10,10 @@
             -> one TFRecord file per (pass, direction, stream) -> record_info.json
 
 Neither text nor token ids travel through the runner's shuffles, only file names and lengths:
-on 2 cores, moving them (as pickled arrays, through the runner process) cost more than
-tokenizing them. Workers import no TensorFlow for local paths
-(fileio.py; TFRecord framing in records.py), which saves each worker about 4 s of start-up.
+moving them (as pickled arrays, through the runner process) cost more than tokenizing them.
+Workers import no TensorFlow for local paths (fileio.py; TFRecord framing in records.py),
+which saves each worker seconds of start-up. The measurements:
+BENCHMARKS.md#figures-behind-choices-in-the-code.
 
 The held-out split (--eval_fraction or --eval_input) goes through the same steps into
 OUTPUT_DIR/eval, with its own manifest and the same parameters.
@@ -239,9 +240,9 @@ class ModelCopy:
     The tokenizing step carries this path and checksum, not the model (the writing step
     carries only the start-piece table): Beam pickles (and compresses) every step when the
     pipeline is built and unpickles it in each worker, and with the 0.5 MB of a 16k-piece
-    model inside, that cost about 30 ms per step to build and 15 ms per worker to load, on
-    the run's critical path. The output directory must be reachable from every worker anyway
-    (it receives their files).
+    model inside, that cost time per step to build and per worker to load, on the run's
+    critical path (BENCHMARKS.md#figures-behind-choices-in-the-code). The output directory
+    must be reachable from every worker anyway (it receives their files).
     """
 
     def __init__(self, path: str, sha256: str):

@@ -2,8 +2,8 @@
 
 `build_stdlib_corpus` collects the docstrings of the Python standard library (parsed with
 `ast`, never imported) and writes them in the pretraining input format: one sentence per
-line, a blank line after each document (one document per module). Tests and the demo use it,
-so nothing is written by hand and nothing is downloaded.
+line (printable ASCII only), a blank line after each document (one document per module).
+Tests and the demo use it, so nothing is written by hand and nothing is downloaded.
 """
 
 from __future__ import annotations
@@ -54,7 +54,11 @@ def _sentences(docstring: str) -> Iterator[str]:
         text = " ".join(l.strip() for l in lines).strip()
         for sentence in SENTENCE_END.split(text):
             sentence = sentence.strip()
-            if len(sentence) >= _MIN_SENTENCE_CHARS and sentence.isascii():
+            # Printable ASCII only: some installed packages' docstrings hold control
+            # characters (a NUL written as an escape, a backspace), and data preparation
+            # refuses a line with a NUL byte as binary data.
+            if (len(sentence) >= _MIN_SENTENCE_CHARS and sentence.isascii()
+                    and sentence.isprintable()):
                 yield sentence
 
 

@@ -29,11 +29,11 @@ In both modes lines whose ids contain a piece ending in digit + "," (the origina
 rule) or `<unk>` get `encode_ids`' ids: the digit-comma piece is re-split, a line with <unk>
 is encoded again.
 
-tests/test_data_encode.py checks both modes against `encode_ids` line by line on the corpus
+tests/prep/test_encode.py checks both modes against `encode_ids` line by line on the corpus
 and on hand-picked hard cases (accents, digits with commas, unknown characters, `<eop>`, odd
 spaces, tied segmentations), and the mode decision on new and repetitive text.
 
-Glossary: W words of a batch, n tokens of the batch.
+Counts: n tokens of a batch (docs/GLOSSARY.md keeps the capital letters for dimensions).
 """
 
 from __future__ import annotations
@@ -109,11 +109,12 @@ class CachePolicy:
     frequent words on the batches where it is tried. Until the cache has paid on a batch, a
     batch is a trial (`on_trial`): the encoder uses the cache on its first 1/TRIAL_FRACTION
     of the lines only, so the trials on new text cost a fraction of a batch (the whole first
-    batch's learning cost about 3% of a worker's tokenizing on the 7M-token benchmark corpus).
+    batch's learning had cost a measurable share of a worker's tokenizing; BENCHMARKS.md's
+    "Figures behind choices in the code").
     """
 
     # Fitted to per-batch timings of both modes on documentation prose (16k model), new and
-    # repeated (docs/DATA.md); a line-mode token took 0.54 us there.
+    # repeated (docs/DATA.md), in units of one line-mode token's time there.
     SAVED_PER_TOKEN = 0.6
     WORD_COST = 0.3
     NEW_WORD_COST = 0.6
@@ -181,7 +182,7 @@ class BatchEncoder:
         self._sp = spm.SentencePieceProcessor()
         self._sp.LoadFromSerializedProto(tokenizer.model_proto)
         # Pieces, scores and types from the parsed model: one SentencePiece call per piece
-        # and property took 35 ms, in every Beam worker before its first batch.
+        # and property is slow, and runs in every Beam worker before its first batch.
         model = sentencepiece_model_pb2.ModelProto()
         model.ParseFromString(tokenizer.model_proto)
         pieces = [p.piece for p in model.pieces]

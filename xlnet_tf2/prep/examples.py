@@ -1,7 +1,8 @@
-"""Turns one token stream (a "row") into pretraining examples (XLNET_REFERENCE.md §2).
+"""Turns one token stream (a "row") into pretraining examples (docs/SEMANTICS.md#pretraining-examples).
 
-Glossary: L seq_len, R reuse_len, P num_predict, T row length in tokens, C chunks built
-together, S sentence boundaries of the row.
+Letters (docs/GLOSSARY.md): L seq_len, R reuse_len, P num_predict; `chunks` the chunks of the
+row built together, `stream_len` the row's length in tokens, `num_bounds` its sentence
+boundaries.
 
 Layout of an example:
 
@@ -16,7 +17,8 @@ original builds it; its examples are built the same way from the reversed row.
 Everything is vectorized over the chunks of a row (numpy), and every random choice of chunk c
 is a counter-based draw from its key `hashrand.example_keys(seed, pass, direction, stream, c)`,
 so building chunks one at a time or all at once gives the same bytes. Sentence boundaries are
-found by binary search, so the cost is linear in T whatever the sentence (line) lengths.
+found by binary search, so the cost is linear in stream_len whatever the sentence (line)
+lengths.
 """
 
 from __future__ import annotations
@@ -44,42 +46,44 @@ def num_chunks(row_len: int, params: DataParams) -> int:
 
 
 def sentence_bounds(sent_ids: np.ndarray) -> np.ndarray:
-    """int64 [S]: positions e with sent_ids[e] != sent_ids[e - 1], ascending."""
+    """int64 [num_bounds]: positions e with sent_ids[e] != sent_ids[e - 1], ascending."""
     sent_ids = np.asarray(sent_ids)
     return np.flatnonzero(sent_ids[1:] != sent_ids[:-1]).astype(np.int64) + 1
 
 
 def split_a_and_b(bounds: np.ndarray, length: int, begins: np.ndarray, total: int,
                   keys: np.ndarray) -> Dict[str, np.ndarray]:
-    """Chooses A and B for C examples of one row; len(A) + len(B) == total each.
+    """Chooses A and B for the examples (chunks) of one row; len(A) + len(B) == total each.
 
     The original `_split_a_and_b`: the cut points are the sentence boundaries e with
-    begin < e < begin + total; `end` is the first boundary at or after begin + total (or T).
+    begin < e < begin + total; `end` is the first boundary at or after begin + total (or
+    stream_len).
     With probability 1/2, or when there is no cut point, B is a random span (label 0): A ends
     at a random cut point (or at `end`), B has the remaining length, starts at a uniform
-    position in [0, T - 1 - len(B)] and is extended to sentence boundaries (never past
-    T - 1). Otherwise (label 1) A ends at a random cut point and B runs from there to `end`.
+    position in [0, stream_len - 1 - len(B)] and is extended to sentence boundaries (never
+    past stream_len - 1). Otherwise (label 1) A ends at a random cut point and B runs from
+    there to `end`.
     The longer side is then trimmed on its right until the total fits (one token at a time
     in the original; here in closed form: level the longer side, then alternate, B first).
 
     Args:
-      bounds: int64 [S] sentence boundaries of the row (`sentence_bounds`).
-      length: T, the row length.
-      begins: int64 [C] first token of A; each begins[c] + total < T.
+      bounds: int64 [num_bounds] sentence boundaries of the row (`sentence_bounds`).
+      length: stream_len, the row length.
+      begins: int64 [chunks] first token of A; each begins[c] + total < stream_len.
       total: len(A) + len(B).
-      keys: uint64 [C] example keys.
+      keys: uint64 [chunks] example keys.
 
     Returns:
-      {"a_begin", "a_len", "b_begin", "b_len", "is_next"}: int64 [C] each.
+      {"a_begin", "a_len", "b_begin", "b_len", "is_next"}: int64 [chunks] each.
     """
     begins = np.asarray(begins, np.int64)
     num_bounds = bounds.shape[0]
-    padded = np.append(bounds, length).astype(np.int64)                 # [S + 1]
+    padded = np.append(bounds, length).astype(np.int64)                 # [num_bounds + 1]
     lo = np.searchsorted(bounds, begins + 1, side="left")
     hi = np.searchsorted(bounds, begins + total, side="left")
     end = padded[hi]
     num_cuts = hi - lo
-    u = hashrand.uniform(keys, hashrand.TAG_AB, np.arange(3))           # [C, 3]
+    u = hashrand.uniform(keys, hashrand.TAG_AB, np.arange(3))           # [chunks, 3]
     has_cut = num_cuts > 0
     is_next = has_cut & (u[:, 0] >= 0.5)
     cut = padded[lo + np.minimum((u[:, 1] * num_cuts).astype(np.int64),
@@ -117,16 +121,17 @@ def build_examples(ids: np.ndarray, sent_ids: np.ndarray, chunks: np.ndarray, *,
     """Builds the given chunks of a row (already reversed if direction == 1).
 
     Args:
-      ids: int [T] row tokens; sent_ids: int [T] sentence number of each token.
-      chunks: int [C] chunk indices (each with c * R + L <= T).
+      ids: int [stream_len] row tokens; sent_ids: int [stream_len] sentence number of each
+        token.
+      chunks: int [chunks], the chunk indices (each with c * R + L <= stream_len).
       params, starts_word: data parameters and the start-piece table.
       stream_id, direction, pass_id: the examples' identity (and random keys).
       bounds: `sentence_bounds(sent_ids)` if already computed.
 
     Returns:
-      {"input_ids" int32 [C, L], "segment_ids" int32 [C, L], "target_positions" int32 [C, P]
-      (ascending, -1 padded), "perm_rank" int32 [C, L], "is_next" int32 [C],
-      "chunk_index" int32 [C]}.
+      {"input_ids" int32 [chunks, L], "segment_ids" int32 [chunks, L], "target_positions"
+      int32 [chunks, P] (ascending, -1 padded), "perm_rank" int32 [chunks, L], "is_next"
+      int32 [chunks], "chunk_index" int32 [chunks]}.
     """
     L, R = params.seq_len, params.reuse_len
     chunks = np.asarray(chunks, np.int64)
@@ -145,10 +150,10 @@ def build_examples(ids: np.ndarray, sent_ids: np.ndarray, chunks: np.ndarray, *,
     # <sep> and <cls> slots read a clipped index and are overwritten).
     index_type = np.int32 if length < 2 ** 31 else np.int64
     p = np.arange(L, dtype=index_type)[None, :]
-    a_stop = R + a_len                               # [C] position of the first <sep>
+    a_stop = R + a_len                               # [chunks] position of the first <sep>
     if chunks.size:
         assert np.all(a_stop + 1 + b_len == L - 2), "len(A) + len(B) must be L - R - 3"
-    in_b = p > a_stop[:, None].astype(index_type)    # [C, L]
+    in_b = p > a_stop[:, None].astype(index_type)    # [chunks, L]
     source = p + np.where(in_b, (b_begin - a_stop - 1)[:, None],
                           starts[:, None]).astype(index_type)
     np.clip(source, 0, length - 1, out=source)

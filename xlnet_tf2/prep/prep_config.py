@@ -130,3 +130,7 @@ class CorpusConfig:
         check_declared(self)
         check_non_negative(self, "min_bytes")
         check_positive(self, "max_bytes")
+        if self.max_bytes is not None and self.max_bytes < self.min_bytes:
+            raise RunConfigError(f"--max_bytes={self.max_bytes} is below --min_bytes="
+                                 f"{self.min_bytes}: the corpus could never be long enough; "
+                                 "raise --max_bytes or lower --min_bytes.")

@@ -1,7 +1,9 @@
-"""Span target sampling for partial prediction (XLNET_REFERENCE.md §2, original `_sample_mask`).
+"""Span target sampling for partial prediction (docs/SEMANTICS.md#span-sampling, the
+original's `_sample_mask`).
 
-Glossary: N halves sampled together, T length of a half, G goal (targets per half), n span
-length in units (1..max_span, p(n) proportional to 1/n). A *unit* is one subword piece in
+Names (the letters of docs/GLOSSARY.md mean other things): `rows` the halves sampled
+together, `half_len` the length of a half, `goal` the targets per half, n a span length in units
+(1..max_span, p(n) proportional to 1/n). A *unit* is one subword piece in
 "original" mode and a whole word in "word" mode; a *start piece* begins a word (see
 `is_start_piece`).
 
@@ -9,25 +11,26 @@ The original algorithm, per half (reversed halves are flipped to reading order f
 mask flipped back):
 
     cur = 0, count = 0
-    while cur < T and count < G:
-        n = draw from 1..max_span with p(n) ~ 1/n;  n = min(n, G - count)
+    while cur < half_len and count < goal:
+        n = draw from 1..max_span with p(n) ~ 1/n;  n = min(n, goal - count)
         window = n * alpha // beta;  left = uniform integer in [0, window)
         begin = first start piece at or after cur + left      (stop if none)
-        end = begin + n                                       (stop if end >= T)
+        end = begin + n                                       (stop if end >= half_len)
         mark [begin, end);  count += n;  cur = end + window - left
-    top up with uniformly drawn positions, skipping marked ones, until count == G
+    top up with uniformly drawn positions, skipping marked ones, until count == goal
 
 Its span-end loop tests the span's *first* piece on every step instead of the current one,
 so an "n-gram" is n subword pieces whatever the word boundaries. `span_mode="original"`
 (the default) reproduces exactly that. `span_mode="word"` implements the evident intent:
 `end` is the start of the (n+1)-th word after `begin` (stop if there is none), cut to
-`begin + G - count`. Measured statistics of both modes are in docs/DATA.md.
+`begin + goal - count`. Measured statistics of both modes are in docs/DATA.md.
 
-Implementation: the loop runs in lock-step over all N halves with numpy (one iteration per
-span, at most G iterations); the k-th span of a half uses draws (tag, 2k) and (tag, 2k + 1)
+Implementation: the loop runs in lock-step over all halves with numpy (one iteration per
+span, at most goal iterations); the k-th span of a half uses draws (tag, 2k) and (tag, 2k + 1)
 of its example key and the j-th top-up candidate draw (tag', j), so the result is a pure
 function of the key, independent of how halves are batched. `reference_sample_mask` in
-tests/test_data_span_reference.py runs the loop above one span at a time on the same draws.
+tests/prep/test_span_sampling_reference.py runs the loop above one span at a time on the same
+draws.
 """
 
 from __future__ import annotations
@@ -71,32 +74,33 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
                       keys: np.ndarray, *, span_tag: int, topup_tag: int, alpha: int = 6,
                       beta: int = 1, max_span: int = 5, span_mode: str = "original",
                       reverse=False, top_up: bool = True) -> np.ndarray:
-    """Samples exactly `goal` target positions in each of N halves.
+    """Samples exactly `goal` target positions in each of `rows` halves.
 
     Args:
-      segs: int [N, T] token ids of N halves.
+      segs: int [rows, half_len] token ids of the halves.
       starts_word: bool [V], `start_piece_table` of the vocabulary.
-      goal: G, positions to mark per half (<= T).
-      keys: uint64 [N], the example key of each half (hashrand.example_keys).
+      goal: positions to mark per half (<= half_len).
+      keys: uint64 [rows], the example key of each half (hashrand.example_keys).
       span_tag, topup_tag: hashrand tags of the span draws and the top-up draws.
       alpha, beta: the window of a span of n units is n * alpha // beta tokens.
       max_span: longest span in units.
       span_mode: "original" or "word" (module docstring).
-      reverse: bool or bool [N]: the half is time-reversed text; spans are sampled in reading
+      reverse: bool or bool [rows]: the half is time-reversed text; spans are sampled in reading
         order and the mask is reversed back.
-      top_up: fill every half up to G with single positions (off only to measure spans).
+      top_up: fill every half up to goal with single positions (off only to measure spans).
 
     Returns:
-      bool [N, T] with exactly G True entries per row (at most G without top_up).
+      bool [rows, half_len] with exactly `goal` True entries per row (at most `goal` without
+      top_up).
     """
     segs = np.asarray(segs)
     num, length = segs.shape
     reverse = np.broadcast_to(np.asarray(reverse, dtype=bool), (num,))
     forward = _flipped(segs, reverse)
-    is_start = starts_word[forward]                                        # [N, T]
+    is_start = starts_word[forward]                                        # [rows, half_len]
     rows = np.arange(num)
     positions = np.arange(length + 1)
-    # next_start[r, i]: first start piece at or after i (T if none); i in 0..T.
+    # next_start[r, i]: first start piece at or after i (half_len if none); i in 0..half_len.
     candidates = np.where(is_start, positions[None, :length], length)
     next_start = np.full((num, length + 1), length, dtype=np.int64)
     next_start[:, :length] = np.minimum.accumulate(candidates[:, ::-1], axis=1)[:, ::-1]
@@ -116,7 +120,8 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
     count = np.zeros(num, dtype=np.int64)
     active = np.full(num, goal > 0 and length > 0)
     span_rows, span_begin, span_end = [], [], []
-    # A half has at most min(G, T) spans (each marks >= 1 position): draw them all at once.
+    # A half has at most min(goal, half_len) spans (each marks >= 1 position): draw them all at
+    # once.
     max_steps = max(min(goal, length), 0)
     draws = hashrand.uniform(keys, span_tag, np.arange(2 * max_steps)) if max_steps else None
     lengths_all = draw_span_length(draws[:, 0::2], cdf) if max_steps else None
@@ -155,7 +160,8 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
 
 
 def _flipped(rows: np.ndarray, reverse: np.ndarray) -> np.ndarray:
-    """[N, T] `rows` with the rows where reverse[r] time-reversed (a view if all or none)."""
+    """[rows, half_len] `rows` with the rows where reverse[r] time-reversed (a view if all or
+    none)."""
     if reverse.all():
         return rows[:, ::-1]
     if not reverse.any():
@@ -176,8 +182,8 @@ def _top_up(mask: np.ndarray, count: np.ndarray, goal: int, keys: np.ndarray,
             tag: int) -> None:
     """Marks goal - count[r] more positions of each row, in place.
 
-    Candidate j of a row is floor(uniform(key, tag, j) * T); a candidate is taken if it is not
-    marked yet (by a span or an earlier candidate), as the original's rejection loop. The
+    Candidate j of a row is floor(uniform(key, tag, j) * half_len); a candidate is taken if it
+    is not marked yet (by a span or an earlier candidate), as the original's rejection loop. The
     loop runs over candidates, vectorized over the rows that still need some.
     """
     num, length = mask.shape
@@ -214,7 +220,7 @@ def sample_span_mask(ids: np.ndarray, starts_word: np.ndarray, goal: int, key: i
                      alpha: int = 6, beta: int = 1, max_span: int = 5,
                      span_mode: str = "original", reverse: bool = False,
                      top_up: bool = True) -> np.ndarray:
-    """One half: bool [T]; see `sample_span_masks`. `key` is an integer example key."""
+    """One half: bool [half_len]; see `sample_span_masks`. `key` is an integer example key."""
     keys = np.array([key], dtype=np.uint64)
     return sample_span_masks(np.asarray(ids)[None], starts_word, goal, keys,
                              span_tag=span_tag, topup_tag=topup_tag, alpha=alpha, beta=beta,

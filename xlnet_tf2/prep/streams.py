@@ -2,8 +2,9 @@
 
 The documents are put in a pseudorandom order fixed by `--seed` (a hash of the seed and the
 document's key, so it does not depend on how the work was split), concatenated into one token
-stream, and cut into `num_streams` rows of equal length T = total // num_streams (the tail is
-dropped), as Transformer-XL batches a corpus. A document may straddle two rows.
+stream, and cut into `num_streams` rows of equal length stream_len = total // num_streams (the
+tail is dropped), as Transformer-XL batches a corpus. A document may straddle two rows. The
+words stream, chunk and pass: docs/GLOSSARY.md#data-schedule-words.
 """
 
 from __future__ import annotations
@@ -39,22 +40,23 @@ def compute_layout(doc_keys: Sequence[DocKey], part_doc, part_number, part_len,
                    params: DataParams) -> Tuple[StreamLayout, Dict[str, np.ndarray]]:
     """Places every document in the streams, vectorized over the parts of the documents.
 
-    Glossary: D documents, P parts (a long document is tokenized in several parts), Q pieces
-    (a part cut at the row ends: a part lies in one row or straddles a few).
+    Names: num_docs documents, num_parts parts (a long document is tokenized in several
+    parts), num_pieces pieces (a part cut at the row ends: a part lies in one row or straddles
+    a few).
 
     Args:
-      doc_keys: the D document keys.
-      part_doc: int [P] document of each part (an index into doc_keys).
-      part_number: int [P] place of the part in its document (parts join in this order).
-      part_len: int [P] tokens of each part.
+      doc_keys: the num_docs document keys.
+      part_doc: int [num_parts] document of each part (an index into doc_keys).
+      part_number: int [num_parts] place of the part in its document (parts join in this order).
+      part_len: int [num_parts] tokens of each part.
       params: the data parameters (seed, num_streams, seq_len, reuse_len).
 
     A document of at most one token (only the <eod> of parts that encoded to nothing) is left
     out. Raises DataPrepError if the corpus is too small for one example per stream.
 
     Returns:
-      (layout summary, pieces): pieces maps "part" (index into the P parts), "stream",
-      "offset" (in the stream), "begin" and "end" (in the part) to int64 [Q] arrays, in
+      (layout summary, pieces): pieces maps "part" (index into the num_parts parts), "stream",
+      "offset" (in the stream), "begin" and "end" (in the part) to int64 [num_pieces] arrays, in
       stream order and, inside a stream, by offset.
     """
     part_doc = np.asarray(part_doc, np.int64)
@@ -87,13 +89,13 @@ def compute_layout(doc_keys: Sequence[DocKey], part_doc, part_number, part_len,
     part_begin = np.empty_like(part_len)
     part_begin[by_doc] = before - before[first_of_doc]
     # The parts' places in the concatenation of all streams, cut to `used` and at row ends.
-    start = doc_offset[part_doc] + part_begin                                     # [P]
+    start = doc_offset[part_doc] + part_begin                                     # [num_parts]
     placed = np.flatnonzero((doc_offset[part_doc] >= 0) & (part_len > 0) & (start < used))
     start = start[placed]
     stop = np.minimum(start + part_len[placed], used)
     first_row, last_row = start // row_len, (stop - 1) // row_len
     count = last_row - first_row + 1
-    part = np.repeat(placed, count)                                              # [Q]
+    part = np.repeat(placed, count)                                              # [num_pieces]
     within = np.arange(part.shape[0]) - np.repeat(np.cumsum(count) - count, count)
     row = np.repeat(first_row, count) + within
     part_start = np.repeat(start, count)
@@ -109,7 +111,8 @@ def compute_layout(doc_keys: Sequence[DocKey], part_doc, part_number, part_len,
 
 def assemble_row(pieces: Iterable[Tuple[int, np.ndarray, np.ndarray]],
                  row_len: int) -> Tuple[np.ndarray, np.ndarray]:
-    """Joins one stream's pieces (offset, ids, sentence ids) into int32 [T] ids and sentence ids.
+    """Joins one stream's pieces (offset, ids, sentence ids) into int32 [stream_len] ids and
+    sentence ids.
 
     Sentence ids are renumbered so different pieces (different documents) never share one.
     """

@@ -30,7 +30,7 @@ MODEL_INPUTS = ("input_ids", "segment_ids", "attention_mask")
 def build_features(examples: Sequence[TextExample], tokenizer: SentencePieceTokenizer,
                    seq_len: int, layout: str, labels: Optional[Sequence] = None,
                    regression: bool = False) -> Dict[str, np.ndarray]:
-    """Stacked int32 model inputs [N, L] (and "label" [N]: int32 ids or float32 scores)."""
+    """Stacked int32 model inputs [E, L] (and "label" [E]: int32 ids or float32 scores)."""
     rows = [encode_sequence_pair(tokenizer.encode_ids(e.text_a),
                                  None if e.text_b is None else tokenizer.encode_ids(e.text_b),
                                  seq_len, layout) for e in examples]

@@ -257,6 +257,13 @@ class SquadConfig(FinetuneConfig):
         for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
             if getattr(self, name) <= 0:
                 raise RunConfigError(f"--{name} must be positive, got {getattr(self, name)}.")
+        # A question of max_query_length tokens, two <sep>, <cls> and one document token.
+        if self.max_query_length + 4 > self.seq_len:
+            raise RunConfigError(
+                f"--max_query_length={self.max_query_length} leaves no room for the document "
+                f"in --seq_len={self.seq_len} (a question, two <sep>, <cls> and at least one "
+                f"document token); use max_query_length <= {self.seq_len - 4} or a longer "
+                "seq_len.")
 
     @property
     def default_metric(self) -> str:
@@ -287,6 +294,13 @@ class RaceConfig(FinetuneConfig):
                                  "of them.")
         if self.max_qa_length <= 0:
             raise RunConfigError(f"--max_qa_length must be positive, got {self.max_qa_length}.")
+        # Question and option, two <sep>, <cls> and at least one article token.
+        if self.max_qa_length + 4 > self.seq_len:
+            raise RunConfigError(
+                f"--max_qa_length={self.max_qa_length} leaves no room for the article in "
+                f"--seq_len={self.seq_len} (question and option, two <sep>, <cls> and at least "
+                f"one article token); use max_qa_length <= {self.seq_len - 4} or a longer "
+                "seq_len.")
 
     @property
     def default_metric(self) -> str:

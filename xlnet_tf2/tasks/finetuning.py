@@ -92,7 +92,7 @@ class FinetuneTask(Task):
     Args:
       config: run settings (FinetuneConfig or a task's subclass of it).
       model_fn: () -> task model with a `transformer` attribute and `dummy_inputs(seq_len)`.
-      loss_fn: (outputs, features) -> per-example float32 loss [b] (tasks/losses.py).
+      loss_fn: (outputs, features) -> per-example float32 loss [B] (tasks/losses.py).
       dataset_fn: (input_context, start_step) -> tf.data.Dataset of per-replica training
         batches from that step on (repeated, static shapes; data/finetune_batches.py), or
         (input_context) -> batches from the start (then a resumed run re-reads the data from

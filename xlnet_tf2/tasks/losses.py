@@ -19,7 +19,7 @@ def regression_loss(outputs, features):
 
 
 def squad_loss(outputs, features):
-    """(CE_start + CE_end) / 2 + BCE(is_impossible) / 2 (XLNET_REFERENCE.md §6)."""
+    """(CE_start + CE_end) / 2 + BCE(is_impossible) / 2 (docs/SEMANTICS.md#fine-tuning-formats)."""
     ce_start = tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=features["start_positions"], logits=outputs["start_logits"])
     ce_end = tf.nn.sparse_softmax_cross_entropy_with_logits(

@@ -5,7 +5,7 @@ checkpoints and logging.
     trainer = build_trainer(config, strategy)     # reads each manifest once
     result = trainer.train()                       # or run_pretraining(config, strategy)
 
-Dimension glossary: GB global batch, b per-replica batch (GB / replicas), L seq_len,
+Letters (docs/GLOSSARY.md): G global batch, B per-replica batch (G / replicas), L seq_len,
 P num_predict, M mem_len, D d_model, V vocabulary.
 
 The data decides the example shape (seq_len, reuse_len, num_predict, bi_data) and the
@@ -29,8 +29,8 @@ What this task gives the loop:
     compact features (data/masks.py COMPACT_FEATURES: ranks [L] and target positions [P] per
     example) and `loss` expands them with masks.dense_features inside the (XLA-compiled)
     forward/backward function, for training and held-out evaluation alike;
-  * gradient accumulation: with --grad_accum_steps N the pipeline lays every replica batch
-    out as N micro-batches that are each a well-formed batch (a virtual replica, see
+  * gradient accumulation: with --grad_accum_steps A the pipeline lays every replica batch
+    out as A micro-batches that are each a well-formed batch (a virtual replica, see
     data/batch_layout.py), the loop's memory rows follow the batch rows, so micro-batch k
     of step t + 1 continues the text micro-batch k held at step t;
   * static per-replica shapes, the per-step record of which examples were consumed
@@ -85,8 +85,8 @@ def reset_memory(mems, chunk_index):
     schedule a slot moves to another stream, whose text does not follow what the memory holds.
     Zero memory is what every stream starts from (as in the original).
 
-    mems: n_layer x [b, M, D]; chunk_index: int32 [b]."""
-    keep = tf.cast(chunk_index > 0, mems[0].dtype)[:, None, None]  # [b, 1, 1]
+    mems: n_layer x [B, M, D]; chunk_index: int32 [B]."""
+    keep = tf.cast(chunk_index > 0, mems[0].dtype)[:, None, None]  # [B, 1, 1]
     return [m * keep for m in mems]
 
 
@@ -173,7 +173,7 @@ class PretrainTask(Task):
 
     # ------------------------------------------------------------------ the step
     def replica_features(self, features, b: Optional[int] = None):
-        """Pins the per-replica batch shapes (b rows, default the training replica batch):
+        """Pins the per-replica batch shapes (B rows, default the training replica batch):
         some strategies' iterators (multi-worker) hand out batches with an unknown batch
         dimension, and XLA/TPU need static shapes."""
         b = b or self._replica_batch
@@ -184,9 +184,9 @@ class PretrainTask(Task):
         return {k: tf.ensure_shape(v, shapes[k]) for k, v in features.items()}
 
     def example_ids(self, features):
-        """int32 [rows]: direction * F + stream within the step's group (F streams per step),
+        """int32 [rows]: direction * S + stream within the step's group (S streams per step),
         the same for an example on any number of replicas or micro-batches. Stream ids are
-        unique across directories by multiples of num_streams, a multiple of F."""
+        unique across directories by multiples of num_streams, a multiple of S."""
         streams = self.config.loop.train_batch_size // (2 if self.data_shape.bi_data else 1)
         return (tf.cast(features["direction"], tf.int32) * streams
                 + tf.math.floormod(tf.cast(features["stream_id"], tf.int32), streams))
@@ -209,9 +209,9 @@ class PretrainTask(Task):
         if self.model_config.mem_len:
             inputs["mems"] = reset_memory(list(mems), chunk_index)
         outputs = model(inputs, training=training)
-        logits = outputs["logits"]  # float32 [b, P, V]
+        logits = outputs["logits"]  # float32 [B, P, V]
         ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.cast(features["target"], tf.int32), logits=logits)  # [b, P]
+            labels=tf.cast(features["target"], tf.int32), logits=logits)  # [B, P]
         ce_sum = tf.reduce_sum(ce * tf.cast(features["target_mask"], tf.float32))
         return ce_sum, list(outputs["new_mems"])
 

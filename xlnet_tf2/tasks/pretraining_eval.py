@@ -1,12 +1,12 @@
 """Held-out evaluation during pretraining: loss and perplexity on documents never trained on.
 
-Glossary: E eval global batch, e = E / replicas per replica, N eval batches per evaluation,
+Letters (docs/GLOSSARY.md): G the evaluation's global batch, B = G / replicas per replica,
 M mem_len, D d_model.
 
-Every `--eval_steps` training steps (and at the end) the current weights read the first N
-batches of the held-out directories (prepared by data_prep/create_tfrecords.py with
---eval_fraction or --eval_input: DATA_DIR/eval), always the same N batches so evaluations are
-comparable. The memory runs as in training (zero at the start of the evaluation and where a
+Every `--eval_steps` training steps (and at the end) the current weights read the first
+`--eval_batches` batches of the held-out directories (prepared by data_prep/create_tfrecords.py
+with --eval_fraction or --eval_input: DATA_DIR/eval), always the same batches so evaluations
+are comparable. The memory runs as in training (zero at the start of the evaluation and where a
 slot starts a new stream, carried from batch to batch otherwise); there is no dropout. The
 result, the mean cross-entropy over the held-out targets in nats and its exponential, goes to
 the console, TensorBoard (MODEL_DIR/eval: eval/loss, eval/perplexity) and
@@ -38,8 +38,8 @@ class HeldOutEvaluator:
       dataset_fn: (input_context) -> per-replica eval batches (the pretraining format).
       loss_fn: per replica: (features, mems) -> (summed cross-entropy, target count, new mems),
         with the model called with training=False.
-      initial_memory: per replica: () -> n_layer x [e, M, D] zeros ([] without memory).
-      num_batches: N.
+      initial_memory: per replica: () -> n_layer x [B, M, D] zeros ([] without memory).
+      num_batches: batches per evaluation (`--eval_batches`).
       model_dir: where eval_results.jsonl and the TensorBoard events go.
       is_chief: only the chief writes.
     """

@@ -150,8 +150,8 @@ def cache_key(kind: str, path: str, tokenizer: SentencePieceTokenizer, spec) -> 
 def window_arrays(windows: Sequence[SquadWindow], contexts: Sequence[TokenizedContext],
                   seq_len: int) -> Dict[str, np.ndarray]:
     """Windows as fixed-shape arrays (the model inputs and labels of stack_windows, plus what
-    post-processing needs: example_index, doc_offset, doc_length [N], and per window position
-    max_context and the raw character span char_start / char_end [N, L] of its document
+    post-processing needs: example_index, doc_offset, doc_length [E], and per window position
+    max_context and the raw character span char_start / char_end [E, L] of its document
     token), so an evaluation set can be cached and rebuilt with `windows_from_arrays`."""
     arrays = stack_windows(windows, with_labels=True)
     n = len(windows)

@@ -13,7 +13,7 @@ so every token has a raw character span [token_start_char, token_end_char). An a
 tokens are those whose raw span overlaps [answer_start, answer_start + len(text)); a predicted
 token span becomes the raw substring context[start_char(first):end_char(last)].
 
-Window layout (XLNET_REFERENCE.md §6), right padded, L = seq_len:
+Window layout (docs/SEMANTICS.md#fine-tuning-formats), right padded, L = seq_len:
   doc tokens (segment A) <sep> (A) question (B) <sep> (B) <cls> (CLS) <pad>... (PAD)
   p_mask = 1 on <sep>, the question and padding; 0 on the document tokens and on <cls>,
   because <cls> is the target of windows without the answer (its start/end label), as in the
@@ -299,7 +299,7 @@ def build_all_windows(examples: Sequence[SquadExample], tokenizer: SentencePiece
 
 
 def stack_windows(windows: Sequence[SquadWindow], with_labels: bool) -> Dict[str, np.ndarray]:
-    """Model inputs [N, L] / cls_index [N] (and the labels [N]) as int32 arrays."""
+    """Model inputs [E, L] / cls_index [E] (and the labels [E]) as int32 arrays."""
     features = {k: np.stack([w.inputs[k] for w in windows]) for k in MODEL_INPUTS}
     if with_labels:
         features["start_positions"] = np.asarray([w.start_position for w in windows], np.int32)

@@ -1,7 +1,8 @@
 """Model inputs built in-graph from ragged token ids, exactly as xlnet_tf2/tokenizers/packing.py
 builds them offline (a test compares the two on real text).
 
-Dimension glossary: B batch, T ragged tokens, L seq_len.
+Letters (docs/GLOSSARY.md): B batch, Q questions and C options of multiple choice, Wn windows of
+a SQuAD context, L seq_len; n the (ragged) tokens of a row.
 """
 
 from __future__ import annotations
@@ -59,7 +60,7 @@ def encode_sequence_pair(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor
     else:
         parts.insert(0, _constant_rows(batch, sid.CLS_ID))
         segs.insert(0, _constant_rows(batch, sid.SEG_ID_CLS))
-    tokens = tf.concat(parts, axis=1)                                # [B, (T)]
+    tokens = tf.concat(parts, axis=1)                                # [B, (n)]
     segments = tf.concat(segs, axis=1)
     mask = tf.ones_like(tokens)
     return {k: _pad(v, seq_len, pad, left=(layout == "cls_last"))
@@ -69,7 +70,7 @@ def encode_sequence_pair(ids_a: tf.RaggedTensor, ids_b: Optional[tf.RaggedTensor
 
 
 def _pad(rows: tf.RaggedTensor, seq_len: int, value: int, left: bool) -> tf.Tensor:
-    """Ragged [B, (T <= L)] -> dense [B, L], padded on the left or the right."""
+    """Ragged [B, (n <= L)] -> dense [B, L], padded on the left or the right."""
     if left:
         rows = tf.reverse(rows, axis=[1])
     dense = rows.to_tensor(default_value=value, shape=[None, seq_len])
@@ -79,10 +80,10 @@ def _pad(rows: tf.RaggedTensor, seq_len: int, value: int, left: bool) -> tf.Tens
 def multiple_choice_texts(question: tf.Tensor, options: tf.Tensor) -> tf.Tensor:
     """RACE's question-option text of every option, as xlnet_tf2/tasks/race.py writes it:
     the question with "_" replaced by the option when it has a blank, else question + " " +
-    option. question string [B], options string [B, C] -> string [B*C] (question-major)."""
+    option. question string [Q], options string [Q, O] -> string [Q*O] (question-major)."""
     choices = tf.shape(options)[1]
-    questions = tf.reshape(tf.repeat(question, choices), [-1])           # [B*C]
-    flat_options = tf.reshape(options, [-1])                              # [B*C]
+    questions = tf.reshape(tf.repeat(question, choices), [-1])           # [Q*C]
+    flat_options = tf.reshape(options, [-1])                              # [Q*O]
     # str.replace("_", option): escape the rewrite string's backslashes.
     rewrite = tf.strings.regex_replace(flat_options, r"\\", r"\\\\")
     blank = tf.strings.regex_full_match(questions, "(?s).*_.*")
@@ -95,7 +96,7 @@ def encode_multiple_choice(article_ids: tf.RaggedTensor, qa_ids: tf.RaggedTensor
                            seq_len: int, max_qa_length: int) -> Dict[str, tf.Tensor]:
     """One RACE sequence per (article, question-option) row, as xlnet_tf2/tasks/race.py:
     `article <sep> qa <sep> <cls>`, left padded; qa keeps its LAST max_qa_length tokens, the
-    article its first seq_len - 3 - len(qa). Ragged [N, (T)] each -> int32 [N, seq_len]."""
+    article its first seq_len - 3 - len(qa). Ragged [B, (n)] each -> int32 [B, seq_len]."""
     qa_ids = _keep_last(qa_ids, max_qa_length)
     context = _keep_first(article_ids, tf.maximum(seq_len - 3 - qa_ids.row_lengths(), 0))
     return encode_sequence_pair(context, qa_ids, seq_len, "cls_last")
@@ -112,7 +113,7 @@ def encode_squad(context_ids: tf.RaggedTensor, question_ids: tf.RaggedTensor, se
     context = _keep_first(context_ids, tf.maximum(seq_len - 3 - question.row_lengths(), 0))
     tokens = tf.concat([context, _constant_rows(batch, sid.SEP_ID), question,
                         _constant_rows(batch, sid.SEP_ID), _constant_rows(batch, sid.CLS_ID)],
-                       axis=1)                                       # [B, (T)]
+                       axis=1)                                       # [B, (n)]
     segments = tf.concat([tf.zeros_like(context) + sid.SEG_ID_A, _constant_rows(batch, sid.SEG_ID_A),
                           tf.zeros_like(question) + sid.SEG_ID_B,
                           _constant_rows(batch, sid.SEG_ID_B),
@@ -142,11 +143,11 @@ def answer_positions(char_start: tf.RaggedTensor, char_end: tf.RaggedTensor,
     the first and last token overlapping the answer's raw characters [answer_start,
     answer_end) (tokens with an empty span never count) when both lie in the window's
     doc_length document tokens, else the window's <cls> (and is_impossible 1; so is an empty
-    answer). Token spans ragged [B, (T)], the rest [B] -> start_positions, end_positions
+    answer). Token spans ragged [B, (n)], the rest [B] -> start_positions, end_positions
     int32 [B], is_impossible float32 [B]."""
     answer_start = tf.cast(answer_start, tf.int64)[:, None]
     answer_end = tf.cast(answer_end, tf.int64)[:, None]
-    starts, ends = char_start.to_tensor(0), char_end.to_tensor(0)           # [B, T]
+    starts, ends = char_start.to_tensor(0), char_end.to_tensor(0)           # [B, n]
     hits = (starts < answer_end) & (ends > answer_start) & (ends > starts)
     hits &= answer_end > answer_start
     count = tf.shape(hits)[1]
@@ -164,16 +165,17 @@ def squad_windows(context_ids: tf.RaggedTensor, question_ids: tf.RaggedTensor, s
                   doc_stride: int, max_query_length: int) -> Dict[str, tf.Tensor]:
     """Every document window of each (context, question), as
     xlnet_tf2/tasks/squad_data.py `window_spans` / `build_windows` make them offline:
-    the question keeps its first max_query_length tokens; window w of a context of T tokens
-    starts at w * min(doc_stride, D) and holds min(T - start, D) tokens, D = seq_len - 3 -
-    len(question); windows continue until one reaches the context's end (an empty context has
-    one empty window). W = the most windows any row of the batch needs (dynamic).
+    the question keeps its first max_query_length tokens; window w of a context of n tokens
+    starts at w * min(doc_stride, room) and holds min(n - start, room) tokens, with room =
+    seq_len - 3 - len(question); windows continue until one reaches the context's end (an
+    empty context has one empty window). Wn = the most windows any row of the batch needs
+    (dynamic).
 
-    Returns, with B batch, W windows, L seq_len:
-      input_ids, segment_ids, attention_mask, p_mask int32 [B, W, L]; cls_index int32 [B, W]
+    Returns, with B batch, Wn windows, L seq_len:
+      input_ids, segment_ids, attention_mask, p_mask int32 [B, Wn, L]; cls_index int32 [B, Wn]
         (the offline layout: doc <sep> question <sep> <cls>, right padded);
-      valid bool [B, W] (window w exists for row b); doc_offset, doc_length int32 [B, W];
-      max_context bool [B, W, L]: position p of window w is a document token and w is the
+      valid bool [B, Wn] (window w exists for row b); doc_offset, doc_length int32 [B, Wn];
+      max_context bool [B, Wn, L]: position p of window w is a document token and w is the
         window where that token has the most context (min(left, right) + 0.01 * length, the
         first window on ties; compared as 100 * min + length, exact integers).
     """
@@ -185,22 +187,22 @@ def squad_windows(context_ids: tf.RaggedTensor, question_ids: tf.RaggedTensor, s
     max_doc = L - 3 - q_len                                                  # [B]
     step = tf.maximum(tf.minimum(doc_stride, max_doc), 1)
     needed = 1 + (tf.maximum(t_len - max_doc, 0) + step - 1) // step         # [B]
-    W = tf.reduce_max(needed)
-    w = tf.range(W)[None, :]                                                 # [1, W]
-    valid = w < needed[:, None]                                              # [B, W]
+    num_windows = tf.reduce_max(needed)                                      # Wn
+    w = tf.range(num_windows)[None, :]                                       # [1, Wn]
+    valid = w < needed[:, None]                                              # [B, Wn]
     offset = w * step[:, None]
     length = tf.where(valid, tf.clip_by_value(t_len[:, None] - offset, 0, max_doc[:, None]), 0)
     p = tf.range(L)[None, None, :]                                           # [1, 1, L]
     off3, len3, q3 = offset[:, :, None], length[:, :, None], q_len[:, None, None]
-    context = context_ids.to_tensor(sid.PAD_ID)                              # [B, Tmax]
-    context = tf.pad(context, [[0, 0], [0, 1]], constant_values=sid.PAD_ID)  # Tmax >= 1
+    context = context_ids.to_tensor(sid.PAD_ID)                              # [B, n_max]
+    context = tf.pad(context, [[0, 0], [0, 1]], constant_values=sid.PAD_ID)  # n_max >= 1
     doc_position = tf.minimum(off3 + p, tf.shape(context)[1] - 1)
-    doc_tokens = tf.gather(context, doc_position, batch_dims=1)              # [B, W, L]
+    doc_tokens = tf.gather(context, doc_position, batch_dims=1)              # [B, Wn, L]
     question_d = tf.pad(question.to_tensor(sid.PAD_ID), [[0, 0], [0, 1]],
                         constant_values=sid.PAD_ID)
     q_position = tf.clip_by_value(p - len3 - 1, 0, tf.shape(question_d)[1] - 1)
     question_tokens = tf.gather(question_d, tf.broadcast_to(q_position, tf.shape(doc_tokens)),
-                                batch_dims=1)                                 # [B, W, L]
+                                batch_dims=1)                                 # [B, Wn, L]
     cls = len3 + q3 + 2
     in_doc, first_sep = p < len3, tf.equal(p, len3)
     in_question = (p > len3) & (p <= len3 + q3)
@@ -213,8 +215,8 @@ def squad_windows(context_ids: tf.RaggedTensor, question_ids: tf.RaggedTensor, s
     attention = tf.cast(p <= cls, tf.int32)
     p_mask = tf.cast(~(in_doc | at_cls), tf.int32)
     # max_context: for each document position, the best window over all windows of the row.
-    token = off3 + p                                                         # [B, W, L]
-    other_off = offset[:, None, None, :]                                     # [B, 1, 1, W']
+    token = off3 + p                                                         # [B, Wn, L]
+    other_off = offset[:, None, None, :]                                     # [B, 1, 1, Wn']
     other_len = length[:, None, None, :]
     inside = ((token[..., None] >= other_off) & (token[..., None] < other_off + other_len)
               & valid[:, None, None, :])
@@ -222,7 +224,7 @@ def squad_windows(context_ids: tf.RaggedTensor, question_ids: tf.RaggedTensor, s
                              other_off + other_len - 1 - token[..., None]) + other_len
     score = tf.where(inside, score, -1)
     best = tf.argmax(score, axis=-1, output_type=tf.int32)                   # first maximum
-    max_context = in_doc & tf.equal(best, tf.range(W)[None, :, None])
+    max_context = in_doc & tf.equal(best, tf.range(num_windows)[None, :, None])
     return {"input_ids": ids, "segment_ids": segments, "attention_mask": attention,
             "p_mask": p_mask, "cls_index": tf.squeeze(cls, -1), "valid": valid,
             "doc_offset": offset, "doc_length": length, "max_context": max_context}

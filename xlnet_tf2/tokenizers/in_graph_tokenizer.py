@@ -83,7 +83,7 @@ def require_utf8(texts: tf.Tensor, name: str) -> tf.Tensor:
 
 
 class InGraphTokenizer(tf.Module):
-    """Raw strings [B] -> XLNet ids (ragged [B, (T)] int32), as `SentencePieceTokenizer.encode_ids`.
+    """Raw strings [B] -> XLNet ids (ragged [B, (n)] int32), as `SentencePieceTokenizer.encode_ids`.
 
     Args:
       spm_model_path: the SentencePiece `.model` file (becomes a SavedModel asset).
@@ -173,11 +173,11 @@ class InGraphTokenizer(tf.Module):
         return normalized, raw_start, raw_end
 
     def encode_pieces(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """Pieces [B, (T)] of normalized texts [B], with the digit-comma re-split."""
+        """Pieces [B, (n)] of normalized texts [B], with the digit-comma re-split."""
         return self._encode(texts, with_offsets=False)
 
     def encode_pieces_with_offsets(self, texts: tf.Tensor):
-        """(pieces [B, (T)], start [B, (T)], end [B, (T)]): as `encode_pieces`, and each piece's
+        """(pieces [B, (n)], start [B, (n)], end [B, (n)]): as `encode_pieces`, and each piece's
         visible characters as byte offsets [start, end) into the normalized text (the space
         a "▁" stands for is not counted; a bare "▁" has an empty span at the next character),
         the in-graph twin of `squad_data.piece_char_spans` (SentencePiece's own alignment
@@ -188,7 +188,7 @@ class InGraphTokenizer(tf.Module):
     def _encode(self, texts: tf.Tensor, with_offsets: bool):
         texts = tf.convert_to_tensor(texts, tf.string)
         if with_offsets:
-            pieces, begin, end = self._pieces.tokenize_with_offsets(texts)   # [B, (T)]
+            pieces, begin, end = self._pieces.tokenize_with_offsets(texts)   # [B, (n)]
             begin, end = begin.flat_values, end.flat_values
             row_text = tf.gather(texts, pieces.value_rowids())
             # "▁x": the spaces before x (SentencePiece may have merged a run of them) are
@@ -204,7 +204,7 @@ class InGraphTokenizer(tf.Module):
             begin = tf.where(bare, begin - tf.cast(run, begin.dtype), end - visible)
             end = tf.where(bare, begin, end)
         else:
-            pieces = self._pieces.tokenize(texts)                   # [B, (T)]
+            pieces = self._pieces.tokenize(texts)                   # [B, (n)]
         flat = pieces.flat_values                                   # [T_all]
         split = tf.strings.regex_full_match(flat, "(?s).*" + self._digit + ",")
         # Re-encode piece[:-1] without underlines (only for split pieces; "" gives no pieces).
@@ -229,7 +229,7 @@ class InGraphTokenizer(tf.Module):
         nrows = tf.size(flat, out_type=tf.int64)
 
         def regroup(values, last):
-            """Sub-piece values [S_all] kept and each piece's own last value -> [B, (T')]."""
+            """Sub-piece values [S_all] kept and each piece's own last value -> [B, (n')]."""
             sub_part = tf.RaggedTensor.from_value_rowids(
                 tf.boolean_mask(values, keep), tf.boolean_mask(sub_rows, keep), nrows=nrows)
             per_piece = tf.concat([sub_part, tf.RaggedTensor.from_tensor(last[:, None])],
@@ -247,14 +247,14 @@ class InGraphTokenizer(tf.Module):
         return out, starts, ends
 
     def encode_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
-        """Ids [B, (T)] int32 of raw texts [B], exactly as the offline tokenizer."""
+        """Ids [B, (n)] int32 of raw texts [B], exactly as the offline tokenizer."""
         texts = tf.convert_to_tensor(texts, tf.string)
         pieces = self.encode_pieces(self.preprocess(texts))
         return tf.cast(self._pieces.string_to_id(pieces), tf.int32)
 
     def encode_ids_with_char_spans(self, texts: tf.Tensor):
-        """Ids int32 [B, (T)] of raw texts [B] and each token's raw character span
-        [start, end) int64 [B, (T)] (code points of the raw text), as
+        """Ids int32 [B, (n)] of raw texts [B] and each token's raw character span
+        [start, end) int64 [B, (n)] (code points of the raw text), as
         squad_data.tokenize_context computes them: a token's span runs from the raw start of
         its first visible character to the raw end of its last; a bare "▁" has an empty span
         at its space (the raw length past the end)."""
@@ -267,7 +267,7 @@ class InGraphTokenizer(tf.Module):
         sentinel = tf.int64.max
         char_bytes = char_bytes.to_tensor(sentinel)
         first = tf.searchsorted(char_bytes, begin.to_tensor(sentinel), side="left",
-                                out_type=tf.int64)                               # [B, T]
+                                out_type=tf.int64)                               # [B, n]
         last = tf.searchsorted(char_bytes, end.to_tensor(sentinel), side="left",
                                out_type=tf.int64)
         raw_length = tf.cast(tf.strings.length(texts, unit="UTF8_CHAR"), tf.int64)

@@ -2,7 +2,7 @@
 multiple choice). One place defines the layouts; the exported SavedModel builds the same
 layouts in-graph (xlnet_tf2/tokenizers/in_graph_packing.py) and a test checks that they agree.
 
-Layouts (XLNET_REFERENCE.md §6):
+Layouts (docs/SEMANTICS.md#fine-tuning-formats):
   "cls_last"  (the original):  A <sep> B <sep> <cls>, LEFT-padded, so position L-1 is always
               <cls>; segment ids A=0 ... B=1 ... <cls>=2, padding 4. Used by the `last`, `mean`
               and `attn` summaries.

@@ -4,7 +4,7 @@ Every code path that turns text into ids (data preparation, fine-tuning readers,
 goes through `preprocess_text` and `SentencePieceTokenizer.encode_ids`, so the same text
 always gives the same ids.
 
-Special pieces and their ids are fixed in `xlnet_tf2.special_ids` (XLNET_REFERENCE.md §1);
+Special pieces and their ids are fixed in `xlnet_tf2.special_ids` (docs/SEMANTICS.md#special-ids);
 `train_sentencepiece` produces models whose pieces 0..8 are exactly those.
 """
 
@@ -275,12 +275,16 @@ def train_sentencepiece(input_paths: Sequence[str], *, vocab_size: int, model_pr
                         lower: bool = False, keep_accents: bool = False,
                         character_coverage: float = 0.99995,
                         input_sentence_size: int = 10_000_000,
-                        num_threads: Optional[int] = None) -> str:
+                        num_threads: Optional[int] = None,
+                        hard_vocab_limit: bool = True) -> str:
     """Trains a unigram SentencePiece model with the XLNet special pieces at ids 0..8.
 
     The input lines are normalized with `preprocess_text` first, as at encoding time.
     `<cls> <sep> <pad> <mask> <eod>` are control symbols (never produced from raw text) and
     `<eop>` is user-defined (matched in raw text), as in the original setup.
+    With `hard_vocab_limit` (the default) a text too small for `vocab_size` pieces is an error
+    (RuntimeError, "Vocabulary size too high"); without it `vocab_size` is an upper bound and
+    the model has as many pieces as the text gives, at most `vocab_size`.
 
     Returns:
       The path of the written `.model` file (`model_prefix + ".model"`).
@@ -299,7 +303,8 @@ def train_sentencepiece(input_paths: Sequence[str], *, vocab_size: int, model_pr
     try:
         _train(input_paths, os.path.join(staging, "spm"), vocab_size=vocab_size, lower=lower,
                keep_accents=keep_accents, character_coverage=character_coverage,
-               input_sentence_size=input_sentence_size, num_threads=num_threads)
+               input_sentence_size=input_sentence_size, num_threads=num_threads,
+               hard_vocab_limit=hard_vocab_limit)
         with open(os.path.join(staging, "spm.model"), "rb") as f:
             SentencePieceTokenizer(f.read(), source=model_prefix + ".model")  # ids 0..8
         fileio.rename(os.path.join(staging, "spm.vocab"), model_prefix + ".vocab")
@@ -313,12 +318,13 @@ def train_sentencepiece(input_paths: Sequence[str], *, vocab_size: int, model_pr
 
 def _train(input_paths: Sequence[str], model_prefix: str, *, vocab_size: int, lower: bool,
            keep_accents: bool, character_coverage: float, input_sentence_size: int,
-           num_threads: Optional[int]) -> None:
+           num_threads: Optional[int], hard_vocab_limit: bool) -> None:
     spm.SentencePieceTrainer.Train(
         sentence_iterator=iter_training_sentences(input_paths, lower=lower,
                                                   keep_accents=keep_accents),
         model_prefix=model_prefix,
         vocab_size=vocab_size,
+        hard_vocab_limit=hard_vocab_limit,
         model_type="unigram",
         character_coverage=character_coverage,
         input_sentence_size=input_sentence_size,

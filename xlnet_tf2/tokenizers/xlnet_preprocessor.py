@@ -12,7 +12,10 @@ text.
 The SentencePiece model travels with the layer: a `.keras` file stores its bytes as an asset
 (`save_assets` / `load_assets`), so the file can move to a machine without the original
 `spiece.model`. The config keeps the path only as a hint: when it does not exist at load time
-the asset supplies the model.
+the asset supplies the model. This holds for any model holding the layer: a functional model
+(`keras.Model(text_input, backbone(preprocessor(text_input)))`) rebuilds its graph from the
+config before Keras hands the layers their assets, asking the layer only for its output
+shapes, which it gives without a SentencePiece model (`compute_output_spec`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,15 @@ def _model_file(model_bytes: bytes) -> str:
     return path
 
 
+class PreprocessorError(ValueError):
+    """A preprocessor that cannot run (no SentencePiece model). Raised inside `call`, whose
+    errors Keras re-raises wrapped in "Exception encountered when calling ..." and a dump of
+    the arguments unless the error says it was wrapped already: this one says so, so the
+    message reaches the user as one line."""
+
+    _keras_call_info_injected = True
+
+
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class XLNetPreprocessor(keras.layers.Layer):
     """Strings [B] (and their pairs [B]) -> input_ids, segment_ids, attention_mask int32 [B, L].
@@ -69,6 +81,7 @@ class XLNetPreprocessor(keras.layers.Layer):
         self.spm_model: Optional[str] = None
         self.tokenizer: Optional[InGraphTokenizer] = None
         self._missing_model = "none was given"
+        self._shapes_only = False  # compute_output_spec without a model (see there)
         if spm_model is not None:
             self.set_spm_model(spm_model)
         # Strings are not float inputs: no conversion or autocasting of the arguments.
@@ -92,9 +105,10 @@ class XLNetPreprocessor(keras.layers.Layer):
 
     def _require_tokenizer(self) -> InGraphTokenizer:
         if self.tokenizer is None:
-            raise ValueError(f"{type(self).__name__} {self.name!r} has no SentencePiece model "
-                             f"({self._missing_model}): pass spm_model, or load the layer from "
-                             "a .keras file, which carries it.")
+            raise PreprocessorError(
+                f"{type(self).__name__} {self.name!r} has no SentencePiece model "
+                f"({self._missing_model}): pass spm_model, or load the layer from a .keras "
+                "file, which carries it.")
         return self.tokenizer
 
     # ------------------------------------------------------------------ Keras saving
@@ -123,9 +137,26 @@ class XLNetPreprocessor(keras.layers.Layer):
         with open(os.path.join(dir_path, run_dir.SPM_FILE), "rb") as f:
             self.set_spm_model(f.read())
 
+    def compute_output_spec(self, *args, **kwargs):
+        # Keras rebuilds a functional model from its config, calling every layer on symbolic
+        # inputs, before load_assets gives this layer the SentencePiece model of a .keras
+        # file whose spm_model path is gone. Output shapes and dtypes do not depend on the
+        # pieces, so the call is traced with every text encoded as no ids.
+        if self.tokenizer is not None:
+            return super().compute_output_spec(*args, **kwargs)
+        self._shapes_only = True
+        try:
+            return super().compute_output_spec(*args, **kwargs)
+        finally:
+            self._shapes_only = False
+
     # ------------------------------------------------------------------ encoding
     def encode_ids(self, texts: tf.Tensor) -> tf.RaggedTensor:
         """Ids [B, (T)] int32 of strings [B]."""
+        if self.tokenizer is None and self._shapes_only:
+            texts = tf.convert_to_tensor(texts, tf.string)
+            return tf.RaggedTensor.from_row_lengths(
+                tf.zeros([0], tf.int32), tf.zeros(tf.shape(texts)[:1], tf.int64))
         return self._require_tokenizer().encode_ids(texts)
 
     def call(self, text, text_b=None) -> Dict[str, tf.Tensor]:

@@ -8,10 +8,10 @@ preparation, fine-tuning and the in-graph serving tokenizer).
     tokenizer.decode(ids, skip_special_tokens=True)
     tokenizer.save_pretrained("dir")  # spiece.model + configs transformers.XLNetTokenizer reads
 
-Layout (XLNET_REFERENCE.md §6, packing.py): `A <sep> B <sep> <cls>`, LEFT padded with <pad>
-(token type ids A 0, B 1, <cls> 2, padding 4; attention_mask 1 on real tokens), so the last
-position is <cls>, where the sequence classifiers read. `layout="cls_first"` gives
-`<cls> A <sep> B <sep>`, right padded, for the `first` summary.
+Layout (docs/SEMANTICS.md#fine-tuning-formats, packing.py): `A <sep> B <sep> <cls>`, LEFT
+padded with <pad> (token type ids A 0, B 1, <cls> 2, padding 4; attention_mask 1 on real
+tokens), so the last position is <cls>, where the sequence classifiers read.
+`layout="cls_first"` gives `<cls> A <sep> B <sep>`, right padded, for the `first` summary.
 
 The call takes HF's keywords (add_special_tokens, padding, truncation, max_length, stride,
 is_split_into_words, pad_to_multiple_of, padding_side, return_tensors, return_token_type_ids,
@@ -190,6 +190,26 @@ class XLNetTokenizer:
 
     def get_vocab(self) -> Dict[str, int]:
         return {self.sp.id_to_piece(i): i for i in range(self.vocab_size)}
+
+    def add_tokens(self, new_tokens, special_tokens: bool = False) -> int:
+        """HuggingFace's `add_tokens`: the number of tokens added, which is 0 when every one
+        is a piece of the vocabulary already; any other token is refused with a TokenizerError
+        (a ValueError) saying why, since the ids here are the SentencePiece model's and only
+        its own: data preparation, the in-graph serving tokenizer and exported SavedModels
+        encode with the model file alone, so a token kept beside it would give ids nothing
+        else produces."""
+        tokens = [new_tokens] if isinstance(new_tokens, str) else list(new_tokens)
+        # HF's AddedToken carries its text in .content.
+        texts = [str(getattr(token, "content", token)) for token in tokens]
+        unknown = [t for t in texts if self.sp.piece_to_id(t) == sid.UNK_ID and t != "<unk>"]
+        if unknown:
+            raise TokenizerError(
+                f"add_tokens({unknown!r}): an XLNet vocabulary is its SentencePiece model "
+                f"({self.vocab_file}), fixed when it was trained, and data preparation, the "
+                "in-graph tokenizer and exports read only that file; a new token needs a new "
+                "SentencePiece model that holds it (sentencepiece's user_defined_symbols) and "
+                "a model pretrained on that vocabulary.")
+        return 0
 
     def tokenize(self, text: str, pair: Optional[str] = None,
                  add_special_tokens: bool = False) -> List[str]:

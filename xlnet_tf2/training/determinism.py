@@ -1,10 +1,11 @@
 """Bit-reproducible TensorFlow execution (`--deterministic`).
 
-Measured on the 2-core CPU build machine: the same training step run twice in one process
-gives losses that differ by about 1e-6 from the fifth step on, although every kernel is
-deterministic by itself; with one inter-op thread (ops run one at a time, each still using all
-cores) the losses and weights of repeated runs, and of a run resumed from any checkpoint, are
-bit-identical. So `--deterministic` sets one inter-op thread and TensorFlow's op determinism
+Every kernel being deterministic by itself is not enough: with several inter-op threads the
+same training step run twice in one process gives losses that part by float rounding after a
+few steps. With one inter-op thread (ops run one at a time, each still using all cores) the
+losses and weights of repeated runs, and of a run resumed from any checkpoint, are
+bit-identical (measurements: BENCHMARKS.md#figures-behind-choices-in-the-code). So
+`--deterministic` sets one inter-op thread and TensorFlow's op determinism
 (which also selects deterministic GPU kernels). The inter-op thread count can only be set
 before TensorFlow's runtime starts: command-line tools call `enable()` first thing; in a
 process that already ran TensorFlow ops, `enable()` raises unless the setting is already in

@@ -126,7 +126,8 @@ def accelerator_peak_flops(name: str, precision: str, *, tf32_enabled: bool = Tr
 
 # ---------------------------------------------------------------------------------------------
 # CPU peak, derived from the hardware instead of measured (a measurement depends on the load of
-# the machine at start-up and moved between 86 and 201 GFLOP/s on one 2-core VM):
+# the machine at start-up and moves by a factor of two between runs on a shared VM, see
+# BENCHMARKS.md#figures-behind-choices-in-the-code):
 #
 #   peak FLOP/s = cores x clock x float32 lanes per vector x 2 (multiply + add) x FMA units
 #

@@ -1,11 +1,12 @@
 """Running a model over a whole dataset in fixed-size batches, inside the run's distribution
 strategy, with a progress line.
 
-Glossary: N rows, B global batch (a multiple of the replicas), b = B / replicas, P pipelines.
+Letters (docs/GLOSSARY.md): E rows, G global batch (a multiple of the replicas), B = G / replicas,
+W pipelines.
 
-The rows are padded at the end (by repeating row 0) to a multiple of B, so every call has the
+The rows are padded at the end (by repeating row 0) to a multiple of G, so every call has the
 same static shapes. Each input pipeline keeps the rows of the replicas it feeds (replica r:
-rows [r*b, (r+1)*b) of every batch), the replicas run `fn` on their rows, and the outputs are
+rows [r*B, (r+1)*B) of every batch), the replicas run `fn` on their rows, and the outputs are
 gathered back in row order on every worker (`strategy.gather`). With the default strategy this
 is a plain loop over batches.
 """
@@ -25,7 +26,7 @@ def batched_outputs(fn: Callable[[Dict[str, tf.Tensor]], Dict[str, tf.Tensor]],
                     inputs: Dict[str, np.ndarray], batch_size: int, *,
                     strategy: Optional[tf.distribute.Strategy] = None,
                     label: str = "predicting", unit: str = "examples") -> Dict[str, np.ndarray]:
-    """fn(batch) -> {name: [rows, ...]} over all N rows; returns {name: np.ndarray [N, ...]}."""
+    """fn(batch) -> {name: [rows, ...]} over all E rows; returns {name: np.ndarray [E, ...]}."""
     strategy = strategy or tf.distribute.get_strategy()
     replicas = strategy.num_replicas_in_sync
     batch = -(-batch_size // replicas) * replicas  # a multiple of the replicas

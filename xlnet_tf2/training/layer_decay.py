@@ -12,7 +12,7 @@ outside the backbone (the head) is on top. Nothing matches variable names.
 The multiplier scales the learning rate of that variable's Adam update: the multipliers go to
 the one optimizer of the project, `XLNetAdamW.set_lr_multipliers` (xlnet_tf2/training/
 optimization.py). The original multiplied the clipped gradient instead, which Adam's
-normalization almost entirely cancels (XLNET_REFERENCE.md §5). Decoupled weight decay is
+normalization almost entirely cancels (docs/SEMANTICS.md#optimizer). Decoupled weight decay is
 applied by Keras with the base rate.
 """
 

@@ -1,20 +1,21 @@
 """The Transformer-XL memory as the pretraining loop's carried state, saved per host.
 
-Glossary: GB global batch, R replicas in sync, W workers (hosts), b = GB / R rows per replica,
-M mem_len, D d_model, F streams read per step (GB, or GB / 2 with bi_data).
+Letters (docs/GLOSSARY.md): G global batch, Rp replicas in sync, W workers (hosts), B = G / Rp
+rows per replica, M mem_len, D d_model, S streams read per step (G, or G / 2 with bi_data).
 
-During training the memory lives on the devices: each replica's [b, M, D] per layer is a loop
+During training the memory lives on the devices: each replica's [B, M, D] per layer is a loop
 variable of the training loop. For a checkpoint each host saves only the rows of its own
 replicas, [W-local rows, M, D] per layer, into model_dir/memory/worker-WWW/ckpt-STEP; nothing is
-gathered across hosts. At the paper's scale (XLNet-Large: 24 layers, GB 8192, M 384, D 1024,
+gathered across hosts. At the paper's scale (XLNet-Large: 24 layers, G 8192, M 384, D 1024,
 float32) the whole memory is 309 GB; with 64 hosts each saves and holds 4.8 GB (the numbers
 for any configuration: benchmarks/tools/scale_costs.py).
 
-Every row is saved with its *slot*: direction * F + (stream within the step's group), the
+Every row is saved with its *slot*: direction * S + (stream within the step's group), the
 identity of the text it continues, which does not depend on the topology. Restoring reads, for
 each local row, the saved row of the same slot from whichever host file holds it (normally the
 host's own file), so a run resumes with exactly its memory on any number of replicas, hosts or
-accumulation micro-batches with the same global batch.
+accumulation micro-batches with the same global batch (slot, group, stream:
+docs/GLOSSARY.md#data-schedule-words).
 
 The memory files of a step are written before the step's main checkpoint (model, optimizer,
 step): a main checkpoint on disk always has its memory. With TPUStrategy the single client
@@ -49,7 +50,7 @@ class MemoryState(tf.Module):
     Args:
       n_layer, mem_len, d_model, dtype: the memory's shape and type.
       replica_ids: the global ids of the replicas this worker feeds, in local order.
-      rows_per_replica: b.
+      rows_per_replica: B.
       slots: for every local row (replica-major), its slot (see the module docstring).
       worker: this worker's index (its file name).
     """

@@ -1,4 +1,4 @@
-"""Learning-rate schedule and the AdamW variant used for pretraining (XLNET_REFERENCE.md §5).
+"""Learning-rate schedule and the AdamW variant used for pretraining (docs/SEMANTICS.md#optimizer).
 
 Which AdamW this is, deliberately:
 
@@ -16,13 +16,13 @@ Which AdamW this is, deliberately:
   multiplying by lr, which is the same arithmetic.
 * **Exempt from decay**: every LayerNorm gamma/beta, the bias of every dense layer and the LM
   output bias. The relative attention biases r_w, r_r, r_s are parameters of the score, not
-  additive output biases, and are decayed (XLNET_REFERENCE.md §5). The exemptions are found
+  additive output biases, and are decayed (docs/SEMANTICS.md#optimizer). The exemptions are found
   structurally, by layer type and attribute (`decay_exempt_variables`), never by matching names.
 * **Per-variable learning-rate multipliers** (optional): the Adam update of a variable uses
   lr(step) * multiplier(variable); fine-tuning's layer-wise decay sets them from the layer
   structure (xlnet_tf2/training/layer_decay.py). Decoupled weight decay keeps the base rate.
   The original multiplied the clipped gradient instead, which Adam's normalization almost
-  entirely cancels (XLNET_REFERENCE.md §5).
+  entirely cancels (docs/SEMANTICS.md#optimizer).
 * Gradients reach `apply` already summed over replicas and clipped to a global norm by the
   training step (`trainer.py`), so this optimizer does not all-reduce them again.
 """

@@ -92,8 +92,8 @@ class LoopConfig:
         False, "Run TensorFlow ops in a reproducible order (one inter-op thread, "
         "tf.config.experimental.enable_op_determinism), so a run and every resume of it give "
         "bit-identical losses and weights. Without it, results agree to float rounding "
-        "(about 1e-6). Costs about 15% on CPU without --jit_compile, nothing measurable with "
-        "it; deterministic GPU kernels can be slower.", resume="free")
+        "(about 1e-6). One inter-op thread can slow a step down without --jit_compile "
+        "(BENCHMARKS.md); deterministic GPU kernels can be slower.", resume="free")
     save_steps: int = setting(
         10_000, "Save a checkpoint (weights, optimizer, step, memory, data position) every "
         "this many steps, and always at the end.", resume="free")

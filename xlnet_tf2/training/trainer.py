@@ -136,7 +136,7 @@ class Trainer:
             line = describe_optimizer(opt.adam_bias_correction, opt.weight_decay)
             logging.info(line)
             print(line, flush=True)
-        # Host-side (outside the strategy): e.g. the memory, [GB, M, D] per layer.
+        # Host-side (outside the strategy): e.g. the memory, [G, M, D] per layer.
         self.carried_state = task.carried_state(self.model, self.layout, self.strategy)
         self.checkpoints = checkpointing.CheckpointKeeper(
             loop.model_dir, model=self.model, optimizer=self.optimizer,
@@ -146,10 +146,11 @@ class Trainer:
                                           reduce_retracing=True)
         # Why the whole step is compiled with one replica: outside XLA, clipping and the AdamW
         # update are a dozen unfused TensorFlow ops per variable, each writing a fresh tensor
-        # the size of the variable; on the 2-core benchmark machine that was 12% of the step
-        # (BENCHMARKS.md). With several replicas the update stays outside XLA as before: the
-        # cross-replica sum and the optimizer's distributed update (merge_call) have not been
-        # checked under jit_compile. A TPU compiles everything anyway.
+        # the size of the variable, a share of the step worth removing
+        # (BENCHMARKS.md#figures-behind-choices-in-the-code). With several replicas the update
+        # stays outside XLA as before: the cross-replica sum and the optimizer's distributed
+        # update (merge_call) have not been checked under jit_compile. A TPU compiles
+        # everything anyway.
         self.whole_step_compiled = loop.jit_compile and self.num_replicas == 1 and not isinstance(
             self.strategy, tf.distribute.TPUStrategy)
         self._step_fn = (tf.function(self._replica_step, jit_compile=True, reduce_retracing=True)
@@ -177,7 +178,7 @@ class Trainer:
 
     def _example_ids(self, features, replica, micro):
         """int32 [mb]: the rows' places in the global batch (the task's `example_ids`, else
-        replica * b + micro * mb + row)."""
+        replica * B + micro * m + row)."""
         ids = self.task.example_ids(features)
         if ids is not None:
             return ids
@@ -257,15 +258,13 @@ class Trainer:
         norms = tf.TensorArray(tf.float32, size=num_steps)
         rates = tf.TensorArray(tf.float32, size=num_steps)
         record_keys = [k for k in self.task.record_features if k in iterator.element_spec]
-        records = tf.TensorArray(tf.int32, size=num_steps)  # [steps, len(record_keys), GB]
+        records = tf.TensorArray(tf.int32, size=num_steps)  # [steps, len(record_keys), G]
         for i in tf.range(num_steps):
             features = next(iterator)
             rates = rates.write(i, tf.cast(self.schedule(self.optimizer.iterations), tf.float32))
-            keys = self.task.step_features
-            step_features = features if keys is None else {k: features[k] for k in keys}
             step = self.global_step.read_value()  # the step being trained, 0-based
             state, loss_share, grad_norm = self.strategy.run(
-                self._step_fn, args=(step_features, state, step))
+                self._step_fn, args=(self._step_features(features), state, step))
             losses = losses.write(i, self.strategy.reduce(tf.distribute.ReduceOp.SUM,
                                                           loss_share, axis=None))
             norms = norms.write(i, self.strategy.reduce(tf.distribute.ReduceOp.MEAN,
@@ -280,6 +279,34 @@ class Trainer:
             stacked = records.stack()
             stats.update({k: stacked[:, j] for j, k in enumerate(record_keys)})
         return state, stats
+
+    def _step_features(self, features):
+        """The batch features the replica step takes (the task's `step_features`)."""
+        keys = self.task.step_features
+        return features if keys is None else {k: features[k] for k in keys}
+
+    def first_step(self):
+        """The compiled step and its arguments for the first batch `train` would run from the
+        current global step: `(step_fn, (features, state, step))`. `step_fn(*args)` runs that
+        step (forward, backward, clipping, the optimizer's update of the variables) and
+        returns (new state, loss, gradient norm). For tools that take the step's XLA program
+        elsewhere (tools/step_export.py); needs `whole_step_compiled` (jit_compile, one
+        replica, not a TPU), where the step is one XLA computation. The optimizer is built
+        first, so that its slots are variables outside the step, as after `train`'s first
+        trace."""
+        if not self.whole_step_compiled:
+            raise RunConfigError(
+                "The step is one XLA computation only with --jit_compile and one replica "
+                f"(here jit_compile={self.loop_config.jit_compile}, {self.num_replicas} "
+                "replica(s)); run on one device with --jit_compile.")
+        if not self.optimizer.built:
+            self.optimizer.build(self._trainable)
+        start_step = int(self.global_step.numpy())
+        dataset = distribution.distribute_inputs(
+            self.strategy, lambda context: self.task.build_inputs(context, start_step))
+        features = next(iter(dataset))
+        return self._step_fn, (self._step_features(features), self.distribute_state(),
+                               self.global_step.read_value())
 
     # ------------------------------------------------------------------ carried state
     def distribute_state(self):

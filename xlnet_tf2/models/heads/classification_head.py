@@ -14,7 +14,7 @@ class ClassificationHead(keras.layers.Layer):
     """hidden [B, L, D] -> float32 logits [B, num_outputs] (num_outputs = 1: a regression score).
 
     summary = dense(D, tanh) over the summarized token, dropout, then a dense layer to the
-    outputs (XLNET_REFERENCE.md §6).
+    outputs (docs/SEMANTICS.md#fine-tuning-formats).
     """
 
     def __init__(self, d_model: int, num_outputs: int, summary_type: str = "last",

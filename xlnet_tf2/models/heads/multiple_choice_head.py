@@ -10,7 +10,7 @@ from xlnet_tf2.models.heads.classification_head import ClassificationHead
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class MultipleChoiceHead(ClassificationHead):
-    """hidden [B*C, L, D] of C options per question -> float32 logits [B, C].
+    """hidden [Q*C, L, D] of C options per question -> float32 logits [Q, C].
 
     A one-output classification head scores each option's summary; the scores of a
     question's C consecutive rows are its logits.
@@ -30,5 +30,5 @@ class MultipleChoiceHead(ClassificationHead):
         return config
 
     def call(self, hidden, attention_mask=None, training=None):
-        scores, _ = super().call(hidden, attention_mask=attention_mask, training=training)  # [B*C, 1]
-        return tf.reshape(scores, [-1, self.num_choices])                                   # [B, C]
+        scores, _ = super().call(hidden, attention_mask=attention_mask, training=training)  # [Q*C, 1]
+        return tf.reshape(scores, [-1, self.num_choices])                                   # [Q, C]

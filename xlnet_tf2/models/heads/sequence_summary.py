@@ -1,6 +1,6 @@
 """One vector per sequence from the hidden states: `last`, `first`, `mean` or `attn`.
 
-Dimension glossary: B batch, L sequence length, D model width.
+Letters (docs/GLOSSARY.md): B batch, L sequence length, D model width.
 
 Which token the summary reads depends on the input layout (xlnet_tf2/tokenizers/packing.py):
 the original XLNet layout `A <sep> B <sep> <cls>` is LEFT-padded, so the last position is

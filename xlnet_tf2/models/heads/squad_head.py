@@ -1,6 +1,6 @@
 """SQuAD head: start logits, end logits conditioned on the start, and an answer-class logit.
 
-Dimension glossary: B batch, L sequence length, D model width, k start_n_top, e end_n_top.
+Letters (docs/GLOSSARY.md): B batch, L sequence length, D model width, k start_n_top, e end_n_top.
 
 Training (gold `start_positions` given): end logits are computed from the gold start's
 representation. Inference: the top-k starts by log-probability, for each of them the end

@@ -1,0 +1,27 @@
+"""Values that are fixed but known to the compiler only at run time.
+
+TensorFlow folds every op whose inputs are all constants into a literal before XLA sees the
+program, and XLA's algebraic simplifier folds what it can prove. A table computed from
+constants alone (the relative position sinusoids) therefore becomes a constant of its full
+size in the compiled program, read from memory at every step. Deriving one input from a run-time
+tensor through arithmetic that no simplifier sees through keeps the computation in the program.
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+
+def always_true(x: tf.Tensor) -> tf.Tensor:
+    """bool scalar, true for every value of `x` (an integer tensor of any shape, possibly
+    empty, that is not a constant), computed at run time from its largest element u:
+    u + 1 != u in uint32 arithmetic (wrapping), which no simplifier folds."""
+    if x.dtype != tf.uint32:
+        x = tf.bitcast(tf.cast(x, tf.int32), tf.uint32)
+    largest = tf.reduce_max(x)
+    return tf.not_equal(largest + tf.constant(1, tf.uint32), largest)
+
+
+def zero(x: tf.Tensor) -> tf.Tensor:
+    """float32 scalar 0.0 (positive zero), computed at run time from `x` (see `always_true`)."""
+    return 1.0 - tf.cast(always_true(x), tf.float32)
