@@ -15,6 +15,8 @@ from fixtures.battery import (Case, as_params, bitflip, both, clear, command, co
                               says, spawn, truncate, works)
 from fixtures.battery_artefacts import artefact
 
+pytestmark = pytest.mark.slow  # its artefacts are fine-tuning runs, each case a command run
+
 EXPORT, EXTRACT = "experiments/export_saved_model.py", "experiments/extract_features.py"
 TEXTS = ["Return the sum of two numbers.", "Parse an email message from a file.",
          "Run the event loop until the future is done."]

@@ -14,6 +14,9 @@ from fixtures.battery import (Case, as_params, bitflip, clear, command, copy, ed
                               truncate, works)
 from fixtures.battery_artefacts import (CLASSIFIER_FLAGS, RACE_FLAGS, SQUAD_FLAGS, artefact)
 
+# Each case runs fine-tuning end to end; its artefacts are training runs.
+pytestmark = pytest.mark.slow
+
 CLASSIFIER, SQUAD, RACE = ("experiments/run_classifier.py", "experiments/run_squad.py",
                            "experiments/run_race.py")
 

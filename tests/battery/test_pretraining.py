@@ -14,6 +14,9 @@ from fixtures.battery import (Case, as_params, bitflip, both, clear, command, co
                               run_first, says, spawn, stopped, truncate, works)
 from fixtures.battery_artefacts import PRETRAIN_FLAGS, artefact
 
+# Each case runs pretraining end to end; its artefacts are training runs.
+pytestmark = pytest.mark.slow
+
 PRETRAIN = "experiments/run_pretrain.py"
 SHARD = "pass000-dir0-stream000001.tfrecord"
 

@@ -165,6 +165,7 @@ def test_quiet_import_leaves_the_runtime_unconfigured():
     assert run.stdout.split() == ["1"] and not TF_NOISE.search(run.stderr), run.stderr
 
 
+@pytest.mark.slow
 def test_a_run_that_computes_is_quiet_from_start_to_end(tmp_path):
     """A command that runs a model to the end (the README's kind of run) prints its result and
     nothing else: no start-up lines, and none of TensorFlow's C++ notices at the first ops

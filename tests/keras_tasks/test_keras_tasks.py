@@ -56,6 +56,7 @@ def _classifier(spm, **kwargs):
                                      **kwargs)
 
 
+@pytest.mark.slow
 def test_classifier_on_strings_and_token_dicts(spm):
     classifier = _classifier(spm)
     # The issue's case: metrics on the main output, then fit.
@@ -211,6 +212,7 @@ def test_regressor_and_multiple_choice(spm):
 
 
 
+@pytest.mark.slow
 def test_question_answerer_on_raw_answers(spm):
     """The first SQuAD window; labels from raw answers are the token positions fine-tuning's
     data gives (an answer past the window, and none: <cls>); the loss is the original's."""
