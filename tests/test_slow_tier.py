@@ -135,3 +135,21 @@ def test_what_counts_as_a_python_process(args, kwargs, python):
 
 def test_the_wrappers_are_in_place():
     assert subprocess.Popen.__init__ is slow_tier._popen_init
+
+
+def test_battery_cases_that_start_python_are_marked_slow():
+    from fixtures.battery import (Case, as_params, clear, command, copy, faults, killed,
+                                  run_first, spawn, works)
+
+    script = "experiments/run_pretrain.py"
+    cases = [
+        Case("in-process", command(script, "--x=1"), clear("--x")),
+        Case("spawned", spawn(script, "--x=1"), clear("--x")),
+        Case("killed-first", command(script), works(),
+             faults(copy("{pretrain}", "{ws}/run"), killed(spawn(script, kill_at="os|rename|1|")))),
+        Case("in-process-first", command(script), works(), run_first(command(script))),
+        Case("spawned-first", command(script), works(), run_first(spawn(script))),
+    ]
+    marked = {p.id: [m.name for m in p.marks] for p in as_params(cases)}
+    assert marked == {"in-process": [], "spawned": ["slow"], "killed-first": ["slow"],
+                      "in-process-first": [], "spawned-first": ["slow"]}
