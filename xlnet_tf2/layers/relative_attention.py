@@ -1,6 +1,6 @@
 """Two-stream relative multi-head attention (Transformer-XL scores, XLNet query stream).
 
-Dimension glossary:
+Letters (docs/GLOSSARY.md):
   B  batch size                       N  attention heads
   L  query length (current segment)   H  head size
   M  memory length                    D  model width

@@ -1,6 +1,6 @@
 """Relative position encoding and the two ways of aligning scores with it.
 
-Dimension glossary (used in every shape below):
+Letters (docs/GLOSSARY.md; used in every shape below):
   B  batch size                       N  attention heads
   L  query length (current segment)   H  head size
   M  memory length                    D  model width

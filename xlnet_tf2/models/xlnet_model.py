@@ -1,6 +1,6 @@
 """The XLNet backbone: embeddings, relative position encoding, masks, memory, N layers.
 
-Dimension glossary:
+Letters (docs/GLOSSARY.md):
   B  batch size                      D  model width
   L  sequence length (segment)       N, H  heads, head size
   M  memory length                   P  predicted positions (query-stream rows)
