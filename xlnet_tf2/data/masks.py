@@ -26,6 +26,7 @@ from __future__ import annotations
 import tensorflow as tf
 
 from xlnet_tf2 import special_ids
+from xlnet_tf2.layers import run_time
 
 
 def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_positions: tf.Tensor,
@@ -57,7 +58,9 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
     blocked = tf.logical_and(bar[:, :, None] <= rank[:, None, :],
                              ranked[:, None, :])                              # [B, L, L]
     # Halves: reused rows never see new columns; new rows see every reused column.
-    pos = tf.range(seq_len)
+    # A run-time zero keeps the [L, L] half patterns in a compiled step, not folded into
+    # constants of that size (layers/run_time.py).
+    pos = tf.range(seq_len) + run_time.int_zero(input_ids)
     row_new = pos[:, None] >= reuse_len                                       # [L, 1]
     col_new = pos[None, :] >= reuse_len                                       # [1, L]
     same_half = tf.equal(row_new, col_new)                                    # [L, L]

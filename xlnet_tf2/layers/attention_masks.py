@@ -13,26 +13,38 @@ from typing import Optional, Tuple
 
 import tensorflow as tf
 
+from xlnet_tf2.layers import run_time
 
-def causal_mask(q_len: int, m_len: int, same_length: bool = False) -> tf.Tensor:
+
+def causal_mask(q_len: int, m_len: int, same_length: bool = False,
+                zero: Optional[tf.Tensor] = None) -> tf.Tensor:
     """Unidirectional mask; bool [L, K], True = blocked.
 
     Query i sees memory and segment keys up to and including itself: key j is blocked when
     j > M + i. With `same_length`, query i additionally loses the keys j < i, so every query
     sees the same number (M + 1) of keys: the window of length K - L + 1 ending at itself.
     """
-    i = tf.range(q_len)[:, None]
-    j = tf.range(m_len + q_len)[None, :]
+    i, j = _positions(q_len, m_len, zero)
     blocked = j > m_len + i
     if same_length:
         blocked = tf.logical_or(blocked, j < i)
     return blocked
 
 
+def _positions(q_len: int, m_len: int, zero: Optional[tf.Tensor]):
+    """Query positions i [L, 1] and key positions j [1, K]; with `zero` (an int32 0 known only
+    at run time, layers/run_time.py) the [L, K] patterns built from them are computed in the
+    compiled program instead of being folded into constants of that size."""
+    i, j = tf.range(q_len), tf.range(m_len + q_len)
+    if zero is not None:
+        i, j = i + zero, j + zero
+    return i[:, None], j[None, :]
+
+
 def build_attention_masks(
     *, batch_size, q_len: int, m_len: int, attn_type: str, same_length: bool,
     attention_mask: Optional[tf.Tensor] = None, perm_mask: Optional[tf.Tensor] = None,
-    memory_mask: Optional[tf.Tensor] = None,
+    memory_mask: Optional[tf.Tensor] = None, run_time_input: Optional[tf.Tensor] = None,
 ) -> Tuple[Optional[tf.Tensor], Optional[tf.Tensor]]:
     """The content-stream and query-stream masks.
 
@@ -42,6 +54,9 @@ def build_attention_masks(
       perm_mask: [B, L, L], 1 = query i may not attend to key j (factorization order).
       memory_mask: [B, M], 1 = a real memory entry, 0 = an empty slot no query may see
         (same polarity as attention_mask).
+      run_time_input: any integer tensor known only at run time (the model's input ids):
+        the [L, K] patterns (diagonal, causal) are then computed in a compiled program instead
+        of being folded into constants of that size (layers/run_time.py).
     Returns:
       (content_mask, query_mask), each bool [B, L, K] with True = blocked, or (None, None)
       when nothing is masked (bidirectional attention with no padding and no permutation).
@@ -49,9 +64,10 @@ def build_attention_masks(
       always may see itself, so its mask is the query mask with the diagonal (j = M + i)
       cleared.
     """
+    zero = None if run_time_input is None else run_time.int_zero(run_time_input)
     blocked = None
     if attn_type == "uni":
-        blocked = tf.broadcast_to(causal_mask(q_len, m_len, same_length)[None],
+        blocked = tf.broadcast_to(causal_mask(q_len, m_len, same_length, zero)[None],
                                   [batch_size, q_len, m_len + q_len])
     data_blocked = None
     if attention_mask is not None:
@@ -72,8 +88,8 @@ def build_attention_masks(
         blocked = data_blocked if blocked is None else tf.logical_or(blocked, data_blocked)
     if blocked is None:
         return None, None
-    self_key = tf.concat(
-        [tf.zeros([q_len, m_len], dtype=tf.bool), tf.eye(q_len, dtype=tf.bool)], axis=1)
+    i, j = _positions(q_len, m_len, zero)
+    self_key = tf.equal(j, m_len + i)                                        # [L, K]
     content_mask = tf.logical_and(blocked, tf.logical_not(self_key)[None])
     return content_mask, blocked
 

@@ -25,3 +25,9 @@ def always_true(x: tf.Tensor) -> tf.Tensor:
 def zero(x: tf.Tensor) -> tf.Tensor:
     """float32 scalar 0.0 (positive zero), computed at run time from `x` (see `always_true`)."""
     return 1.0 - tf.cast(always_true(x), tf.float32)
+
+
+def int_zero(x: tf.Tensor) -> tf.Tensor:
+    """int32 scalar 0, computed at run time from `x` (see `always_true`): added to a
+    `tf.range`, it keeps index patterns built from the range ([L, K] masks) in the program."""
+    return 1 - tf.cast(always_true(x), tf.int32)

@@ -253,7 +253,8 @@ class XLNetModel(KeywordInputs, keras.Model):
         content_mask, query_mask = build_attention_masks(
             batch_size=batch_size, q_len=q_len, m_len=m_len, attn_type=c.attn_type,
             same_length=c.same_length, attention_mask=inputs.get("attention_mask"),
-            perm_mask=inputs.get("perm_mask"), memory_mask=memory_mask)
+            perm_mask=inputs.get("perm_mask"), memory_mask=memory_mask,
+            run_time_input=input_ids)
 
         segment_ids = _segment_ids(inputs)
         segment_mismatch = None if segment_ids is None else segment_matrix(segment_ids, m_len)
