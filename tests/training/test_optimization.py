@@ -9,7 +9,8 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import XLNetLMHeadModel
 from xlnet_tf2.training.optimization import (LinearWarmupLinearDecay, XLNetAdamW,
                                              create_optimizer, decay_exempt_variables,
-                                             describe_optimizer, resolve_bias_correction)
+                                             describe_optimizer, resolve_bias_correction,
+                                             warmup_warning)
 
 
 def test_schedule_hand_values():
@@ -129,3 +130,15 @@ def test_weight_decay_only_moves_decayed_variables():
             np.testing.assert_array_equal(v.numpy(), old)
         else:
             np.testing.assert_allclose(v.numpy(), old * (1 - 0.1 * 0.5), rtol=1e-6)
+
+
+def test_a_warmup_longer_than_the_run_is_said_in_one_line():
+    """The paper's 1000 warmup steps in a 300-step run: the rate never gets past 5e-4 x 299 /
+    1000 (what left a small fine-tuning run at the majority class)."""
+    line = warmup_warning(5e-4, 1000, 300)
+    assert "\n" not in line
+    assert line.startswith("warning: --warmup_steps=1000 is not below --train_steps=300")
+    assert "to 0.00015 at the last step" in line and "--learning_rate=0.0005" in line
+    assert warmup_warning(5e-4, 300, 300) is not None
+    assert warmup_warning(5e-4, 30, 300) is None
+    assert warmup_warning(5e-4, 0, 1) is None

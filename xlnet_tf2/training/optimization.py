@@ -183,6 +183,20 @@ def describe_optimizer(bias_correction: Optional[bool], weight_decay: float) -> 
             f"{'on' if on else 'off'} ({why})")
 
 
+def warmup_warning(learning_rate: float, warmup_steps: int, train_steps: int) -> Optional[str]:
+    """A warning line when the warmup does not end before the run: the learning rate then
+    only rises and never reaches --learning_rate (a 300-step fine-tuning run under the
+    paper's 1000 warmup steps ends at 30% of it, and a small model may learn nothing); None
+    when the warmup ends in time."""
+    if warmup_steps < train_steps:
+        return None
+    last = learning_rate * (train_steps - 1) / warmup_steps  # the last update's rate
+    return (f"warning: --warmup_steps={warmup_steps} is not below --train_steps={train_steps}: "
+            f"the learning rate only rises, to {last:.3g} at the last step, and never reaches "
+            f"--learning_rate={learning_rate:g}; about a tenth of --train_steps is a usual "
+            "warmup for a short run.")
+
+
 def create_optimizer(model: keras.Model, *, learning_rate: float, warmup_steps: int,
                      total_steps: int, weight_decay: float, epsilon: float,
                      bias_correction: Optional[bool] = None, loss_scaling: bool = False,

@@ -58,7 +58,8 @@ from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
 from xlnet_tf2.training import checkpointing, determinism, distribution, run_record
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
-from xlnet_tf2.training.optimization import create_optimizer, describe_optimizer
+from xlnet_tf2.training.optimization import (create_optimizer, describe_optimizer,
+                                             warmup_warning)
 from xlnet_tf2.training.run_config import LoopConfig
 from xlnet_tf2.training.task import RunSettings, Task  # noqa: F401 (RunSettings: re-export)
 
@@ -136,6 +137,10 @@ class Trainer:
             line = describe_optimizer(opt.adam_bias_correction, opt.weight_decay)
             logging.info(line)
             print(line, flush=True)
+            warning = warmup_warning(opt.learning_rate, opt.warmup_steps, loop.train_steps)
+            if warning:  # printed as the optimizer line is (stdout; absl's log at INFO)
+                logging.info(warning)
+                print(warning, flush=True)
         # Host-side (outside the strategy): e.g. the memory, [G, M, D] per layer.
         self.carried_state = task.carried_state(self.model, self.layout, self.strategy)
         self.checkpoints = checkpointing.CheckpointKeeper(
