@@ -9,32 +9,14 @@ dropout 0.1 on every site) at two shapes, read the constants of the HLO that Ten
 XLA, and fail if a large one comes back.
 """
 
-import re
-
 import pytest
 
+from benchmarks.tools.program_constants import constant_sizes
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import Trainer
-
-_BYTES = {"pred": 1, "s8": 1, "u8": 1, "s16": 2, "u16": 2, "f16": 2, "bf16": 2, "s32": 4,
-          "u32": 4, "f32": 4, "s64": 8, "u64": 8, "f64": 8}
-# `%constant.12 = u32[1,32,128]{2,1,0} constant({...})`: large literals are elided, the shape
-# is always printed.
-_CONSTANT = re.compile(r"= (\w+)\[([\d,]*)\]\S* constant\(")
-
-
-def constant_sizes(hlo_text: str):
-    """[(bytes, "dtype[dims]")] of every constant op of an HLO module's text, largest first."""
-    sizes = []
-    for match in _CONSTANT.finditer(hlo_text):
-        elements = 1
-        for dim in filter(None, match.group(2).split(",")):
-            elements *= int(dim)
-        sizes.append((elements * _BYTES[match.group(1)], f"{match.group(1)}[{match.group(2)}]"))
-    return sorted(sizes, reverse=True)
 
 
 def test_constant_sizes_parses_hlo_text():
