@@ -5,8 +5,9 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers import Dropout
-from xlnet_tf2.layers.dropout import (_always_true, dropout_keys, hashed_bits,
-                                     hashed_uniform_bits, masks_are_stored_here)
+from xlnet_tf2.layers.dropout import (dropout_keys, hashed_bits, hashed_uniform_bits,
+                                     masks_are_stored_here)
+from xlnet_tf2.layers.run_time import always_true
 
 
 def test_inference_is_identity_and_training_drops_and_rescales():
@@ -106,8 +107,8 @@ def test_stored_mask_is_a_conditional_that_xla_keeps_on_a_cpu():
 def test_the_stored_masks_condition_is_true_for_every_key():
     keys = tf.constant([0, 1, 2 ** 31, 2 ** 32 - 2, 2 ** 32 - 1], tf.uint32)
     for k in keys:
-        assert bool(_always_true(k))
-    assert bool(_always_true(keys))
+        assert bool(always_true(k))
+    assert bool(always_true(keys))
     assert Dropout(0.1, store_mask=True).get_config()["store_mask"] is True
     assert Dropout.from_config(Dropout(0.1, store_mask=True).get_config()).store_mask
 

@@ -43,7 +43,8 @@ rel-shift's gradient, which computes every element from a reshaped and padded in
 ran there once more per element, behind index arithmetic that does not vectorize. With
 `store_mask` the keep mask leaves a `tf.cond` (XLA does not fuse across control flow), so it is
 computed once and read as one byte per element. The condition is always true, but only at run
-time (`_always_true`, `layers/run_time.py`), so that XLA cannot fold the conditional away.
+time (`always_true` of `layers/run_time.py`, on the step-derived key), so that XLA cannot
+fold the conditional away.
 Storing only this mask, not every dropout's, was the fastest on a CPU (BENCHMARKS.md). Done
 only where TensorFlow sees no GPU or TPU (`masks_are_stored_here`): there recomputing costs
 little and stored masks cost memory. At the paper's scale they would be one byte per score:
@@ -234,15 +235,9 @@ def masks_are_stored_here() -> bool:
     return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
 
 
-def _always_true(k1: tf.Tensor) -> tf.Tensor:
-    """A boolean scalar that is true for every key, computed at run time from `k1` (uint32,
-    scalar or [rows]; never a constant: it holds the step)."""
-    return always_true(k1)
-
-
 def _stored(keep: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
     """`keep` passed through a conditional, so that XLA computes it once (module docstring)."""
-    return tf.cond(_always_true(k1), lambda: keep, lambda: tf.zeros_like(keep))
+    return tf.cond(always_true(k1), lambda: keep, lambda: tf.zeros_like(keep))
 
 
 def assign_dropout_salts(model: keras.layers.Layer) -> int:
