@@ -374,3 +374,93 @@ class AcceleratorCheckConfig:
         if not 0 < self.loss_tolerance < 1:
             raise RunConfigError(f"--loss_tolerance must be in (0, 1), got "
                                  f"{self.loss_tolerance}.")
+
+
+PAYOFF_INITS = ("permutation", "left_to_right", "random")
+
+
+@dataclasses.dataclass(frozen=True)
+class PayoffConfig:
+    """Does pretraining pay off? Pretrain twice (permutation, left-to-right), fine-tune three
+    initializations on two tasks at several seeds (benchmarks/pretraining_payoff.py)."""
+
+    workdir: str = setting(
+        "runs/payoff", "Where every stage writes (corpus, tokenizer, data, tasks, runs, report); "
+        "a stage whose output is complete there is reused, so an interrupted experiment "
+        "continues where it stopped.")
+    min_tokens: int = setting(
+        20_000_000, "Fail unless the prepared pretraining corpus holds at least this many "
+        "tokens (the README's apt line installs documentation that gives enough).")
+    max_corpus_bytes: int = setting(
+        100_000_000, "Stop collecting pretraining text after this many bytes.")
+    vocab_size: int = setting(8000, "SentencePiece pieces (an upper bound, see "
+                              "data_prep/train_sentencepiece.py).")
+    seq_len: int = setting(128, "Pretraining and fine-tuning sequence length L.")
+    n_layer: int = setting(4, "Layers of the model.")
+    d_model: int = setting(128, "Hidden size D (heads of 32 dimensions, feed-forward 4 D).")
+    pretrain_steps: int = setting(
+        6000, "Steps of each pretraining run (the same for both orders: the same tokens).")
+    pretrain_batch_size: int = setting(32, "Pretraining batch (half forward, half backward "
+                                       "with bi_data).")
+    pretrain_learning_rate: float = setting(5e-4, "Peak pretraining learning rate.")
+    pretrain_eval_every: int = setting(
+        500, "Held-out loss of the pretraining runs every this many steps (the curves).")
+    eval_batches: int = setting(20, "Batches per held-out evaluation.")
+    orders: Tuple[str, ...] = setting(
+        ("permutation", "left_to_right"), "Which pretraining objectives to run "
+        "(--factorization_order of experiments/run_pretrain.py).")
+    tasks: Tuple[str, ...] = setting(("man_section", "python_package"),
+                                     "Downstream tasks (benchmarks/tools/payoff_tasks.py).")
+    inits: Tuple[str, ...] = setting(
+        PAYOFF_INITS, "Initializations to fine-tune: the pretraining runs by order, and random.")
+    seeds: Tuple[int, ...] = setting((1, 2, 3), "Fine-tuning seeds (each init and task).")
+    train_per_label: int = setting(600, "Training examples per label of each task.")
+    dev_per_label: int = setting(100, "Dev examples per label (picks the best checkpoint).")
+    test_per_label: int = setting(200, "Test examples per label (the reported accuracy).")
+    finetune_steps: int = setting(300, "Fine-tuning steps (about 4 epochs at the defaults).")
+    finetune_batch_size: int = setting(32, "Fine-tuning batch.")
+    finetune_learning_rate: float = setting(
+        2e-4, "Peak fine-tuning learning rate (the same for every initialization).")
+    finetune_warmup_fraction: float = setting(0.1, "Warmup, as a fraction of the steps.")
+    summary_type: str = setting("last", "Pooling of the classifier (--summary_type).",
+                                choices=("last", "first", "mean", "attn"))
+    max_pages_per_section: int = setting(
+        1500, "At most this many man pages per section for the man_section task.")
+    man_root: str = setting("/usr/share/man", "Where the man pages are (corpus and the "
+                            "man_section task).")
+    doc_root: str = setting("/usr/share/doc", "Where the packages' documentation is (corpus).")
+    info_root: str = setting("/usr/share/info", "Where the info manuals are (corpus).")
+    python_root: str = setting(
+        "", "The site-packages whose packages' docstrings are read (corpus and the "
+        "python_package task); default: this interpreter's.")
+
+    def __post_init__(self):
+        check_positive(self, "vocab_size", "seq_len", "n_layer", "d_model", "pretrain_steps",
+                       "pretrain_batch_size", "pretrain_eval_every", "eval_batches",
+                       "train_per_label", "dev_per_label", "test_per_label", "finetune_steps",
+                       "finetune_batch_size", "max_pages_per_section", "max_corpus_bytes")
+        check_non_negative(self, "min_tokens")
+        if self.d_model % 32:
+            raise RunConfigError(f"--d_model={self.d_model} must be a multiple of 32 (heads of "
+                                 "32 dimensions).")
+        if self.seq_len % 2 or self.seq_len < 16:
+            raise RunConfigError(f"--seq_len={self.seq_len} must be even and >= 16 (the reused "
+                                 "half is seq_len / 2).")
+        bad = set(self.orders) - {"permutation", "left_to_right"}
+        if bad:
+            raise RunConfigError(f"--orders: unknown {sorted(bad)}; use permutation, "
+                                 "left_to_right.")
+        bad = set(self.inits) - set(PAYOFF_INITS)
+        if bad:
+            raise RunConfigError(f"--inits: unknown {sorted(bad)}; use {', '.join(PAYOFF_INITS)}.")
+        missing = [i for i in self.inits if i != "random" and i not in self.orders]
+        if missing:
+            raise RunConfigError(f"--inits names {missing} but --orders does not pretrain them.")
+        bad = set(self.tasks) - {"man_section", "python_package"}
+        if bad:
+            raise RunConfigError(f"--tasks: unknown {sorted(bad)}; use man_section, "
+                                 "python_package.")
+        if not 0.0 <= self.finetune_warmup_fraction < 1.0:
+            raise RunConfigError("--finetune_warmup_fraction must be in [0, 1).")
+        if self.pretrain_batch_size % 2:
+            raise RunConfigError("--pretrain_batch_size must be even (bi_data).")

@@ -197,7 +197,8 @@ def is_held_out(name: str, fraction: float) -> bool:
 def build_doc_corpus(output_path: str, spm_path: str, *, max_bytes: int,
                      spm_fraction: float = 0.2, max_spm_bytes: int = 8_000_000,
                      sources: Sequence[str] = SOURCES, min_bytes: int = 0,
-                     roots: Optional[Dict[str, str]] = None) -> dict:
+                     roots: Optional[Dict[str, str]] = None,
+                     exclude: Optional[Callable[[str, str], bool]] = None) -> dict:
     """Writes a deduplicated documentation corpus and a disjoint slice to train a tokenizer.
 
     Args:
@@ -208,6 +209,8 @@ def build_doc_corpus(output_path: str, spm_path: str, *, max_bytes: int,
       sources: which of SOURCES to read.
       min_bytes: raise ValueError if the machine yields less benchmarked text.
       roots: optional {source: directory} overriding each source's default location.
+      exclude: optional `exclude(source, name)`: True leaves that document out (e.g. the
+        documents of a downstream task, benchmarks/tools/payoff_tasks.py).
 
     Returns:
       {"path", "spm_path", "bytes", "spm_bytes", "documents", "sentences",
@@ -224,12 +227,16 @@ def build_doc_corpus(output_path: str, spm_path: str, *, max_bytes: int,
     seen = set()
     stats = {"path": output_path, "spm_path": spm_path, "bytes": 0, "spm_bytes": 0,
              "documents": 0, "sentences": 0, "duplicate_paragraphs": 0,
+             "excluded_documents": 0,
              "by_source": {s: 0 for s in sources}}
     for path in (output_path, spm_path):
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     with open(output_path, "w", encoding="utf-8") as out, \
             open(spm_path, "w", encoding="utf-8") as spm_out:
         for source, (name, paragraphs) in _balanced(iterators, stats["by_source"]):
+            if exclude is not None and exclude(source, name):
+                stats["excluded_documents"] += 1
+                continue
             held_out = is_held_out(f"{source}:{name}", spm_fraction)
             if held_out and stats["spm_bytes"] >= max_spm_bytes:
                 continue

@@ -104,3 +104,33 @@ def test_online_ranks_are_block_permutations_and_seeded():
         assert sorted(row[:8]) == list(range(8)) and sorted(row[8:]) == list(range(8, 16))
     assert not np.array_equal(ranks[0], ranks[1])
     np.testing.assert_array_equal(ranks, online_ranks(seeds, 16, 8).numpy())
+
+
+def test_left_to_right_order_is_a_causal_language_model():
+    # --factorization_order=left_to_right: the stored ranks are ignored and every position is
+    # ranked by its place, so position i sees exactly 0..i-1 (a target) or 0..i (anything
+    # else); the content stream adds the diagonal, so it is causal attention.
+    out = two_stream_masks(tf.constant(IDS), tf.constant(RANK), tf.constant(TARGETS), 4,
+                           order="left_to_right")
+    perm_mask = out["perm_mask"].numpy()[0]
+    is_target = np.zeros(8, bool)
+    is_target[[1, 2, 4, 6]] = True
+    expected = np.array([[j > i or (j == i and is_target[i]) for j in range(8)]
+                         for i in range(8)], np.float32)
+    np.testing.assert_array_equal(perm_mask, expected)
+    # The reused/new half rule holds by itself; the same targets as the permutation order.
+    assert perm_mask[:4, 4:].min() == 1 and perm_mask[4:, :4].max() == 0
+    permuted = _masks()
+    for name in ("target_mapping", "target", "target_mask"):
+        np.testing.assert_array_equal(out[name].numpy()[0], permuted[name])
+    # Any stored order gives the same masks.
+    other = two_stream_masks(tf.constant(IDS), tf.constant(RANK[:, ::-1].copy()),
+                             tf.constant(TARGETS), 4, order="left_to_right")
+    np.testing.assert_array_equal(other["perm_mask"].numpy()[0], perm_mask)
+
+
+def test_unknown_order_is_refused():
+    import pytest
+    with pytest.raises(ValueError, match="left_to_right"):
+        two_stream_masks(tf.constant(IDS), tf.constant(RANK), tf.constant(TARGETS), 4,
+                         order="right_to_left")

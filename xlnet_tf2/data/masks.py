@@ -29,8 +29,15 @@ from xlnet_tf2 import special_ids
 from xlnet_tf2.layers import run_time
 
 
+# Factorization orders of pretraining (--factorization_order): "permutation" is XLNet's
+# (the stored or online ranks, non-targets visible to all); "left_to_right" is the identity
+# order with every position ranked, i.e. a plain left-to-right (causal) language model
+# predicting the same targets: the objective the permutation one generalizes.
+FACTORIZATION_ORDERS = ("permutation", "left_to_right")
+
+
 def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_positions: tf.Tensor,
-                     reuse_len: int) -> dict:
+                     reuse_len: int, order: str = "permutation") -> dict:
     """Builds the pretraining masks of a batch.
 
     Args:
@@ -38,6 +45,11 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
       perm_rank: int32 [B, L], rank of each position in the factorization order.
       target_positions: int32 [B, P], target positions ascending, padded with -1.
       reuse_len: R.
+      order: "permutation" (the rules above) or "left_to_right": `perm_rank` is ignored and
+        every position, target or not, is ranked by its place (rank(i) = i), so position i
+        sees exactly the positions before it (and itself in the content stream) and the
+        memory: a causal language model on the same targets, the reused/new half rule
+        holding by itself.
 
     Returns:
       dict with
@@ -46,12 +58,19 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
         target: int32 [B, P], the token at each target position (0 in padded slots).
         target_mask: float32 [B, P], 1 for real targets.
     """
+    if order not in FACTORIZATION_ORDERS:
+        raise ValueError(f"order must be one of {FACTORIZATION_ORDERS}, got {order!r}.")
     seq_len = input_ids.shape[1]
     target_mapping = tf.one_hot(target_positions, seq_len, dtype=tf.float32)  # [B, P, L]
     is_target = tf.reduce_max(target_mapping, axis=1) > 0.5                    # [B, L]
-    is_func = tf.logical_or(tf.equal(input_ids, special_ids.SEP_ID),
-                            tf.equal(input_ids, special_ids.CLS_ID))          # [B, L]
-    ranked = tf.logical_or(is_target, is_func)                                # [B, L]
+    if order == "left_to_right":
+        perm_rank = tf.broadcast_to(tf.range(seq_len) + run_time.int_zero(input_ids),
+                                    tf.shape(input_ids))                      # [B, L]
+        ranked = tf.ones_like(is_target)                                      # [B, L]
+    else:
+        is_func = tf.logical_or(tf.equal(input_ids, special_ids.SEP_ID),
+                                tf.equal(input_ids, special_ids.CLS_ID))      # [B, L]
+        ranked = tf.logical_or(is_target, is_func)                            # [B, L]
     rank = tf.where(ranked, perm_rank, -tf.ones_like(perm_rank))              # [B, L]
     # A target's bar is its own rank (sees strictly lower); others' bar is rank + 1.
     bar = tf.where(is_target, rank, rank + 1)                                 # [B, L]
@@ -82,13 +101,14 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
 COMPACT_FEATURES = ("input_ids", "segment_ids", "perm_rank", "target_positions")
 
 
-def dense_features(features: dict, reuse_len: int) -> dict:
+def dense_features(features: dict, reuse_len: int, order: str = "permutation") -> dict:
     """The model and loss inputs of a batch of compact features (jit-compatible).
 
     Args:
       features: input_ids int [B, L], segment_ids int [B, L] (any integer dtype, e.g. int8),
         perm_rank int [B, L], target_positions int [B, P] (ascending, padded with -1).
       reuse_len: R.
+      order: the factorization order, FACTORIZATION_ORDERS (see `two_stream_masks`).
 
     Returns:
       dict with input_ids int32 [B, L], segment_ids int32 [B, L] and the outputs of
@@ -97,7 +117,7 @@ def dense_features(features: dict, reuse_len: int) -> dict:
     """
     input_ids = tf.cast(features["input_ids"], tf.int32)
     out = two_stream_masks(input_ids, tf.cast(features["perm_rank"], tf.int32),
-                           tf.cast(features["target_positions"], tf.int32), reuse_len)
+                           tf.cast(features["target_positions"], tf.int32), reuse_len, order)
     out["input_ids"] = input_ids
     out["segment_ids"] = tf.cast(features["segment_ids"], tf.int32)
     return out

@@ -198,7 +198,8 @@ class PretrainTask(Task):
     def model_features(self, features):
         """The dense model and loss inputs of a batch of compact features, built where this
         runs (on the device inside the step): masks.dense_features at this run's reuse_len."""
-        return dense_features(features, self.data_shape.reuse_len)
+        return dense_features(features, self.data_shape.reuse_len,
+                              self.config.factorization_order)
 
     def loss(self, model, features, mems, training: bool = True):
         """(summed cross-entropy over this replica's real targets, new memory); `features`

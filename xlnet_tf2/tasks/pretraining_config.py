@@ -21,6 +21,7 @@ from typing import Optional, Tuple
 from xlnet_tf2 import config_flags
 from xlnet_tf2.config_flags import (RunConfigError, check_non_negative, check_positive,
                                     section, setting)
+from xlnet_tf2.data.masks import FACTORIZATION_ORDERS
 from xlnet_tf2.training.run_config import (DistributionConfig, DropoutConfig, LoopConfig,
                                            OptimizerConfig)
 
@@ -103,6 +104,13 @@ class PretrainConfig:
         False, "Draw a new factorization order for every example in every pass over the data "
         "(in the input pipeline, deterministic from --seed and the step, exact on resume) "
         "instead of the order stored by data preparation.", resume="warn")
+    factorization_order: str = setting(
+        "permutation", "The pretraining objective: 'permutation' (XLNet: each example's targets "
+        "are predicted in a sampled factorization order, from every non-target on both sides) "
+        "or 'left_to_right' (the identity order with every position ranked: a plain "
+        "Transformer-XL language model predicting the same targets from the positions before "
+        "them only; docs/SEMANTICS.md#factorization-order). Same data, model and step.",
+        choices=FACTORIZATION_ORDERS)
     loop: LoopConfig = section(LoopConfig)
     optimizer: OptimizerConfig = section(OptimizerConfig)
     model: PretrainModelConfig = section(PretrainModelConfig)

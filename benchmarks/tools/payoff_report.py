@@ -1,0 +1,144 @@
+"""The table and the figure of the pretraining payoff experiment (payoff_experiment.py).
+
+`summarize` turns the fine-tuning results into mean and standard deviation (sample sd, n - 1)
+of test accuracy per task and initialization, and the verdict the issue asks for: pretraining
+"clearly beats" random initialization on a task when the gap of the means exceeds twice the
+larger of the two standard deviations. `write_report` writes results.md and payoff.png
+(matplotlib, Agg backend: no display needed).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+from typing import Dict, List
+
+INIT_NAMES = {"permutation": "permutation-pretrained", "left_to_right": "left-to-right-pretrained",
+              "random": "random initialization"}
+
+
+def unigram_baseline(data_dir: str, eval_dir: str, global_batch_size: int, steps: int) -> dict:
+    """The held-out cross-entropy under the training targets' unigram distribution (the loss
+    of a model that ignores context), over the batches the pretraining runs read."""
+    from benchmarks.tools.baselines import held_out_unigram_baseline
+    return held_out_unigram_baseline([data_dir], [eval_dir], global_batch_size=global_batch_size,
+                                     max_steps=min(steps, 2000))
+
+
+def _mean_sd(values: List[float]) -> tuple:
+    mean = statistics.fmean(values)
+    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    return mean, sd
+
+
+def summarize(finetuning: List[dict]) -> Dict[str, Dict[str, dict]]:
+    """{task: {init: {"mean", "sd", "n", "accuracies"}}} and, per pretrained init,
+    "gap" (mean - random's mean), "clear" (gap > 2 * max(sd, random's sd))."""
+    table: Dict[str, Dict[str, dict]] = {}
+    for r in finetuning:
+        table.setdefault(r["task"], {}).setdefault(r["init"], {"accuracies": []})[
+            "accuracies"].append(r["test_accuracy"])
+    for task, inits in table.items():
+        for init, row in inits.items():
+            row["mean"], row["sd"] = _mean_sd(row["accuracies"])
+            row["n"] = len(row["accuracies"])
+        random = inits.get("random")
+        for init, row in inits.items():
+            if random is not None and init != "random":
+                row["gap"] = row["mean"] - random["mean"]
+                row["clear"] = bool(row["gap"] > 2 * max(row["sd"], random["sd"]))
+    return table
+
+
+def markdown_table(report: dict) -> str:
+    table = summarize(report["finetuning"])
+    lines = ["| task | initialization | test accuracy, mean +- sd | seeds | gap to random "
+             "| clearly better (gap > 2 sd) |", "|---|---|---|---|---|---|"]
+    for task, inits in table.items():
+        for init in sorted(inits, key=list(INIT_NAMES).index):
+            row = inits[init]
+            gap = f"{row['gap']:+.4f}" if "gap" in row else ""
+            clear = ("yes" if row["clear"] else "no") if "clear" in row else ""
+            lines.append(f"| {task} | {INIT_NAMES[init]} | {row['mean']:.4f} +- {row['sd']:.4f} "
+                         f"| {', '.join(f'{a:.4f}' for a in row['accuracies'])} | {gap} "
+                         f"| {clear} |")
+    lines.append("")
+    base = report.get("heldout_baseline", {}).get("heldout_cross_entropy")
+    lines.append("| pretraining run | held-out loss (own objective), first -> last evaluation "
+                 "| below the unigram baseline | wall time |")
+    lines.append("|---|---|---|---|")
+    for order, run in report["pretraining"].items():
+        heldout = run["heldout"]
+        if not heldout:
+            continue
+        below = f"{base - heldout[-1]['loss']:.3f} nats" if base is not None else ""
+        lines.append(f"| {order} | {heldout[0]['loss']:.3f} (step {heldout[0]['step']}) -> "
+                     f"{heldout[-1]['loss']:.3f} (step {heldout[-1]['step']}) | {below} "
+                     f"| {run['seconds'] / 60:.1f} min |")
+    if base is not None:
+        lines.append("")
+        lines.append(f"Held-out unigram baseline (context ignored): {base:.3f} nats.")
+    lines.append("")
+    lines.append("| stage | wall time | load average (start, end) |")
+    lines.append("|---|---|---|")
+    for stage, t in report["timings"].items():
+        lines.append(f"| {stage} | {t['seconds'] / 60:.1f} min | {t['load_start']:.2f}, "
+                     f"{t['load_end']:.2f} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(report: dict, path: str) -> None:
+    """Left: held-out (and smoothed training) loss of each pretraining run against steps.
+    Right: test accuracy per task and initialization, bars at the mean, sd whiskers, one dot
+    per seed."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    colors = {"permutation": "tab:blue", "left_to_right": "tab:orange", "random": "tab:gray"}
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
+    for order, run in report["pretraining"].items():
+        if run["train_loss"]:
+            left.plot([p["step"] for p in run["train_loss"]], [p["loss"] for p in run["train_loss"]],
+                      color=colors[order], alpha=0.35, linewidth=1)
+        left.plot([p["step"] for p in run["heldout"]], [p["loss"] for p in run["heldout"]],
+                  color=colors[order], marker="o", markersize=3,
+                  label=f"{order}: held-out (faint: training)")
+    base = report.get("heldout_baseline", {}).get("heldout_cross_entropy")
+    if base is not None:
+        left.axhline(base, color="black", linestyle="--", linewidth=1,
+                     label="held-out unigram baseline")
+    left.set_xlabel("pretraining step")
+    left.set_ylabel("loss on targets (nats)")
+    left.set_title("Pretraining (each run's own objective)")
+    left.legend(fontsize=8)
+
+    table = summarize(report["finetuning"])
+    tasks = list(table)
+    inits = [i for i in INIT_NAMES if any(i in table[t] for t in tasks)]
+    width = 0.8 / max(len(inits), 1)
+    for k, init in enumerate(inits):
+        for j, task in enumerate(tasks):
+            row = table[task].get(init)
+            if row is None:
+                continue
+            x = j + (k - (len(inits) - 1) / 2) * width
+            right.bar(x, row["mean"], width * 0.9, yerr=row["sd"], capsize=3,
+                      color=colors[init], label=INIT_NAMES[init] if j == 0 else None)
+            right.scatter([x] * row["n"], row["accuracies"], color="black", s=8, zorder=3)
+    right.set_xticks(range(len(tasks)))
+    right.set_xticklabels(tasks)
+    right.set_ylabel("test accuracy")
+    low = min(a for t in tasks for r in table[t].values() for a in r["accuracies"])
+    right.set_ylim(max(0.0, low - 0.1), 1.0)
+    right.set_title("Fine-tuning (mean +- sd over seeds; dots: seeds)")
+    right.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def write_report(workdir: str, report: dict) -> None:
+    with open(os.path.join(workdir, "results.md"), "w", encoding="utf-8") as f:
+        f.write(markdown_table(report))
+    plot(report, os.path.join(workdir, "payoff.png"))
