@@ -90,8 +90,8 @@ def _run_command(script: str, flags: Dict[str, object], log_path: Optional[str])
         with open(log_path, encoding="utf-8", errors="replace") as f:
             tail = "".join(f.readlines()[-15:])
     if code:
-        raise PayoffError(f"{script} failed (exit {code}){' (log: ' + log_path + ')' if log_path else ''}:"
-                          f"\n{tail}")
+        where = f" (log: {log_path})" if log_path else ""
+        raise PayoffError(f"{script} failed (exit {code}){where}:\n{tail}")
 
 
 class Experiment:
@@ -211,10 +211,10 @@ class Experiment:
     def model_config_path(self) -> str:
         path = self.path("model_config.json")
         c = self.c
+        vocab_size = _read_json(self.path("data", "record_info.json"))["vocab_size"]
         _write_json(path, {"n_layer": c.n_layer, "d_model": c.d_model, "n_head": c.d_model // 32,
                            "d_head": 32, "d_inner": 4 * c.d_model, "ff_activation": "gelu",
-                           "untie_r": True,
-                           "n_token": _read_json(self.path("data", "record_info.json"))["vocab_size"]})
+                           "untie_r": True, "n_token": vocab_size})
         return path
 
     def pretrain(self, order: str) -> dict:

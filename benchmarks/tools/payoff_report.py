@@ -99,7 +99,8 @@ def plot(report: dict, path: str) -> None:
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 4.5))
     for order, run in report["pretraining"].items():
         if run["train_loss"]:
-            left.plot([p["step"] for p in run["train_loss"]], [p["loss"] for p in run["train_loss"]],
+            left.plot([p["step"] for p in run["train_loss"]],
+                      [p["loss"] for p in run["train_loss"]],
                       color=colors[order], alpha=0.35, linewidth=1)
         left.plot([p["step"] for p in run["heldout"]], [p["loss"] for p in run["heldout"]],
                   color=colors[order], marker="o", markersize=3,

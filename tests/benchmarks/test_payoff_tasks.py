@@ -125,7 +125,7 @@ def test_report_writes_the_table_and_a_png(tmp_path):
               "timings": {"pretrain": {"seconds": 120.0, "load_start": 1.0, "load_end": 2.0}}}
     payoff_report.write_report(str(tmp_path), report)
     table = (tmp_path / "results.md").read_text()
-    assert "| a | permutation-pretrained | 0.6100 +- 0.0100 | 0.6000, 0.6100, 0.6200 | +0.1000 | yes |" \
-        in table
+    assert ("| a | permutation-pretrained | 0.6100 +- 0.0100 | 0.6000, 0.6100, 0.6200 "
+            "| +0.1000 | yes |") in table
     assert "6.500 (step 10) -> 5.000 (step 20) | 1.000 nats" in table
     assert (tmp_path / "payoff.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

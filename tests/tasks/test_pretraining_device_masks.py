@@ -12,6 +12,7 @@ from xlnet_tf2.data.pretrain_dataset import (DENSE_HOST_DTYPES, OUTPUT_FEATURES,
                                              build_pretrain_dataset, bytes_per_example)
 from xlnet_tf2.tasks.pretraining import (LOSS_FEATURES, MODEL_FEATURES, DataShape,
                                          PretrainTask)
+from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import Trainer
@@ -143,3 +144,58 @@ def test_bytes_per_example_at_the_paper_shape():
                                       vocab_size=32000, global_batch_size=2).element_spec
     assert tuple(spec) == OUTPUT_FEATURES
     assert sum(s.shape.num_elements() * s.dtype.size for s in spec.values()) == 2 * compact
+
+
+def test_left_to_right_order_reaches_the_step_and_ignores_later_tokens(tmp_path):
+    """--factorization_order=left_to_right: the task's compiled mask builder gives causal
+    masks, and a target's loss does not move when every token after it changes (it does under
+    the permutation order, whose non-targets are visible from both sides)."""
+    shape = DataShape(seq_len=16, reuse_len=8, num_predict=4, bi_data=True)
+
+    def data(context, start_step):
+        return synthetic_pretrain_dataset(seq_len=16, reuse_len=8, num_predict=4, bi_data=True,
+                                          vocab_size=600, global_batch_size=4,
+                                          input_context=context, start_step=start_step, seed=3)
+
+    batch = next(iter(data(None, 0)))
+    compact = {k: batch[k] for k in COMPACT_FEATURES}
+    first_target = int(tf.reduce_min(tf.where(batch["target_positions"][0] >= 0,
+                                              batch["target_positions"][0], 99)))
+    changed = dict(compact)
+    ids = compact["input_ids"].numpy().copy()
+    ids[0, first_target + 1:] = 17  # every later token of row 0 (no <sep>/<cls> any more)
+    changed["input_ids"] = tf.constant(ids, compact["input_ids"].dtype)
+
+    def first_target_loss(trainer, features):
+        d = tf.function(trainer.task.model_features, jit_compile=True)(features)
+        out = trainer.model({**{k: d[k] for k in MODEL_FEATURES},
+                             "mems": trainer.model.transformer.initial_memory(4)},
+                            training=False)
+        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(labels=d["target"],
+                                                            logits=out["logits"])
+        return float(ce[0, 0]), d["perm_mask"].numpy()
+
+    losses = {}
+    for order in ("left_to_right", "permutation"):
+        p = _small_pretrainer(tmp_path / order, shape, data, factorization_order=order)
+        before, mask = first_target_loss(p, compact)
+        after, _ = first_target_loss(p, changed)
+        losses[order] = (before, after)
+        if order == "left_to_right":
+            L = 16
+            is_target = np.zeros(L, bool)
+            is_target[[t for t in batch["target_positions"][0].numpy() if t >= 0]] = True
+            causal = np.array([[j > i or (j == i and is_target[i]) for j in range(L)]
+                               for i in range(L)], np.float32)
+            np.testing.assert_array_equal(mask[0], causal)
+    assert losses["left_to_right"][0] == pytest.approx(losses["left_to_right"][1], abs=1e-6)
+    assert abs(losses["permutation"][0] - losses["permutation"][1]) > 1e-4
+
+
+def test_left_to_right_order_needs_memory():
+    # Without memory a target at position 0 would see no key, and a softmax over blocked keys
+    # only spreads over all of them, the future included.
+    with pytest.raises(RunConfigError, match="--mem_len > 0"):
+        PretrainConfig.flat(model_dir="m", data_dir=("d",), factorization_order="left_to_right",
+                            mem_len=0)
+    assert PretrainConfig.flat(model_dir="m", data_dir=("d",), mem_len=0).model.mem_len == 0

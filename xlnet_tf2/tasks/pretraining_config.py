@@ -109,7 +109,8 @@ class PretrainConfig:
         "are predicted in a sampled factorization order, from every non-target on both sides) "
         "or 'left_to_right' (the identity order with every position ranked: a plain "
         "Transformer-XL language model predicting the same targets from the positions before "
-        "them only; docs/SEMANTICS.md#factorization-order). Same data, model and step.",
+        "them and the memory only, so it needs --mem_len > 0; "
+        "docs/SEMANTICS.md#factorization-order). Same data, model and step.",
         choices=FACTORIZATION_ORDERS)
     loop: LoopConfig = section(LoopConfig)
     optimizer: OptimizerConfig = section(OptimizerConfig)
@@ -121,6 +122,12 @@ class PretrainConfig:
         if not self.data_dir:
             raise RunConfigError("--data_dir is required: one or more directories written by "
                                  "data_prep/create_tfrecords.py.")
+        if self.factorization_order == "left_to_right" and self.model.mem_len == 0:
+            # Position 0 has no position before it: a target there would see no key at all,
+            # and a softmax over nothing but blocked keys spreads evenly over all of them
+            # (the future included). The memory columns give it something to see.
+            raise RunConfigError("--factorization_order=left_to_right needs --mem_len > 0: "
+                                 "a target at position 0 sees only the memory.")
 
     @classmethod
     def flat(cls, **values) -> "PretrainConfig":
