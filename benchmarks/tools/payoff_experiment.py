@@ -12,7 +12,9 @@
                  --factorization_order=permutation | left_to_right), the same data, model,
                  steps, seed and flags otherwise: WORKDIR/pretrain/<order>
     6 finetune   every task x initialization x seed (experiments/run_classifier.py; the
-                 best dev checkpoint is scored on test here): WORKDIR/finetune/<task>/<init>-s<seed>
+                 best dev checkpoint is scored on test here):
+                 WORKDIR/finetune/<recipe>/<task>/<init>-s<seed>, the recipe naming the
+                 fine-tuning flags (steps, batch, learning rate, warmup, pooling)
     7 report     WORKDIR/results.json, results.md (the table) and payoff.png (the figure)
 
 Every stage runs the commands a user runs, as subprocesses, and leaves its output complete or
@@ -26,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -240,12 +243,20 @@ class Experiment:
         steps = _jsonl(os.path.join(out, "steps.jsonl"))
         return {"model_dir": out, "heldout": [{"step": e["step"], "loss": e["loss"]}
                                               for e in evals],
-                "train_loss": _smoothed([s["loss"] for s in steps], c_steps=len(steps)),
+                "train_loss": _smoothed([s["loss"] for s in steps]),
                 "seconds": _read_json(os.path.join(out, DONE))["seconds"]}
 
     # ------------------------------------------------------------------ 6 finetune
+    def recipe(self) -> str:
+        """The fine-tuning settings as a folder name: another recipe on the same pretraining
+        runs gets its own runs (the tasks, corpus, data and pretraining are reused)."""
+        c = self.c
+        return (f"steps{c.finetune_steps}-batch{c.finetune_batch_size}-"
+                f"lr{c.finetune_learning_rate:g}-warmup{c.finetune_warmup_fraction:g}-"
+                f"{c.summary_type}")
+
     def finetune(self, task: str, init: str, seed: int) -> dict:
-        out = self.path("finetune", task, f"{init}-s{seed}")
+        out = self.path("finetune", self.recipe(), task, f"{init}-s{seed}")
         done = os.path.join(out, DONE)
         if os.path.exists(done):
             return _read_json(done)
@@ -267,7 +278,6 @@ class Experiment:
         else:
             flags["init_checkpoint"] = self.path("pretrain", init)
         if os.path.exists(out):
-            import shutil
             shutil.rmtree(out)  # an unfinished run: start it again from its initialization
         os.makedirs(out)
         start = time.time()
@@ -282,6 +292,12 @@ class Experiment:
 
     # ------------------------------------------------------------------ all
     def run(self) -> dict:
+        try:  # the figure is the last stage: say it now, not after an hour and a half
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise PayoffError("the figure (payoff.png) needs matplotlib: EXTRA=test bash "
+                              "scripts/setup_env.sh (or pip install -r requirements-test.txt)."
+                              ) from None
         os.makedirs(self.path("logs"), exist_ok=True)
         started = time.time()
         c = self.c
@@ -329,11 +345,12 @@ def _jsonl(path: str) -> List[dict]:
         return [json.loads(line) for line in f if line.strip()]
 
 
-def _smoothed(losses: List[float], c_steps: int, points: int = 50) -> List[dict]:
-    """The training loss averaged over `points` equal windows: [{"step", "loss"}]."""
+def _smoothed(losses: List[float], points: int = 50) -> List[dict]:
+    """The training loss (one per step) averaged over `points` equal windows:
+    [{"step": last step of the window, "loss"}]."""
     if not losses:
         return []
-    width = max(1, c_steps // points)
+    width = max(1, len(losses) // points)
     return [{"step": start + width, "loss": sum(losses[start:start + width]) /
              len(losses[start:start + width])} for start in range(0, len(losses), width)]
 

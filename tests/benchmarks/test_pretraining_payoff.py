@@ -59,7 +59,8 @@ def test_toy_experiment_end_to_end_and_resumed(tmp_path):
     for r in results:
         assert 0.0 <= r["test_accuracy"] <= 1.0 and r["task"] == "python_package"
     # The pretrained fine-tunes started from their pretraining run; random did not.
-    config = json.loads((workdir / "finetune" / "python_package" / "permutation-s1" /
+    recipe = workdir / "finetune" / "steps3-batch4-lr0.0002-warmup0.1-last"
+    config = json.loads((recipe / "python_package" / "permutation-s1" /
                          "run_config.json").read_text())
     assert "pretrain/permutation" in json.dumps(config)
     # The corpus left out every task document.
@@ -74,6 +75,13 @@ def test_toy_experiment_end_to_end_and_resumed(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert "reusing" in again.stdout
     assert json.loads((workdir / "results.json").read_text())["finetuning"] == results
+    # Another fine-tuning recipe on the same pretraining runs: only the fine-tuning runs anew.
+    other = _run(workdir, tmp_path, "--finetune_steps=2", "--inits=permutation,random",
+                 "--orders=permutation")
+    assert other.returncode == 0, other.stderr[-3000:]
+    assert "pretraining, permutation order" not in other.stdout
+    assert sorted(p.name for p in (workdir / "finetune").iterdir()) == [
+        "steps2-batch4-lr0.0002-warmup0.1-last", recipe.name]
 
 
 def test_too_small_corpus_is_one_line_naming_the_flag(tmp_path):
