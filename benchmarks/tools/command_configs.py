@@ -22,6 +22,8 @@ from typing import Optional, Tuple
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
                                     check_positive, section, setting, setting_like)
 from benchmarks.tools.doc_corpus import SOURCES
+from benchmarks.tools.payoff_tasks import TASKS as PAYOFF_TASKS
+from xlnet_tf2.tasks.finetune_config import SUMMARY_TYPES
 from xlnet_tf2.training.run_config import PRECISIONS, DistributionConfig
 
 WORKLOADS = ("pretrain", "inference", "scaling", "data", "loop")
@@ -409,8 +411,8 @@ class PayoffConfig:
     orders: Tuple[str, ...] = setting(
         ("permutation", "left_to_right"), "Which pretraining objectives to run "
         "(--factorization_order of experiments/run_pretrain.py).")
-    tasks: Tuple[str, ...] = setting(("man_section", "python_package"),
-                                     "Downstream tasks (benchmarks/tools/payoff_tasks.py).")
+    tasks: Tuple[str, ...] = setting(
+        PAYOFF_TASKS, "Downstream tasks (benchmarks/tools/payoff_tasks.py).")
     inits: Tuple[str, ...] = setting(
         PAYOFF_INITS, "Initializations to fine-tune: the pretraining runs by order, and random.")
     seeds: Tuple[int, ...] = setting((1, 2, 3), "Fine-tuning seeds (each init and task).")
@@ -423,7 +425,7 @@ class PayoffConfig:
         2e-4, "Peak fine-tuning learning rate (the same for every initialization).")
     finetune_warmup_fraction: float = setting(0.1, "Warmup, as a fraction of the steps.")
     summary_type: str = setting("last", "Pooling of the classifier (--summary_type).",
-                                choices=("last", "first", "mean", "attn"))
+                                choices=SUMMARY_TYPES)
     max_pages_per_section: int = setting(
         1500, "At most this many man pages per section for the man_section task.")
     man_root: str = setting("/usr/share/man", "Where the man pages are (corpus and the "
@@ -456,10 +458,10 @@ class PayoffConfig:
         missing = [i for i in self.inits if i != "random" and i not in self.orders]
         if missing:
             raise RunConfigError(f"--inits names {missing} but --orders does not pretrain them.")
-        bad = set(self.tasks) - {"man_section", "python_package"}
+        bad = set(self.tasks) - set(PAYOFF_TASKS)
         if bad:
-            raise RunConfigError(f"--tasks: unknown {sorted(bad)}; use man_section, "
-                                 "python_package.")
+            raise RunConfigError(f"--tasks: unknown {sorted(bad)}; use "
+                                 f"{', '.join(PAYOFF_TASKS)}.")
         if not 0.0 <= self.finetune_warmup_fraction < 1.0:
             raise RunConfigError("--finetune_warmup_fraction must be in [0, 1).")
         if self.pretrain_batch_size % 2:

@@ -36,6 +36,8 @@ from typing import Dict, List, Optional
 
 from benchmarks.tools import doc_corpus, payoff_tasks
 from benchmarks.tools.command_configs import PayoffConfig
+from benchmarks.tools.loop_benchmark import load_average
+from xlnet_tf2 import fileio
 from xlnet_tf2.config_flags import RunConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -51,24 +53,10 @@ def log(message: str) -> None:
     print(f"[payoff {time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def _load() -> float:
-    try:
-        with open("/proc/loadavg") as f:
-            return float(f.read().split()[0])
-    except OSError:
-        return float("nan")
-
-
-def _read_json(path: str):
-    with open(path, encoding="utf-8") as f:
-        return json.load(f)
-
-
-def _write_json(path: str, value) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w", encoding="utf-8") as f:
-        json.dump(value, f, indent=1, sort_keys=True)
-    os.replace(tmp, path)
+def _read_json(path: str) -> dict:
+    """A JSON object a stage wrote; a damaged one is one line naming it (fileio)."""
+    return fileio.read_json_object(path, PayoffError,
+                                   fix="Delete it and run the command again to redo its stage.")
 
 
 def _run_command(script: str, flags: Dict[str, object], log_path: Optional[str]) -> None:
@@ -111,11 +99,11 @@ class Experiment:
 
     def stage(self, index: int, name: str, fn):
         log(f"== {index}/{self.total_steps} {name}")
-        start, load = time.time(), _load()
+        start, load = time.time(), load_average()
         result = fn()
         seconds = time.time() - start
         self.timings[name] = {"seconds": round(seconds, 1), "load_start": load,
-                              "load_end": _load()}
+                              "load_end": load_average()}
         log(f"   {name}: {seconds:.0f} s")
         return result
 
@@ -168,7 +156,7 @@ class Experiment:
             self.path("corpus.txt"), self.path("spm_text.txt"), max_bytes=self.c.max_corpus_bytes,
             spm_fraction=0.1, max_spm_bytes=8_000_000, roots=roots,
             exclude=lambda source, name: name in excluded)
-        _write_json(stats_path, stats)
+        fileio.write_json_atomically(stats_path, stats)
         log(f"   {stats['bytes']:,} bytes of prose from {stats['documents']:,} documents "
             f"({', '.join(f'{k} {v:,}' for k, v in stats['by_source'].items())}); "
             f"{stats['excluded_documents']:,} task documents left out; tokenizer slice "
@@ -215,7 +203,7 @@ class Experiment:
         path = self.path("model_config.json")
         c = self.c
         vocab_size = _read_json(self.path("data", "record_info.json"))["vocab_size"]
-        _write_json(path, {"n_layer": c.n_layer, "d_model": c.d_model, "n_head": c.d_model // 32,
+        fileio.write_json_atomically(path, {"n_layer": c.n_layer, "d_model": c.d_model, "n_head": c.d_model // 32,
                            "d_head": 32, "d_inner": 4 * c.d_model, "ff_activation": "gelu",
                            "untie_r": True, "n_token": vocab_size})
         return path
@@ -238,7 +226,7 @@ class Experiment:
                 "jit_compile": True, "eval_steps": c.pretrain_eval_every,
                 "eval_batches": c.eval_batches, "save_steps": c.pretrain_steps,
                 "record_steps": True, "seed": 0}, None)
-            _write_json(os.path.join(out, DONE), {"seconds": round(time.time() - start, 1)})
+            fileio.write_json_atomically(os.path.join(out, DONE), {"seconds": round(time.time() - start, 1)})
         evals = _jsonl(os.path.join(out, "eval_results.jsonl"))
         steps = _jsonl(os.path.join(out, "steps.jsonl"))
         return {"model_dir": out, "heldout": [{"step": e["step"], "loss": e["loss"]}
@@ -287,7 +275,7 @@ class Experiment:
         result = {"task": task, "init": init, "seed": seed, "test_accuracy": test,
                   "dev_accuracy": dev.get("accuracy", dev.get("metrics", {}).get("accuracy")),
                   "seconds": round(time.time() - start, 1)}
-        _write_json(done, result)
+        fileio.write_json_atomically(done, result)
         return result
 
     # ------------------------------------------------------------------ all
@@ -328,7 +316,7 @@ class Experiment:
         self.stage(7, "report", lambda: payoff_report.write_report(self.workdir, report))
         report["timings"] = self.timings
         report["wall_seconds"] = round(time.time() - started, 1)
-        _write_json(self.path("results.json"), report)
+        fileio.write_json_atomically(self.path("results.json"), report)
         log(f"done in {report['wall_seconds'] / 60:.1f} min: {self.path('results.md')}, "
             f"{self.path('payoff.png')}")
         return report

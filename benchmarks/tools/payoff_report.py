@@ -81,9 +81,12 @@ def markdown_table(report: dict) -> str:
     lines.append("")
     lines.append("| stage | wall time | load average (start, end) |")
     lines.append("|---|---|---|")
+    def load(value):
+        return "n/a" if value is None else f"{value:.2f}"  # no /proc/loadavg
+
     for stage, t in report["timings"].items():
-        lines.append(f"| {stage} | {t['seconds'] / 60:.1f} min | {t['load_start']:.2f}, "
-                     f"{t['load_end']:.2f} |")
+        lines.append(f"| {stage} | {t['seconds'] / 60:.1f} min | {load(t['load_start'])}, "
+                     f"{load(t['load_end'])} |")
     return "\n".join(lines) + "\n"
 
 
