@@ -398,21 +398,21 @@ class PayoffConfig:
     vocab_size: int = setting(8000, "SentencePiece pieces (an upper bound, see "
                               "data_prep/train_sentencepiece.py).")
     seq_len: int = setting(128, "Pretraining and fine-tuning sequence length L.")
-    n_layer: int = setting(4, "Layers of the model.")
+    n_layer: int = setting(4, "Transformer layers of the model.")
     d_model: int = setting(128, "Hidden size D (heads of 32 dimensions, feed-forward 4 D).")
     pretrain_steps: int = setting(
         6000, "Steps of each pretraining run (the same for both orders: the same tokens).")
     pretrain_batch_size: int = setting(32, "Pretraining batch (half forward, half backward "
                                        "with bi_data).")
-    pretrain_learning_rate: float = setting(5e-4, "Peak pretraining learning rate.")
+    pretrain_learning_rate: float = setting(5e-4, "Peak learning rate of each pretraining run.")
     pretrain_eval_every: int = setting(
         500, "Held-out loss of the pretraining runs every this many steps (the curves).")
-    eval_batches: int = setting(20, "Batches per held-out evaluation.")
+    eval_batches: int = setting(20, "Batches of each held-out loss evaluation.")
     orders: Tuple[str, ...] = setting(
         ("permutation", "left_to_right"), "Which pretraining objectives to run "
         "(--factorization_order of experiments/run_pretrain.py).")
     tasks: Tuple[str, ...] = setting(
-        PAYOFF_TASKS, "Downstream tasks (benchmarks/tools/payoff_tasks.py).")
+        PAYOFF_TASKS, "Downstream classification tasks to fine-tune on (benchmarks/tools/payoff_tasks.py).")
     inits: Tuple[str, ...] = setting(
         PAYOFF_INITS, "Initializations to fine-tune: the pretraining runs by order, and random.")
     seeds: Tuple[int, ...] = setting((1, 2, 3), "Fine-tuning seeds (each init and task).")
@@ -420,7 +420,7 @@ class PayoffConfig:
     dev_per_label: int = setting(100, "Dev examples per label (picks the best checkpoint).")
     test_per_label: int = setting(200, "Test examples per label (the reported accuracy).")
     finetune_steps: int = setting(300, "Fine-tuning steps (about 4 epochs at the defaults).")
-    finetune_batch_size: int = setting(32, "Fine-tuning batch.")
+    finetune_batch_size: int = setting(32, "Examples in each fine-tuning batch.")
     finetune_learning_rate: float = setting(
         2e-4, "Peak fine-tuning learning rate (the same for every initialization).")
     finetune_warmup_fraction: float = setting(0.1, "Warmup, as a fraction of the steps.")

@@ -26,14 +26,10 @@ from __future__ import annotations
 import tensorflow as tf
 
 from xlnet_tf2 import special_ids
+from xlnet_tf2.data.permutation import FACTORIZATION_ORDERS
 from xlnet_tf2.layers import run_time
 
 
-# Factorization orders of pretraining (--factorization_order): "permutation" is XLNet's
-# (the stored or online ranks, non-targets visible to all); "left_to_right" is the identity
-# order with every position ranked, i.e. a plain left-to-right (causal) language model
-# predicting the same targets: the objective the permutation one generalizes.
-FACTORIZATION_ORDERS = ("permutation", "left_to_right")
 
 
 def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_positions: tf.Tensor,

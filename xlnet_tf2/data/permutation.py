@@ -20,6 +20,13 @@ import numpy as np
 
 from xlnet_tf2.data import hashrand
 
+# Factorization orders of pretraining (--factorization_order): "permutation" is XLNet's
+# (the stored or online ranks, non-targets visible to all); "left_to_right" is the identity
+# order with every position ranked, i.e. a plain left-to-right (causal) language model
+# predicting the same targets: the objective the permutation one generalizes. masks.py applies
+# them; they are named here, not there, so flag definitions need no TensorFlow (fast --help).
+FACTORIZATION_ORDERS = ("permutation", "left_to_right")
+
 
 def sample_ranks_batch(keys: np.ndarray, seq_len: int, reuse_len: int,
                        perm_size: int) -> np.ndarray:
