@@ -258,7 +258,7 @@ class Experiment:
                  "warmup_steps": int(c.finetune_warmup_fraction * c.finetune_steps),
                  "eval_every": max(1, c.finetune_steps // 3), "save_steps": c.finetune_steps,
                  "log_steps": max(1, c.finetune_steps // 3), "seed": seed,
-                 "summary_type": c.summary_type, "jit_compile": False,
+                 "summary_type": c.summary_type, "jit_compile": True,
                  "feature_cache_dir": self.path("feature_cache")}
         if init == "random":
             flags.update(model_config=self.model_config_path(),

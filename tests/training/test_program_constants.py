@@ -7,14 +7,24 @@ about 183 MB of constants at XLNet-Base, read from memory at every step and slow
 These tests build a small pretraining Trainer's real step (forward, backward, AdamW, with
 dropout 0.1 on every site) at two shapes, read the constants of the HLO that TensorFlow hands to
 XLA, and fail if a large one comes back.
+
+The fine-tuning step once went further: its gradients came from a jit-compiled tf.function
+called inside the compiled step, and TensorFlow folded that inner call's variable reads and the
+step number into literals, so the "compiled" step was a new program at every step (15 s a step
+instead of 0.1 s on 2 CPU cores, and wrong weights had the step ever been reused).
 """
 
+import numpy as np
 import pytest
 
 from benchmarks.tools.program_constants import constant_sizes
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from xlnet_tf2.data.finetune_batches import global_batches_fn
+from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
+from xlnet_tf2.tasks.losses import classification_loss
 from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import Trainer
 
@@ -69,3 +79,28 @@ def test_the_training_steps_constants_stay_small_as_the_shape_grows(tmp_path):
     # Every size doubled: constants proportional to one dimension double, the folded
     # [seq x width] ones (before: 8.6x) grow more.
     assert total_large < 2 * total_small, (total_small, total_large, large[:8])
+
+
+def test_the_finetuning_step_is_one_program_that_reads_its_variables(tmp_path):
+    n_token, width = 300, 32
+    ids = np.random.RandomState(0).randint(9, n_token, [16, 16]).astype(np.int32)
+    features = {"input_ids": ids, "segment_ids": np.zeros_like(ids),
+                "attention_mask": np.ones_like(ids), "label": (ids[:, 0] > 150).astype(np.int32)}
+    model = XLNetConfig.preset("tiny", n_layer=1, d_model=width, n_head=2, d_head=16,
+                               d_inner=64, n_token=n_token, dropout=0.1, dropatt=0.1)
+    cfg = FinetuneConfig.flat(model_dir=str(tmp_path), train_steps=4, train_batch_size=8,
+                              learning_rate=1e-3, warmup_steps=1, eval_every=100,
+                              best_metric="accuracy", jit_compile=True)
+    task = FinetuneTask(cfg, model_fn=lambda: SequenceClassifier(model, 2, head_dropout=0.1),
+                        loss_fn=classification_loss, eval_fn=None, seq_len=16,
+                        dataset_fn=global_batches_fn(features, 8, seed=5))
+    trainer = Trainer(task)
+    assert trainer.whole_step_compiled
+    step_fn, (batch, state, step) = trainer.first_step()
+    programs = [step_fn.experimental_get_compiler_ir(batch, state, step + k)(stage="hlo")
+                for k in (0, 1)]
+    # The embedding (f32[300,32], 38 KiB) and every other weight are parameters, not literals.
+    largest = constant_sizes(programs[0])[0]
+    assert largest[0] < n_token * width * 4, largest
+    # The step number is a run-time input: steps 0 and 1 are the same program.
+    assert programs[0] == programs[1]

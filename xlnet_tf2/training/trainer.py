@@ -147,8 +147,6 @@ class Trainer:
             loop.model_dir, model=self.model, optimizer=self.optimizer,
             global_step=self.global_step, max_to_keep=loop.keep_checkpoints,
             is_chief=self.is_chief, worker_id=distribution.worker_id(self.strategy))
-        self._compute_grads = tf.function(self._forward_backward, jit_compile=loop.jit_compile,
-                                          reduce_retracing=True)
         # Why the whole step is compiled with one replica: outside XLA, clipping and the AdamW
         # update are a dozen unfused TensorFlow ops per variable, each writing a fresh tensor
         # the size of the variable, a share of the step worth removing
@@ -160,6 +158,15 @@ class Trainer:
             self.strategy, tf.distribute.TPUStrategy)
         self._step_fn = (tf.function(self._replica_step, jit_compile=True, reduce_retracing=True)
                          if self.whole_step_compiled else self._replica_step)
+        # The gradients are a function of their own only when the step is not compiled as a
+        # whole. Inside the compiled step a nested jit-compiled tf.function is a trap: for some
+        # models (the fine-tuning classifier; not the pretraining model) TensorFlow folded the
+        # inner call's variable reads and the step number into literals, so every step
+        # compiled a new program (15 s a step instead of 0.1 s; tests/training/
+        # test_program_constants.py). Called directly, the backward pass is part of the step.
+        self._compute_grads = (self._forward_backward if self.whole_step_compiled else
+                               tf.function(self._forward_backward,
+                                           jit_compile=loop.jit_compile, reduce_retracing=True))
         self._loop = tf.function(self._train_loop)
 
     # ------------------------------------------------------------------ the step
