@@ -412,7 +412,8 @@ class PayoffConfig:
         ("permutation", "left_to_right"), "Which pretraining objectives to run "
         "(--factorization_order of experiments/run_pretrain.py).")
     tasks: Tuple[str, ...] = setting(
-        PAYOFF_TASKS, "Downstream classification tasks to fine-tune on (benchmarks/tools/payoff_tasks.py).")
+        PAYOFF_TASKS, "Downstream classification tasks to fine-tune on "
+        "(benchmarks/tools/payoff_tasks.py).")
     inits: Tuple[str, ...] = setting(
         PAYOFF_INITS, "Initializations to fine-tune: the pretraining runs by order, and random.")
     seeds: Tuple[int, ...] = setting((1, 2, 3), "Fine-tuning seeds (each init and task).")

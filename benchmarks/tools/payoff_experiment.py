@@ -203,9 +203,10 @@ class Experiment:
         path = self.path("model_config.json")
         c = self.c
         vocab_size = _read_json(self.path("data", "record_info.json"))["vocab_size"]
-        fileio.write_json_atomically(path, {"n_layer": c.n_layer, "d_model": c.d_model, "n_head": c.d_model // 32,
-                           "d_head": 32, "d_inner": 4 * c.d_model, "ff_activation": "gelu",
-                           "untie_r": True, "n_token": vocab_size})
+        fileio.write_json_atomically(path, {
+            "n_layer": c.n_layer, "d_model": c.d_model, "n_head": c.d_model // 32, "d_head": 32,
+            "d_inner": 4 * c.d_model, "ff_activation": "gelu", "untie_r": True,
+            "n_token": vocab_size})
         return path
 
     def pretrain(self, order: str) -> dict:
@@ -226,7 +227,8 @@ class Experiment:
                 "jit_compile": True, "eval_steps": c.pretrain_eval_every,
                 "eval_batches": c.eval_batches, "save_steps": c.pretrain_steps,
                 "record_steps": True, "seed": 0}, None)
-            fileio.write_json_atomically(os.path.join(out, DONE), {"seconds": round(time.time() - start, 1)})
+            fileio.write_json_atomically(os.path.join(out, DONE),
+                                         {"seconds": round(time.time() - start, 1)})
         evals = _jsonl(os.path.join(out, "eval_results.jsonl"))
         steps = _jsonl(os.path.join(out, "steps.jsonl"))
         return {"model_dir": out, "heldout": [{"step": e["step"], "loss": e["loss"]}

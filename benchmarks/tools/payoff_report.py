@@ -50,6 +50,11 @@ def summarize(finetuning: List[dict]) -> Dict[str, Dict[str, dict]]:
     return table
 
 
+def _load_text(value) -> str:
+    """A load average as the table prints it; None where /proc/loadavg is missing."""
+    return "n/a" if value is None else f"{value:.2f}"
+
+
 def markdown_table(report: dict) -> str:
     table = summarize(report["finetuning"])
     lines = ["| task | initialization | test accuracy, mean +- sd | seeds | gap to random "
@@ -81,12 +86,9 @@ def markdown_table(report: dict) -> str:
     lines.append("")
     lines.append("| stage | wall time | load average (start, end) |")
     lines.append("|---|---|---|")
-    def load(value):
-        return "n/a" if value is None else f"{value:.2f}"  # no /proc/loadavg
-
     for stage, t in report["timings"].items():
-        lines.append(f"| {stage} | {t['seconds'] / 60:.1f} min | {load(t['load_start'])}, "
-                     f"{load(t['load_end'])} |")
+        lines.append(f"| {stage} | {t['seconds'] / 60:.1f} min | {_load_text(t['load_start'])}, "
+                     f"{_load_text(t['load_end'])} |")
     return "\n".join(lines) + "\n"
 
 

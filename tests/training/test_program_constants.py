@@ -11,7 +11,7 @@ XLA, and fail if a large one comes back.
 The fine-tuning step once went further: its gradients came from a jit-compiled tf.function
 called inside the compiled step, and TensorFlow folded that inner call's variable reads and the
 step number into literals, so the "compiled" step was a new program at every step (15 s a step
-instead of 0.1 s on 2 CPU cores, and wrong weights had the step ever been reused).
+instead of 0.18 s for a 4 x 128 classifier on 2 CPU cores).
 """
 
 import numpy as np

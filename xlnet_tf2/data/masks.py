@@ -30,8 +30,6 @@ from xlnet_tf2.data.permutation import FACTORIZATION_ORDERS
 from xlnet_tf2.layers import run_time
 
 
-
-
 def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_positions: tf.Tensor,
                      reuse_len: int, order: str = "permutation") -> dict:
     """Builds the pretraining masks of a batch.

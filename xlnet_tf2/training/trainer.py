@@ -162,7 +162,7 @@ class Trainer:
         # whole. Inside the compiled step a nested jit-compiled tf.function is a trap: for some
         # models (the fine-tuning classifier; not the pretraining model) TensorFlow folded the
         # inner call's variable reads and the step number into literals, so every step
-        # compiled a new program (15 s a step instead of 0.1 s; tests/training/
+        # compiled a new program (15 s a step instead of 0.18 s; tests/training/
         # test_program_constants.py). Called directly, the backward pass is part of the step.
         self._compute_grads = (self._forward_backward if self.whole_step_compiled else
                                tf.function(self._forward_backward,
