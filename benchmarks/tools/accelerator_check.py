@@ -245,7 +245,7 @@ def run_export(c, outdir: str, dry_run: bool = False) -> dict:
     model_dir = os.path.join(c.workdir, "export_run")
     shutil.rmtree(model_dir, ignore_errors=True)  # a fresh run: its first step is step 1
     say(f"export: the Trainer at {_shape_text(shape)}, {c.precision}; tracing its step as on "
-        "an accelerator (the dropout masks not stored) and lowering it to XLA"
+        f"a {c.export_target.upper()} and lowering it to XLA"
         + ("; then TensorFlow's first step from the same weights and batch, for validation"
            if dry_run else ""))
     trainer = build_trainer(PretrainConfig.flat(
@@ -254,7 +254,8 @@ def run_export(c, outdir: str, dry_run: bool = False) -> dict:
         jit_compile=True, seed=c.seed, train_steps=1, precision=c.precision,
         model_dir=model_dir))
     try:
-        result = step_export.export_step(trainer, outdir, shape, validate=dry_run)
+        result = step_export.export_step(trainer, outdir, shape, validate=dry_run,
+                                           target=c.export_target)
     finally:  # the Trainer sets the global policy; leave float32 behind
         keras.mixed_precision.set_global_policy("float32")
     hlo = result["hlo"]

@@ -358,6 +358,10 @@ class AcceleratorCheckConfig:
         "--cpu_dry_run also captured.npz (the initial weights and optimizer state) and "
         "TensorFlow's first-step loss and gradient norm in meta.json, for validation. Needs "
         "no accelerator (benchmarks/tools/step_export.py says what is written).")
+    export_target: str = setting(
+        "gpu", "The device --export_step traces the step for: its program as TensorFlow "
+        "would hand it to XLA on a GPU or on a TPU, whatever devices this machine has.",
+        choices=("gpu", "tpu"))
     distribution: DistributionConfig = section(DistributionConfig)
 
     def __post_init__(self):

@@ -14,7 +14,7 @@ place whole, so no file of an earlier export lingers):
                 (the module's input/output aliasing: a runner feeds them back).
   inputs.npz    a0, a1, ...: the explicit arguments, compressed: one real batch of the task's
                 input pipeline (its first), the initial carried state, the step.
-  meta.json     shape (the caller's), precision, n_explicit and explicit (dtype and shape of
+  meta.json     shape (the caller's), target ("gpu" or "tpu"), precision, n_explicit and explicit (dtype and shape of
                 each a<i>), n_captured and captured (the same of each captured input c<i>;
                 of the variable, for a variable's handle), trainable_params, flops_per_step
                 (the task's count at the shape's batch); with `validate` also tf_loss and
@@ -27,9 +27,10 @@ With `validate`, TensorFlow then runs the same first step through `trainer.train
 loop, from the same weights and batch) and meta.json records its loss and gradient norm, for
 a runner to compare with its own.
 
-The step is traced as TensorFlow traces it on a GPU or TPU: layers/dropout.py keeps each
-attention-dropout mask in a stored tensor only on a CPU (`masks_are_stored_here`), a choice
-made while tracing; the export turns it off, so the program is the one an accelerator runs.
+The step is traced as TensorFlow traces it on the export's target, a GPU or a TPU
+(`target`), whatever devices this machine has: every switch of the project between a CPU's
+and an accelerator's program (the stored attention-dropout masks, the query stream's shift)
+asks layers/trace_target.py, which the export forces to the target.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ import io
 import os
 import time
 from typing import Dict, List
-from unittest import mock
 
 import numpy as np
 import tensorflow as tf
@@ -46,7 +46,7 @@ from tensorflow.compiler.xla import xla_data_pb2
 from tensorflow.compiler.xla.service import hlo_pb2
 
 from xlnet_tf2 import fileio
-from xlnet_tf2.layers import dropout
+from xlnet_tf2.layers import trace_target
 from xlnet_tf2.training.trainer import Trainer
 
 HLO_FILE = "step.hlo.pb"
@@ -62,9 +62,11 @@ _ELEMENT_BYTES = {"PRED": 1, "S8": 1, "U8": 1, "S16": 2, "U16": 2, "F16": 2, "BF
 def hlo_summary(serialized: bytes) -> Dict[str, int]:
     """Sizes of an HloModuleProto: bytes, parameters of the entry computation, and the
     literal constants of all its computations (count, bytes): TensorFlow folds index
-    arithmetic of the step into constants that every run of the step reads."""
+    arithmetic of the step into constants that every run of the step reads; conditionals and
+    scatters (a CPU's program has them: stored dropout masks, the coordinate gather's
+    gradient; an accelerator's has neither)."""
     module = hlo_pb2.HloModuleProto.FromString(serialized)
-    constants = constant_bytes = conditionals = 0
+    constants = constant_bytes = conditionals = scatters = 0
     for computation in module.computations:
         for instruction in computation.instructions:
             if instruction.opcode == "constant":
@@ -74,9 +76,11 @@ def hlo_summary(serialized: bytes) -> Dict[str, int]:
                                    * _ELEMENT_BYTES.get(name, 0))
             elif instruction.opcode == "conditional":
                 conditionals += 1
+            elif instruction.opcode == "scatter":
+                scatters += 1
     return {"bytes": len(serialized), "parameters": len(module.host_program_shape.parameters),
             "constants": constants, "constant_bytes": constant_bytes,
-            "conditionals": conditionals}
+            "conditionals": conditionals, "scatters": scatters}
 
 
 def _spec(t) -> List:
@@ -105,9 +109,11 @@ def _save_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:
     fileio.write_atomically(path, buffer.getvalue())
 
 
-def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = False) -> dict:
-    """Writes OUTDIR as the module docstring says; returns meta.json's values plus `hlo` (the
-    module's `hlo_summary`) and `trace_s` (seconds to trace and lower the step).
+def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = False,
+                target: str = "gpu") -> dict:
+    """Writes OUTDIR as the module docstring says, the step traced for `target` ("gpu" or
+    "tpu"); returns meta.json's values plus `hlo` (the module's `hlo_summary`) and `trace_s`
+    (seconds to trace and lower the step).
 
     `trainer` must be fresh (its step not traced yet: the trace made here is the one kept) and,
     with `validate`, set to train one step (train_steps 1) in a model_dir without checkpoints.
@@ -117,9 +123,9 @@ def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = Fal
                          f"{trainer.loop_config.train_steps}.")
     step_fn, args = trainer.first_step()
     start = time.perf_counter()
-    # Why a patch: the choice is made while tracing, from the devices TensorFlow sees; this
-    # traces the step as on an accelerator (module docstring).
-    with mock.patch.object(dropout, "masks_are_stored_here", lambda: False):
+    if target not in ("gpu", "tpu"):
+        raise ValueError(f"export_step traces for an accelerator, 'gpu' or 'tpu'; got {target!r}.")
+    with trace_target.tracing_for(target):
         concrete = step_fn.get_concrete_function(*args)
         hlo = step_fn.experimental_get_compiler_ir(*args)(stage="hlo_serialized")
     trace_s = time.perf_counter() - start
@@ -132,7 +138,7 @@ def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = Fal
                            "of its function: the parameter order would be wrong.")
     task = trainer.task
     meta = {
-        "shape": shape, "precision": trainer.loop_config.precision,
+        "shape": shape, "target": target, "precision": trainer.loop_config.precision,
         "n_explicit": len(explicit), "explicit": [_spec(t) for t in explicit],
         "n_captured": len(captured), "captured": [_spec(t) for t in captured],
         "trainable_params": int(sum(np.prod(v.shape) for v in

@@ -190,7 +190,7 @@ def tiny_export(tmp_path_factory):
 
 EXPORT_FILES = {"step.hlo.pb", "inputs.npz", "captured.npz", "meta.json"}
 # What ../shared/gpu/run_step_hlo.py reads (and export_step_hlo.py wrote).
-META_KEYS = {"shape", "precision", "n_explicit", "explicit", "n_captured", "captured",
+META_KEYS = {"shape", "target", "precision", "n_explicit", "explicit", "n_captured", "captured",
              "trainable_params", "flops_per_step", "tf_loss", "tf_grad_norm"}
 
 
@@ -210,7 +210,9 @@ def test_export_step_writes_the_program_a_batch_and_its_meta(tiny_export):
     assert meta["trainable_params"] > 0 and meta["flops_per_step"] > 0
     hlo = hlo_summary((outdir / "step.hlo.pb").read_bytes())
     assert hlo["parameters"] == meta["n_explicit"] + meta["n_captured"]
-    # The CPU-only stored dropout mask (a conditional in the program) is off, as on a GPU.
+    # Traced for a GPU (the default --export_target) on this CPU-only machine: no stored
+    # dropout mask (a conditional in the program).
+    assert meta["target"] == "gpu"
     assert hlo["conditionals"] == 0
     for name, prefix, count, specs in (
             ("inputs.npz", "a", meta["n_explicit"], meta["explicit"]),
@@ -231,8 +233,11 @@ def test_export_step_writes_the_program_a_batch_and_its_meta(tiny_export):
 
 @pytest.mark.slow
 def test_on_a_cpu_the_step_would_store_its_dropout_masks(tiny_export, tmp_path):
-    """The contrast of the export's `conditionals == 0`: the same Trainer's step traced on this
-    CPU without the export keeps its attention-dropout masks behind conditionals."""
+    """The contrast of the export's program: the same Trainer's step traced on this CPU
+    without the export keeps its attention-dropout masks behind conditionals, and the gradient
+    of its query-stream shift (the coordinate gather) is a scatter-add per layer, where the
+    export's window read has a gather (the one scatter left in both is the embedding's
+    gradient)."""
     from xlnet_tf2.tasks.pretraining import build_trainer
     from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 
@@ -248,7 +253,10 @@ def test_on_a_cpu_the_step_would_store_its_dropout_masks(tiny_export, tmp_path):
         hlo = hlo_summary(step_fn.experimental_get_compiler_ir(*args)(stage="hlo_serialized"))
     finally:  # the Trainer sets the global policy
         keras.mixed_precision.set_global_policy("float32")
+    exported = hlo_summary((outdir / "step.hlo.pb").read_bytes())
+    layers = XLNetConfig.preset(DRY_RUN["model_config"]).n_layer
     assert hlo["conditionals"] > 0
+    assert hlo["scatters"] == exported["scatters"] + layers
 
 
 def _run_on_jax_cpu(outdir):

@@ -66,6 +66,7 @@ from typing import List, Optional, Union
 import keras
 import tensorflow as tf
 
+from xlnet_tf2.layers import trace_target
 from xlnet_tf2.layers.run_time import always_true
 
 _GOLDEN = 0x9E3779B9
@@ -229,10 +230,9 @@ def _rows_of(example_k1: tf.Tensor, rows: Optional[int]) -> tf.Tensor:
 
 
 def masks_are_stored_here() -> bool:
-    """Whether `store_mask` takes effect: only while TensorFlow sees no GPU and no TPU (see
-    the module docstring). Asked when a step is traced, not cached: a TPU system initialized
-    later in the process changes the answer."""
-    return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+    """Whether `store_mask` takes effect: only in a step traced for a CPU (see the module
+    docstring and layers/trace_target.py)."""
+    return trace_target.is_cpu()
 
 
 def _stored(keep: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:

@@ -20,7 +20,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from xlnet_tf2.layers import run_time
+from xlnet_tf2.layers import run_time, trace_target
 
 
 def relative_distances(q_len: int, k_len: int, attn_type: str,
@@ -126,13 +126,13 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
 
 
 def coordinate_gather_here() -> bool:
-    """Whether the query stream's shift is `tf.gather(batch_dims=3)`: only while TensorFlow
-    sees no GPU and no TPU. On the 2-core build machine the window read was not faster in the
-    pretraining step (after / before 1.02-1.10 in four paired runs, BENCHMARKS.md): XLA's CPU
-    fusion puts the element-wise chain producing the incoming gradient (the softmax's and
-    dropout's backward) inside the gradient's gather, recomputing it per read element, and a
-    CPU has no memory traffic to save here. Asked when a step is traced, not cached."""
-    return not (tf.config.list_logical_devices("GPU") or tf.config.list_logical_devices("TPU"))
+    """Whether the query stream's shift is `tf.gather(batch_dims=3)`: only in a step traced
+    for a CPU (layers/trace_target.py). On the 2-core build machine the window read was not
+    faster in the pretraining step (BENCHMARKS.md): XLA's CPU fusion puts the element-wise
+    chain producing the incoming gradient (the softmax's and dropout's backward) inside the
+    gradient's gather, recomputing it per read element, and a CPU has no memory traffic to
+    save here."""
+    return trace_target.is_cpu()
 
 
 def _flat_index(b, n, p, row_len, columns: tf.Tensor) -> tf.Tensor:
