@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.layers import dropout, relative_attention, relative_position
-from xlnet_tf2.layers.relative_attention import _BLOCKED_SCORE, RelativeAttention
+from xlnet_tf2.layers.attention_op import BLOCKED_SCORE
 from xlnet_tf2.layers.relative_position import _static_or_dynamic_shape
 from benchmarks.tools.benchmarking import Workload, make_batch, tf_pretrain_step
 
@@ -48,12 +48,13 @@ def _old_gather(scores, query_positions, q_len, k_len):
     return tf.gather(scores, columns, batch_dims=3)
 
 
-def _old_attend(self, scores, mask, values, training):
-    scores = tf.cast(scores, tf.float32) * self.scale
-    if mask is not None:
-        scores = tf.where(mask[:, None], tf.constant(_BLOCKED_SCORE, tf.float32), scores)
+def _old_attention(queries, keys, values, bias, blocked, *, scale, dropout, training):
+    scores = tf.einsum("bnsh,bnkh->bnsk", queries, keys) + bias
+    scores = tf.cast(scores, tf.float32) * scale
+    if blocked is not None:
+        scores = tf.where(blocked[:, None], tf.constant(BLOCKED_SCORE, tf.float32), scores)
     probs = tf.nn.softmax(scores, axis=-1)
-    probs = self.attention_dropout(tf.cast(probs, self.compute_dtype), training=training)
+    probs = dropout(tf.cast(probs, values.dtype), training=training)
     return tf.einsum("bnsk,bnkh->bnsh", probs, values)
 
 
@@ -71,13 +72,13 @@ def window_read():
 
 @contextlib.contextmanager
 def old_code():
-    saved = relative_attention.gather_relative_scores, RelativeAttention._attend
+    saved = relative_attention.gather_relative_scores, relative_attention.attention
     relative_attention.gather_relative_scores = _old_gather
-    RelativeAttention._attend = _old_attend
+    relative_attention.attention = _old_attention
     try:
         yield
     finally:
-        relative_attention.gather_relative_scores, RelativeAttention._attend = saved
+        relative_attention.gather_relative_scores, relative_attention.attention = saved
 
 
 SHAPES = {  # layers, width, heads, d_inner, vocab, batch, seq, reuse, mem, predictions

@@ -25,54 +25,13 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
+from xlnet_tf2.layers.attention_op import attention
 from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_position import gather_relative_scores, rel_shift
-
-# Large negative for blocked scores. Scores are masked in float32 (never in float16/bfloat16),
-# so the original's 1e30 constant cannot overflow under mixed precision.
-_BLOCKED_SCORE = -1e30
-
 
 def normal_initializer(stddev: float):
     """The original's initializer: normal(0, stddev), not truncated."""
     return keras.initializers.RandomNormal(mean=0.0, stddev=stddev)
-
-
-def masked_softmax(scores: tf.Tensor, mask, scale: float) -> tf.Tensor:
-    """softmax(scores * scale, blocked entries -1e30) over the last axis, for narrow scores.
-
-    scores: [B, N, S, K] in float16 / bfloat16; mask: bool [B, S, K] (True = blocked) or None.
-    Returns the probabilities in the scores' dtype.
-
-    The softmax runs in float32 (a fusion's registers on a GPU), but the only score-sized
-    tensor kept for the backward pass is the narrow result: TensorFlow's own gradient would
-    keep the float32 probabilities (twice the bytes, written once and read once per layer and
-    stream). The backward pass recomputes in float32 from the narrow probabilities,
-    d scores = scale * p * (dp - sum(dp * p)), zero where blocked: the probabilities the
-    backward pass sees are the ones the forward pass used (the value product reads them
-    narrow too). The blocked value never exists in the narrow dtype (float16 tops out at
-    65504).
-    """
-    narrow = scores.dtype
-
-    @tf.custom_gradient
-    def softmax(x):
-        wide = tf.cast(x, tf.float32) * scale
-        if mask is not None:
-            wide = tf.where(mask[:, None], tf.constant(_BLOCKED_SCORE, tf.float32), wide)
-        probs = tf.cast(tf.nn.softmax(wide, axis=-1), narrow)
-
-        def grad(d_probs):
-            p = tf.cast(probs, tf.float32)
-            d = tf.cast(d_probs, tf.float32)
-            d_wide = (d - tf.reduce_sum(d * p, axis=-1, keepdims=True)) * p
-            if mask is not None:
-                d_wide = tf.where(mask[:, None], tf.zeros_like(d_wide), d_wide)
-            return tf.cast(d_wide * scale, narrow)
-
-        return probs, grad
-
-    return softmax(scores)
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
@@ -162,25 +121,6 @@ class RelativeAttention(keras.layers.Layer):
         per_class = tf.einsum("bnsh,cnh->bnsc", q_s, self._w(self.seg_embed))  # [B, N, S, 2]
         return tf.where(different_segment[:, None], per_class[..., 1:], per_class[..., :1])
 
-    def _attend(self, scores, mask, values, training):
-        """Masked softmax in float32, then the weighted sum of values.
-
-        scores: [B, N, S, K]; mask: bool [B, S, K] (True = blocked) or None;
-        values: [B, N, K, H]. Returns [B, N, S, H] in the compute dtype.
-        Under a float32 policy TensorFlow's own softmax and gradient (the float32 numbers are
-        the parity tests' and must not move); under mixed precision `masked_softmax`, which
-        keeps only narrow probabilities for the backward pass.
-        """
-        if self.compute_dtype == "float32":
-            scores = scores * self.scale
-            if mask is not None:
-                scores = tf.where(mask[:, None], tf.constant(_BLOCKED_SCORE, tf.float32), scores)
-            probs = tf.nn.softmax(scores, axis=-1)
-        else:
-            probs = masked_softmax(scores, mask, self.scale)
-        probs = self.attention_dropout(probs, training=training)
-        return tf.einsum("bnsk,bnkh->bnsh", probs, values)
-
     def _post_attention(self, residual, attended, training):
         """Output projection, dropout, residual and LayerNorm; attended [B, N, S, H] -> [B, S, D]."""
         out = tf.einsum("bnsh,dnh->bsd", attended, self._w(self.o))
@@ -221,26 +161,25 @@ class RelativeAttention(keras.layers.Layer):
         k_r = tf.einsum("xtd,dnh->xtnh", tf.cast(pos_emb, self.compute_dtype), self._w(self.r))
         n_groups = pos_emb.shape[0]
 
-        def scores_for(queries, shift_fn, mismatch):
-            ac = tf.einsum("bnsh,bnkh->bnsk", queries + r_w, keys)
-            bd = shift_fn(self._position_scores(queries + r_r, k_r, n_groups))
-            scores = ac + bd
+        def attend(queries, shift_fn, mismatch, mask):
+            """The stream's attention: the content part (q + r_w) . k by the op, the shifted
+            position scores and the segment term as its bias."""
+            bias = shift_fn(self._position_scores(queries + r_r, k_r, n_groups))
             if mismatch is not None:
-                scores += self._segment_scores(queries + r_s, mismatch)
-            return scores
+                bias += self._segment_scores(queries + r_s, mismatch)
+            return attention(queries + r_w, keys, values, bias, mask, scale=self.scale,
+                             dropout=self.attention_dropout, training=training)
 
         q_h = self._project(h, self.q)  # [B, N, L, H]
-        scores_h = scores_for(q_h, lambda s: rel_shift(s, k_len), segment_mismatch)
-        h_out = self._post_attention(h, self._attend(scores_h, content_mask, values, training),
-                                     training)
+        attended_h = attend(q_h, lambda s: rel_shift(s, k_len), segment_mismatch, content_mask)
+        h_out = self._post_attention(h, attended_h, training)
         if g is None:
             return h_out
 
         q_g = self._project(g, self.q)  # [B, N, P, H]
-        scores_g = scores_for(
+        attended_g = attend(
             q_g, lambda s: gather_relative_scores(s, query_positions, q_len, k_len),
-            query_segment_mismatch)
-        attended_g = self._attend(scores_g, query_mask, values, training)
+            query_segment_mismatch, query_mask)
         attended_g *= tf.cast(query_weights, attended_g.dtype)[:, None, :, None]
         g_out = self._post_attention(g, attended_g, training)
         return h_out, g_out
