@@ -22,6 +22,10 @@ from absl import logging
 
 from xlnet_tf2 import fileio
 
+# How the attention op is computed (layers/attention_op.py): "auto" picks cuDNN's flash
+# attention where it can run and TensorFlow ops elsewhere; the others force one.
+ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "cudnn")
+
 _ACTIVATIONS = ("gelu", "relu")
 _ATTN_TYPES = ("bi", "uni")
 

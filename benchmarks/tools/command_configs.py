@@ -24,7 +24,8 @@ from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_ne
 from benchmarks.tools.doc_corpus import SOURCES
 from benchmarks.tools.payoff_tasks import TASKS as PAYOFF_TASKS
 from xlnet_tf2.tasks.finetune_config import SUMMARY_TYPES
-from xlnet_tf2.training.run_config import PRECISIONS, DistributionConfig
+from xlnet_tf2.training.run_config import (PRECISIONS, DistributionConfig, DropoutConfig,
+                                           LoopConfig)
 
 WORKLOADS = ("pretrain", "inference", "scaling", "data", "loop")
 LOOP_ROLES = ("real", "bare", "huggingface")
@@ -329,6 +330,8 @@ class AcceleratorCheckConfig:
     precision: str = setting(
         "mixed_bfloat16", "Precision of the timed run; its first-step loss is checked against "
         "a float32 run from the same weights on the same batch.", choices=PRECISIONS[1:])
+    dropatt: float = setting_like(DropoutConfig, "dropatt")
+    attention_implementation: str = setting_like(LoopConfig, "attention_implementation")
     loss_tolerance: float = setting(
         0.01, "Largest accepted |first-step loss (--precision) - first-step loss (float32)| "
         "relative to the float32 loss (benchmarks/tools/accelerator_check.py says why 1%).")

@@ -122,6 +122,10 @@ def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = Fal
         raise ValueError(f"validate runs one step of the Trainer; its train_steps is "
                          f"{trainer.loop_config.train_steps}.")
     step_fn, args = trainer.first_step()
+    # A trace of its own, not the Trainer's: tf.function keeps one trace per input signature,
+    # and the validation run below must trace the step for this machine (a GPU's program
+    # can hold calls only a GPU runs: layers/attention_op.py's cuDNN attention).
+    step_fn = tf.function(step_fn.python_function, jit_compile=True, reduce_retracing=True)
     start = time.perf_counter()
     if target not in ("gpu", "tpu"):
         raise ValueError(f"export_step traces for an accelerator, 'gpu' or 'tpu'; got {target!r}.")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS
 from xlnet_tf2.config_flags import (RunConfigError, check_non_negative, check_positive,
                                     setting)
 
@@ -84,6 +85,12 @@ class LoopConfig:
     jit_compile: bool = setting(
         False, "Compile the forward and backward pass of each step with XLA (on TPU "
         "everything is compiled regardless).", resume="free")
+    attention_implementation: str = setting(
+        "auto", "How the attention op is computed: cudnn is cuDNN's flash attention, only in "
+        "an XLA program (--jit_compile) on a GPU in bfloat16 or float16 and without attention "
+        "dropout (--dropatt 0, or inference); reference is TensorFlow ops, everywhere; auto "
+        "takes cudnn where it can run and reference elsewhere (docs/PRETRAINING.md, "
+        "\"Attention on GPUs\").", choices=ATTENTION_IMPLEMENTATIONS, resume="free")
     seed: int = setting(
         0, "Seed of the weight initialization, dropout and online permutations; the same "
         "seed, data and flags give the same run, across restarts and topologies (bit for bit "
