@@ -95,22 +95,20 @@ class PreemptionWatcher:
 
     Args:
       strategy: the run's strategy (decides whether the flag is all-reduced in the loop).
-      poll_metadata: whether to watch the Compute Engine metadata server's notices.
     """
 
-    def __init__(self, strategy: tf.distribute.Strategy, poll_metadata: bool = True):
+    def __init__(self, strategy: tf.distribute.Strategy):
         self.strategy = strategy
         self.collective = distribution.num_workers(strategy) > 1
-        self.poll_metadata = poll_metadata
         with tf.device("CPU:0"):
             # int32 [] on the host: 1 once a notice came to this process.
             self.flag = tf.Variable(0, dtype=tf.int32, trainable=False,
                                     name="preemption_requested")
         self.reason: Optional[str] = None  # what this process was told, e.g. "SIGTERM"
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._threads: list = []
-        self._restore: list = []  # undo actions of `start`, run in reverse by `close`
+        self._stop = threading.Event()  # ends the metadata poller of the current `start`
+        # While SIGTERM is caught: (reader thread, its two sockets, previous handler and fd).
+        self._signals = None
 
     # ------------------------------------------------------------------ the loop's side
     def stop_requested(self):
@@ -148,29 +146,31 @@ class PreemptionWatcher:
         """Installs the SIGTERM handler (main thread only) and starts the watcher threads."""
         self.reason = None
         self.flag.assign(0)
-        self._stop.clear()
+        self._stop = threading.Event()
         if threading.current_thread() is threading.main_thread():
             self._catch_sigterm()
         else:
             logging.warning("Training runs outside the main thread: SIGTERM is not caught "
                             "(Python delivers signals to the main thread only).")
-        if self.poll_metadata:
-            self._start_thread(_poll_metadata, self._stop, self.request)
+        # Not joined by `close`: a request may be waiting for its timeout (a daemon thread).
+        _start_thread(_poll_metadata, self._stop, self.request)
 
     def close(self) -> None:
         """Restores the previous SIGTERM handler and wakeup fd, ends the watcher threads."""
         self._stop.set()
-        while self._restore:
-            self._restore.pop()()
-        for thread in self._threads:
-            thread.join(timeout=5.0)
-        self._threads = []
-
-    def _start_thread(self, target: Callable, *args) -> None:
-        thread = threading.Thread(target=target, args=args, daemon=True,
-                                  name=f"preemption-{target.__name__}")
-        thread.start()
-        self._threads.append(thread)
+        if self._signals is None:
+            return
+        thread, reader, writer, previous_handler, previous_fd = self._signals
+        self._signals = None
+        signal.set_wakeup_fd(previous_fd)
+        signal.signal(signal.SIGTERM, previous_handler)
+        try:
+            writer.send(_STOP_READER)
+        except OSError:
+            pass
+        thread.join(timeout=5.0)
+        reader.close()
+        writer.close()
 
     def _catch_sigterm(self) -> None:
         reader, writer = socket.socketpair()
@@ -178,18 +178,15 @@ class PreemptionWatcher:
         previous_handler = signal.signal(signal.SIGTERM, _note_signal)
         signal.siginterrupt(signal.SIGTERM, False)
         previous_fd = signal.set_wakeup_fd(writer.fileno())
+        thread = _start_thread(_read_signals, reader, previous_fd, self.request)
+        self._signals = (thread, reader, writer, previous_handler, previous_fd)
 
-        def restore():
-            signal.set_wakeup_fd(previous_fd)
-            signal.signal(signal.SIGTERM, previous_handler)
-            try:
-                writer.send(_STOP_READER)
-            except OSError:
-                pass
 
-        self._restore.append(lambda: (reader.close(), writer.close()))
-        self._restore.append(restore)
-        self._start_thread(_read_signals, reader, previous_fd, self.request)
+def _start_thread(target: Callable, *args) -> threading.Thread:
+    thread = threading.Thread(target=target, args=args, daemon=True,
+                              name=f"preemption-{target.__name__}")
+    thread.start()
+    return thread
 
 
 def _note_signal(signum, frame) -> None:
