@@ -65,8 +65,8 @@ ANNOUNCING_DRIVER = textwrap.dedent("""
 # trainer catches SIGTERM; compilation ones during the first loop's tracing and compiling.
 AIMS = {"start-up": (None, 1.5), "compilation": ("LOOP 1", 0.5),
         "checkpoint write": ("SAVING", 0.3), "training": ("LOOP 2", 0.3)}
-PLAN = ["start-up", "compilation", "checkpoint write", "training", "checkpoint write",
-        "start-up", "training", "compilation", "checkpoint write", "training"]
+PLAN = ["start-up", "compilation", "checkpoint write", "training", "start-up", "training",
+        "checkpoint write", "compilation", "start-up", "training"]
 
 
 def _moment(lines, sent_at, saving_at):
@@ -234,6 +234,8 @@ def test_sigterm_to_one_worker_stops_both_at_one_step_and_both_resume(data_dir, 
     s = stops[0]
     assert stops == [s, s] and 4 <= s < steps, stops  # the same step on both
     assert "SIGTERM: stopped" in outputs[1] and "another worker of the run" in outputs[0]
+    for out in outputs:  # both name the checkpoint both resume from
+        assert f"checkpoint {model_dir}/ckpt-{s} " in out, out[-2000:]
     assert (model_dir / f"ckpt-{s}.index").exists()
     for worker in ("worker-000", "worker-001"):
         assert (model_dir / "memory" / worker / f"ckpt-{s}.index").exists()

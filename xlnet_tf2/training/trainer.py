@@ -279,8 +279,10 @@ class Trainer:
         norms = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
         rates = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
         record_keys = [k for k in self.task.record_features if k in iterator.element_spec]
-        # [steps, len(record_keys), G]
-        records = tf.TensorArray(tf.int32, size=0, dynamic_size=True)
+        # [steps, len(record_keys), G]; the element shape given, so that a loop stopped before
+        # its first step stacks an empty array (other topologies leave G unknown).
+        records = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[
+            len(record_keys), self.loop_config.train_batch_size])
         stopped = tf.constant(False)
         for i in tf.range(num_steps):
             # Before each step: a SIGTERM or termination notice that came during the previous
@@ -523,8 +525,12 @@ class Trainer:
         """After a loop a stop request ended: the checkpoint of `step` (written now unless it
         exists; none when nothing was trained) and the error that ends the run."""
         saved = step != saved_step and step > 0
-        path = (self.save_checkpoint(step, state) if saved else
-                self.checkpoints.latest_path() if saved_step == step else None)
+        if saved:
+            self.save_checkpoint(step, state)
+        # The chief's checkpoint, the one every worker resumes from (the others save into a
+        # scratch directory they delete: checkpointing.py).
+        path = (os.path.join(self.loop_config.model_dir, f"ckpt-{step}")
+                if saved or saved_step == step else None)
         message = preemption.stop_message(self.preemption.reason, step,
                                           self.loop_config.train_steps, path, saved)
         logging.info(message)  # the commands print it as their last line (cli.py)
