@@ -111,7 +111,8 @@ def test_sigterm_mid_loop_saves_that_step_and_the_resumed_run_is_bit_exact(
 def test_sigterm_before_the_first_step_saves_nothing_new(tmp_path, sigterm_received):
     """A SIGTERM before any step of the attempt (during restore, start-up, tracing): a fresh
     run stops with no checkpoint; a resumed one names the checkpoint it already has and
-    writes none."""
+    writes none. (The toy records a feature of no static batch size, as on several workers:
+    an empty loop's records still stack.)"""
     model_dir = tmp_path / "run"
     fresh = _on_loop(toy_trainer(model_dir), lambda n: _sigterm_self())
     with pytest.raises(preemption.TrainingPreempted, match="before the first step") as stop:
