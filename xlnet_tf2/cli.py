@@ -181,7 +181,7 @@ STOPPED_ERRORS = (
 # step it stopped at. 75 is EX_TEMPFAIL of sysexits.h ("temporary failure; try again later"):
 # distinct from 0 (done), 1 (a bug's traceback), 2 (bad input), 3 (stopped) and 143 (killed by
 # a SIGTERM that came before training started, when nothing was caught or lost), so a
-# scheduler can restart on it and count the others as failures.
+# scheduler can restart on it (and on 143) and count the others as failures.
 PREEMPTED_STATUS = 75
 PREEMPTED_ERRORS = (("xlnet_tf2.training.preemption", "TrainingPreempted"),)
 
