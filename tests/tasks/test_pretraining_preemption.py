@@ -60,11 +60,14 @@ ANNOUNCING_DRIVER = textwrap.dedent("""
     runpy.run_path("experiments/run_pretrain.py", run_name="__main__")
 """)
 
-# Where each signal of the soak is aimed: (moment, the line it waits for, the most seconds
-# after that line). Start-up signals come while Python and TensorFlow load, before the
-# trainer catches SIGTERM; compilation ones during the first loop's tracing and compiling.
-AIMS = {"start-up": (None, 1.5), "compilation": ("LOOP 1", 0.5),
-        "checkpoint write": ("SAVING", 0.3), "training": ("LOOP 2", 0.3)}
+# Where each signal of the soak is aimed: moment -> (the line it waits for, the most seconds
+# after that line: a random delay up to it, cut short by the third item, a line). Start-up
+# signals come 0.2 to 1.5 s after the start, while Python and TensorFlow load, before the
+# trainer catches SIGTERM; compilation ones during the first loop's tracing and compiling;
+# "training" ones in the second loop or early in the third (however fast the machine, an
+# attempt trains at most three loops before its signal, and the ten fit in the run).
+AIMS = {"start-up": (None, 1.5, None), "compilation": ("LOOP 1", 0.5, "LOOP 2"),
+        "checkpoint write": ("SAVING", 0.3, None), "training": ("LOOP 2", 0.3, "LOOP 3")}
 PLAN = ["start-up", "compilation", "checkpoint write", "training", "start-up", "training",
         "checkpoint write", "compilation", "start-up", "training"]
 
@@ -97,13 +100,16 @@ def _attempt(args, aim, rng):
     reader.start()
     moment = None
     if aim is not None:
-        wait_for, most = AIMS[aim]
+        wait_for, most, cap = AIMS[aim]
         deadline = time.time() + 240
         started = time.time()
         while proc.poll() is None and time.time() < deadline:
             anchor = started if wait_for is None else seen.get(wait_for)
             if anchor is not None:
-                time.sleep(rng.uniform(0.0, most) if wait_for else rng.uniform(0.2, most))
+                until = time.time() + (rng.uniform(0.0, most) if wait_for else
+                                       rng.uniform(0.2, most))
+                while time.time() < until and cap not in seen:
+                    time.sleep(0.005)
                 sent_at = time.time()
                 proc.send_signal(signal.SIGTERM)
                 moment = _moment(list(lines), sent_at, seen.get("SAVING"))
@@ -128,7 +134,7 @@ def test_sigterm_soak_at_paper_settings_is_bit_exact_and_repeats_no_step(data_di
     moments (start-up, compilation, checkpoint writes, training), a restart after each; the
     run ends with the losses, examples, weights, optimizer state and memory of an uninterrupted
     run, bit for bit, and no step was trained twice."""
-    steps = 96
+    steps = 128
     common = [f"--data_dir={data_dir}", f"--train_steps={steps}", "--steps_per_loop=8",
               "--save_steps=8", "--keep_checkpoints=2"] + [
         f for f in TRAIN_FLAGS if not f.startswith("--log_steps")] + ["--log_steps=8"]

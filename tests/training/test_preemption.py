@@ -12,6 +12,7 @@ import threading
 
 import numpy as np
 import pytest
+import tensorflow as tf
 
 from xlnet_tf2.data.finetune_batches import global_batches_fn
 from xlnet_tf2.models.sequence_classifier import SequenceClassifier
@@ -54,10 +55,10 @@ def _on_loop(trainer, on_loop):
 
 def _finetune_trainer(model_dir, train_steps):
     """The tiny classifier fine-tuned at dropout 0.1 on the real data path (batches a function
-    of the step); loops of up to 40 steps, a checkpoint every 8 steps."""
+    of the step); loops of up to 40 steps, a checkpoint every 16 steps."""
     cfg = FinetuneConfig.flat(model_dir=str(model_dir), train_steps=train_steps,
                               train_batch_size=8, learning_rate=1e-3, warmup_steps=1,
-                              weight_decay=0.01, log_steps=train_steps, save_steps=8,
+                              weight_decay=0.01, log_steps=train_steps, save_steps=16,
                               steps_per_loop=40, best_metric="accuracy", peak_tflops=1.0)
     task = FinetuneTask(cfg, model_fn=lambda: SequenceClassifier(CONFIG, 2, head_dropout=0.1),
                         loss_fn=classification_loss,
@@ -70,6 +71,24 @@ def _sigterm_self():
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+def _sigterm_at_step(trainer, step):
+    """The trainer, sending SIGTERM to this process from inside its loop's graph as `step`
+    (1-based) begins: a point in the middle of a loop, whatever the machine's speed."""
+    def send(current):
+        if int(current) == step - 1:
+            _sigterm_self()
+        return current
+
+    step_features = trainer._step_features
+
+    def features_and_signal(features):
+        tf.py_function(send, [trainer.global_step.read_value()], tf.int64)  # stateful: runs
+        return step_features(features)
+
+    trainer._step_features = features_and_signal
+    return trainer
+
+
 def _checkpoint_steps(model_dir):
     return sorted(int(name[len("ckpt-"):-len(".index")]) for name in os.listdir(model_dir)
                   if name.startswith("ckpt-") and name.endswith(".index"))
@@ -77,23 +96,20 @@ def _checkpoint_steps(model_dir):
 
 def test_sigterm_mid_loop_saves_that_step_and_the_resumed_run_is_bit_exact(
         tmp_path, sigterm_received):
-    """Fine-tuning, 40 steps in loops of 8 (the save cadence): SIGTERM 50 ms into the second
-    loop stops the run after the step in flight, S; ckpt-S is written; a new Trainer resumes
-    from S and ends with the weights and losses of an uninterrupted run, bit for bit."""
+    """Fine-tuning, 40 steps in loops of 16 (the save cadence): a SIGTERM sent as step 21
+    begins, inside the loop of steps 17-32, stops the run after the step in flight, S; ckpt-S is
+    written; a new Trainer resumes from S and ends with the weights and losses of an
+    uninterrupted run, bit for bit."""
     steps = 40
     reference = _finetune_trainer(tmp_path / "reference", steps)
     ref = reference.train()
     ref_weights = [v.numpy() for v in reference.model.variables]
 
-    def second_loop_gets_sigterm(n):
-        if n == 2:
-            threading.Timer(0.05, _sigterm_self).start()
-
     model_dir = tmp_path / "preempted"
     with pytest.raises(preemption.TrainingPreempted) as stop:
-        _on_loop(_finetune_trainer(model_dir, steps), second_loop_gets_sigterm).train()
+        _sigterm_at_step(_finetune_trainer(model_dir, steps), 21).train()
     s = stop.value.step
-    assert 8 <= s < steps, s
+    assert 21 <= s < 32, s  # inside the loop, not at its end
     assert stop.value.checkpoint == str(model_dir / f"ckpt-{s}")
     assert str(stop.value).startswith(f"SIGTERM: stopped after step {s} of {steps} and saved "
                                       f"checkpoint {model_dir}/ckpt-{s} ")
