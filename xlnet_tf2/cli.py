@@ -29,7 +29,10 @@ value absl cannot parse, a flag that is unknown or missing, a setting the config
 a file, a record, a checkpoint: the project's error classes below; a full disk or a place it
 may not write) is printed as `<program>: error: <message>` and the program exits with status 2.
 A run stopped by what it met on the way (the loss diverged, the data ran out: STOPPED_ERRORS)
-prints `<program>: stopped: <message>` and exits with status 3. Anything else is a bug and
+prints `<program>: stopped: <message>` and exits with status 3. A training run preempted by a
+SIGTERM or a termination notice (it saved a checkpoint of the step it stopped at:
+xlnet_tf2/training/preemption.py) prints `<program>: preempted: <message>` and exits with
+status 75 (PREEMPTED_STATUS): run the same command again to resume. Anything else is a bug and
 keeps its traceback.
 """
 
@@ -174,6 +177,13 @@ STOPPED_ERRORS = (
     ("xlnet_tf2.training.trainer", "TrainingDivergedError"),
     ("xlnet_tf2.training.trainer", "DataExhaustedError"),
 )
+# A training run told to stop (SIGTERM, a termination notice) that saved a checkpoint of the
+# step it stopped at. 75 is EX_TEMPFAIL of sysexits.h ("temporary failure; try again later"):
+# distinct from 0 (done), 1 (a bug's traceback), 2 (bad input), 3 (stopped) and 143 (killed by
+# a SIGTERM that came before training started, when nothing was caught or lost), so a
+# scheduler can restart on it (and on 143) and count the others as failures.
+PREEMPTED_STATUS = 75
+PREEMPTED_ERRORS = (("xlnet_tf2.training.preemption", "TrainingPreempted"),)
 
 
 def _is_one_of(error: BaseException, classes) -> bool:
@@ -221,12 +231,16 @@ def program_name() -> str:
 
 def with_error_lines(main: Callable) -> Callable:
     """main(argv) -> the same, printing a user error as one line and returning status 2 (a
-    stopped run: status 3)."""
+    stopped run: status 3; a preempted run: PREEMPTED_STATUS)."""
 
     def wrapped(argv):
         try:
             return main(argv)
         except Exception as e:  # noqa: BLE001 - anything else is re-raised with its traceback
+            if _is_one_of(e, PREEMPTED_ERRORS):
+                print(f"{program_name()}: preempted: {' '.join(str(e).split())}",
+                      file=sys.stderr, flush=True)
+                return PREEMPTED_STATUS
             if _is_one_of(e, STOPPED_ERRORS):
                 print(f"{program_name()}: stopped: {' '.join(str(e).split())}",
                       file=sys.stderr, flush=True)

@@ -5,18 +5,13 @@ same global batches."""
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.data.finetune_batches import global_batches_fn
 from xlnet_tf2.models.sequence_classifier import SequenceClassifier
 from xlnet_tf2.tasks.losses import classification_loss
 from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
 from xlnet_tf2.training.trainer import Trainer
 
-CONFIG = XLNetConfig.preset("tiny", n_layer=2, d_model=32, n_head=2, d_head=16, d_inner=64,
-                            n_token=300, dropout=0.1, dropatt=0.1)
-IDS = np.random.RandomState(0).randint(9, 300, [40, 16]).astype(np.int32)
-FEATURES = {"input_ids": IDS, "segment_ids": np.zeros_like(IDS),
-            "attention_mask": np.ones_like(IDS), "label": (IDS[:, 0] > 150).astype(np.int32)}
+from fixtures.tiny_finetune import CONFIG, FEATURES, IDS
 
 
 def _run(model_dir, stop_at):

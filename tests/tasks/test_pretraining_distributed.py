@@ -4,7 +4,6 @@ two logical CPUs against one device, MultiWorkerMirroredStrategy with two local 
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -13,7 +12,8 @@ import time
 import pytest
 
 from fixtures.paths import REPO_ROOT as ROOT
-from fixtures.pretrain_runs import ENV, TRAIN_FLAGS
+from fixtures.pretrain_runs import ENV, TRAIN_FLAGS, finish_workers, prepare_data, start_workers
+from fixtures.pretrain_runs import final_state as _final_state
 from fixtures.pretrain_runs import kill_after_checkpoint as _kill_after_checkpoint
 from fixtures.pretrain_runs import run_python as _run
 from fixtures.pretrain_runs import steps_by_number as _steps
@@ -24,15 +24,7 @@ pytestmark = pytest.mark.slow  # data_dir is prepared by a command in a subproce
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
     """A small real dataset: stdlib docstrings -> SentencePiece -> TFRecords (bi_data)."""
-    d = tmp_path_factory.mktemp("prep")
-    _run(["data_prep/build_corpus.py", f"--output={d}/corpus.txt", "--min_bytes=50000",
-          "--max_bytes=120000"])
-    _run(["data_prep/train_sentencepiece.py", f"--input={d}/corpus.txt", "--vocab_size=400",
-          f"--model_prefix={d}/sp"])
-    _run(["data_prep/create_tfrecords.py", f"--input={d}/corpus.txt", f"--spm_model={d}/sp.model",
-          f"--output_dir={d}/data", "--seq_len=32", "--reuse_len=16", "--num_predict=5",
-          "--num_streams=2", "--bi_data"])
-    return str(d / "data")
+    return prepare_data(tmp_path_factory.mktemp("prep"))
 
 
 def _example_tuples(record):
@@ -113,35 +105,9 @@ def test_mirrored_two_cpus_matches_one_device(data_dir, tmp_path):
         assert b["direction"] == [0, 1, 0, 1] and a["direction"] == [0, 0, 1, 1]
 
 
-def _free_ports(n):
-    socks = [socket.socket() for _ in range(n)]
-    for s in socks:
-        s.bind(("127.0.0.1", 0))
-    ports = [s.getsockname()[1] for s in socks]
-    for s in socks:
-        s.close()
-    return ports
-
-
 def _run_workers(args, timeout=300):
-    ports = _free_ports(2)
-    cluster = {"worker": [f"127.0.0.1:{p}" for p in ports]}
-    procs = []
-    for index in range(2):
-        env = dict(ENV, TF_CONFIG=json.dumps({"cluster": cluster,
-                                              "task": {"type": "worker", "index": index}}))
-        procs.append(subprocess.Popen([sys.executable, "experiments/run_pretrain.py"] + args,
-                                      cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                                      stderr=subprocess.STDOUT, text=True))
-    outputs = []
-    try:
-        for proc in procs:
-            outputs.append(proc.communicate(timeout=timeout)[0])
-    finally:
-        for proc in procs:  # bounded: never leave a worker behind
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+    procs = start_workers(args)
+    outputs = finish_workers(procs, timeout)
     for proc, out in zip(procs, outputs):
         assert proc.returncode == 0, out[-4000:]
     return outputs
@@ -204,28 +170,6 @@ SLOW_SAVE_DRIVER = textwrap.dedent("""
     sys.argv = ["experiments/run_pretrain.py"] + sys.argv[1:]
     runpy.run_path("experiments/run_pretrain.py", run_name="__main__")
 """)
-
-
-def _final_state(model_dir):
-    """Every value of the newest checkpoint (weights, optimizer slots, step, memory, random
-    state) but the save counter, which counts the saves of each attempt."""
-    import tensorflow as tf
-
-    def tensors(path, prefix=""):
-        reader = tf.train.load_checkpoint(path)
-        return {prefix + name: reader.get_tensor(name)
-                for name in reader.get_variable_to_shape_map()
-                if not name.startswith(("save_counter", "_CHECKPOINTABLE_OBJECT_GRAPH"))}
-
-    main = tf.train.latest_checkpoint(str(model_dir))
-    state = tensors(main)
-    # The Transformer-XL memory is saved per host beside the main checkpoint, same step.
-    step = main.rsplit("-", 1)[1]
-    memory_root = os.path.join(str(model_dir), "memory")
-    for worker in sorted(os.listdir(memory_root)):
-        state.update(tensors(os.path.join(memory_root, worker, f"ckpt-{step}"),
-                             prefix=f"memory/{worker}/"))
-    return state
 
 
 @pytest.mark.slow  # five or more start-ups: a reference run, three or more killed runs, the last

@@ -2,7 +2,6 @@
 through it; fine-tuning honours steps_per_loop and gives the same result on two replicas as
 on one; the evaluation cadence and loop boundaries of a toy regression task."""
 
-import dataclasses
 import inspect
 import json
 import os
@@ -10,17 +9,16 @@ import subprocess
 import sys
 import textwrap
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from xlnet_tf2 import config_flags
-from xlnet_tf2.training.run_config import LoopConfig, OptimizerConfig
 from xlnet_tf2.training.task import Task
 from xlnet_tf2.training.trainer import Trainer, TrainingDivergedError
 
 from fixtures.paths import REPO_ROOT as ROOT
+from fixtures.toy_task import toy_trainer as _toy_trainer
 
 # A tiny classifier run; imported by the two-replica subprocess below as well.
 FINETUNE_RUN = textwrap.dedent("""
@@ -133,52 +131,6 @@ def test_finetuning_on_two_replicas_matches_one_device(tmp_path):
     assert out["mirrored"]["replicas"] == 2
     assert out["mirrored"]["loss"] == pytest.approx(out["one"]["loss"], abs=1e-5)
     assert out["mirrored"]["weights"] == pytest.approx(out["one"]["weights"], rel=1e-5)
-
-
-@dataclasses.dataclass(frozen=True)
-class ToyConfig:
-    loop: LoopConfig
-    optimizer: OptimizerConfig
-
-
-class ToyRegression(Task):
-    """y = x . w + 1 regression with a per-example squared error, evaluated every 3 steps."""
-
-    eval_every = 3
-
-    def __init__(self, config, evaluated):
-        self.config, self.evaluated = config, evaluated
-        self.x = np.random.RandomState(0).normal(size=[64, 3]).astype(np.float32)
-        self.y = self.x @ np.array([1.0, -2.0, 0.5], np.float32) + 1.0
-
-    def build_model(self):
-        return keras.Sequential([keras.Input([3]), keras.layers.Dense(1)])
-
-    def build_inputs(self, input_context, start_step):
-        return tf.data.Dataset.from_tensor_slices({"x": self.x, "y": self.y}).repeat().batch(8)
-
-    def loss_count(self, features):
-        return tf.cast(tf.shape(features["x"])[0], tf.float32)
-
-    def loss(self, model, features, state, training=True):
-        return tf.reduce_sum(tf.square(model(features["x"])[:, 0] - features["y"])), state
-
-    def evaluate(self, trainer, step):
-        self.evaluated.append(step)
-        return {"step": step}
-
-
-def _toy_trainer(model_dir, evaluated=None, **overrides):
-    values = dict(model_dir=str(model_dir), train_steps=10, train_batch_size=8,
-                  steps_per_loop=4, learning_rate=0.1, log_steps=5, save_steps=10,
-                  peak_tflops=1.0)
-    values.update(overrides)
-    loop = {k: v for k, v in values.items() if k not in ("learning_rate",)}
-    config = ToyConfig(loop=config_flags.from_flat(LoopConfig, loop),
-                       optimizer=OptimizerConfig(learning_rate=values["learning_rate"],
-                                                 warmup_steps=0, weight_decay=0.0,
-                                                 adam_bias_correction=False))
-    return Trainer(ToyRegression(config, [] if evaluated is None else evaluated))
 
 
 def test_toy_regression_evaluations_loop_boundaries_and_nan_stop(tmp_path):

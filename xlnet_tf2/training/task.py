@@ -75,7 +75,8 @@ class Task:
     config: Any
     # Batch features handed to the replica step (None: all of them).
     step_features: Optional[Tuple[str, ...]] = None
-    # Batch features gathered over replicas into every step's record (--record_steps).
+    # Batch features gathered over replicas into every step's record (--record_steps): one
+    # int per example, [B] per replica and [G] gathered.
     record_features: Tuple[str, ...] = ()
     # Evaluate every this many steps and at the end (None: never).
     eval_every: Optional[int] = None

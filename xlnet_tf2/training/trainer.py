@@ -24,6 +24,10 @@ How one run goes:
      fine-tuning's evaluation and best-checkpoint keeping); every `save_steps` and at the end
      the carried state (each host its own replicas' share) and then the checkpoint. Loops end
      exactly at those steps.
+  6. A SIGTERM or a termination notice while `train` runs (preemption.py) ends the loop in
+     flight after its current step, on every worker at the same step; the checkpoint of that
+     step is written (unless it has one) and `train` raises TrainingPreempted (exit status 75
+     from the commands).
 
 The step (one replica's share, `_replica_step`):
   count    = all-reduced sum of `task.loss_count(features)` (real targets, or examples), >= 1
@@ -56,7 +60,8 @@ from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers import attention_op
 from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
-from xlnet_tf2.training import checkpointing, determinism, distribution, run_record
+from xlnet_tf2.training import (checkpointing, determinism, distribution, preemption,
+                                run_record)
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
 from xlnet_tf2.training.optimization import (create_optimizer, describe_optimizer,
@@ -148,6 +153,8 @@ class Trainer:
             loop.model_dir, model=self.model, optimizer=self.optimizer,
             global_step=self.global_step, max_to_keep=loop.keep_checkpoints,
             is_chief=self.is_chief, worker_id=distribution.worker_id(self.strategy))
+        # SIGTERM and termination notices: a flag the loop reads before each step.
+        self.preemption = preemption.PreemptionWatcher(self.strategy)
         # Why the whole step is compiled with one replica: outside XLA, clipping and the AdamW
         # update are a dozen unfused TensorFlow ops per variable, each writing a fresh tensor
         # the size of the variable, a share of the step worth removing
@@ -267,13 +274,24 @@ class Trainer:
         return new_state, loss_sum / global_count, scaled_norm / scale
 
     def _train_loop(self, iterator, state, num_steps):
-        """`num_steps` steps in one graph; returns (state, per-step stats)."""
-        losses = tf.TensorArray(tf.float32, size=num_steps)
-        norms = tf.TensorArray(tf.float32, size=num_steps)
-        rates = tf.TensorArray(tf.float32, size=num_steps)
+        """`num_steps` steps in one graph, fewer if a stop is requested (preemption.py);
+        returns (state, per-step stats of the steps run, plus "stopped": bool [])."""
+        # Sized as they are written: a stopped loop returns only the steps it ran.
+        losses = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        norms = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
+        rates = tf.TensorArray(tf.float32, size=0, dynamic_size=True)
         record_keys = [k for k in self.task.record_features if k in iterator.element_spec]
-        records = tf.TensorArray(tf.int32, size=num_steps)  # [steps, len(record_keys), G]
+        # [steps, len(record_keys), G]; the element shape given, so that a loop stopped before
+        # its first step stacks an empty array (other topologies leave G unknown).
+        records = tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[
+            len(record_keys), self.loop_config.train_batch_size])
+        stopped = tf.constant(False)
         for i in tf.range(num_steps):
+            # Before each step: a SIGTERM or termination notice that came during the previous
+            # one ends the loop here, on every worker at the same step.
+            if self.preemption.stop_requested():
+                stopped = tf.constant(True)
+                break
             features = next(iterator)
             rates = rates.write(i, tf.cast(self.schedule(self.optimizer.iterations), tf.float32))
             step = self.global_step.read_value()  # the step being trained, 0-based
@@ -288,7 +306,8 @@ class Trainer:
                     [tf.cast(self.strategy.gather(features[k], axis=0), tf.int32)
                      for k in record_keys]))
             self.global_step.assign_add(1)
-        stats = dict(loss=losses.stack(), grad_norm=norms.stack(), learning_rate=rates.stack())
+        stats = dict(loss=losses.stack(), grad_norm=norms.stack(), learning_rate=rates.stack(),
+                     stopped=stopped)
         if record_keys:
             stacked = records.stack()
             stats.update({k: stacked[:, j] for j, k in enumerate(record_keys)})
@@ -397,6 +416,13 @@ class Trainer:
         return peak * self.num_replicas
 
     def train(self) -> TrainResult:
+        """Trains to --train_steps, resuming from model_dir's checkpoints. A SIGTERM or a
+        termination notice meanwhile ends the run after the step in flight with a checkpoint
+        of that step and raises preemption.TrainingPreempted naming it."""
+        with self.preemption:
+            return self._train()
+
+    def _train(self) -> TrainResult:
         cfg = self.loop_config
         if self.is_chief:
             run_record.clean_stale_files(cfg.model_dir)
@@ -440,6 +466,7 @@ class Trainer:
         loops: List[dict] = []
         last_log = None
         step = start_step
+        saved_step = start_step if resumed else None  # the step of the newest checkpoint
         try:
             while step < cfg.train_steps:
                 num_steps = self._next_loop_length(step)
@@ -447,6 +474,7 @@ class Trainer:
                 try:
                     state, stats = self._loop(iterator, state, tf.constant(num_steps, tf.int32))
                     stats = {k: v.numpy() for k, v in stats.items()}
+                    stopped = bool(stats.pop("stopped"))
                 except tf.errors.OutOfRangeError as e:
                     raise DataExhaustedError(
                         f"The input data ran out at step {step} of "
@@ -459,9 +487,9 @@ class Trainer:
                         raise
                     raise translated from e
                 elapsed = time.perf_counter() - t0
-                loops.append({"first_step": step + 1, "steps": num_steps, "seconds": elapsed,
-                              "started": t0})
                 records = self._step_records(step, stats)
+                loops.append({"first_step": step + 1, "steps": len(records), "seconds": elapsed,
+                              "started": t0})
                 bad = [r for r in records if not np.isfinite(r["loss"])]
                 if bad:
                     raise TrainingDivergedError(
@@ -471,11 +499,13 @@ class Trainer:
                         "--learning_rate, raise --warmup_steps, check --clip_norm or use "
                         "--precision=float32 / mixed_bfloat16.")
                 history.extend(records)
-                step += num_steps
+                step += len(records)
                 if step_log is not None:
                     for r in records:
                         step_log.write(json.dumps({**r, "attempt": self.attempt}) + "\n")
                     step_log.flush()
+                if stopped:
+                    raise self._preempted(step, state, saved_step)
                 logger.record_loop(step, records, elapsed, compiled=(len(history) == num_steps))
                 final = step == cfg.train_steps
                 if step % cfg.log_steps == 0 or final:
@@ -485,11 +515,28 @@ class Trainer:
                     evaluations.append(self.task.evaluate(self, step))
                 if step % cfg.save_steps == 0 or final:
                     self.save_checkpoint(step, state)
+                    saved_step = step
         finally:
             if step_log is not None:
                 step_log.close()
             logger.close()
         return TrainResult(start_step, step, history, restored, last_log, evaluations, loops)
+
+    def _preempted(self, step: int, state, saved_step: Optional[int]
+                   ) -> preemption.TrainingPreempted:
+        """After a loop a stop request ended: the checkpoint of `step` (written now unless it
+        exists; none when nothing was trained) and the error that ends the run."""
+        saved = step != saved_step and step > 0
+        if saved:
+            self.save_checkpoint(step, state)
+        # The chief's checkpoint, the one every worker resumes from (the others save into a
+        # scratch directory they delete: checkpointing.py).
+        path = (os.path.join(self.loop_config.model_dir, f"ckpt-{step}")
+                if saved or saved_step == step else None)
+        message = preemption.stop_message(self.preemption.reason, step,
+                                          self.loop_config.train_steps, path, saved)
+        logging.info(message)  # the commands print it as their last line (cli.py)
+        return preemption.TrainingPreempted(message, step, path)
 
     def _next_loop_length(self, step: int) -> int:
         """Loops end exactly at log, callback, save and final steps."""
