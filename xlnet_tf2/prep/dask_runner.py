@@ -1,0 +1,137 @@
+"""Beam's DaskRunner as data preparation runs it (`--runner=DaskRunner`).
+
+The pipeline runs on a `dask.distributed` cluster: a scheduler and worker processes that talk
+over TCP, the same whether they are on one machine or many. `--dask_client_address=tcp://HOST:
+PORT` (or `--dask_scheduler_file`) points it at a running cluster; without either, it starts
+a local cluster of one worker process per core (one thread each) and closes it when the
+pipeline ends. This module needs the optional packages dask and distributed (the `dask`
+extra); `beam_options.pipeline_runner` imports it only when --runner names it.
+
+What Beam 2.70's `apache_beam.runners.dask.dask_runner.DaskRunner` does differently, and why
+this subclass does not:
+
+* Beam hands every pipeline option that is not at its default (--runner, --direct_num_workers,
+  ...) to `distributed.Client`, whose local cluster passes them on to its workers, which then
+  fail to start (TypeError: Server.__init__() got an unexpected keyword argument 'runner').
+  Here only the Dask options reach the client.
+* Beam leaves the client, and the local cluster it starts, to the interpreter's exit: a
+  process that prepares data twice has two clusters. Here both are closed when the pipeline
+  ends, and on failure the run's tasks are cancelled first.
+* Beam puts up to 128 elements of a Create in one partition: the sources of a corpus of a
+  few files are one task on one worker, and every later step has as many partitions as that.
+  Here, unless --dask_npartitions or --dask_partition_size says otherwise, the sources are cut
+  into PARTITIONS_PER_THREAD partitions per worker thread of the cluster.
+* The workers' progress lines (logger xlnet_tf2) come to this process's logging, as the
+  DirectRunner forwards its workers' log records, so the command prints them.
+
+Beam's runner computes only the last step of the pipeline and what it depends on; the
+pipeline is one chain for that reason (beam_pipeline._add_steps, docs/DATA.md#runners).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import Optional
+
+import dask
+import distributed
+from apache_beam.runners.dask import dask_runner as beam_dask
+from apache_beam.runners.dask.overrides import dask_overrides
+
+from xlnet_tf2.data.params import DataPrepError
+
+# Partitions of the sources per worker thread: more than one, so a worker that finishes its
+# share early takes over part of a slower one's; few, because every partition loads the
+# tokenizer and learns its word cache anew.
+PARTITIONS_PER_THREAD = 2
+_FORWARDED_LOGGER = "xlnet_tf2"
+
+
+def dask_settings(options) -> dict:
+    """The Dask options `options` sets to other than their defaults, by name (Beam's dests:
+    address, timeout, scheduler_file, name, connection_limit, npartitions, partition_size)."""
+    parser = argparse.ArgumentParser(add_help=False)
+    beam_dask.DaskOptions._add_argparse_args(parser)  # noqa: SLF001 - Beam's declaration
+    defaults = {a.dest: a.default for a in parser._actions}  # noqa: SLF001
+    given = options.view_as(beam_dask.DaskOptions).get_all_options(drop_default=True)
+    return {name: value for name, value in given.items()
+            if name in defaults and value != defaults[name]}
+
+
+def local_cluster(workers: Optional[int] = None) -> distributed.LocalCluster:
+    """A cluster on this machine: `workers` processes (default: one per core), one thread
+    each, no dashboard, only errors logged."""
+    if workers is None:
+        workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+            os.cpu_count() or 1)
+    return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                    dashboard_address=None, silence_logs=logging.ERROR)
+
+
+class DaskRunner(beam_dask.DaskRunner):
+    """Executes a pipeline on a dask.distributed cluster (see the module docstring)."""
+
+    def run_pipeline(self, pipeline, options):
+        settings = dask_settings(options)
+        bag_kwargs = beam_dask.DaskOptions._extract_bag_kwargs(settings)  # noqa: SLF001
+        cluster = None
+        if not settings.get("address") and not settings.get("scheduler_file"):
+            cluster = local_cluster()
+            settings["address"] = cluster
+        client = None
+        try:
+            client = _connect(settings)
+            if not bag_kwargs:
+                threads = sum(client.nthreads().values())
+                bag_kwargs["npartitions"] = PARTITIONS_PER_THREAD * max(threads, 1)
+            client.forward_logging(_FORWARDED_LOGGER, level=logging.WARNING)
+            pipeline.replace_all(dask_overrides())
+            visitor = self.to_dask_bag_visitor(bag_kwargs)
+            pipeline.visit(visitor)
+            # The last step visited and everything it depends on (the whole pipeline when it
+            # is one chain, as beam_pipeline's is).
+            last = list(visitor.bags.values())[-1]
+            futures = client.compute(dask.optimize(last))
+        except BaseException:
+            _close(client, cluster)
+            raise
+        return ClosingResult(client, futures, cluster)
+
+
+def _connect(settings: dict) -> distributed.Client:
+    try:
+        return distributed.Client(**settings)
+    except (OSError, ValueError) as e:  # no scheduler there (in time), an address unparsed
+        flag = (f"--dask_client_address={settings['address']}" if settings.get("address")
+                else f"--dask_scheduler_file={settings.get('scheduler_file')}")
+        reason = str(e).splitlines()[0] if str(e) else type(e).__name__
+        raise DataPrepError(f"{flag}: no Dask scheduler answered ({reason}); start it "
+                            "(dask scheduler, then dask worker on each host) or correct the "
+                            "flag.") from None
+
+
+def _close(client, cluster) -> None:
+    if client is not None:
+        client.close()
+    if cluster is not None:
+        cluster.close()
+
+
+class ClosingResult(beam_dask.DaskRunnerResult):
+    """Beam's result of a Dask run that closes the client (and a local cluster) once the run
+    ends, cancelling what is left of it if it failed or was interrupted."""
+
+    def __init__(self, client, futures, cluster):
+        super().__init__(client, futures)
+        self.cluster = cluster
+
+    def wait_until_finish(self, duration=None):
+        try:
+            return super().wait_until_finish(duration)
+        except BaseException:
+            self.client.cancel(self.futures)
+            raise
+        finally:
+            _close(self.client, self.cluster)
