@@ -126,7 +126,8 @@ def pipeline_runner(options):
     if not names_dask_runner(runner):
         return None
     load_dask_options(f"--runner={runner}")
-    # Imported here, not at the top: dask_runner imports dask, an optional package.
+    # Imported here, as Beam is in this module: the command imports Beam with stderr silenced
+    # (its import warns about optional packages), after importing this module.
     from xlnet_tf2.prep.dask_runner import DaskRunner
 
     return DaskRunner()

@@ -8,7 +8,7 @@ pipeline ends. This module needs the optional packages dask and distributed (the
 extra); `beam_options.pipeline_runner` imports it only when --runner names it.
 
 What Beam 2.70's `apache_beam.runners.dask.dask_runner.DaskRunner` does differently, and why
-this subclass does not:
+this runner (Beam's translation of the pipeline into dask bags, its own client) does not:
 
 * Beam hands every pipeline option that is not at its default (--runner, --direct_num_workers,
   ...) to `distributed.Client`, whose local cluster passes them on to its workers, which then
@@ -35,10 +35,7 @@ import logging
 import os
 from typing import Optional
 
-import dask
-import distributed
-from apache_beam.runners.dask import dask_runner as beam_dask
-from apache_beam.runners.dask.overrides import dask_overrides
+from apache_beam.runners.runner import PipelineResult, PipelineRunner, PipelineState
 
 from xlnet_tf2.data.params import DataPrepError
 
@@ -48,21 +45,28 @@ from xlnet_tf2.data.params import DataPrepError
 PARTITIONS_PER_THREAD = 2
 _FORWARDED_LOGGER = "xlnet_tf2"
 
+# dask, distributed and Beam's DaskRunner module (which imports dask) are imported inside the
+# functions: they are the optional `dask` extra, and the library imports without them.
+
 
 def dask_settings(options) -> dict:
     """The Dask options `options` sets to other than their defaults, by name (Beam's dests:
     address, timeout, scheduler_file, name, connection_limit, npartitions, partition_size)."""
+    from apache_beam.runners.dask.dask_runner import DaskOptions
+
     parser = argparse.ArgumentParser(add_help=False)
-    beam_dask.DaskOptions._add_argparse_args(parser)  # noqa: SLF001 - Beam's declaration
+    DaskOptions._add_argparse_args(parser)  # noqa: SLF001 - Beam's declaration
     defaults = {a.dest: a.default for a in parser._actions}  # noqa: SLF001
-    given = options.view_as(beam_dask.DaskOptions).get_all_options(drop_default=True)
+    given = options.view_as(DaskOptions).get_all_options(drop_default=True)
     return {name: value for name, value in given.items()
             if name in defaults and value != defaults[name]}
 
 
-def local_cluster(workers: Optional[int] = None) -> distributed.LocalCluster:
-    """A cluster on this machine: `workers` processes (default: one per core), one thread
-    each, no dashboard, only errors logged."""
+def local_cluster(workers: Optional[int] = None):
+    """A distributed.LocalCluster on this machine: `workers` processes (default: one per
+    core), one thread each, no dashboard, only errors logged."""
+    import distributed
+
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
             os.cpu_count() or 1)
@@ -70,12 +74,21 @@ def local_cluster(workers: Optional[int] = None) -> distributed.LocalCluster:
                                     dashboard_address=None, silence_logs=logging.ERROR)
 
 
-class DaskRunner(beam_dask.DaskRunner):
-    """Executes a pipeline on a dask.distributed cluster (see the module docstring)."""
+class DaskRunner(PipelineRunner):
+    """Executes a pipeline on a dask.distributed cluster with the translation of Beam's
+    DaskRunner (see the module docstring)."""
+
+    def is_fnapi_compatible(self):
+        return False  # Beam's DaskRunner executes the pipeline's own graph, not the Fn API
 
     def run_pipeline(self, pipeline, options):
+        import dask
+        from apache_beam.runners.dask.dask_runner import DaskOptions
+        from apache_beam.runners.dask.dask_runner import DaskRunner as BeamDaskRunner
+        from apache_beam.runners.dask.overrides import dask_overrides
+
         settings = dask_settings(options)
-        bag_kwargs = beam_dask.DaskOptions._extract_bag_kwargs(settings)  # noqa: SLF001
+        bag_kwargs = DaskOptions._extract_bag_kwargs(settings)  # noqa: SLF001
         cluster = None
         if not settings.get("address") and not settings.get("scheduler_file"):
             cluster = local_cluster()
@@ -88,7 +101,7 @@ class DaskRunner(beam_dask.DaskRunner):
                 bag_kwargs["npartitions"] = PARTITIONS_PER_THREAD * max(threads, 1)
             client.forward_logging(_FORWARDED_LOGGER, level=logging.WARNING)
             pipeline.replace_all(dask_overrides())
-            visitor = self.to_dask_bag_visitor(bag_kwargs)
+            visitor = BeamDaskRunner.to_dask_bag_visitor(bag_kwargs)
             pipeline.visit(visitor)
             # The last step visited and everything it depends on (the whole pipeline when it
             # is one chain, as beam_pipeline's is).
@@ -100,7 +113,9 @@ class DaskRunner(beam_dask.DaskRunner):
         return ClosingResult(client, futures, cluster)
 
 
-def _connect(settings: dict) -> distributed.Client:
+def _connect(settings: dict):
+    import distributed
+
     try:
         return distributed.Client(**settings)
     except (OSError, ValueError) as e:  # no scheduler there (in time), an address unparsed
@@ -119,19 +134,38 @@ def _close(client, cluster) -> None:
         cluster.close()
 
 
-class ClosingResult(beam_dask.DaskRunnerResult):
-    """Beam's result of a Dask run that closes the client (and a local cluster) once the run
-    ends, cancelling what is left of it if it failed or was interrupted."""
+class ClosingResult(PipelineResult):
+    """The result of a run on Dask: waits for the futures of the pipeline's last step (which
+    raises a worker's exception here), then closes the client (and a local cluster), after
+    cancelling what is left of the run if it failed or was interrupted."""
 
     def __init__(self, client, futures, cluster):
-        super().__init__(client, futures)
-        self.cluster = cluster
+        super().__init__(PipelineState.RUNNING)
+        self.client, self.futures, self.cluster = client, futures, cluster
 
     def wait_until_finish(self, duration=None):
+        import distributed
+
         try:
-            return super().wait_until_finish(duration)
+            # Gathering the results is what raises a task's exception in this process.
+            for _ in distributed.as_completed(self.futures, with_results=True,
+                                              timeout=None if duration is None
+                                              else duration / 1000):
+                pass
+            self._state = PipelineState.DONE
         except BaseException:
+            self._state = PipelineState.FAILED
             self.client.cancel(self.futures)
             raise
         finally:
             _close(self.client, self.cluster)
+        return self._state
+
+    def cancel(self):
+        self.client.cancel(self.futures)
+        _close(self.client, self.cluster)
+        self._state = PipelineState.CANCELLED
+        return self._state
+
+    def metrics(self):
+        raise NotImplementedError("Beam's DaskRunner collects no metrics")
