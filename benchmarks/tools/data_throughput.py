@@ -273,15 +273,27 @@ def _command_env() -> Dict[str, str]:
     return env
 
 
+def _import_pipeline() -> None:
+    import xlnet_tf2.prep.beam_pipeline  # noqa: F401 - Beam, numpy, the pipeline's modules
+
+
 class DaskCluster:
     """A dask.distributed cluster run as on real hosts: a `dask scheduler` process and a
     `dask worker` process with `workers` worker processes (one thread each), here all on this
-    machine, over TCP on 127.0.0.1. `start_seconds`: from starting the scheduler to every
-    worker connected. Logs go to workdir/dask-scheduler.log and dask-worker.log."""
+    machine, over TCP on 127.0.0.1, with the dask configuration docs/DATA.md#runners gives
+    the workers (dask_runner.WORKER_CONFIG_YAML, in workdir/dask-config). `start_seconds`:
+    from starting the scheduler to every worker connected; `warm_seconds`: until every worker
+    has also imported the pipeline's modules, as those of a cluster that ran before have.
+    Logs go to workdir/dask-scheduler.log and dask-worker.log."""
 
     def __init__(self, workdir: str, workers: int, timeout: float = 300.0):
         import distributed
+        from xlnet_tf2.prep.dask_runner import WORKER_CONFIG_YAML
 
+        self._config = os.path.join(workdir, "dask-config")
+        os.makedirs(self._config, exist_ok=True)
+        with open(os.path.join(self._config, "xlnet-prep.yaml"), "w") as f:
+            f.write(WORKER_CONFIG_YAML)
         scheduler_file = os.path.join(workdir, "dask-scheduler.json")
         if os.path.exists(scheduler_file):
             os.remove(scheduler_file)
@@ -296,11 +308,15 @@ class DaskCluster:
                                        "dask-scheduler.log")
                 time.sleep(0.05)
             self._start(workdir, "worker", "--scheduler-file", scheduler_file, "--nworkers",
-                        str(workers), "--nthreads", "1")
+                        str(workers), "--nthreads", "1", "--local-directory",
+                        os.path.join(workdir, "dask-worker-space"))
             with distributed.Client(scheduler_file=scheduler_file, timeout=timeout) as client:
                 client.wait_for_workers(workers, timeout=timeout)
                 self.address = client.scheduler.address
-            self.start_seconds = time.perf_counter() - start
+                self.start_seconds = time.perf_counter() - start
+                # What a long-running cluster's workers have done before: import the pipeline.
+                client.run(_import_pipeline)
+            self.warm_seconds = time.perf_counter() - start
         except BaseException:
             self.close()
             raise
@@ -309,7 +325,8 @@ class DaskCluster:
         with open(os.path.join(workdir, f"dask-{role}.log"), "w") as log:
             self._procs.append(subprocess.Popen(
                 [sys.executable, "-m", f"distributed.cli.dask_{role}", "--no-dashboard", *args],
-                cwd=_ROOT, env=_command_env(), stdout=log, stderr=subprocess.STDOUT))
+                cwd=_ROOT, env=dict(_command_env(), DASK_CONFIG=self._config), stdout=log,
+                stderr=subprocess.STDOUT))
 
     def cpu_seconds(self) -> float:
         """User + system CPU seconds so far of the scheduler, the workers and their nannies."""
@@ -401,8 +418,9 @@ def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir:
        "ratio": default / line-mode tokens/s (one runner only),
        "identical": whether every contender's prepared files are byte for byte the first's
        (the records only when the modes differ: the manifest records the mode),
-       "cluster_start_seconds" (with "dask"), "contenders", "runners", "workers", "data_dir"
-       (the first contender's output), "command": the first contender's command}.
+       "cluster_start_seconds", "cluster_warm_seconds" (with "dask": `DaskCluster`),
+       "contenders", "runners", "workers", "data_dir" (the first contender's output),
+       "command": the first contender's command}.
     """
     contenders = _contenders(runners)
     names = list(contenders)
@@ -417,8 +435,10 @@ def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir:
         if "dask" in runners:
             cluster = DaskCluster(workdir, workers)
             result["cluster_start_seconds"] = cluster.start_seconds
-            log(f"  dask cluster: scheduler and {workers} workers up in "
-                f"{cluster.start_seconds:.2f}s (load {load_average()})")
+            result["cluster_warm_seconds"] = cluster.warm_seconds
+            log(f"  dask cluster: scheduler and {workers} worker{'s' * (workers != 1)} up in "
+                f"{cluster.start_seconds:.2f}s, the pipeline imported in them at "
+                f"{cluster.warm_seconds:.2f}s (load {load_average()})")
         commands = {name: create_tfrecords_command(
             corpus, spm_model, outputs[name], params,
             runner_args(runner, workers, cluster.address if cluster else None), word_cache)
@@ -595,7 +615,8 @@ def format_report(result: Dict[str, object]) -> str:
                  + (f" on the {e['runners'][0]} runner:" if modes else ":"))
     if "cluster_start_seconds" in e:
         lines.append(f"dask cluster (scheduler, {e['workers']} workers) started in "
-                     f"{e['cluster_start_seconds']:.2f}s, before the runs (not in them)")
+                     f"{e['cluster_start_seconds']:.2f}s, the pipeline imported in its workers "
+                     f"at {e['cluster_warm_seconds']:.2f}s, before the runs (not in them)")
     column = "mode" if modes else "runner"
     lines.append(f"| run | {column} | seconds | tokens/s | CPU seconds | load before |")
     lines.append("|---|---|---|---|---|---|")

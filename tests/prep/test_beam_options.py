@@ -1,12 +1,13 @@
-"""The command's Beam arguments (xlnet_tf2/prep/beam_options.py): the DaskRunner by its short
-or qualified name, its options known to the check, one clear line without the dask extra."""
+"""The command's Beam arguments (xlnet_tf2/prep/beam_options.py) and the runner they choose
+(dask_runner.pipeline_runner): the DaskRunner by its short or qualified name, its options known
+to the check, one clear line without the dask extra."""
 
 import sys
 
 import pytest
 
 from xlnet_tf2.data.params import DataPrepError
-from xlnet_tf2.prep import beam_options
+from xlnet_tf2.prep import beam_options, dask_runner
 
 
 def test_the_dask_runner_by_either_name():
@@ -35,7 +36,7 @@ def test_a_dask_option_without_the_dask_runner_is_refused():
 def test_without_the_dask_extra_one_line_says_what_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)  # `import distributed` fails
     for check in (lambda: beam_options.check_pipeline_args(["--runner=DaskRunner"]),
-                  lambda: beam_options.pipeline_runner(_options("--runner=DaskRunner"))):
+                  lambda: dask_runner.pipeline_runner(_options("--runner=DaskRunner"))):
         with pytest.raises(DataPrepError) as e:
             check()
         message = str(e.value)
@@ -46,8 +47,8 @@ def test_without_the_dask_extra_one_line_says_what_to_install(monkeypatch):
 
 
 def test_other_runners_are_left_to_beam():
-    assert beam_options.pipeline_runner(_options("--runner=DirectRunner")) is None
-    assert beam_options.pipeline_runner(_options()) is None
+    assert dask_runner.pipeline_runner(_options("--runner=DirectRunner")) is None
+    assert dask_runner.pipeline_runner(_options()) is None
 
 
 def _options(*args):

@@ -96,6 +96,8 @@ def test_output_is_byte_identical_to_the_direct_runner(cluster, reference, tmp_p
         before = _executed(client)
         m = _prepare(tmp_path / "out", _dask(cluster), inputs)
         after = _executed(client)
+        # glibc's allocator defaults, not the nanny's MALLOC_TRIM_THRESHOLD_ (dask_runner.py).
+        trims = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
     # Records, both manifests (record_info.json), the model copies: every byte.
     assert snapshot(str(tmp_path / "out")) == snapshot(direct)
     assert m["bad_lines_skipped"] == m["_eval"]["bad_lines_skipped"] == 1
@@ -103,6 +105,7 @@ def test_output_is_byte_identical_to_the_direct_runner(cluster, reference, tmp_p
     assert read_manifest(str(tmp_path / "out")) == read_manifest(direct)
     # The work ran in both worker processes of the cluster.
     assert len(after) == 2 and all(after[w] > before.get(w, 0) for w in after), (before, after)
+    assert list(trims.values()) == [None, None]
     assert os.listdir(tmp_path) == ["out"]
 
 

@@ -4,12 +4,12 @@
   pipeline options; Beam itself silently discards the ones it does not know, so a misspelled
   flag (`--eval_fractoin=0.01`) would prepare data without the user's setting. They are checked
   here against every option Beam defines, and an unknown one is an error naming it.
-* `pipeline_runner`: the runner object for --runner, where this package supplies it: Beam's
-  DaskRunner (`--runner=DaskRunner`, the short name Beam itself does not know, or its
-  qualified name) runs as `xlnet_tf2.prep.dask_runner.DaskRunner`. The Dask options
-  (--dask_client_address, ...) are declared by Beam's module of that runner, which needs the
-  optional packages dask and distributed: it is imported, for the check above too, only
-  when the arguments name the runner or a Dask option, and their absence is one clear line.
+* The DaskRunner's names (`names_dask_runner`: `--runner=DaskRunner`, the short name Beam
+  itself does not know, or its qualified name; dask_runner.py runs it) and options
+  (`load_dask_options`): the Dask options (--dask_client_address, ...) are declared by Beam's
+  module of that runner, which needs the optional packages dask and distributed; it is
+  imported, for the check above too, only when the arguments name the runner or a Dask
+  option, and their absence is one clear line.
 * `print_only_tagged_lines`: a quiet console for a pipeline run. Beam's DirectRunner forwards
   its workers' log records to the launcher's logging; lines carrying the progress tag are
   printed (to stdout, tag and Beam's envelope removed) and every other record of Beam's loggers
@@ -116,21 +116,6 @@ def check_pipeline_args(args: Sequence[str], program: Optional[str] = None) -> L
             f"flag of {program or 'create_tfrecords.py'} nor an Apache Beam pipeline option. "
             f"Check the spelling ({listing}).")
     return args
-
-
-def pipeline_runner(options):
-    """The runner object for `options`' --runner, or None: Beam makes it from the name."""
-    from apache_beam.options.pipeline_options import StandardOptions
-
-    runner = options.view_as(StandardOptions).runner
-    if not names_dask_runner(runner):
-        return None
-    load_dask_options(f"--runner={runner}")
-    # Imported here, as Beam is in this module: the command imports Beam with stderr silenced
-    # (its import warns about optional packages), after importing this module.
-    from xlnet_tf2.prep.dask_runner import DaskRunner
-
-    return DaskRunner()
 
 
 _FORWARDED = re.compile(r'((?:[^"\\]|\\.)*)')

@@ -50,7 +50,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from xlnet_tf2 import __version__, special_ids
 from xlnet_tf2.data import manifest, records
 from xlnet_tf2 import fileio, run_dir
-from xlnet_tf2.prep import beam_options, text_sources
+from xlnet_tf2.prep import dask_runner, text_sources
 from xlnet_tf2.prep import streams
 from xlnet_tf2.prep.encode import BatchEncoder
 from xlnet_tf2.prep.examples import row_example_batches
@@ -432,8 +432,8 @@ def _layout_split(group, params: DataParams):
     """(split, its items) -> ((split, stream), ([FilePiece], summary)) for every stream.
 
     The summary (StreamLayout's fields and "bad_lines_skipped") travels with every stream to
-    the writing step and on to the manifest: no side input (a runner that recomputes a side
-    input in every step that reads it would tokenize twice).
+    the writing step and on to the manifest: no side input (Beam's DaskRunner runs the steps
+    behind a side input a second time: here, the tokenizing).
     """
     split, items = group
     batches = [value for kind, value in items if kind == "tokens"]
@@ -575,8 +575,9 @@ def _add_steps(p, elements, *, splits: Sequence[str], params: DataParams, model:
 
     One chain of steps, whatever the splits, built only of Create, ParDo (one output, no side
     input), GroupByKey and Flatten: what every runner executes, Beam's DaskRunner included
-    (which runs the last step's inputs only, mixes a step's tagged outputs and has no shuffle
-    in Reshuffle; docs/DATA.md#runners).
+    (which computes only the last step and what it depends on, mixes a step's tagged outputs,
+    runs the steps behind a side input twice and does not shuffle in Reshuffle;
+    docs/DATA.md#runners).
     """
     progress_dir = os.path.join(work_dir, "progress")
     tokenize_progress = dict(directory=progress_dir, stage="tokenize", label="tokenizing",
@@ -825,7 +826,7 @@ def _run_pipeline(directory: str, *, params: DataParams, tokenizer, sources, eva
                 + [(part, True) for s in eval_sources for part in text_sources.source_parts(s)])
     splits = SPLITS if with_eval else SPLITS[:1]
     try:
-        with _private_tempdir(), beam.Pipeline(runner=beam_options.pipeline_runner(options),
+        with _private_tempdir(), beam.Pipeline(runner=dask_runner.pipeline_runner(options),
                                                options=options) as p:
             _add_steps(p, elements, splits=splits, params=params, model=model,
                        starts_word=start_piece_table(tokenizer),

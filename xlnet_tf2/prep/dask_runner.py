@@ -5,7 +5,8 @@ over TCP, the same whether they are on one machine or many. `--dask_client_addre
 PORT` (or `--dask_scheduler_file`) points it at a running cluster; without either, it starts
 a local cluster of one worker process per core (one thread each) and closes it when the
 pipeline ends. This module needs the optional packages dask and distributed (the `dask`
-extra); `beam_options.pipeline_runner` imports it only when --runner names it.
+extra), which the module imports only inside its functions; `pipeline_runner` gives Beam
+this runner when --runner names it.
 
 What Beam 2.70's `apache_beam.runners.dask.dask_runner.DaskRunner` does differently, and why
 this runner (Beam's translation of the pipeline into dask bags, its own client) does not:
@@ -23,6 +24,7 @@ this runner (Beam's translation of the pipeline into dask bags, its own client) 
   into PARTITIONS_PER_THREAD partitions per worker thread of the cluster.
 * The workers' progress lines (logger xlnet_tf2) come to this process's logging, as the
   DirectRunner forwards its workers' log records, so the command prints them.
+* The local cluster's workers keep glibc's allocator defaults (KEEP_MALLOC_DEFAULTS).
 
 Beam's runner computes only the last step of the pipeline and what it depends on; the
 pipeline is one chain for that reason (beam_pipeline._add_steps, docs/DATA.md#runners).
@@ -35,9 +37,11 @@ import logging
 import os
 from typing import Optional
 
+from apache_beam.options.pipeline_options import StandardOptions
 from apache_beam.runners.runner import PipelineResult, PipelineRunner, PipelineState
 
 from xlnet_tf2.data.params import DataPrepError
+from xlnet_tf2.prep import beam_options
 
 # Partitions of the sources per worker thread: more than one, so a worker that finishes its
 # share early takes over part of a slower one's; few, because every partition loads the
@@ -47,6 +51,20 @@ _FORWARDED_LOGGER = "xlnet_tf2"
 
 # dask, distributed and Beam's DaskRunner module (which imports dask) are imported inside the
 # functions: they are the optional `dask` extra, and the library imports without them.
+
+
+def pipeline_runner(options):
+    """The runner object for `options`' --runner: this module's DaskRunner when it names Beam's
+    DaskRunner (beam_options.names_dask_runner), else None (Beam makes it from the name).
+
+    Raises:
+      DataPrepError if it names the DaskRunner and dask or distributed is not installed.
+    """
+    runner = options.view_as(StandardOptions).runner
+    if not beam_options.names_dask_runner(runner):
+        return None
+    beam_options.load_dask_options(f"--runner={runner}")
+    return DaskRunner()
 
 
 def dask_settings(options) -> dict:
@@ -62,16 +80,31 @@ def dask_settings(options) -> dict:
             if name in defaults and value != defaults[name]}
 
 
+# dask's nanny starts every worker process with MALLOC_TRIM_THRESHOLD_=65536. glibc then
+# hands every large free back to the system (and stops raising its mmap threshold), so each
+# numpy array of the writing step is mapped and faulted in anew: that step cost 2.4 times its
+# CPU (BENCHMARKS.md#data-preparation-on-dask). The workers keep glibc's defaults instead, as
+# the DirectRunner's do. On a running cluster, the same setting in a dask configuration file
+# of every worker host (WORKER_CONFIG_YAML, e.g. in ~/.config/dask/; docs/DATA.md#runners).
+KEEP_MALLOC_DEFAULTS = {"distributed.nanny.pre-spawn-environ.MALLOC_TRIM_THRESHOLD_": None}
+WORKER_CONFIG_YAML = ("distributed:\n  nanny:\n    pre-spawn-environ:\n"
+                      "      MALLOC_TRIM_THRESHOLD_: null\n")
+
+
 def local_cluster(workers: Optional[int] = None):
     """A distributed.LocalCluster on this machine: `workers` processes (default: one per
-    core), one thread each, no dashboard, only errors logged."""
+    core), one thread each, glibc's allocator defaults (KEEP_MALLOC_DEFAULTS), no dashboard,
+    only errors logged."""
+    import dask
     import distributed
 
     if workers is None:
         workers = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
             os.cpu_count() or 1)
-    return distributed.LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                    dashboard_address=None, silence_logs=logging.ERROR)
+    with dask.config.set(KEEP_MALLOC_DEFAULTS):  # read when the nannies are made, here
+        return distributed.LocalCluster(n_workers=workers, threads_per_worker=1,
+                                        processes=True, dashboard_address=None,
+                                        silence_logs=logging.ERROR)
 
 
 class DaskRunner(PipelineRunner):
