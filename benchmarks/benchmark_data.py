@@ -10,6 +10,12 @@ process on one thread (tokens/s per core, the SentencePiece-only ceiling, each t
 mode), runs the whole command data_prep/create_tfrecords.py with the default settings and with
 --noword_cache, alternating, --runs times each, with the machine's load before every run,
 checks that both modes wrote the same bytes, and times build_pretrain_dataset (examples/s).
+With --runners=direct,dask (or dask-local) the end-to-end runs compare Beam runners instead:
+the command in the default mode on each, alternating, outputs compared byte for byte, a dask
+cluster's start-up timed apart:
+
+    python benchmarks/benchmark_data.py --runners=direct,dask,dask-local --nostages --noscaling
+
 The flags are the settings of `DataBenchmarkConfig` (benchmarks/tools/command_configs.py).
 """
 
@@ -34,6 +40,7 @@ def main(argv):
         c.workdir, corpus_bytes=c.corpus_bytes, spm_bytes=c.spm_bytes,
         vocab_size=c.vocab_size, seq_len=c.seq_len, reuse_len=c.reuse_len,
         num_predict=c.num_predict, num_streams=c.num_streams, workers=c.workers, runs=c.runs,
+        runners=c.runners,
         stages=c.stages, stage_bytes=c.stage_bytes, scaling=c.scaling,
         global_batch_size=c.global_batch_size,
         pipeline_steps=c.pipeline_steps, sources=c.sources)

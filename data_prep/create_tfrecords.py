@@ -7,7 +7,9 @@ The flags are the settings of `PrepConfig` and its `DataParams` (xlnet_tf2/prep/
 xlnet_tf2/data/params.py). Flags this script does not know are Beam pipeline options and are
 passed through unchanged (--runner, --direct_num_workers, --direct_running_mode, --project,
 --region, ...); one that Beam does not know either is an error. Without them the pipeline runs
-on the local DirectRunner with one worker per core.
+on the local DirectRunner with one worker per core. --runner=DaskRunner runs it on a
+dask.distributed cluster (the `dask` extra): a local one of one worker process per core, or
+the one --dask_client_address=tcp://HOST:PORT names (docs/DATA.md#runners).
 """
 
 # The command is xlnet_tf2/commands/create_tfrecords.py, installed as the console script

@@ -28,6 +28,8 @@ from xlnet_tf2.training.run_config import (PRECISIONS, DistributionConfig, Dropo
                                            LoopConfig)
 
 WORKLOADS = ("pretrain", "inference", "scaling", "data", "loop")
+# Where the data benchmark runs the command (benchmarks/tools/data_throughput.py, runner_args).
+DATA_RUNNERS = ("direct", "dask", "dask-local")
 LOOP_ROLES = ("real", "bare", "huggingface")
 
 
@@ -57,9 +59,17 @@ class DataBenchmarkConfig:
         ".md/.rst files of the installed packages).")
     vocab_size: int = setting(16_000, "Vocabulary size of the SentencePiece model.")
     workers: int = setting(
-        2, "Beam DirectRunner worker processes of the end-to-end runs (multi_processing).")
+        2, "Worker processes of the end-to-end runs: the DirectRunner's (multi_processing) and "
+        "the dask cluster's.")
+    runners: Tuple[str, ...] = setting(
+        ("direct",), "Runners of the end-to-end runs: direct (Beam's DirectRunner), dask (a "
+        "dask.distributed cluster of --workers worker processes, started once before the runs, "
+        "its start-up timed apart), dask-local (--runner=DaskRunner without an address: the "
+        "command starts a local cluster, one worker per core, in every run). With one runner "
+        "the runs compare the tokenizer modes on it; with several, the runners in the default "
+        "mode.")
     runs: int = setting(
-        3, "End-to-end runs of each tokenizer mode (the default and --noword_cache), "
+        3, "End-to-end runs of each contender (the tokenizer modes, or the runners), "
         "alternating; the median of each is reported.")
     stages: bool = setting(True, "Also time each preparation stage in one process.")
     scaling: bool = setting(
@@ -81,6 +91,10 @@ class DataBenchmarkConfig:
                        "global_batch_size", "pipeline_steps")
         _check_sources(self.sources, "sources")
         _check_reuse_len(self)
+        unknown = sorted(set(self.runners) - set(DATA_RUNNERS))
+        if unknown or not self.runners or len(set(self.runners)) < len(self.runners):
+            raise RunConfigError(f"--runners: {','.join(self.runners)}: choose each at most "
+                                 f"once from {', '.join(DATA_RUNNERS)}.")
 
 
 def _check_sources(sources, name: str) -> None:

@@ -14,7 +14,9 @@ Measured:
 * `measure_end_to_end`: the whole command `data_prep/create_tfrecords.py`, as a user runs
   it, with the default settings and with `--noword_cache` (line mode), alternating, several
   runs each; the machine's load (/proc/loadavg) is read before every run, and the two modes'
-  outputs are compared byte for byte;
+  outputs are compared byte for byte. Or, given several runners (`runner_args`: Beam's
+  DirectRunner, a dask.distributed cluster started once, `DaskCluster`, or the command's own
+  local dask cluster), the command in the default mode on each, alternating, the same way;
 * the input pipeline (`build_pretrain_dataset`, examples/s) on the prepared data.
 
 Every rate is corpus tokens per second; with bi_data each token is in two rows (forward and
@@ -32,7 +34,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Dict, List, Sequence
+from typing import Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -239,35 +241,146 @@ def measure_stages(corpus: str, spm_model: str, params: DataParams, *,
     return {"bytes": sum(len(line) + 1 for line in lines), "tokens": tokens, "stages": rows}
 
 
+def runner_args(runner: str, workers: int, cluster_address: Optional[str] = None) -> List[str]:
+    """The Beam options that put the command on `runner` (command_configs.DATA_RUNNERS)."""
+    if runner == "direct":
+        return [f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"]
+    if runner == "dask":
+        return ["--runner=DaskRunner", f"--dask_client_address={cluster_address}"]
+    if runner == "dask-local":
+        return ["--runner=DaskRunner"]
+    raise ValueError(f"unknown runner {runner!r}")
+
+
 def create_tfrecords_command(corpus: str, spm_model: str, output_dir: str,
-                             params: DataParams, workers: int, word_cache: bool) -> List[str]:
+                             params: DataParams, beam_args: Sequence[str],
+                             word_cache: bool) -> List[str]:
     """The whole data-preparation command a user runs, for these settings (the default
-    tokenizer mode, or line mode with --noword_cache)."""
+    tokenizer mode, or line mode with --noword_cache) and Beam options (`runner_args`)."""
     return [sys.executable, CREATE_TFRECORDS, f"--input={corpus}", f"--spm_model={spm_model}",
             f"--output_dir={output_dir}", "--overwrite", f"--seq_len={params.seq_len}",
             f"--reuse_len={params.reuse_len}", f"--num_predict={params.num_predict}",
             f"--num_streams={params.num_streams}",
-            "--bi_data" if params.bi_data else "--nobi_data",
-            f"--direct_num_workers={workers}", "--direct_running_mode=multi_processing"] + (
+            "--bi_data" if params.bi_data else "--nobi_data", *beam_args] + (
                 [] if word_cache else ["--noword_cache"])
 
 
-def _timed_run(command: List[str], output_dir: str) -> Dict[str, object]:
-    """Runs one data-preparation command; its wall clock, CPU (of the command and its Beam
-    workers), the tokens it prepared (its manifest) and the load before it."""
+def _command_env() -> Dict[str, str]:
+    """The environment of the commands (and the cluster's processes): this checkout first on
+    the path."""
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (_ROOT, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _import_pipeline() -> None:
+    import xlnet_tf2.prep.beam_pipeline  # noqa: F401 - Beam, numpy, the pipeline's modules
+
+
+class DaskCluster:
+    """A dask.distributed cluster run as on real hosts: a `dask scheduler` process and a
+    `dask worker` process with `workers` worker processes (one thread each), here all on this
+    machine, over TCP on 127.0.0.1, with the dask configuration docs/DATA.md#runners gives
+    the workers (dask_runner.WORKER_CONFIG_YAML, in workdir/dask-config). `start_seconds`:
+    from starting the scheduler to every worker connected; `warm_seconds`: until every worker
+    has also imported the pipeline's modules, as those of a cluster that ran before have.
+    Logs go to workdir/dask-scheduler.log and dask-worker.log."""
+
+    def __init__(self, workdir: str, workers: int, timeout: float = 300.0):
+        import distributed
+        from xlnet_tf2.prep.dask_runner import WORKER_CONFIG_YAML
+
+        self._config = os.path.join(workdir, "dask-config")
+        os.makedirs(self._config, exist_ok=True)
+        with open(os.path.join(self._config, "xlnet-prep.yaml"), "w") as f:
+            f.write(WORKER_CONFIG_YAML)
+        scheduler_file = os.path.join(workdir, "dask-scheduler.json")
+        if os.path.exists(scheduler_file):
+            os.remove(scheduler_file)
+        self._procs: List[subprocess.Popen] = []
+        start = time.perf_counter()
+        try:
+            self._start(workdir, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                        "--scheduler-file", scheduler_file)
+            while not os.path.exists(scheduler_file):
+                if time.perf_counter() - start > timeout or self._procs[0].poll() is not None:
+                    raise RuntimeError(f"the dask scheduler did not start: see {workdir}/"
+                                       "dask-scheduler.log")
+                time.sleep(0.05)
+            self._start(workdir, "worker", "--scheduler-file", scheduler_file, "--nworkers",
+                        str(workers), "--nthreads", "1", "--local-directory",
+                        os.path.join(workdir, "dask-worker-space"))
+            with distributed.Client(scheduler_file=scheduler_file, timeout=timeout) as client:
+                client.wait_for_workers(workers, timeout=timeout)
+                self.address = client.scheduler.address
+                self.start_seconds = time.perf_counter() - start
+                # What a long-running cluster's workers have done before: import the pipeline.
+                client.run(_import_pipeline)
+            self.warm_seconds = time.perf_counter() - start
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, workdir: str, role: str, *args: str) -> None:
+        with open(os.path.join(workdir, f"dask-{role}.log"), "w") as log:
+            self._procs.append(subprocess.Popen(
+                [sys.executable, "-m", f"distributed.cli.dask_{role}", "--no-dashboard", *args],
+                cwd=_ROOT, env=dict(_command_env(), DASK_CONFIG=self._config), stdout=log,
+                stderr=subprocess.STDOUT))
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds so far of the scheduler, the workers and their nannies."""
+        import psutil
+
+        total = 0.0
+        for proc in self._procs:
+            try:
+                root = psutil.Process(proc.pid)
+                for p in [root] + root.children(recursive=True):
+                    times = p.cpu_times()
+                    total += times.user + times.system
+            except psutil.NoSuchProcess:
+                continue
+        return total
+
+    def close(self) -> None:
+        for proc in reversed(self._procs):  # workers first, then the scheduler
+            if proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        self._procs = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _timed_run(command: List[str], output_dir: str,
+               cluster: Optional[DaskCluster] = None) -> Dict[str, object]:
+    """Runs one data-preparation command; its wall clock, CPU (of the command and its Beam
+    workers, and of `cluster`'s processes when it runs there), the tokens it prepared (its
+    manifest) and the load before it."""
     load = load_average()
     used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    used_cluster = cluster.cpu_seconds() if cluster else 0.0
     start = time.perf_counter()
     # From the repository root: Beam's worker processes put their working directory first on
     # sys.path, so elsewhere they could import another checkout's package.
-    done = subprocess.run(command, env=env, cwd=_ROOT, capture_output=True, text=True)
+    done = subprocess.run(command, env=_command_env(), cwd=_ROOT, capture_output=True,
+                          text=True)
     seconds = time.perf_counter() - start
     # CPU of the command and its Beam workers (the command waits for them): on a shared
     # machine it moves less than the wall clock.
     now = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = now.ru_utime + now.ru_stime - used.ru_utime - used.ru_stime
+    if cluster:
+        cpu += cluster.cpu_seconds() - used_cluster
     if done.returncode:
         raise RuntimeError(f"{' '.join(command)} failed:\n{done.stderr[-2000:]}")
     with open(os.path.join(output_dir, "record_info.json")) as f:
@@ -276,50 +389,91 @@ def _timed_run(command: List[str], output_dir: str) -> Dict[str, object]:
             "tokens_per_s": tokens / seconds, "load": load}
 
 
+def _contenders(runners: Sequence[str]) -> Dict[str, tuple]:
+    """{name: (runner, word_cache)}: both tokenizer modes on one runner, or every runner in
+    the default mode."""
+    if len(runners) == 1:
+        return {"default": (runners[0], True), "line mode": (runners[0], False)}
+    return {runner: (runner, True) for runner in runners}
+
+
+def _same_files(first: str, other: str, names: Sequence[str]) -> bool:
+    match, mismatch, errors = filecmp.cmpfiles(first, other, names, shallow=False)
+    return not mismatch and not errors and len(match) > 0
+
+
 def measure_end_to_end(corpus: str, spm_model: str, params: DataParams, workdir: str, *,
-                       workers: int = 2, runs: int = 3, log=print) -> Dict[str, object]:
-    """Runs the whole command with the default settings and with --noword_cache, alternating
-    (default first in odd pairs, line mode first in even ones), `runs` times each.
+                       workers: int = 2, runs: int = 3, runners: Sequence[str] = ("direct",),
+                       log=print) -> Dict[str, object]:
+    """Runs the whole command for every contender, alternating (in order in even rounds,
+    reversed in odd ones), `runs` times each. The contenders are the default settings and
+    --noword_cache on one runner, or, with several `runners`, each runner in the default
+    mode; "dask" runs on a `DaskCluster` started before the first run (its start-up timed
+    apart) and stopped after the last.
 
     Returns:
-      {"runs": [{"mode", "seconds", "cpu_seconds", "tokens", "tokens_per_s", "load"}],
-       "median": {mode: {"seconds", "tokens_per_s", "cpu_seconds"}}, "ratio": default /
-       line-mode tokens/s (medians),
-       "identical": whether the two modes' prepared files are byte for byte the same,
-       "command": the default command}.
+      {"runs": [{"mode", "seconds", "cpu_seconds", "tokens", "tokens_per_s", "load"}] ("mode":
+       the contender), "median": {contender: {"seconds", "tokens_per_s", "cpu_seconds"}},
+       "ratios": {contender: its median tokens/s / the first contender's} (the others),
+       "ratio": default / line-mode tokens/s (one runner only),
+       "identical": whether every contender's prepared files are byte for byte the first's
+       (the records only when the modes differ: the manifest records the mode),
+       "cluster_start_seconds", "cluster_warm_seconds" (with "dask": `DaskCluster`),
+       "contenders", "runners", "workers", "data_dir" (the first contender's output),
+       "command": the first contender's command}.
     """
-    outputs = {"default": os.path.join(workdir, "prepared_default"),
-               "line mode": os.path.join(workdir, "prepared_line_mode")}
+    contenders = _contenders(runners)
+    names = list(contenders)
+    outputs = {name: os.path.join(workdir, f"prepared_{name.replace(' ', '_')}")
+               for name in names}
     order = []
     for k in range(runs):
-        pair = ["default", "line mode"]
-        order += pair if k % 2 == 0 else pair[::-1]
-    result_runs = []
-    for mode in order:
-        command = create_tfrecords_command(corpus, spm_model, outputs[mode], params, workers,
-                                           word_cache=mode == "default")
-        row = dict(mode=mode, **_timed_run(command, outputs[mode]))
-        result_runs.append(row)
-        log(f"  {mode:9s} {row['seconds']:6.2f}s {row['tokens_per_s']:12,.0f} tokens/s  "
-            f"CPU {row['cpu_seconds']:6.2f}s  load before: {row['load']}")
-    # The manifests differ only in the recorded word_cache setting.
-    names = sorted(n for n in os.listdir(outputs["default"]) if n.endswith(".tfrecord"))
-    match, mismatch, errors = filecmp.cmpfiles(outputs["default"], outputs["line mode"], names,
-                                               shallow=False)
+        order += names if k % 2 == 0 else names[::-1]
+    cluster = None
+    result: Dict[str, object] = {}
+    try:
+        if "dask" in runners:
+            cluster = DaskCluster(workdir, workers)
+            result["cluster_start_seconds"] = cluster.start_seconds
+            result["cluster_warm_seconds"] = cluster.warm_seconds
+            log(f"  dask cluster: scheduler and {workers} worker{'s' * (workers != 1)} up in "
+                f"{cluster.start_seconds:.2f}s, the pipeline imported in them at "
+                f"{cluster.warm_seconds:.2f}s (load {load_average()})")
+        commands = {name: create_tfrecords_command(
+            corpus, spm_model, outputs[name], params,
+            runner_args(runner, workers, cluster.address if cluster else None), word_cache)
+            for name, (runner, word_cache) in contenders.items()}
+        result_runs = []
+        for name in order:
+            on_cluster = cluster if contenders[name][0] == "dask" else None
+            row = dict(mode=name, **_timed_run(commands[name], outputs[name], on_cluster))
+            result_runs.append(row)
+            log(f"  {name:10s} {row['seconds']:6.2f}s {row['tokens_per_s']:12,.0f} tokens/s  "
+                f"CPU {row['cpu_seconds']:6.2f}s  load before: {row['load']}")
+    finally:
+        if cluster:
+            cluster.close()
+    modes_differ = len(runners) == 1
+    files = sorted(n for n in os.listdir(outputs[names[0]])
+                   if n.endswith(".tfrecord") or not modes_differ)
     median = {}
-    for mode in outputs:
-        seconds = statistics.median(r["seconds"] for r in result_runs if r["mode"] == mode)
-        median[mode] = {"seconds": seconds,
+    for name in names:
+        seconds = statistics.median(r["seconds"] for r in result_runs if r["mode"] == name)
+        median[name] = {"seconds": seconds,
                         "tokens_per_s": result_runs[0]["tokens"] / seconds,
                         "cpu_seconds": statistics.median(r["cpu_seconds"] for r in result_runs
-                                                         if r["mode"] == mode)}
-    return {"runs": result_runs, "median": median,
-            "ratio": median["default"]["tokens_per_s"] / median["line mode"]["tokens_per_s"],
-            "identical": not mismatch and not errors and len(match) > 0,
-            "workers": workers,
-            "command": " ".join(create_tfrecords_command(corpus, spm_model,
-                                                         outputs["default"], params, workers,
-                                                         word_cache=True))}
+                                                         if r["mode"] == name)}
+    ratios = {name: median[name]["tokens_per_s"] / median[names[0]]["tokens_per_s"]
+              for name in names[1:]}
+    result.update(
+        runs=result_runs, median=median, ratios=ratios,
+        identical=all(_same_files(outputs[names[0]], outputs[name], files)
+                      for name in names[1:]),
+        contenders=names, runners=list(runners), workers=workers,
+        data_dir=outputs[names[0]], command=" ".join(commands[names[0]]))
+    if modes_differ:
+        result["ratio"] = 1 / ratios["line mode"]
+    return result
 
 
 def first_half(corpus: str, path: str) -> str:
@@ -349,7 +503,7 @@ def measure_scaling(corpus: str, spm_model: str, params: DataParams, workdir: st
     for k in range(runs):
         for name in (("whole", "half") if k % 2 == 0 else ("half", "whole")):
             command = create_tfrecords_command(inputs[name], spm_model, outputs[name], params,
-                                               workers, word_cache=True)
+                                               runner_args("direct", workers), word_cache=True)
             row = dict(corpus=name, **_timed_run(command, outputs[name]))
             rows.append(row)
             log(f"  {name:5s} {row['seconds']:6.2f}s {row['tokens']:>10,} tokens  "
@@ -399,6 +553,7 @@ def measure_data_throughput(workdir: str, *, corpus_bytes: int = 32_000_000,
                             spm_bytes: int = 8_000_000, vocab_size: int = 16_000,
                             seq_len: int = 512, reuse_len: int = 256, num_predict: int = 85,
                             num_streams: int = 16, workers: int = 2, runs: int = 3,
+                            runners: Sequence[str] = ("direct",),
                             stages: bool = True, stage_bytes: int = 8_000_000,
                             scaling: bool = True,
                             global_batch_size: int = 16, pipeline_steps: int = 100,
@@ -415,16 +570,18 @@ def measure_data_throughput(workdir: str, *, corpus_bytes: int = 32_000_000,
         log(f"stages: timing each stage on the first {stage_bytes:,} bytes, one thread")
         result["stages"] = measure_stages(corpus["path"], corpus["spm_model"], params,
                                           stage_bytes=stage_bytes)
-    log(f"end to end: {runs} runs of each mode, alternating, {workers} worker processes")
+    log(f"end to end: {runs} runs of each {'mode' if len(runners) == 1 else 'runner'}, "
+        f"alternating, {workers} worker processes")
     result["end_to_end"] = measure_end_to_end(corpus["path"], corpus["spm_model"], params,
-                                              workdir, workers=workers, runs=runs, log=log)
+                                              workdir, workers=workers, runs=runs,
+                                              runners=runners, log=log)
     if scaling:
         log(f"scaling: the default command on the first half and on the whole corpus, "
             f"{runs} runs each, alternating")
         result["scaling"] = measure_scaling(corpus["path"], corpus["spm_model"], params,
                                             workdir, workers=workers, runs=runs, log=log)
     result["pipeline"] = measure_input_pipeline(
-        os.path.join(workdir, "prepared_default"), params, vocab_size,
+        result["end_to_end"]["data_dir"], params, vocab_size,
         global_batch_size=global_batch_size, steps=pipeline_steps)
     return result
 
@@ -451,9 +608,17 @@ def format_report(result: Dict[str, object]) -> str:
         for row in stages["stages"]:
             lines.append(f"  {row['stage']}: {row['seconds']:.2f}s = "
                          f"{row['tokens_per_s']:,.0f} tokens/s")
+    modes = "ratio" in e
     lines.append("end to end, the whole command, alternating (CPU: user + system seconds of the "
-                 "command and its workers; load: /proc/loadavg 1/5/15 min before the run):")
-    lines.append("| run | mode | seconds | tokens/s | CPU seconds | load before |")
+                 "command and its workers, and of the dask cluster's processes; load: "
+                 "/proc/loadavg 1/5/15 min before the run)"
+                 + (f" on the {e['runners'][0]} runner:" if modes else ":"))
+    if "cluster_start_seconds" in e:
+        lines.append(f"dask cluster (scheduler, {e['workers']} workers) started in "
+                     f"{e['cluster_start_seconds']:.2f}s, the pipeline imported in its workers "
+                     f"at {e['cluster_warm_seconds']:.2f}s, before the runs (not in them)")
+    column = "mode" if modes else "runner"
+    lines.append(f"| run | {column} | seconds | tokens/s | CPU seconds | load before |")
     lines.append("|---|---|---|---|---|---|")
     for k, row in enumerate(e["runs"], start=1):
         lines.append(f"| {k} | {row['mode']} | {row['seconds']:.2f} | "
@@ -461,9 +626,14 @@ def format_report(result: Dict[str, object]) -> str:
     for mode, m in e["median"].items():
         lines.append(f"median, {mode}: {m['seconds']:.2f}s = {m['tokens_per_s']:,.0f} tokens/s, "
                      f"CPU {m['cpu_seconds']:.2f}s")
-    lines.append(f"default / line mode: {e['ratio']:.3f}x; prepared files byte-identical: "
-                 f"{'yes' if e['identical'] else 'NO'}")
-    lines.append(f"command (default): {e['command']}")
+    identical = f"prepared files byte-identical: {'yes' if e['identical'] else 'NO'}"
+    if modes:
+        lines.append(f"default / line mode: {e['ratio']:.3f}x; {identical}")
+    else:
+        first = e["contenders"][0]
+        lines.append("; ".join(f"{name} / {first}: {ratio:.3f}x"
+                               for name, ratio in e["ratios"].items()) + f"; {identical}")
+    lines.append(f"command ({e['contenders'][0]}): {e['command']}")
     if result.get("scaling"):
         lines.append(format_scaling(result["scaling"]))
     pipe = result["pipeline"]

@@ -1,5 +1,6 @@
 """benchmarks/tools/data_throughput.py's scaling measurement: the whole command on the first half and on
-the whole corpus, and the line through the two medians (fixed cost, marginal tokens/s)."""
+the whole corpus, and the line through the two medians (fixed cost, marginal tokens/s); the
+runners the end-to-end runs compare (the DirectRunner, a dask cluster)."""
 
 import json
 import os
@@ -7,8 +8,9 @@ import os
 import pytest
 
 from xlnet_tf2.data.params import DataParams
-from benchmarks.tools.data_throughput import (first_half, format_scaling, measure_scaling,
-                                           scaling_line)
+from benchmarks.tools.data_throughput import (first_half, format_report, format_scaling,
+                                              measure_end_to_end, measure_scaling, runner_args,
+                                              scaling_line)
 
 from fixtures.corpora import corpus_path, spm_model
 
@@ -73,3 +75,36 @@ def test_format_scaling_reports_the_line_or_why_there_is_none(whole_seconds, exp
     assert line.startswith("scaling (default mode, medians of 3 runs each): first half "
                            "1,000,000 tokens in 3.50s, whole 2,000,000 in ")
     assert line.endswith(expected)
+
+
+def test_runner_args_put_the_command_on_each_runner():
+    assert runner_args("direct", 3) == ["--direct_num_workers=3",
+                                        "--direct_running_mode=multi_processing"]
+    assert runner_args("dask", 3, "tcp://127.0.0.1:8786") == [
+        "--runner=DaskRunner", "--dask_client_address=tcp://127.0.0.1:8786"]
+    assert runner_args("dask-local", 3) == ["--runner=DaskRunner"]
+    with pytest.raises(ValueError, match="unknown runner 'flink'"):
+        runner_args("flink", 2)
+
+
+@pytest.mark.slow
+def test_runners_side_by_side_on_a_dask_cluster(tmp_path):
+    pytest.importorskip("distributed")
+    logged = []
+    e = measure_end_to_end(corpus_path(), spm_model(), PARAMS, str(tmp_path), workers=1,
+                           runs=1, runners=("direct", "dask"), log=logged.append)
+    assert [r["mode"] for r in e["runs"]] == ["direct", "dask"]
+    assert e["identical"] and set(e["ratios"]) == {"dask"} and "ratio" not in e
+    assert 0 < e["cluster_start_seconds"] < e["cluster_warm_seconds"]
+    assert logged[0].startswith("  dask cluster: scheduler and 1 worker up in ")
+    # The cluster's processes did the work: their CPU is counted with the command's.
+    assert all(r["cpu_seconds"] > 0 for r in e["runs"])
+    assert e["data_dir"] == str(tmp_path / "prepared_direct")
+    report = format_report({"corpus": {"by_source": {}, "bytes": 1, "documents": 1,
+                                       "sha256": "0" * 16, "vocab_size": 600, "spm_bytes": 1},
+                            "params": PARAMS.to_dict(), "end_to_end": e,
+                            "pipeline": {"global_batch_size": 4, "seq_len": 64,
+                                         "examples_per_s": 1.0, "tokens_per_s": 64.0}})
+    assert "| run | runner | seconds |" in report
+    assert f"dask / direct: {e['ratios']['dask']:.3f}x; prepared files byte-identical: yes" \
+        in report

@@ -5,7 +5,6 @@ import hashlib
 
 import numpy as np
 import pytest
-from apache_beam import pvalue
 
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.prep.beam_pipeline import _layout
@@ -67,12 +66,12 @@ def test_layout_matches_the_per_document_reference(seed):
     params = DataParams(seq_len=32, reuse_len=16, num_predict=5, perm_size=16,
                         num_streams=int(rng.choice([1, 2, 3, 5, 8])), seed=seed)
     batches = random_batches(rng, num_docs=int(rng.randint(20, 120)), max_parts=3)
-    out = list(_layout(batches, params, "train"))
-    summary = [o.value for o in out if isinstance(o, pvalue.TaggedOutput)]
-    streams = dict(o for o in out if not isinstance(o, pvalue.TaggedOutput))
+    summary, rows = _layout(batches, params, "train")
+    streams = dict(rows)
     total, documents, row_len, expected = reference_layout(batches, params)
-    assert summary == [dict(total_tokens=total, documents=documents, row_len=row_len,
-                            chunks_per_row=(row_len - 32) // 16 + 1)]
+    assert summary == dict(total_tokens=total, documents=documents, row_len=row_len,
+                           chunks_per_row=(row_len - 32) // 16 + 1)
+    assert [stream for stream, _ in rows] == list(range(params.num_streams))
     assert streams == expected
     for pieces in streams.values():
         assert sum(end - begin for _, _, begin, end in pieces) == row_len
@@ -82,5 +81,5 @@ def test_too_little_text_is_one_clear_line():
     batches = [((0, 0, 0, 0), "tokens/b.npy", [(((0, 1), 0, True), 40)])]
     with pytest.raises(DataPrepError, match="Too little text: the inputs give 40 tokens in 1 "
                                             "documents.*--num_streams=2"):
-        list(_layout(batches, DataParams(seq_len=32, reuse_len=16, num_predict=5,
-                                         perm_size=16, num_streams=2), "train"))
+        _layout(batches, DataParams(seq_len=32, reuse_len=16, num_predict=5, perm_size=16,
+                                    num_streams=2), "train")

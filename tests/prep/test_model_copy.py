@@ -8,7 +8,7 @@ import pytest
 from apache_beam.internal import pickler
 
 from xlnet_tf2.data.params import DataParams, DataPrepError
-from xlnet_tf2.prep.beam_pipeline import ModelCopy, _Tokenize, _WriteStream
+from xlnet_tf2.prep.beam_pipeline import SPLITS, ModelCopy, _ReadAndTokenize, _WriteStream
 from xlnet_tf2.prep.span_sampling import start_piece_table
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import model_checksum
 
@@ -31,8 +31,11 @@ def test_the_copy_loads_as_the_model(tmp_path):
 def test_steps_pickle_without_the_model(tmp_path):
     model = _copy(tmp_path)
     size = len(tokenizer().model_proto)
-    steps = [_Tokenize(model, False, True, str(tmp_path), {}),
-             _WriteStream(start_piece_table(tokenizer()), DataParams(), str(tmp_path), {})]
+    steps = [_ReadAndTokenize(model, uncased=False, word_cache=True, token_dir=str(tmp_path),
+                              progress={}, skip_bad_lines=False, eval_fraction=0.1, seed=1,
+                              splits=SPLITS),
+             _WriteStream(start_piece_table(tokenizer()), DataParams(),
+                          {split: str(tmp_path / split) for split in SPLITS}, {})]
     for step in steps:
         # Beam pickles every step into the pipeline and unpickles it in each worker.
         assert len(pickler.dumps(step)) < min(4096, size // 10)

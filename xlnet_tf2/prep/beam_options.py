@@ -4,6 +4,12 @@
   pipeline options; Beam itself silently discards the ones it does not know, so a misspelled
   flag (`--eval_fractoin=0.01`) would prepare data without the user's setting. They are checked
   here against every option Beam defines, and an unknown one is an error naming it.
+* The DaskRunner's names (`names_dask_runner`: `--runner=DaskRunner`, the short name Beam
+  itself does not know, or its qualified name; dask_runner.py runs it) and options
+  (`load_dask_options`): the Dask options (--dask_client_address, ...) are declared by Beam's
+  module of that runner, which needs the optional packages dask and distributed; it is
+  imported, for the check above too, only when the arguments name the runner or a Dask
+  option, and their absence is one clear line.
 * `print_only_tagged_lines`: a quiet console for a pipeline run. Beam's DirectRunner forwards
   its workers' log records to the launcher's logging; lines carrying the progress tag are
   printed (to stdout, tag and Beam's envelope removed) and every other record of Beam's loggers
@@ -19,6 +25,42 @@ import sys
 from typing import List, Optional, Sequence
 
 from xlnet_tf2.data.params import DataPrepError
+
+DASK_RUNNER = "apache_beam.runners.dask.dask_runner.DaskRunner"
+# How the dask extra is installed (pyproject.toml, requirements-dask.txt).
+DASK_INSTALL = ("pip install 'xlnet-tf2[dask]', or from a checkout "
+                "pip install -r requirements-dask.txt")
+
+
+def names_dask_runner(runner: Optional[str]) -> bool:
+    """Whether a --runner value names Beam's DaskRunner (short or qualified, any case)."""
+    return (runner or "").lower() in ("daskrunner", DASK_RUNNER.lower())
+
+
+def _runner_value(args: Sequence[str]) -> Optional[str]:
+    for i, arg in enumerate(args):
+        if arg.startswith("--runner="):
+            return arg.split("=", 1)[1]
+        if arg == "--runner" and i + 1 < len(args):
+            return args[i + 1]
+    return None
+
+
+def load_dask_options(what: str) -> None:
+    """Imports Beam's DaskRunner module (it declares the Dask pipeline options).
+
+    what: the argument that asked for it, which the error names.
+
+    Raises:
+      DataPrepError if dask or distributed is not installed.
+    """
+    try:
+        import apache_beam.runners.dask.dask_runner  # noqa: F401 - declares DaskOptions
+        import distributed  # noqa: F401 - Beam's module imports it only if it can
+    except ImportError as e:
+        raise DataPrepError(
+            f"{what}: data preparation on Dask needs the packages dask and distributed "
+            f"({e}); install them: {DASK_INSTALL}.") from None
 
 
 def _option_classes():
@@ -57,6 +99,13 @@ def check_pipeline_args(args: Sequence[str], program: Optional[str] = None) -> L
     args = list(args)
     if not args:
         return args
+    runner = _runner_value(args)
+    dask_flags = [a.split("=", 1)[0] for a in args if a.startswith("--dask_")]
+    if dask_flags and not names_dask_runner(runner):
+        raise DataPrepError(f"{dask_flags[0]} is an option of the DaskRunner, and the runner "
+                            f"is {runner or 'the DirectRunner'}: add --runner=DaskRunner.")
+    if names_dask_runner(runner):
+        load_dask_options(f"--runner={runner}")
     _, unknown = known_option_parser().parse_known_args(args)
     unknown = [a for a in unknown if a.startswith("-")]
     if unknown:

@@ -2,12 +2,13 @@
 
     sources (ranges of the text files, or TFDS slices; spread over the workers)
             -> batches of documents (about BATCH_CHARS of text each), split train / held out
-            -> tokenize, in the worker that read the batch: one SentencePiece call per batch;
+            -> tokenize, in the step that read the batch: one SentencePiece call per batch;
                the ids go to a token file OUTPUT_DIR/.prep/tokens/<batch>.npy, only lengths go on
-            -> layout (one place, small): every stream's pieces as (token file, range)
-            -> (reshuffle) -> per stream: read its pieces, build the examples of every pass
+            -> (by split) layout (one place per split, small): every stream's pieces as
+               (token file, range)
+            -> (by stream) per stream: read its pieces, build the examples of every pass
                and direction vectorized over the chunks of the row, serialize in bulk
-            -> one TFRecord file per (pass, direction, stream) -> record_info.json
+            -> one TFRecord file per (pass, direction, stream) -> (by split) record_info.json
 
 Neither text nor token ids travel through the runner's shuffles, only file names and lengths:
 moving them (as pickled arrays, through the runner process) cost more than tokenizing them.
@@ -16,14 +17,16 @@ which saves each worker seconds of start-up. The measurements:
 BENCHMARKS.md#figures-behind-choices-in-the-code.
 
 The held-out split (--eval_fraction or --eval_input) goes through the same steps into
-OUTPUT_DIR/eval, with its own manifest and the same parameters.
+OUTPUT_DIR/eval, with its own manifest and the same parameters: its elements carry the
+split's name, and the steps group by it.
 
 Every random choice is a pure function of `--seed` and the identity of what it decides
 (document key, stream, chunk, pass, direction), never of the worker that runs it, the order
 elements arrive or how they are batched, so the output is byte-identical for any number of
-workers and on any runner. The same code runs on Dataflow, Flink or Spark with the runner's
-standard options (OUTPUT_DIR must then be on storage every worker can reach, as it must be
-for the output anyway).
+workers and on any runner. The steps are the ones every runner executes (`_add_steps`): the
+DirectRunner and the DaskRunner are tested (dask_runner.py); Dataflow, Flink and Spark take the
+runner's standard options (OUTPUT_DIR must then be on storage every worker can reach, as it
+must be for the output anyway).
 """
 
 from __future__ import annotations
@@ -47,7 +50,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from xlnet_tf2 import __version__, special_ids
 from xlnet_tf2.data import manifest, records
 from xlnet_tf2 import fileio, run_dir
-from xlnet_tf2.prep import text_sources
+from xlnet_tf2.prep import dask_runner, text_sources
 from xlnet_tf2.prep import streams
 from xlnet_tf2.prep.encode import BatchEncoder
 from xlnet_tf2.prep.examples import row_example_batches
@@ -177,60 +180,44 @@ def document_parts(key: Tuple[int, int], lines: List[str]):
     yield (key, number, True), lines[start:], size
 
 
-class _ReadSource(beam.DoFn):
-    """(source, held_out) -> (batch key, TextBatch) for each split.
+def text_batches(source, held_out: bool, skip_bad_lines: bool, eval_fraction: float,
+                 seed: int, bad_lines):
+    """(split, batch key, TextBatch) of one source, split 0 (train) or 1 (held out).
 
-    A source is a range of a text file or a TFDS slice (text_sources.py). The train split is
-    the main output, the held-out split the "eval" output; a batch key is (source index, range
-    number (0 for TFDS), batch number, split). A TextBatch is (part keys, int64 [D] lines per part,
-    text): the batch's lines joined by "\\n". It goes to the tokenizing step in the same
-    worker (the steps are fused: no shuffle between them), so the text is never copied.
+    A source is a range of a text file or a TFDS slice (text_sources.py); a batch key is
+    (source index, range number (0 for TFDS), batch number, split). A TextBatch is (part keys,
+    int64 [D] lines per part, text): the batch's lines joined by "\\n". `bad_lines.inc()` counts
+    each skipped line.
     """
+    batches = {False: ([], [0]), True: ([], [0])}
+    numbers = {False: 0, True: 0}
 
-    def __init__(self, skip_bad_lines: bool, eval_fraction: float, seed: int):
-        self._skip = skip_bad_lines
-        self._eval_fraction = eval_fraction
-        self._seed = seed
+    def flush(split):
+        docs, size = batches[split]
+        if docs:
+            key = (source[1], text_sources.source_part(source), numbers[split], int(split))
+            numbers[split] += 1
+            text = "\n".join(line for _, doc in docs for line in doc)
+            out = (int(split), key, ([k for k, _ in docs],
+                                     np.array([len(doc) for _, doc in docs], np.int64), text))
+            docs.clear()
+            size[0] = 0
+            return [out]
+        return []
 
-    def process(self, element):
-        source, held_out = element
-        bad = []
-
-        class _Count:
-            def inc(self):
-                bad.append(1)
-
-        batches = {False: ([], [0]), True: ([], [0])}
-        numbers = {False: 0, True: 0}
-
-        def flush(split):
+    try:
+        for key, lines in text_sources.read_source(source, skip_bad_lines, bad_lines):
+            split = held_out or is_eval_document(seed, key, eval_fraction)
             docs, size = batches[split]
-            if docs:
-                key = (source[1], text_sources.source_part(source), numbers[split], int(split))
-                numbers[split] += 1
-                text = "\n".join(line for _, doc in docs for line in doc)
-                out = (key, ([k for k, _ in docs],
-                             np.array([len(doc) for _, doc in docs], np.int64), text))
-                docs.clear()
-                size[0] = 0
-                return [beam.pvalue.TaggedOutput("eval", out) if split else out]
-            return []
-
-        try:
-            for key, lines in text_sources.read_source(source, self._skip, _Count()):
-                split = held_out or is_eval_document(self._seed, key, self._eval_fraction)
-                docs, size = batches[split]
-                for part_key, part_lines, chars in document_parts(key, lines):
-                    docs.append((part_key, part_lines))
-                    size[0] += chars
-                    if size[0] >= BATCH_CHARS:
-                        yield from flush(split)
-        except DataPrepError as e:
-            _fail(str(e))
-        yield from flush(False)
-        yield from flush(True)
-        if bad:
-            yield beam.pvalue.TaggedOutput("bad_lines", (source[2], len(bad)))
+            for part_key, part_lines, chars in document_parts(key, lines):
+                docs.append((part_key, part_lines))
+                size[0] += chars
+                if size[0] >= BATCH_CHARS:
+                    yield from flush(split)
+    except DataPrepError as e:
+        _fail(str(e))
+    yield from flush(False)
+    yield from flush(True)
 
 
 class ModelCopy:
@@ -289,8 +276,20 @@ def read_tokens(path: str) -> np.ndarray:
                          order="F" if fortran else "C").view(np.ndarray)
 
 
-class _Tokenize(beam.DoFn):
-    """(batch key, TextBatch) -> (batch key, token file, [(part key, tokens)]).
+# The splits a run prepares: the data and its held-out part (--eval_fraction, --eval_input).
+SPLITS = ("train", EVAL_DIR)
+# The first item of every split's group: the group exists (and the layout reports too little
+# text) even when no batch of the split has a token.
+_SPLIT_START = ("start", None)
+
+
+class _ReadAndTokenize(beam.DoFn):
+    """(source, held_out) -> (split name, item) for each batch of the source.
+
+    An item is ("tokens", TokenBatch) with TokenBatch = (batch key, token file, [(part key,
+    tokens)]), or ("bad_lines", count) (for each split the run prepares: both manifests count
+    them). Reading and tokenizing are one step, so the text never leaves the worker that read
+    it, on any runner (a runner that does not fuse steps would move it otherwise).
 
     The batch's ids and sentence numbers (inside each part) go to the token file; each
     document ends with <eod> (after its last part), a sentence of its own, as in the
@@ -298,13 +297,18 @@ class _Tokenize(beam.DoFn):
     parts by the layout, which sees all of them).
     """
 
-    def __init__(self, model: ModelCopy, uncased: bool, word_cache: bool, token_dir: str,
-                 progress: dict):
+    def __init__(self, model: ModelCopy, *, uncased: bool, word_cache: bool, token_dir: str,
+                 progress: dict, skip_bad_lines: bool, eval_fraction: float, seed: int,
+                 splits: Sequence[str]):
         self._model = model
         self._uncased = uncased
         self._word_cache = word_cache
         self._token_dir = token_dir
         self._progress_args = progress
+        self._skip = skip_bad_lines
+        self._eval_fraction = eval_fraction
+        self._seed = seed
+        self._splits = tuple(splits)
 
     def setup(self):
         tok = self._model.load(lower=self._uncased)
@@ -313,7 +317,25 @@ class _Tokenize(beam.DoFn):
         self._progress = SharedProgress(**self._progress_args)
 
     def process(self, element):
-        batch_key, (doc_keys, lines_per_doc, text) = element
+        source, held_out = element
+        bad = []
+
+        class _Count:
+            def inc(self):
+                bad.append(1)
+
+        for split, batch_key, batch in text_batches(source, held_out, self._skip,
+                                                    self._eval_fraction, self._seed, _Count()):
+            tokens = self.tokenize(batch_key, batch)
+            if tokens is not None:
+                yield SPLITS[split], ("tokens", tokens)
+        if bad:
+            for split in self._splits:
+                yield split, ("bad_lines", len(bad))
+
+    def tokenize(self, batch_key, batch):
+        """The TokenBatch of a TextBatch (its token file written), None if it has no token."""
+        doc_keys, lines_per_doc, text = batch
         lines = text.split("\n")
         ids, per_line = self._encoder.encode_lines(lines)
         num_docs = len(doc_keys)
@@ -350,10 +372,10 @@ class _Tokenize(beam.DoFn):
         out_sent[eod_pos] = sentences_per_doc[kept][with_eod]
         self._progress.add(len(text) + 1)
         if kept.size == 0:
-            return []
+            return None
         path = os.path.join(self._token_dir, scratch_file_name(batch_key, ".npy"))
         write_tokens(path, out_ids, out_sent)
-        return [(batch_key, path, [(doc_keys[i], int(n)) for i, n in zip(kept, lengths)])]
+        return batch_key, path, [(doc_keys[i], int(n)) for i, n in zip(kept, lengths)]
 
     def teardown(self):
         if hasattr(self, "_progress"):
@@ -366,7 +388,7 @@ FilePiece = Tuple[int, str, int, int]
 
 
 def _layout(batches, params: DataParams, split: str):
-    """All batches' part lengths -> the summary, and (stream, [FilePiece]) per stream."""
+    """All TokenBatches of a split -> (summary, [(stream, [FilePiece])] for every stream)."""
     paths: List[str] = []
     doc_keys: List[Tuple[int, int]] = []
     doc_index: Dict[Tuple[int, int], int] = {}
@@ -393,7 +415,6 @@ def _layout(batches, params: DataParams, split: str):
             _fail(f"Held-out split ({EVAL_DIR}/): {e} Or raise --eval_fraction / add "
                   "--eval_input text.")
         _fail(str(e))
-    yield beam.pvalue.TaggedOutput("summary", layout.to_dict())
     part = pieces["part"]
     in_file = np.asarray(part_start, np.int64)[part]
     offset = pieces["offset"].tolist()
@@ -401,9 +422,25 @@ def _layout(batches, params: DataParams, split: str):
     begin = (in_file + pieces["begin"]).tolist()
     end = (in_file + pieces["end"]).tolist()
     bounds = np.searchsorted(pieces["stream"], np.arange(params.num_streams + 1)).tolist()
-    for stream in range(params.num_streams):
-        lo, hi = bounds[stream], bounds[stream + 1]
-        yield stream, [(offset[q], paths[files[q]], begin[q], end[q]) for q in range(lo, hi)]
+    return layout.to_dict(), [
+        (stream, [(offset[q], paths[files[q]], begin[q], end[q])
+                  for q in range(bounds[stream], bounds[stream + 1])])
+        for stream in range(params.num_streams)]
+
+
+def _layout_split(group, params: DataParams):
+    """(split, its items) -> ((split, stream), ([FilePiece], summary)) for every stream.
+
+    The summary (StreamLayout's fields and "bad_lines_skipped") travels with every stream to
+    the writing step and on to the manifest: no side input (Beam's DaskRunner runs the steps
+    behind a side input a second time: here, the tokenizing).
+    """
+    split, items = group
+    batches = [value for kind, value in items if kind == "tokens"]
+    summary, rows = _layout(batches, params, split)
+    summary["bad_lines_skipped"] = sum(value for kind, value in items if kind == "bad_lines")
+    for stream, pieces in rows:
+        yield (split, stream), (pieces, summary)
 
 
 # Token files a writing worker keeps open (memory-mapped local files cost address space only).
@@ -434,35 +471,40 @@ def read_stream_pieces(pieces: Sequence[FilePiece], opened: Optional[Dict] = Non
 
 
 class _WriteStream(beam.DoFn):
-    """(stream, [FilePiece]) -> one file per (pass, direction); yields their descriptions.
+    """((split, stream), [([FilePiece], summary)]) -> one file per (pass, direction) in the
+    split's directory; yields (split, (file description, summary)) for each.
 
     `starts_word` is the vocabulary's `start_piece_table`, computed once by the launcher (a
-    bool per piece) rather than from the model in every worker.
+    bool per piece) rather than from the model in every worker. output_dirs, progress: by
+    split name.
     """
 
-    def __init__(self, starts_word: np.ndarray, params: DataParams, output_dir: str,
+    def __init__(self, starts_word: np.ndarray, params: DataParams, output_dirs: dict,
                  progress: dict):
         self._starts_word = starts_word
         self._params = params
-        self._output_dir = output_dir
+        self._output_dirs = output_dirs
         self._progress_args = progress
 
     def setup(self):
-        self._progress = SharedProgress(**self._progress_args)
+        self._progress: Dict[str, SharedProgress] = {}
         self._token_files: Dict[str, np.ndarray] = {}
 
-    def process(self, element, summary):
-        stream, pieces = element
+    def process(self, element):
+        (split, stream), [(pieces, summary)] = element
         ids, sent = streams.assemble_row(read_stream_pieces(pieces, self._token_files),
                                          summary["row_len"])
-        if self._progress.total == 0:
+        progress = self._progress.get(split)
+        if progress is None:
+            progress = self._progress[split] = SharedProgress(**self._progress_args[split])
             p = self._params
-            self._progress.total = (summary["chunks_per_row"] * p.num_streams * p.num_passes
-                                    * p.num_directions)
+            progress.total = (summary["chunks_per_row"] * p.num_streams * p.num_passes
+                              * p.num_directions)
         for pass_id in range(self._params.num_passes):
             for direction in range(self._params.num_directions):
                 name = records.shard_name(pass_id, direction, stream)
-                with records.TFRecordFileWriter(os.path.join(self._output_dir, name)) as writer:
+                path = os.path.join(self._output_dirs[split], name)
+                with records.TFRecordFileWriter(path) as writer:
                     for batch in row_example_batches(ids, sent, params=self._params,
                                                      starts_word=self._starts_word,
                                                      stream_id=stream, pass_id=pass_id,
@@ -472,22 +514,26 @@ class _WriteStream(beam.DoFn):
                         batch["direction"] = np.full(num, direction, np.int32)
                         batch["pass_id"] = np.full(num, pass_id, np.int32)
                         writer.write_batch(batch)
-                        self._progress.add(num)
+                        progress.add(num)
                     writer.commit()
-                yield {"name": name, "examples": writer.records, "bytes": writer.bytes,
-                       "stream": stream}
+                yield split, ({"name": name, "examples": writer.records, "bytes": writer.bytes,
+                               "stream": stream}, summary)
 
     def finish_bundle(self):
         self._token_files.clear()  # the next bundle may be another split's files
 
     def teardown(self):
-        if hasattr(self, "_progress"):
-            self._progress.flush()
+        for progress in getattr(self, "_progress", {}).values():
+            progress.flush()
 
 
-def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab_size,
-                    spm_sha256, spm_model, sources, split):
-    file_infos = sorted(file_infos, key=lambda f: f["name"])
+def _write_manifest(group, *, params, output_dirs, vocab_size, spm_sha256, spm_model,
+                    sources):
+    """(split, [(file description, summary)]) -> the split's record_info.json; yields the
+    split's name."""
+    split, written = group
+    file_infos = sorted((info for info, _ in written), key=lambda f: f["name"])
+    summary = written[0][1]
     chunks = summary["chunks_per_row"]
     data = {
         "format": manifest.FORMAT,
@@ -498,7 +544,7 @@ def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab
         "vocab_size": vocab_size,
         "spm_sha256": spm_sha256,
         "spm_model": spm_model,
-        "inputs": [list(s) for s in sources],
+        "inputs": [list(s) for s in sources[split]],
         "num_streams": params.num_streams,
         "num_passes": params.num_passes,
         "directions": params.num_directions,
@@ -509,7 +555,7 @@ def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab
         "chunks_per_stream": chunks,
         "examples_per_stream_per_pass": chunks * params.num_directions,
         "num_examples": sum(f["examples"] for f in file_infos),
-        "bad_lines_skipped": int(sum(n for _, n in bad_lines)),
+        "bad_lines_skipped": int(summary["bad_lines_skipped"]),
         "files": [f["name"] for f in file_infos],
         "file_stats": {f["name"]: {"records": int(f["examples"]), "bytes": int(f["bytes"])}
                        for f in file_infos},
@@ -517,49 +563,60 @@ def _write_manifest(file_infos, summary, bad_lines, *, params, output_dir, vocab
     expected = params.num_streams * params.num_passes * params.num_directions
     if len(file_infos) != expected or any(f["examples"] != chunks for f in file_infos):
         raise RuntimeError(f"incomplete output: {len(file_infos)} of {expected} files")
-    manifest.write_manifest(output_dir, data)
-    yield data
+    manifest.write_manifest(output_dirs[split], data)
+    yield split
 
 
-def _prepare_split(p, name: str, batches, bad_lines, *, params: DataParams,
-                   model: ModelCopy, starts_word: np.ndarray, output_dir: str,
-                   word_cache: bool, tokenizer, spm_model: str, sources, input_chars: int,
-                   work_dir: str):
-    """Adds the steps that turn one split's document batches into a prepared directory."""
+def _add_steps(p, elements, *, splits: Sequence[str], params: DataParams, model: ModelCopy,
+               starts_word: np.ndarray, output_dirs: dict, tokenizer, spm_model: str,
+               sources: dict, input_chars: int, work_dir: str, skip_bad_lines: bool,
+               eval_fraction: float) -> None:
+    """Adds the steps that turn the sources into the prepared directories of `splits`.
+
+    One chain of steps, whatever the splits, built only of Create, ParDo (one output, no side
+    input), GroupByKey and Flatten: what every runner executes, Beam's DaskRunner included
+    (which computes only the last step and what it depends on, mixes a step's tagged outputs,
+    runs the steps behind a side input twice and does not shuffle in Reshuffle;
+    docs/DATA.md#runners).
+    """
     progress_dir = os.path.join(work_dir, "progress")
-    tokenize_progress = dict(directory=progress_dir, stage=f"{name}-tokenize",
-                             label=f"{name}: tokenizing", unit="chars", total=input_chars)
-    write_progress = dict(directory=progress_dir, stage=f"{name}-write",
-                          label=f"{name}: writing examples", unit="examples", total=0)
+    tokenize_progress = dict(directory=progress_dir, stage="tokenize", label="tokenizing",
+                             unit="chars", total=input_chars)
+    write_progress = {name: dict(directory=progress_dir, stage=f"{name}-write",
+                                 label=f"{name}: writing examples", unit="examples", total=0)
+                      for name in splits}
     # No shuffle before tokenizing: the sources (ranges of files) are spread over the workers
     # already, and each worker tokenizes what it read.
-    token_batches = (batches
-                     | f"{name}Tokenize" >> beam.ParDo(
-                         _Tokenize(model, params.uncased, word_cache,
-                                   os.path.join(work_dir, "tokens"), tokenize_progress)))
-    layout = (token_batches
-              | f"{name}AllBatches" >> beam.combiners.ToList()
-              | f"{name}Layout" >> beam.FlatMap(_layout, params, name).with_outputs(
-                  "summary", main="streams"))
-    summary = beam.pvalue.AsSingleton(layout.summary)
-    files = (layout.streams
-             | f"{name}SpreadStreams" >> beam.Reshuffle()
-             | f"{name}Write" >> beam.ParDo(
-                 _WriteStream(starts_word, params, output_dir, write_progress), summary))
-    return (files | f"{name}AllFiles" >> beam.combiners.ToList()
-            | f"{name}Manifest" >> beam.FlatMap(
-                _write_manifest, summary, beam.pvalue.AsList(bad_lines), params=params,
-                output_dir=output_dir, vocab_size=tokenizer.vocab_size,
-                spm_sha256=tokenizer.checksum, spm_model=spm_model, sources=sources,
-                split=name))
+    items = (p | "Sources" >> beam.Create(elements)
+             | "ReadAndTokenize" >> beam.ParDo(_ReadAndTokenize(
+                 model, uncased=params.uncased, word_cache=params.word_cache,
+                 token_dir=os.path.join(work_dir, "tokens"), progress=tokenize_progress,
+                 skip_bad_lines=skip_bad_lines, eval_fraction=eval_fraction, seed=params.seed,
+                 splits=splits)))
+    starts = p | "Splits" >> beam.Create([(name, _SPLIT_START) for name in splits])
+    rows = ((items, starts) | "EverySplit" >> beam.Flatten()
+            | "BySplit" >> beam.GroupByKey()
+            | "Layout" >> beam.FlatMap(_layout_split, params))
+    # Keyed by (split, stream), the streams spread over the workers (as Reshuffle would on
+    # the runners where it shuffles).
+    (rows | "ByStream" >> beam.GroupByKey()
+     | "Write" >> beam.ParDo(_WriteStream(starts_word, params, output_dirs, write_progress))
+     | "FilesBySplit" >> beam.GroupByKey()
+     | "Manifest" >> beam.FlatMap(
+         _write_manifest, params=params, output_dirs=output_dirs,
+         vocab_size=tokenizer.vocab_size, spm_sha256=tokenizer.checksum, spm_model=spm_model,
+         sources=sources))
 
 
 def _default_beam_options(beam_args: Sequence[str]) -> List[str]:
-    """Local DirectRunner on all cores unless the caller chose otherwise."""
+    """The local DirectRunner on all cores unless the caller chose another runner or the
+    DirectRunner's settings."""
     args = list(beam_args)
     given = " ".join(args)
     if "--runner" not in given:
         args.append("--runner=DirectRunner")
+    elif "DirectRunner" not in given:  # the --direct_* options are the DirectRunner's only
+        return args
     if "--direct_num_workers" not in given:
         args.append("--direct_num_workers=0")  # 0 = one worker per core
     if "--direct_running_mode" not in given:
@@ -739,7 +796,9 @@ def _translated(error: BaseException, output_dir: str) -> Optional[Exception]:
     """The one-line error of a failed preparation: our own message recovered from a runner's
     wrapping, or a full disk / refused write named by --output_dir; None: a bug (raised as
     it is)."""
-    found = re.search(re.escape(_MARK) + r"([^\n]*?)(?:['\"]\)*)?(?:\n|$)", str(error))
+    # Beam's DoFn runner appends the step: "... [while running 'ReadAndTokenize']".
+    found = re.search(re.escape(_MARK) + r"([^\n]*?)(?: \[while running '[^\n]*?'\])?"
+                      r"(?:['\"]\)*)?(?:\n|$)", str(error))
     if found:
         return DataPrepError(found.group(1).replace("\\'", "'"))
     output = fileio.output_error(error)
@@ -765,21 +824,17 @@ def _run_pipeline(directory: str, *, params: DataParams, tokenizer, sources, eva
     # Each text file is read in ranges (text_sources.file_ranges), spread over the workers.
     elements = ([(part, False) for s in sources for part in text_sources.source_parts(s)]
                 + [(part, True) for s in eval_sources for part in text_sources.source_parts(s)])
-    common = dict(params=params, model=model, starts_word=start_piece_table(tokenizer),
-                  word_cache=params.word_cache,
-                  tokenizer=tokenizer, spm_model=spm_model, input_chars=input_chars,
-                  work_dir=work_dir)
+    splits = SPLITS if with_eval else SPLITS[:1]
     try:
-        with _private_tempdir(), beam.Pipeline(options=options) as p:
-            read = (p | "Sources" >> beam.Create(elements)
-                    | "Read" >> beam.ParDo(
-                        _ReadSource(skip_bad_lines, eval_fraction, params.seed)).with_outputs(
-                        "bad_lines", "eval", main="docs"))
-            _prepare_split(p, "train", read.docs, read.bad_lines, output_dir=directory,
-                           sources=sources, **common)
-            if with_eval:
-                _prepare_split(p, "eval", read.eval, read.bad_lines, output_dir=eval_dir,
-                               sources=eval_sources or sources, **common)
+        with _private_tempdir(), beam.Pipeline(runner=dask_runner.pipeline_runner(options),
+                                               options=options) as p:
+            _add_steps(p, elements, splits=splits, params=params, model=model,
+                       starts_word=start_piece_table(tokenizer),
+                       output_dirs={SPLITS[0]: directory, EVAL_DIR: eval_dir},
+                       tokenizer=tokenizer, spm_model=spm_model,
+                       sources={SPLITS[0]: sources, EVAL_DIR: eval_sources or sources},
+                       input_chars=input_chars, work_dir=work_dir,
+                       skip_bad_lines=skip_bad_lines, eval_fraction=eval_fraction)
     finally:
         fileio.rmtree(work_dir)
 
