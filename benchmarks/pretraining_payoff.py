@@ -11,8 +11,9 @@ twice on the same tokens, with sampled factorization orders (the paper's objecti
 the left-to-right order (`--factorization_order=left_to_right`: a plain causal language
 model on the same targets), memory, bi_data and dropout 0.1; fine-tunes the two pretrained
 models and a random initialization on both tasks at three seeds with the same recipe; and
-writes WORKDIR/results.json, results.md (test accuracy mean +- sd per task and
-initialization, held-out pretraining losses, the time and load of each stage) and payoff.png.
+writes WORKDIR/results.json, results.md (test accuracy per task and initialization: each
+seed's figure and their mean +- sd; held-out pretraining losses, the time and load of each
+stage) and payoff.png.
 Stages are in benchmarks/tools/payoff_experiment.py; a stage whose output is complete is
 reused, so running the command again continues an interrupted experiment. The flags are the
 settings of `PayoffConfig` (benchmarks/tools/command_configs.py). Results: BENCHMARKS.md,

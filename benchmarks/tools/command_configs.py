@@ -437,7 +437,9 @@ class PayoffConfig:
         "(benchmarks/tools/payoff_tasks.py).")
     inits: Tuple[str, ...] = setting(
         PAYOFF_INITS, "Initializations to fine-tune: the pretraining runs by order, and random.")
-    seeds: Tuple[int, ...] = setting((1, 2, 3), "Fine-tuning seeds (each init and task).")
+    seeds: Tuple[int, ...] = setting(
+        (1, 2, 3), "Fine-tuning seeds (each init and task); the report gives every seed's "
+        "figure, and with a single seed no sd and no 'clearly better' verdict.")
     train_per_label: int = setting(600, "Training examples per label of each task.")
     dev_per_label: int = setting(100, "Dev examples per label (picks the best checkpoint).")
     test_per_label: int = setting(200, "Test examples per label (the reported accuracy).")

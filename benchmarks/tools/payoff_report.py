@@ -1,10 +1,11 @@
 """The table and the figure of the pretraining payoff experiment (payoff_experiment.py).
 
-`summarize` turns the fine-tuning results into mean and standard deviation (sample sd, n - 1)
-of test accuracy per task and initialization, and the verdict the issue asks for: pretraining
-"clearly beats" random initialization on a task when the gap of the means exceeds twice the
-larger of the two standard deviations. `write_report` writes results.md and payoff.png
-(matplotlib, Agg backend: no display needed).
+`summarize` turns the fine-tuning results into each seed's test accuracy, their mean and
+standard deviation (sample sd, n - 1) per task and initialization, and the verdict the issue
+asks for: pretraining "clearly beats" random initialization on a task when the gap of the
+means exceeds twice the larger of the two standard deviations. With one seed on either side
+there is no spread to compare the gap with, so the verdict is "cannot tell". `write_report`
+writes results.md and payoff.png (matplotlib, Agg backend: no display needed).
 """
 
 from __future__ import annotations
@@ -26,18 +27,23 @@ def unigram_baseline(data_dir: str, eval_dir: str, global_batch_size: int, steps
 
 
 def _mean_sd(values: List[float]) -> tuple:
+    """(mean, sample sd); the sd is None for a single value (one run has no spread)."""
     mean = statistics.fmean(values)
-    sd = statistics.stdev(values) if len(values) > 1 else 0.0
+    sd = statistics.stdev(values) if len(values) > 1 else None
     return mean, sd
 
 
 def summarize(finetuning: List[dict]) -> Dict[str, Dict[str, dict]]:
-    """{task: {init: {"mean", "sd", "n", "accuracies"}}} and, per pretrained init,
-    "gap" (mean - random's mean), "clear" (gap > 2 * max(sd, random's sd))."""
+    """{task: {init: {"mean", "sd", "n", "accuracies", "seeds"}}} (accuracies[i] is seeds[i]'s,
+    in the order of the results; sd None with one seed) and, per pretrained init, "gap" (mean
+    - random's mean) and "clear": gap > 2 * max(sd, random's sd), or None when either side
+    has a single seed (no spread: cannot tell)."""
     table: Dict[str, Dict[str, dict]] = {}
     for r in finetuning:
-        table.setdefault(r["task"], {}).setdefault(r["init"], {"accuracies": []})[
-            "accuracies"].append(r["test_accuracy"])
+        row = table.setdefault(r["task"], {}).setdefault(r["init"],
+                                                         {"accuracies": [], "seeds": []})
+        row["accuracies"].append(r["test_accuracy"])
+        row["seeds"].append(r.get("seed"))
     for task, inits in table.items():
         for init, row in inits.items():
             row["mean"], row["sd"] = _mean_sd(row["accuracies"])
@@ -46,8 +52,32 @@ def summarize(finetuning: List[dict]) -> Dict[str, Dict[str, dict]]:
         for init, row in inits.items():
             if random is not None and init != "random":
                 row["gap"] = row["mean"] - random["mean"]
-                row["clear"] = bool(row["gap"] > 2 * max(row["sd"], random["sd"]))
+                if row["sd"] is None or random["sd"] is None:
+                    row["clear"] = None
+                else:
+                    row["clear"] = bool(row["gap"] > 2 * max(row["sd"], random["sd"]))
     return table
+
+
+def _spread_text(row: dict) -> str:
+    """The mean +- sd cell; with one seed, the one figure and no sd."""
+    if row["sd"] is None:
+        return f"{row['mean']:.4f} (one seed: no sd)"
+    return f"{row['mean']:.4f} +- {row['sd']:.4f}"
+
+
+def _seeds_text(row: dict) -> str:
+    """Every seed's figure, named by its seed: "s1 0.7512, s2 0.7375"."""
+    return ", ".join(f"s{seed} {a:.4f}" if seed is not None else f"{a:.4f}"
+                     for seed, a in zip(row["seeds"], row["accuracies"]))
+
+
+def _verdict_text(row: dict) -> str:
+    if "clear" not in row:
+        return ""
+    if row["clear"] is None:
+        return "cannot tell (one seed: no spread)"
+    return "yes" if row["clear"] else "no"
 
 
 def _load_text(value) -> str:
@@ -57,16 +87,14 @@ def _load_text(value) -> str:
 
 def markdown_table(report: dict) -> str:
     table = summarize(report["finetuning"])
-    lines = ["| task | initialization | test accuracy, mean +- sd | seeds | gap to random "
+    lines = ["| task | initialization | test accuracy, mean +- sd | each seed | gap to random "
              "| clearly better (gap > 2 sd) |", "|---|---|---|---|---|---|"]
     for task, inits in table.items():
         for init in sorted(inits, key=list(INIT_NAMES).index):
             row = inits[init]
             gap = f"{row['gap']:+.4f}" if "gap" in row else ""
-            clear = ("yes" if row["clear"] else "no") if "clear" in row else ""
-            lines.append(f"| {task} | {INIT_NAMES[init]} | {row['mean']:.4f} +- {row['sd']:.4f} "
-                         f"| {', '.join(f'{a:.4f}' for a in row['accuracies'])} | {gap} "
-                         f"| {clear} |")
+            lines.append(f"| {task} | {INIT_NAMES[init]} | {_spread_text(row)} "
+                         f"| {_seeds_text(row)} | {gap} | {_verdict_text(row)} |")
     lines.append("")
     base = report.get("heldout_baseline", {}).get("heldout_cross_entropy")
     lines.append("| pretraining run | held-out loss (own objective), first -> last evaluation "

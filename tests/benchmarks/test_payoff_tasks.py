@@ -110,6 +110,27 @@ def test_summary_verdict_is_gap_over_twice_the_larger_sd():
     assert table["left_to_right"]["gap"] == pytest.approx(0.05)
     assert table["left_to_right"]["clear"] is False       # 0.05 < 2 * 0.06
     assert "clear" not in table["random"]
+    assert table["left_to_right"]["seeds"] == [0, 1, 2]
+    assert table["left_to_right"]["accuracies"] == [0.61, 0.67, 0.73]
+
+
+def test_one_seed_has_no_spread_and_no_verdict():
+    # One run per initialization: the gap is a number, but there is no spread to weigh it
+    # against, so the report cannot say "clearly better" either way.
+    rows = [{"task": "t", "init": "random", "seed": 1, "test_accuracy": 0.60},
+            {"task": "t", "init": "permutation", "seed": 1, "test_accuracy": 0.70}]
+    table = payoff_report.summarize(rows)["t"]
+    assert table["permutation"]["sd"] is None and table["random"]["sd"] is None
+    assert table["permutation"]["gap"] == pytest.approx(0.10)
+    assert table["permutation"]["clear"] is None
+    report = {"finetuning": rows, "pretraining": {}, "timings": {}}
+    text = payoff_report.markdown_table(report)
+    assert ("| t | permutation-pretrained | 0.7000 (one seed: no sd) | s1 0.7000 | +0.1000 "
+            "| cannot tell (one seed: no spread) |") in text
+    assert "+- 0.0000" not in text and "| yes |" not in text
+    # Several seeds against one random run: still no spread on random's side.
+    rows.append({"task": "t", "init": "permutation", "seed": 2, "test_accuracy": 0.72})
+    assert payoff_report.summarize(rows)["t"]["permutation"]["clear"] is None
 
 
 def test_report_writes_the_table_and_a_png(tmp_path):
@@ -125,7 +146,7 @@ def test_report_writes_the_table_and_a_png(tmp_path):
               "timings": {"pretrain": {"seconds": 120.0, "load_start": 1.0, "load_end": 2.0}}}
     payoff_report.write_report(str(tmp_path), report)
     table = (tmp_path / "results.md").read_text()
-    assert ("| a | permutation-pretrained | 0.6100 +- 0.0100 | 0.6000, 0.6100, 0.6200 "
+    assert ("| a | permutation-pretrained | 0.6100 +- 0.0100 | s0 0.6000, s1 0.6100, s2 0.6200 "
             "| +0.1000 | yes |") in table
     assert "6.500 (step 10) -> 5.000 (step 20) | 1.000 nats" in table
     assert (tmp_path / "payoff.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

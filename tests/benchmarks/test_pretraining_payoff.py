@@ -68,6 +68,9 @@ def test_toy_experiment_end_to_end_and_resumed(tmp_path):
     assert "Package 0 reads" in corpus and "helper" not in corpus
     table = (workdir / "results.md").read_text()
     assert "| python_package | permutation-pretrained |" in table
+    # One seed: each run's figure, no sd and no verdict (a single run has no spread).
+    assert "(one seed: no sd) | s1 " in table and "+- 0.0000" not in table
+    assert table.count("| cannot tell (one seed: no spread) |") == 2
     assert (workdir / "payoff.png").read_bytes()[:4] == b"\x89PNG"
     assert "== 6/7 finetune" in done.stdout
     # A second run reuses every finished stage and gives the same results.

@@ -25,6 +25,11 @@ from xlnet_tf2.config_flags import (RunConfigError, check_non_negative, check_po
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "one_device")
+# --jit_compile unset: XLA for runs of at least this many steps. A compiled step is faster on
+# a CPU (and what accelerators run), but the compile is paid once at the start, and for the
+# tiny models of tests and smoke runs it costs more than a few hundred steps save
+# (BENCHMARKS.md, "XLA by default"). Every test run is shorter; every command's default longer.
+JIT_MIN_STEPS = 300
 
 
 def _rate(config, *names):
@@ -82,9 +87,13 @@ class LoopConfig:
     precision: str = setting(
         "float32", "Numeric precision: float32, mixed_bfloat16 (TPU, recent GPUs), or "
         "mixed_float16 with dynamic loss scaling (older GPUs).", choices=PRECISIONS)
-    jit_compile: bool = setting(
-        False, "Compile the forward and backward pass of each step with XLA (on TPU "
-        "everything is compiled regardless).", resume="free")
+    jit_compile: Optional[bool] = setting(
+        None, "Compile each step with XLA: forward, backward and, with one replica, the "
+        "optimizer update (on TPU everything is compiled regardless). Unset: on for runs of "
+        f"at least {JIT_MIN_STEPS} --train_steps, where the one-off compile at the first step "
+        "has paid for itself (a compiled step of a small model takes about half the time on a "
+        "CPU), off for shorter runs; pass --nojit_compile for a task whose loss uses ops XLA "
+        "cannot compile (tf.print, tf.py_function, string ops).", resume="free")
     attention_implementation: str = setting(
         "auto", "How the attention op is computed: cudnn is cuDNN's flash attention, only in "
         "an XLA program (--jit_compile) on a GPU in bfloat16 or float16 and without attention "
@@ -133,6 +142,8 @@ class LoopConfig:
                 f"--grad_accum_steps={self.grad_accum_steps}.")
         if self.peak_tflops is not None and not self.peak_tflops > 0:
             raise RunConfigError(f"--peak_tflops must be positive, got {self.peak_tflops}.")
+        if self.jit_compile is None:  # the default: whichever is faster for this run's length
+            object.__setattr__(self, "jit_compile", self.train_steps >= JIT_MIN_STEPS)
 
 
 @dataclasses.dataclass(frozen=True)

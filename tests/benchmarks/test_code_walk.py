@@ -1,0 +1,165 @@
+"""benchmarks/tools/code_walk.py: the concept rule, the floors, the walk's figures and the call
+recorder on small made-up packages; the import graph, the concepts and the from_pretrained
+walk on the real tree; the command end to end (slow: a traced pretraining step)."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from benchmarks.tools import code_walk
+from benchmarks.tools.code_walk import Call, CallRecorder, Concept
+
+ROOT = code_walk.ROOT
+
+
+def _write(folder, files):
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (folder / name).write_text(textwrap.dedent(text))
+
+
+def test_concept_rule_counts_code_not_imports_comments_or_strings(tmp_path):
+    _write(tmp_path / "pkg", {
+        "a.py": "def initial_memory(batch):\n    return batch\n",
+        "b.py": "from pkg.a import initial_memory  # imported, never used\n",
+        "c.py": "from pkg import a\n\nstate = a.initial_memory(3)\n",
+        "d.py": "def attend(h, mems=None):\n    return h\n",
+        "e.py": '"""initial_memory in a docstring."""\n# initial_memory\nNAME = "mems"\n',
+        "f.py": "class Settings:\n    mem_len: int = 0\n",
+        "g.py": "def unrelated(x):\n    return x\n",
+    })
+    concept = Concept("memory", defines=r"\w*memory\w*", parameters=r"mems?|mem_len")
+    found = code_walk.concept_files(code_walk.package_files(str(tmp_path / "pkg")), concept)
+    assert found == {
+        "a.py": {"home": True, "why": ["def initial_memory"]},
+        "c.py": {"home": False, "why": ["uses initial_memory"]},
+        "d.py": {"home": True, "why": ["param mems"]},
+        "f.py": {"home": True, "why": ["param mem_len"]},
+    }
+
+
+def test_floors_come_from_the_layers_contract():
+    table = code_walk.floors()
+    assert code_walk.floor_of("commands/run_pretrain.py", table) == 10
+    assert code_walk.floor_of("hub.py", table) == code_walk.floor_of("training/trainer.py",
+                                                                     table) == 5
+    assert code_walk.floor_of("models/heads/squad_head.py", table) == 3
+    assert code_walk.floor_of("config.py", table) == code_walk.floor_of("fileio.py", table) == 1
+    assert code_walk.floor_of("__init__.py", table) is None
+
+
+def test_walk_figures_on_a_made_up_trace():
+    table = {"hub": 5, "models": 3, "config": 1}
+    calls = [Call("hub.py", "load", None),
+             Call("models/m.py", "build", "hub.py"),
+             Call("config.py", "read", "models/m.py"),
+             Call("models/m.py", "build", "hub.py"),       # again: a call, not a new stop
+             Call("models/m.py", "restore", "hub.py"),     # back in models after config
+             Call("hub.py", "callback", "config.py"),      # config calls up to hub
+             Call("__init__.py", "lazy", "hub.py")]        # on no floor
+    figures = code_walk.walk_figures(calls, table)
+    assert figures["walk"] == ["hub.py:load", "models/m.py:build", "config.py:read",
+                               "models/m.py:restore", "hub.py:callback", "__init__.py:lazy"]
+    assert (figures["calls"], figures["stops"], figures["files"]) == (7, 6, 4)
+    # config -> models and models -> hub go up; a file with no floor is no climb.
+    assert figures["climbs"] == 2
+    # models:restore and hub:callback land in files left before.
+    assert figures["returns"] == 2
+    assert figures["calls_up"] == 1
+
+
+def test_recorder_keeps_calls_of_the_package_by_phase(tmp_path, monkeypatch):
+    _write(tmp_path / "walkpkg", {
+        "__init__.py": "",
+        "inner.py": "def square(x):\n    return x * x\n",
+        "outer.py": """\
+            from walkpkg import inner
+
+
+            def run():
+                prepare()
+                step()
+                return finish()
+
+
+            def prepare():
+                return [inner.square(i) for i in range(3)]
+
+
+            def step():
+                from walkpkg import late  # imported here: its body is not walked
+                return inner.square(late.VALUE)
+
+
+            def finish():
+                return inner.square(1)
+            """,
+        "late.py": "from walkpkg import inner\n\nVALUE = inner.square(2)\n",
+    })
+    monkeypatch.syspath_prepend(str(tmp_path))
+    from walkpkg import outer
+
+    package = str(tmp_path / "walkpkg")
+    with CallRecorder(("outer.py", "step"), package=package) as recorder:
+        outer.run()
+    assert [(c.file, c.function, c.caller) for c in recorder.phase_calls("set-up")] == [
+        ("outer.py", "run", None), ("outer.py", "prepare", "outer.py"),
+        ("inner.py", "square", "outer.py"), ("inner.py", "square", "outer.py"),
+        ("inner.py", "square", "outer.py")]
+    assert [(c.file, c.function) for c in recorder.phase_calls("step")] == [
+        ("outer.py", "step"), ("inner.py", "square")]
+    assert [(c.file, c.function) for c in recorder.phase_calls("after")] == [
+        ("outer.py", "finish"), ("inner.py", "square")]
+
+
+def test_import_graph_of_the_real_tree():
+    graph = code_walk.import_graph(code_walk.floors(), code_walk.PACKAGE)
+    files = sum(name.endswith(".py") for _, _, names in os.walk(code_walk.PACKAGE)
+                for name in names)
+    assert graph["files"] == files and graph["floors"] == 10
+    assert graph["arrows"] > graph["files"]
+    # Imports inside functions: only where the floors allow them (tests/test_architecture.py).
+    assert all(m in ("xlnet_tf2", "xlnet_tf2.cli") or m.startswith("xlnet_tf2.commands")
+               for m in graph["importers_inside_functions"])
+
+
+def test_concepts_on_the_real_tree():
+    report = code_walk.measure(static_only=True)
+    assert set(report["concepts"]) == set(code_walk.CONCEPTS)
+    for name, concept in report["concepts"].items():
+        assert 1 <= concept["homes"] <= concept["files"] == len(concept["list"]), name
+        for path, why in concept["list"].items():
+            assert os.path.isfile(os.path.join(code_walk.PACKAGE, path)) and why, (name, path)
+    table = code_walk.format_report(report)
+    assert "| memory | " in table and "Import graph: " in table
+
+
+def test_from_pretrained_walks_on_the_real_code():
+    walks = code_walk.from_pretrained_walks(code_walk.floors())
+    ours, hf = walks["our directory"], walks["HuggingFace directory"]
+    for walk in (ours, hf):
+        assert walk["walk"][0] == "hub.py:from_pretrained"
+        assert walk["calls"] >= walk["stops"] >= walk["files"] >= 2
+        assert len(walk["file_list"]) == walk["files"]
+    # A HuggingFace directory is converted on the way: a longer walk.
+    assert hf["stops"] > ours["stops"]
+
+
+@pytest.mark.slow
+def test_command_traces_a_pretraining_step(tmp_path):
+    out = tmp_path / "walk.json"
+    run = subprocess.run([sys.executable, "-m", "benchmarks.tools.code_walk", f"--json={out}"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=900,
+                         env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    report = json.loads(out.read_text())
+    setup, step = report["pretraining"]["set-up"], report["pretraining"]["step"]
+    assert setup["walk"][0] == "commands/run_pretrain.py:run"
+    assert step["walk"][0] == ":".join(code_walk.STEP_ENTRY)
+    assert {"training/trainer.py", "tasks/pretraining.py"} <= set(step["file_list"])
+    assert any(f.startswith("layers/") for f in step["file_list"])
+    assert "| pretraining step | " in run.stdout and "| from_pretrained, " in run.stdout
