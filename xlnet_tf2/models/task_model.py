@@ -15,8 +15,9 @@ xlnet_tf2/tasks/losses.py.
 As Keras models, the task models returning a dict of outputs train on their main output
 (`MAIN_OUTPUT`, the logits) when `compile(loss=..., metrics=[...])` is given plain labels:
 `model.compile("adam", loss, metrics=["accuracy"]); model.fit(tokenizer(texts), labels)`
-works as for a one-output model (labels given as a dict keyed by output name go to those
-outputs, as Keras does).
+works as for a one-output model; a loss, metrics or labels keyed by output name
+(`loss={"logits": ...}`, `metrics={"logits": [...]}`, `fit(x, {"logits": labels})`) apply to
+those outputs alone.
 
 HuggingFace's names: `from_pretrained` (a task directory of ours or transformers' task
 directory with its head, or any model directory's backbone with a new head built from the
@@ -80,17 +81,29 @@ class TaskModel(KeywordInputs, keras.Model):
                 "attention_mask": tf.ones_like(ids)}
 
     # ------------------------------------------------------------------ compile's view
-    def _main_output(self, y, y_pred):
-        if self.MAIN_OUTPUT and isinstance(y_pred, dict) and not isinstance(y, dict):
-            return y_pred[self.MAIN_OUTPUT]
-        return y_pred
+    def _compiled_view(self, y, y_pred):
+        """(labels, outputs) as compile's losses and metrics see them: labels keyed by output
+        name meet those outputs alone (the model's other outputs, e.g. hidden, have no
+        label); plain labels meet the main output, keyed by its name when the loss was given
+        as a dict keyed by output (`loss={"logits": ...}`)."""
+        if not isinstance(y_pred, dict):
+            return y, y_pred
+        if isinstance(y, dict):
+            return y, {k: y_pred[k] for k in y if k in y_pred}
+        if not self.MAIN_OUTPUT:
+            return y, y_pred
+        main = y_pred[self.MAIN_OUTPUT]
+        if isinstance(self.loss, dict):
+            return {self.MAIN_OUTPUT: y}, {self.MAIN_OUTPUT: main}
+        return y, main
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        return super().compute_loss(x, y, self._main_output(y, y_pred), sample_weight,
-                                    training=training)
+        y, y_pred = self._compiled_view(y, y_pred)
+        return super().compute_loss(x, y, y_pred, sample_weight, training=training)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        return super().compute_metrics(x, y, self._main_output(y, y_pred), sample_weight)
+        y, y_pred = self._compiled_view(y, y_pred)
+        return super().compute_metrics(x, y, y_pred, sample_weight)
 
     # ------------------------------------------------------------------ HuggingFace's names
     @classmethod
