@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 
 import xlnet_tf2
-from xlnet_tf2.conversion import WeightMismatchError, convert_checkpoint
+from xlnet_tf2.conversion import WeightMismatchError
+from xlnet_tf2.models.directories import convert_checkpoint
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
@@ -66,7 +67,7 @@ def test_safetensors_converts_without_torch(tmp_path):
     # A fresh interpreter where importing torch fails.
     script = (
         "import sys; sys.modules['torch'] = None\n"
-        "from xlnet_tf2.conversion import convert_checkpoint\n"
+        "from xlnet_tf2.models.directories import convert_checkpoint\n"
         f"convert_checkpoint('huggingface', {str(tmp_path / 'hf')!r}, {str(tmp_path / 'out')!r})\n"
         "import xlnet_tf2\n"
         f"m = xlnet_tf2.load_pretrained({str(tmp_path / 'out')!r})\n"

@@ -13,7 +13,7 @@ strings in, token dicts out):
 - `call` returns the task's main output alone (logits, scores), so `compile(metrics=[...])`
   applies to it; `compile()` with no arguments (done at construction) picks the task's
   loss, metrics and Adam(5e-5).
-- `from_preset(preset)` (preset_loading.py) and `save_to_preset(dir)`; `.keras` files carry
+- `from_preset(preset)` (models/pretrained.py) and `save_to_preset(dir)`; `.keras` files carry
   the SentencePiece model (XLNetPreprocessor.save_assets) and load after `import xlnet_tf2`.
 """
 
@@ -26,9 +26,7 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.conversion.to_huggingface import save_huggingface
-from xlnet_tf2.keras_tasks.preset_loading import load_task_preset
-from xlnet_tf2.models import presets as preset_registry
-from xlnet_tf2.models import saving
+from xlnet_tf2.models import pretrained, saving
 
 DEFAULT_BATCH_SIZE = 32
 _TOKEN_DTYPE = tf.int32
@@ -51,12 +49,12 @@ def token_inputs(x: dict) -> Dict[str, tf.Tensor]:
 class XLNetTask(keras.Model):
     """Subclasses set TASK (one of saving.TASKS) and CONFIG_KEYS, build `task_model` in
     their constructor (then call `_finish_init`), define `from_task_settings` and
-    `make_preprocessor` (preset_loading.py), and may override `main_output`, `task_settings`,
+    `make_preprocessor` (models/pretrained.py's load_preset_model), and may override `main_output`, `task_settings`,
     `default_loss`, `default_metrics` and `prepare_labels`."""
 
     TASK: str = ""
     CONFIG_KEYS: tuple = ()  # constructor arguments get_config echoes, besides config
-    presets = preset_registry.ClassProperty(preset_registry.presets)
+    presets = pretrained.ClassProperty(pretrained.presets)
 
     def __init__(self, task_model, preprocessor=None, **kwargs):
         # "xlnet_classifier", not Keras' "xl_net_classifier".
@@ -254,8 +252,8 @@ class XLNetTask(keras.Model):
         """keras-hub's constructor: a task directory (ours, or a HuggingFace one of the
         matching class, converted with its head) gives the fine-tuned task; any backbone
         preset (XLNetLMHeadModel.presets names, hub ids, LM directories) gives a fresh head
-        on its weights. See xlnet_tf2/keras_tasks/preset_loading.py for the arguments."""
-        return load_task_preset(cls, preset, **kwargs)
+        on its weights. See models/pretrained.py's load_preset_model for the arguments."""
+        return pretrained.load_preset_model(cls, preset, **kwargs)
 
 
 def _snake(name: str) -> str:

@@ -13,6 +13,9 @@ from xlnet_tf2.models.task_model import TaskModel, token_inputs
 class MultipleChoiceModel(TaskModel):
     """C options per question, each its own sequence: inputs [Q, C, L] -> logits [Q, C]."""
 
+    KINDS = ("race",)
+    kind = "race"
+
     def __init__(self, config, num_choices: int = 4, summary_type: str = "last",
                  head_dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
@@ -23,6 +26,15 @@ class MultipleChoiceModel(TaskModel):
         self.head = MultipleChoiceHead(c.d_model, num_choices, summary_type, n_head=c.n_head,
                                        dropout=head_dropout, initializer_range=c.initializer_range,
                                        name="multiple_choice_head")
+
+    @classmethod
+    def from_settings(cls, config, settings: dict, head_dropout: float = 0.1):
+        return cls(config, settings.get("num_choices", 4), settings.get("summary_type", "last"),
+                   head_dropout=head_dropout).build_weights()
+
+    def task_settings(self, label_list=None, seq_len=None) -> dict:
+        return dict(super().task_settings(label_list, seq_len), summary_type=self.summary_type,
+                    num_choices=self.num_choices)
 
     def get_config(self):
         return {"config": self.config.to_dict(), "num_choices": self.num_choices,

@@ -15,6 +15,8 @@ class SequenceClassifier(TaskModel):
     compile's losses and metrics see the logits (TaskModel.MAIN_OUTPUT).
     """
 
+    KINDS = ("classification", "regression")
+
     def __init__(self, config, num_outputs: int, summary_type: str = "last",
                  head_dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
@@ -25,6 +27,32 @@ class SequenceClassifier(TaskModel):
         self.head = ClassificationHead(c.d_model, num_outputs, summary_type, n_head=c.n_head,
                                        dropout=head_dropout, initializer_range=c.initializer_range,
                                        name="classification_head")
+
+    @property
+    def kind(self) -> str:
+        return "regression" if self.num_outputs == 1 else "classification"
+
+    @classmethod
+    def from_settings(cls, config, settings: dict, head_dropout: float = 0.1):
+        task = settings.get("task")
+        labels = settings.get("label_list") or []
+        if task == "classification" and len(labels) < 2:
+            raise ValueError(f"a classification task.json needs a label_list of at least 2 "
+                             f"labels, got {labels!r}.")
+        return cls(config, 1 if task == "regression" else len(labels),
+                   settings.get("summary_type", "last"), head_dropout=head_dropout).build_weights()
+
+    def task_settings(self, label_list=None, seq_len=None) -> dict:
+        settings = dict(super().task_settings(label_list, seq_len),
+                        summary_type=self.summary_type, paired=False)
+        if self.kind == "classification":
+            labels = ([str(i) for i in range(self.num_outputs)] if label_list is None
+                      else [str(label) for label in label_list])
+            if len(labels) != self.num_outputs:
+                raise ValueError(f"label_list names {len(labels)} labels; the model has "
+                                 f"{self.num_outputs} outputs.")
+            settings["label_list"] = labels
+        return settings
 
     def get_config(self):
         return {"config": self.config.to_dict(), "num_outputs": self.num_outputs,

@@ -16,6 +16,8 @@ class SquadModel(TaskModel):
     logits, no one main output: compile's losses and metrics take labels keyed by output)."""
 
     MAIN_OUTPUT = None
+    KINDS = ("squad",)
+    kind = "squad"
 
     def __init__(self, config, start_n_top: int = 5, end_n_top: int = 5,
                  head_dropout: float = 0.1, **kwargs):
@@ -26,6 +28,20 @@ class SquadModel(TaskModel):
         c = self.config
         self.head = SquadHead(c.d_model, start_n_top, end_n_top, dropout=head_dropout,
                               initializer_range=c.initializer_range, name="squad_head")
+
+    @classmethod
+    def from_settings(cls, config, settings: dict, head_dropout: float = 0.1):
+        n_top = settings.get("n_best_size", 5)
+        return cls(config, n_top, n_top, head_dropout=head_dropout).build_weights()
+
+    def task_settings(self, label_list=None, seq_len=None) -> dict:
+        if self.start_n_top != self.end_n_top:
+            raise ValueError(f"start_n_top={self.start_n_top} and end_n_top={self.end_n_top} "
+                             "differ; task.json keeps one beam width (n_best_size) for both.")
+        return dict(super().task_settings(label_list, seq_len), n_best_size=self.start_n_top)
+
+    def dummy_length(self) -> int:
+        return max(8, self.start_n_top, self.end_n_top)  # the beam needs n_top positions
 
     def get_config(self):
         return {"config": self.config.to_dict(), "start_n_top": self.start_n_top,

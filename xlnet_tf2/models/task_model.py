@@ -22,7 +22,9 @@ those outputs alone.
 HuggingFace's names: `from_pretrained` (a task directory of ours or transformers' task
 directory with its head, or any model directory's backbone with a new head built from the
 constructor's arguments) and `save_pretrained` (our task directory or transformers'
-XLNetFor... directory), both implemented in xlnet_tf2/hub.py (models/presets.py).
+XLNetFor... directory), both in models/pretrained.py. A subclass says which of task.json's
+tasks it serves (`KINDS`, and `kind` per instance), how task.json's settings build it
+(`from_settings`) and what its task.json says (`task_settings`).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.models import presets as preset_registry
+from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN
+from xlnet_tf2.models import pretrained
 from xlnet_tf2.models.xlnet_model import KeywordInputs, ModelInputError, XLNetModel
 
 # The token inputs of every task model; "token_type_ids" is HuggingFace's "segment_ids".
@@ -60,6 +63,8 @@ class TaskModel(KeywordInputs, keras.Model):
 
     # The output compile's losses and metrics apply to when labels are not a dict (None: all).
     MAIN_OUTPUT: Optional[str] = "logits"
+    # The tasks of task.json (run_dir.TASKS) this class serves; `kind` is an instance's.
+    KINDS: tuple = ()
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
@@ -79,6 +84,26 @@ class TaskModel(KeywordInputs, keras.Model):
         ids = tf.fill([batch_size, seq_len], 5)
         return {"input_ids": ids, "segment_ids": tf.zeros_like(ids),
                 "attention_mask": tf.ones_like(ids)}
+
+    def build_weights(self):
+        """Creates every weight (a call on a short dummy batch); returns the model."""
+        self(self.dummy_inputs(self.dummy_length()), training=False)
+        return self
+
+    def dummy_length(self) -> int:
+        return 8
+
+    # ------------------------------------------------------------------ task.json
+    @classmethod
+    def from_settings(cls, config, settings: dict, head_dropout: float = 0.1):
+        """The model task.json `settings` describe, its weights built (fresh)."""
+        raise NotImplementedError
+
+    def task_settings(self, label_list=None, seq_len: Optional[int] = None) -> dict:
+        """task.json of this model (saving.py's task directory format): `seq_len` default
+        the original's for the task."""
+        return {"task": self.kind, "seq_len": seq_len or DEFAULT_SEQ_LEN[self.kind],
+                "layout": "cls_last"}
 
     # ------------------------------------------------------------------ compile's view
     def _compiled_view(self, y, y_pred):
@@ -108,7 +133,8 @@ class TaskModel(KeywordInputs, keras.Model):
     # ------------------------------------------------------------------ HuggingFace's names
     @classmethod
     def from_pretrained(cls, name_or_dir: str, **kwargs):
-        """A task model of this class from `name_or_dir` (hub.py's `load_task_model`):
+        """A task model of this class from `name_or_dir` (models/pretrained.py's
+        `load_head_model`):
           - our task directory (task.json: a fine-tuning run, a converted fine-tuned
             checkpoint, `save_pretrained` output) of this class's task, with its head;
           - transformers' directory (or hub id) of the matching XLNetFor... class, with its
@@ -117,7 +143,7 @@ class TaskModel(KeywordInputs, keras.Model):
             from the constructor's arguments in `kwargs` (num_outputs=..., ...).
         Also takes load_weights, cache_dir, revision, local_files_only and run-time settings
         (dropout=..., ...)."""
-        return preset_registry.hub_function("load_task_model")(cls, name_or_dir, **kwargs)
+        return pretrained.load_head_model(cls, name_or_dir, **kwargs)
 
     def save_pretrained(self, output_dir: str, spm_model: Optional[str] = None, *,
                         format: str = "xlnet_tf2", label_list=None,  # noqa: A002 - HF's
@@ -127,5 +153,5 @@ class TaskModel(KeywordInputs, keras.Model):
         label_list `label_list`, default "0".."n-1") or transformers' XLNetFor... directory
         (format="huggingface", label_list as id2label); `spm_model` adds the SentencePiece
         model. See `xlnet_tf2.save_pretrained`."""
-        return preset_registry.hub_function("save_pretrained")(
-            self, output_dir, spm_model, format=format, label_list=label_list, seq_len=seq_len)
+        return pretrained.save_pretrained(self, output_dir, spm_model, format=format,
+                                          label_list=label_list, seq_len=seq_len)

@@ -16,7 +16,8 @@ import tensorflow as tf
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.models.saving import build_task_model, restore_task_weights, restore_weights
+from xlnet_tf2.models.directories import build_task_model
+from xlnet_tf2.models.saving import restore_task_weights, restore_weights
 from xlnet_tf2.models.sequence_classifier import SequenceClassifier
 from xlnet_tf2.tasks.task_spec import TaskSpec
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
