@@ -31,10 +31,10 @@ _LAZY = {
     "XLNetMultipleChoicePreprocessor": "xlnet_tf2.tokenizers.xlnet_multiple_choice_preprocessor",
     "XLNetQuestionAnsweringPreprocessor":
         "xlnet_tf2.tokenizers.xlnet_question_answering_preprocessor",
-    "XLNetClassifier": "xlnet_tf2.keras_tasks",
-    "XLNetRegressor": "xlnet_tf2.keras_tasks",
-    "XLNetMultipleChoice": "xlnet_tf2.keras_tasks",
-    "XLNetQuestionAnswerer": "xlnet_tf2.keras_tasks",
+    "XLNetClassifier": "xlnet_tf2.models",
+    "XLNetRegressor": "xlnet_tf2.models",
+    "XLNetMultipleChoice": "xlnet_tf2.models",
+    "XLNetQuestionAnswerer": "xlnet_tf2.models",
     "from_pretrained": "xlnet_tf2.models.lm_head_model",
     "generate": "xlnet_tf2.models.generation",
 }
@@ -61,7 +61,7 @@ def __dir__():
 
 
 # Importing it imports every module that registers a Keras class.
-_KERAS_CLASSES = "xlnet_tf2.keras_tasks"
+_KERAS_CLASSES = "xlnet_tf2.models"
 
 
 class _RegisterKerasClasses(importlib.abc.MetaPathFinder):

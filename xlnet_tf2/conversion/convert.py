@@ -129,12 +129,12 @@ def huggingface_task(directory: str, tasks: tuple) -> Optional[str]:
 
 
 def fill(model, foreign: ForeignCheckpoint, log=logging.info) -> dict:
-    """Assigns the checkpoint's tensors to `model` (built: an XLNetLMHeadModel or an XLNetModel,
-    or for a head read with `task` the task model its settings describe); returns the report {"converted",
-    "skipped", "unused", "initialized", "runtime_settings", "notes"} (and "task": the
-    settings). Pretraining-only tensors a fine-tuned checkpoint lacks (mask_emb, the LM bias)
-    keep their initial values and are listed in "initialized"; tensors no variable takes (a
-    head without `task`) in "unused"."""
+    """Assigns the checkpoint's tensors to `model` (built: an XLNetLMHeadModel or an
+    XLNetModel, or for a head read with `task` the task model its settings describe); returns
+    the report {"converted", "skipped", "unused", "initialized", "runtime_settings", "notes"}
+    (and "task": the settings). Pretraining-only tensors a fine-tuned checkpoint lacks
+    (mask_emb, the LM bias) keep their initial values and are listed in "initialized"; tensors
+    no variable takes (a head without `task`) in "unused"."""
     source, tensors = foreign.source, foreign.tensors
     notes = list(foreign.notes)
     if model.kind == "backbone":

@@ -26,9 +26,9 @@ from xlnet_tf2.conversion.convert_config import SOURCES, TARGETS
 from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES, save_huggingface
 from xlnet_tf2.models import pretrained, saving
 from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
-from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
-from xlnet_tf2.models.squad_model import SquadModel
+from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
+from xlnet_tf2.models.xlnet_multiple_choice import MultipleChoiceModel
+from xlnet_tf2.models.xlnet_question_answerer import SquadModel
 
 # The model class of each task a task.json (or xlnet-convert's --task) names.
 MODEL_CLASSES = {"classification": SequenceClassifier, "regression": SequenceClassifier,

@@ -48,8 +48,9 @@ def check_runtime(runtime: dict) -> dict:
     """`runtime` when it holds run-time settings only (the architecture is the directory's)."""
     architecture = sorted(k for k in runtime if k not in RUNTIME_KEYS)
     if architecture:
-        raise ValueError(f"from_pretrained takes run-time settings only ({', '.join(RUNTIME_KEYS)}); "
-                         f"{architecture} come from the model directory.")
+        raise ValueError(f"from_pretrained takes run-time settings only "
+                         f"({', '.join(RUNTIME_KEYS)}); {architecture} come from the model "
+                         "directory.")
     return runtime
 
 

@@ -14,7 +14,7 @@ holds a task model instead:
   task.json                              which head and how its inputs are laid out: `task`,
                                          `seq_len`, `summary_type`, `label_list`,
                                          `num_choices`, `n_best_size`, ... (the fine-tuning
-                                         runners' TaskSpec, xlnet_tf2/tasks/task_spec.py, which
+                                         runners' HeadSpec, xlnet_tf2/tasks/head_spec.py, which
                                          reads the same file)
 
 Nothing here builds a model or knows a model class: the caller gives the model (its `kind`
@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from typing import Optional, Tuple
+from typing import Optional
 
 import tensorflow as tf
 

@@ -1,5 +1,6 @@
-"""The base of the task models: the XLNet backbone (attribute `transformer`, so pretraining
-checkpoints and converted releases restore into it by the same object path) plus one head.
+"""`HeadModel`, the base of the models with a head: the XLNet backbone (attribute
+`transformer`, so pretraining checkpoints and converted releases restore into it by the same
+object path) plus one head.
 
 All inputs are batch-major dicts of int32 tensors with a static sequence length L (or the
 same entries as keywords, HuggingFace's `model(**batch)`):
@@ -57,7 +58,7 @@ def token_inputs(inputs) -> Dict[str, tf.Tensor]:
     return tokens
 
 
-class TaskModel(KeywordInputs, keras.Model):
+class HeadModel(KeywordInputs, keras.Model):
     """Shared plumbing: config echo, backbone call on the token inputs, the main output for
     compile's losses and metrics, HuggingFace's from_pretrained / save_pretrained."""
 
