@@ -24,7 +24,8 @@ import dataclasses
 from typing import Optional, Tuple
 
 from xlnet_tf2 import config_flags
-from xlnet_tf2.config_flags import RunConfigError, section, setting, with_defaults
+from xlnet_tf2.config_flags import (RunConfigError, check_declared, section, setting,
+                                    with_defaults)
 from xlnet_tf2.training.run_config import (DistributionConfig, DropoutConfig, LoopConfig,
                                            OptimizerConfig)
 
@@ -113,6 +114,7 @@ class FinetuneConfig:
     distribution: DistributionConfig = section(DistributionConfig)
 
     def __post_init__(self):
+        check_declared(self)  # the subclass's fields too: --task, --summary_type, ...
         for name in ("seq_len", "eval_batch_size", "eval_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
@@ -289,9 +291,6 @@ class RaceConfig(FinetuneConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if not self.train_path:
-            raise RunConfigError("--train_path is required: a RACE JSON file or a directory "
-                                 "of them.")
         if self.max_qa_length <= 0:
             raise RunConfigError(f"--max_qa_length must be positive, got {self.max_qa_length}.")
         # Question and option, two <sep>, <cls> and at least one article token.
