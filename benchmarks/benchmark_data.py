@@ -13,7 +13,7 @@ checks that both modes wrote the same bytes, and times build_pretrain_dataset (e
 The flags are the settings of `DataBenchmarkConfig` (benchmarks/tools/command_configs.py).
 """
 
-import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+import _paths  # noqa: E402,F401  (the checkout's root on sys.path)
 
 from xlnet_tf2 import cli
 

@@ -15,7 +15,7 @@ import json
 import os
 import sys
 
-import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+import _paths  # noqa: E402,F401  (the checkout's root on sys.path)
 
 from xlnet_tf2 import cli  # noqa: E402
 

@@ -18,7 +18,7 @@ from xlnet_tf2.locate import PretrainedNotFoundError
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixtures.hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
+from benchmarks.tools.hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
 from fixtures.task_files import train_tiny_spm  # noqa: E402
 from fixtures.tf1_checkpoints import original_tensors as _original_tensors  # noqa: E402
 from fixtures.tf1_checkpoints import tiny_config as _config  # noqa: E402

@@ -19,7 +19,7 @@ from xlnet_tf2.models.directories import convert_checkpoint
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from fixtures.hf_reference import hf_state_numpy, random_hf_model  # noqa: E402
+from benchmarks.tools.hf_reference import hf_state_numpy, random_hf_model  # noqa: E402
 from fixtures.paths import REPO_ROOT as REPO  # noqa: E402
 from fixtures.tf1_checkpoints import original_tensors as _original_tensors  # noqa: E402
 from fixtures.tf1_checkpoints import tiny_config as _config  # noqa: E402

@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from safetensors.numpy import load_file  # noqa: E402
 
-from fixtures.hf_reference import random_hf_model  # noqa: E402
+from benchmarks.tools.hf_reference import random_hf_model  # noqa: E402
 from fixtures.paths import REPO_ROOT as REPO  # noqa: E402
 from fixtures.task_files import train_tiny_spm  # noqa: E402
 from fixtures.tf1_checkpoints import tiny_config as _config  # noqa: E402

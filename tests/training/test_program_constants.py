@@ -25,7 +25,7 @@ from xlnet_tf2.data.finetune_batches import global_batches_fn
 from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
 from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
 from xlnet_tf2.tasks.losses import classification_loss
-from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from benchmarks.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import Trainer
 
 

@@ -99,7 +99,7 @@ class PretrainTask(Task):
       data: the training data: a `PretrainData` (prepared directories), or any object with its
         `shape`, `vocab_size`, `validate(layout)`, `dataset(global_batch_size, input_context=,
         start_step=, online_permutation=, seed=, micro_batches=)` and
-        `corrupt_record_locator(global_batch_size)` (e.g. tests/fixtures/synthetic_data.py).
+        `corrupt_record_locator(global_batch_size)` (e.g. benchmarks/tools/synthetic_data.py).
         None (a command's run): every manifest of --data_dir read once, and with them the
         architecture, held-out data and SentencePiece model resolved and checked.
       architecture: the model architecture (its run-time fields are ignored: they come from
