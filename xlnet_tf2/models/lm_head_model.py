@@ -12,7 +12,7 @@ from xlnet_tf2.models.xlnet_model import KeywordInputs, XLNetModel
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
-class XLNetLMHeadModel(KeywordInputs, keras.Model):
+class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
     """Backbone plus logits = hidden . word_embedding^T + lm_bias (weights tied).
 
     Call as `XLNetModel`; the returned dict adds `logits`, float32 [B, P or L, n_token]
@@ -31,35 +31,13 @@ class XLNetLMHeadModel(KeywordInputs, keras.Model):
                                        initializer="zeros")
         self.built = True
 
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
     kind = "lm"  # what the loaders and writers of models/pretrained.py see
-    presets = pretrained.ClassProperty(pretrained.presets)
-
-    @classmethod
-    def from_preset(cls, preset: str, **runtime) -> "XLNetLMHeadModel":
-        """keras-hub's constructor from a preset: one of `XLNetLMHeadModel.presets`, a hub
-        repository id, or a directory (ours, HuggingFace's or the original release's);
-        `runtime` sets run-time fields (mem_len=..., dropout=...). See models/pretrained.py."""
-        return pretrained.load_lm(cls, preset, **runtime)
 
     @classmethod
     def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetLMHeadModel":
         """transformers' name: `xlnet_tf2.from_pretrained(name_or_dir, **kwargs)`
         (models/pretrained.py's load_lm)."""
         return pretrained.load_lm(cls, name_or_dir, **kwargs)
-
-    def save_pretrained(self, output_dir: str, spm_model=None, *,
-                        format: str = "xlnet_tf2"):  # noqa: A002 - HF's keyword
-        """Writes this model for `from_pretrained`: our directory (format="xlnet_tf2") or
-        transformers' XLNetLMHeadModel directory (format="huggingface"); `spm_model` adds
-        the SentencePiece model. See `xlnet_tf2.save_pretrained`."""
-        return pretrained.save_pretrained(self, output_dir, spm_model, format=format)
 
     def call(self, inputs, training=None, output_hidden_states=False):
         outputs = dict(self.transformer(inputs, training=training,

@@ -86,6 +86,35 @@ class ClassProperty:
         return self.getter()
 
 
+class PretrainedModel:
+    """Mixin of XLNetModel and XLNetLMHeadModel (a subclass sets `kind` and its own
+    `from_pretrained`): the XLNetConfig they echo (`get_config` / `from_config`), keras-hub's
+    `presets` and `from_preset` (its `from_pretrained`), and HuggingFace's `save_pretrained`."""
+
+    presets = ClassProperty(presets)
+
+    def get_config(self):
+        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+    @classmethod
+    def from_preset(cls, preset: str, **runtime):
+        """keras-hub's name for `from_pretrained`: one of `presets`, a hub repository id, or a
+        directory (ours, HuggingFace's or the original release's); `runtime` sets run-time
+        fields (mem_len=..., dropout=...)."""
+        return cls.from_pretrained(preset, **runtime)
+
+    def save_pretrained(self, output_dir: str, spm_model: Optional[str] = None, *,
+                        format: str = "xlnet_tf2"):  # noqa: A002 - HF's keyword
+        """Writes this model for `from_pretrained`: our directory (format="xlnet_tf2") or the
+        transformers class of its `kind` (format="huggingface"); `spm_model` adds the
+        SentencePiece model. See `save_pretrained` below (`xlnet_tf2.save_pretrained`)."""
+        return save_pretrained(self, output_dir, spm_model, format=format)
+
+
 def _split(kwargs: dict, keys) -> dict:
     """The entries of `kwargs` named in `keys`, taken out of it."""
     return {k: kwargs.pop(k) for k in list(kwargs) if k in keys}

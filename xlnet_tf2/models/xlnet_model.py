@@ -112,7 +112,7 @@ def check_token_ids(input_ids: tf.Tensor, n_token: int, name: str = "input_ids")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
-class XLNetModel(KeywordInputs, keras.Model):
+class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
     """XLNet backbone (no head).
 
     Call with a dict (or with its entries as keywords, HuggingFace's `model(**batch)`):
@@ -179,16 +179,8 @@ class XLNetModel(KeywordInputs, keras.Model):
             block.build()
         self.built = True
 
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
     # ------------------------------------------------------------------ HuggingFace's names
     kind = "backbone"  # what the loaders and writers of models/pretrained.py see
-    presets = pretrained.ClassProperty(pretrained.presets)
 
     @classmethod
     def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetModel":
@@ -199,19 +191,6 @@ class XLNetModel(KeywordInputs, keras.Model):
         (load_weights, cache_dir, revision, local_files_only, run-time settings such as
         mem_len=...). See models/pretrained.py."""
         return pretrained.load_backbone(cls, name_or_dir, **kwargs)
-
-    @classmethod
-    def from_preset(cls, preset: str, **runtime) -> "XLNetModel":
-        """keras-hub's name for `from_pretrained` (one of `XLNetModel.presets`, a hub
-        repository id or a directory; `runtime` sets run-time fields)."""
-        return cls.from_pretrained(preset, **runtime)
-
-    def save_pretrained(self, output_dir: str, spm_model: Optional[str] = None, *,
-                        format: str = "xlnet_tf2") -> str:  # noqa: A002 - HF's keyword
-        """Writes this backbone for `from_pretrained`: our directory (format="xlnet_tf2") or
-        transformers' XLNetModel directory (format="huggingface"); `spm_model` adds the
-        SentencePiece model. See `xlnet_tf2.save_pretrained`."""
-        return pretrained.save_pretrained(self, output_dir, spm_model, format=format)
 
     # ------------------------------------------------------------------ call
     def call(self, inputs: Dict[str, tf.Tensor], training=None, output_hidden_states=False):

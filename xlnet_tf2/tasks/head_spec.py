@@ -16,6 +16,7 @@ import tensorflow as tf
 
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.tasks.finetune_config import check_squad_windows
 
 TASKS = run_dir.TASKS
 TASK_FILE = run_dir.TASK_FILE
@@ -69,12 +70,7 @@ class HeadSpec:
             raise RunConfigError(f"a classification model needs a label_list of at least 2 "
                                  f"labels, got {self.label_list!r}.")
         if self.task == "squad":
-            for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
-                if getattr(self, name) <= 0:
-                    raise RunConfigError(f"--{name} must be positive, got {getattr(self, name)}.")
-            if self.max_query_length + 4 > self.seq_len:
-                raise RunConfigError(f"--max_query_length={self.max_query_length} leaves no room "
-                                 f"for the document in --seq_len={self.seq_len}.")
+            check_squad_windows(self)
 
     def replace(self, **changes) -> "HeadSpec":
         return dataclasses.replace(self, **changes)
