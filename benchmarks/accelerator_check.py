@@ -22,7 +22,7 @@ import os
 import shutil
 import tempfile
 
-import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+import _paths  # noqa: E402,F401  (the checkout's root on sys.path)
 
 from xlnet_tf2 import cli, fileio
 

@@ -22,7 +22,7 @@ import tempfile
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+import _paths  # noqa: E402,F401  (the checkout's root on sys.path)
 
 from xlnet_tf2 import cli, fileio  # noqa: E402
 
@@ -42,9 +42,9 @@ def ours_step(c, model_dir):
     from xlnet_tf2.config import XLNetConfig
     from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
     from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-    from fixtures.synthetic_data import SyntheticPretrainData
+    from benchmarks.tools.synthetic_data import SyntheticPretrainData
     from xlnet_tf2.training.trainer import Trainer
-    from fixtures.synthetic_data import synthetic_pretrain_dataset
+    from benchmarks.tools.synthetic_data import synthetic_pretrain_dataset
 
     shape = DataShape(c.seq_len, c.reuse_len, c.num_predict, True)
     model_config = XLNetConfig.resolve(c.model_config)

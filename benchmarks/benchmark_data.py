@@ -19,7 +19,7 @@ cluster's start-up timed apart:
 The flags are the settings of `DataBenchmarkConfig` (benchmarks/tools/command_configs.py).
 """
 
-import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+import _paths  # noqa: E402,F401  (the checkout's root on sys.path)
 
 from xlnet_tf2 import cli
 

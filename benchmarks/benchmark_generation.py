@@ -23,7 +23,7 @@ import time
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+import _paths  # noqa: E402,F401  (the checkout's root on sys.path)
 
 from xlnet_tf2 import cli  # noqa: E402
 
@@ -90,7 +90,7 @@ def main(argv):
     threads = c.threads or os.cpu_count()
     tf.config.threading.set_intra_op_parallelism_threads(threads)
     torch.set_num_threads(threads)
-    from fixtures.hf_reference import ours_from_hf, random_hf_model
+    from benchmarks.tools.hf_reference import ours_from_hf, random_hf_model
 
     import xlnet_tf2
     from xlnet_tf2.models import generation

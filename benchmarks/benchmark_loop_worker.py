@@ -14,7 +14,7 @@ import os
 
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
 
-import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+import _paths  # noqa: E402,F401  (the checkout's root on sys.path)
 
 from xlnet_tf2 import cli, fileio  # noqa: E402
 

@@ -7,12 +7,12 @@ import os
 import sys
 from typing import Optional
 
-import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+import _paths  # noqa: E402,F401  (the checkout's root on sys.path)
 
 import numpy as np
 
 
-from fixtures.hf_reference import hf_config  # noqa: E402
+from benchmarks.tools.hf_reference import hf_config  # noqa: E402
 from benchmarks.tools.loop_benchmark import time_loops  # noqa: E402  (TensorFlow-free)
 
 

@@ -11,11 +11,10 @@ the run, and the first and last training losses; exits 1 unless the last held-ou
 `HeldOutReportConfig` (benchmarks/tools/command_configs.py).
 """
 
-import json
 import os
 import sys
 
-import _paths  # noqa: E402,F401  (the checkout's root and tests/ on sys.path)
+import _paths  # noqa: E402,F401  (the checkout's root on sys.path)
 
 from xlnet_tf2 import cli  # noqa: E402
 
@@ -33,8 +32,7 @@ def _records(path: str) -> list:
     if not os.path.exists(path):
         raise RunDirError(f"{path} does not exist: is --model_dir a pretraining run "
                                  "made with --record_steps and --eval_steps?")
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
+    return fileio.read_jsonl(path)
 
 
 def main(argv):

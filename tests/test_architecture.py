@@ -1,7 +1,9 @@
 """The shape of the code, checked: the floors of xlnet_tf2 never point up (the import-linter
 `layers` contract in pyproject.toml), no module of the package imports one of its own modules
-inside a function (the way an upward arrow or a circle hides), and no test module imports
-another (shared test code lives in tests/fixtures/ and conftest.py files)."""
+inside a function (the way an upward arrow or a circle hides), no test module imports
+another (shared test code lives in tests/fixtures/ and conftest.py files), and between the
+test suite and the benchmarks imports go one way: tests import benchmarks, never the
+reverse."""
 
 import ast
 import os
@@ -153,3 +155,19 @@ def test_the_package_imports_nothing_of_the_checkout():
     assert not offenders, "the library imports code that is not installed:\n" + "\n".join(
         f"  {p}:{line}: {name}" for p, line, name in offenders)
     assert not os.path.exists(os.path.join(PACKAGE, "tools")), "benchmark code belongs in benchmarks/"
+
+
+def test_the_benchmarks_never_import_the_test_suite():
+    """The tests import the benchmarks (they test the benchmarks' code and use its shared tools,
+    e.g. benchmarks/tools/hf_reference.py, synthetic_data.py); the benchmarks never import the
+    tests' code, nor put tests/ on sys.path."""
+    benchmarks = os.path.join(REPO_ROOT, "benchmarks")
+    test_names = {"tests", "fixtures", "conftest"} | {
+        os.path.basename(p)[:-3] for p in _python_files(TESTS)
+        if os.path.basename(p).startswith("test_")}
+    offenders = [(_relative(path), line, name) for path in _python_files(benchmarks)
+                 for line, name in sorted(_imported_top_names(path)) if name in test_names]
+    assert not offenders, "benchmarks importing the test suite (move what both use to " \
+        "benchmarks/tools/):\n" + "\n".join(f"  {p}:{line}: {name}" for p, line, name in offenders)
+    paths = open(os.path.join(benchmarks, "_paths.py"), encoding="utf-8").read()
+    assert '"tests"' not in paths and "'tests'" not in paths

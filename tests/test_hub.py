@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 import xlnet_tf2
-from xlnet_tf2.hub import PretrainedNotFoundError
+from xlnet_tf2.locate import PretrainedNotFoundError
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixtures.hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
+from benchmarks.tools.hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
 from fixtures.task_files import train_tiny_spm  # noqa: E402
 from fixtures.tf1_checkpoints import original_tensors as _original_tensors  # noqa: E402
 from fixtures.tf1_checkpoints import tiny_config as _config  # noqa: E402
@@ -134,7 +134,7 @@ def test_hub_errors_are_one_clear_line(monkeypatch, tmp_path):
 
 
 def test_release_names_are_architecture_presets():
-    from xlnet_tf2.hub import pretrained_config
+    from xlnet_tf2.models.pretrained import pretrained_config
 
     base = pretrained_config("xlnet-base-cased", mem_len=16)
     assert base.architecture() == dict(n_layer=12, d_model=768, n_head=12, d_head=64,
@@ -153,7 +153,7 @@ def test_release_name_without_local_copy_fails_fast_offline(tmp_path):
     script = ("import xlnet_tf2\n"
               "try:\n"
               "    xlnet_tf2.from_pretrained('xlnet-base-cased')\n"
-              "except xlnet_tf2.hub.PretrainedNotFoundError as e:\n"
+              "except xlnet_tf2.locate.PretrainedNotFoundError as e:\n"
               "    print('ERROR', e)\n")
     env = dict(ENV, HF_HUB_OFFLINE="1", HF_HOME=str(tmp_path / "hf_home"))
     start = time.time()

@@ -160,6 +160,8 @@ def test_every_command_has_a_console_script_and_a_script_file():
         script = _script_of(module.rsplit(".", 1)[1]).read_text(encoding="utf-8")
         assert f"from {module} import main\n" in script, script
         assert script.rstrip().endswith('if __name__ == "__main__":\n    main()'), script
+        # No usage of its own: --help from a checkout prints the command module's (cli.run).
+        assert ast.get_docstring(ast.parse(script)) is None, script
 
 
 def _setup_env_pip_calls(tmp_path, extra):

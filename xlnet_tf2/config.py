@@ -182,9 +182,6 @@ class XLNetConfig:
         """The architecture keys alone (what `xlnet_config.json` holds)."""
         return {k: getattr(self, k) for k in ARCHITECTURE_KEYS}
 
-    def same_architecture(self, other: "XLNetConfig") -> bool:
-        return self.architecture() == other.architecture()
-
     def to_json_string(self) -> str:
         """`xlnet_config.json` text: the architecture keys alone, as the original release."""
         return json.dumps(self.architecture(), indent=2, sort_keys=True) + "\n"

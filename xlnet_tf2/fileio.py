@@ -294,6 +294,15 @@ def write_json_atomically(path: str, value: Any) -> None:
     write_atomically(path, (json.dumps(value, indent=2, sort_keys=True) + "\n").encode())
 
 
+def read_jsonl(path: str) -> List[Any]:
+    """The JSON values of a JSON-lines file, one per non-empty line; [] when it does not exist
+    (a run that has not written it yet)."""
+    if not exists(path):
+        return []
+    with open_file(path, "r") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
 def read_json_object(path: str, error: Type[Exception] = ValueError, what: str = "",
                      fix: str = "") -> dict:
     """The JSON object stored in `path`. A missing file, a file that is not valid JSON (cut

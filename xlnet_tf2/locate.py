@@ -10,9 +10,9 @@ training checkpoints: a converted release, a pretraining or fine-tuning model_di
 "huggingface" (config.json with model.safetensors or pytorch_model.bin), "original" (the
 zihangdai/xlnet release: xlnet_model.ckpt.*, xlnet_config.json, spiece.model).
 
-Nothing here builds a model: `xlnet_tf2.from_pretrained` (hub.py) turns a resolved directory
-into one, and `XLNetTokenizer.from_pretrained` takes its spiece.model. The `huggingface_hub`
-package is imported only for a download; it is not a requirement of this library.
+Nothing here builds a model: models/pretrained.py turns a resolved directory into one, and
+`XLNetTokenizer.from_pretrained` takes its spiece.model. The `huggingface_hub` package is
+imported only for a download; it is not a requirement of this library.
 """
 
 

@@ -32,7 +32,7 @@ SPM_FILE = "spiece.model"
 SAVED_CHECKPOINT_PREFIX = "model.ckpt"
 TASK_FILE = "task.json"
 RUN_CONFIG_FILE = "run_config.json"
-# What a fine-tuned directory's task.json may say it is (tasks/task_spec.py, models/saving.py,
+# What a fine-tuned directory's task.json may say it is (tasks/head_spec.py, models/saving.py,
 # conversion's --task).
 TASKS = ("classification", "regression", "race", "squad")
 # A fine-tuning run's best evaluation: BEST_DIR/ckpt-N (a checkpoint directory with its own

@@ -58,7 +58,7 @@ import tensorflow as tf
 
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.models.saving import checkpoint_for
-from xlnet_tf2.tasks.pretraining import build_trainer, pretraining_task
+from xlnet_tf2.tasks.pretraining import PretrainTask, build_trainer
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from benchmarks.tools import step_export
 from benchmarks.tools.docstring_data import prepare_docstring_data
@@ -160,7 +160,7 @@ def _write_initial_weights(config: PretrainConfig, path: str) -> str:
     as the checkpoint both runs start from; returns its prefix. Seeded as the Trainer seeds
     its fresh models (--seed), so these are the weights --export_step exports."""
     keras.utils.set_random_seed(config.loop.seed)
-    model = pretraining_task(config).build_model()
+    model = PretrainTask(config).build_model()
     prefix = checkpoint_for(model).write(path)
     del model
     gc.collect()

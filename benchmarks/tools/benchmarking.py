@@ -21,8 +21,8 @@ from xlnet_tf2.training.optimization import create_optimizer
 from xlnet_tf2.models import XLNetModel
 from xlnet_tf2.prep.docstring_corpus import build_stdlib_corpus
 from xlnet_tf2.export.saved_model import ServingModule, export
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
-from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
+from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import train_sentencepiece
 
 
@@ -129,7 +129,7 @@ def export_features_saved_model(config: XLNetConfig, seq_len: int, workdir: str)
                                     model_prefix=os.path.join(workdir, "spiece"))
     model = SequenceClassifier(config, 1)
     model(model.dummy_inputs(seq_len))
-    return export(ServingModule("features", model, TaskSpec(task="classification", seq_len=seq_len),
+    return export(ServingModule("features", model, HeadSpec(task="classification", seq_len=seq_len),
                                 spm_model), os.path.join(workdir, "export"))
 
 

@@ -463,6 +463,7 @@ class PayoffConfig:
         "python_package task); default: this interpreter's.")
 
     def __post_init__(self):
+        check_declared(self)
         check_positive(self, "vocab_size", "seq_len", "n_layer", "d_model", "pretrain_steps",
                        "pretrain_batch_size", "pretrain_eval_every", "eval_batches",
                        "train_per_label", "dev_per_label", "test_per_label", "finetune_steps",

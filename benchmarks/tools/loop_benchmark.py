@@ -3,11 +3,11 @@
 process imports this module and must not carry TensorFlow's memory.
 
 Three contenders at one shape, on one corpus:
-  real loop     `run_pretraining` exactly as experiments/run_pretrain.py builds it: TFRecords
-                prepared by create_tfrecords from a docstring corpus, tf.data, the masks built
-                on the device, memory carried, dropout 0.1, bi_data, XLA, `steps_per_loop`,
-                logs and checkpoints at their default cadence (a log line and a checkpoint at
-                the last step) -- tools/loop_contenders.py run_real_loop;
+  real loop     `run_task(PretrainTask, config)` exactly as experiments/run_pretrain.py runs
+                it: TFRecords prepared by create_tfrecords from a docstring corpus, tf.data,
+                the masks built on the device, memory carried, dropout 0.1, bi_data, XLA,
+                `steps_per_loop`, logs and checkpoints at their default cadence (a log line
+                and a checkpoint at the last step) -- tools/loop_contenders.py run_real_loop;
   bare step     tools/benchmarking.py tf_pretrain_step: one jit-compiled training step on a
                 fixed batch with precomputed dense masks, called back to back
                 (loop_contenders.py run_bare_step);

@@ -23,12 +23,12 @@ import tensorflow as tf
 from xlnet_tf2.data.masks import dense_features
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data.pretrain_dataset import PretrainData
-from xlnet_tf2.tasks.pretraining import run_pretraining
+from xlnet_tf2.tasks.pretraining import PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from benchmarks.tools.benchmarking import Workload, make_batch, tf_pretrain_step
 from benchmarks.tools.docstring_data import prepare_docstring_data
 from benchmarks.tools.loop_benchmark import LoopSpec, contender_result, time_loops
-from xlnet_tf2.training.distribution import strategy_of
+from xlnet_tf2.training.run_task import run_task
 
 DENSE_BATCHES_FILE = "dense_batches.json"  # what dense_batches.npz was exported for (reuse)
 
@@ -116,7 +116,7 @@ def run_real_loop(spec: LoopSpec, model_dir: str) -> dict:
     """The pretraining run as experiments/run_pretrain.py runs it (fresh model_dir)."""
     shutil.rmtree(model_dir, ignore_errors=True)
     config = pretrain_config(spec, model_dir)
-    result = run_pretraining(config, strategy_of(config.distribution))
+    result = run_task(PretrainTask, config)
     finished = time.perf_counter()
     return contender_result(result.loops, finished, last_loss=result.steps[-1]["loss"])
 

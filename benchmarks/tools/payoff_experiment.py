@@ -26,7 +26,6 @@ recorded per stage.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import shutil
 import subprocess
@@ -229,8 +228,8 @@ class Experiment:
                 "record_steps": True, "seed": 0}, None)
             fileio.write_json_atomically(os.path.join(out, DONE),
                                          {"seconds": round(time.time() - start, 1)})
-        evals = _jsonl(os.path.join(out, "eval_results.jsonl"))
-        steps = _jsonl(os.path.join(out, "steps.jsonl"))
+        evals = fileio.read_jsonl(os.path.join(out, "eval_results.jsonl"))
+        steps = fileio.read_jsonl(os.path.join(out, "steps.jsonl"))
         return {"model_dir": out, "heldout": [{"step": e["step"], "loss": e["loss"]}
                                               for e in evals],
                 "train_loss": _smoothed([s["loss"] for s in steps]),
@@ -326,13 +325,6 @@ class Experiment:
 
 def _divisor_at_most(n: int, limit: int) -> int:
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
-
-
-def _jsonl(path: str) -> List[dict]:
-    if not os.path.exists(path):
-        return []
-    with open(path, encoding="utf-8") as f:
-        return [json.loads(line) for line in f if line.strip()]
 
 
 def _smoothed(losses: List[float], points: int = 50) -> List[dict]:

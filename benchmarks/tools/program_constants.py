@@ -6,7 +6,7 @@ the step's constants), read from the HLO TensorFlow hands to XLA.
   python -m benchmarks.tools.program_constants --stage=optimized_hlo --stored
 
 The real Trainer's step (`Trainer._step_fn`: forward, backward, clipping, AdamW) on synthetic
-pretraining batches (tests/fixtures/synthetic_data.py), bi_data, dropout 0.1; the CPU-only
+pretraining batches (benchmarks/tools/synthetic_data.py), bi_data, dropout 0.1; the CPU-only
 stored attention mask off as on a GPU unless --stored. Prints the total, the count over 64 KiB
 and 1 KiB, and the largest constants by shape.
 """
@@ -50,8 +50,7 @@ def main(argv=None) -> int:
                         help="the loop benchmark's 4 x 256 model, seq 128, batch 8")
     args = parser.parse_args(argv)
 
-    import benchmarks._paths  # noqa: F401  (tests/ on sys.path, for fixtures)
-    from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+    from benchmarks.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
     from xlnet_tf2.config import XLNetConfig
     from xlnet_tf2.layers import dropout
     from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask

@@ -44,10 +44,11 @@ def test_concept_rule_counts_code_not_imports_comments_or_strings(tmp_path):
 
 def test_floors_come_from_the_layers_contract():
     table = code_walk.floors()
-    assert code_walk.floor_of("commands/run_pretrain.py", table) == 10
-    assert code_walk.floor_of("hub.py", table) == code_walk.floor_of("training/trainer.py",
-                                                                     table) == 5
-    assert code_walk.floor_of("models/heads/squad_head.py", table) == 3
+    assert code_walk.floor_of("commands/run_pretrain.py", table) == max(table.values())
+    assert code_walk.floor_of("prep/encode.py", table) == code_walk.floor_of(
+        "training/trainer.py", table)
+    assert code_walk.floor_of("models/heads/squad_head.py", table) == code_walk.floor_of(
+        "models/pretrained.py", table) > code_walk.floor_of("layers/dropout.py", table)
     assert code_walk.floor_of("config.py", table) == code_walk.floor_of("fileio.py", table) == 1
     assert code_walk.floor_of("__init__.py", table) is None
 
@@ -120,7 +121,7 @@ def test_import_graph_of_the_real_tree():
     graph = code_walk.import_graph(code_walk.floors(), code_walk.PACKAGE)
     files = sum(name.endswith(".py") for _, _, names in os.walk(code_walk.PACKAGE)
                 for name in names)
-    assert graph["files"] == files and graph["floors"] == 10
+    assert graph["files"] == files and graph["floors"] == len(set(code_walk.floors().values()))
     assert graph["arrows"] > graph["files"]
     # Imports inside functions: only where the floors allow them (tests/test_architecture.py).
     assert all(m in ("xlnet_tf2", "xlnet_tf2.cli") or m.startswith("xlnet_tf2.commands")
@@ -142,7 +143,7 @@ def test_from_pretrained_walks_on_the_real_code():
     walks = code_walk.from_pretrained_walks(code_walk.floors())
     ours, hf = walks["our directory"], walks["HuggingFace directory"]
     for walk in (ours, hf):
-        assert walk["walk"][0] == "hub.py:from_pretrained"
+        assert walk["walk"][0].endswith(":from_pretrained")
         assert walk["calls"] >= walk["stops"] >= walk["files"] >= 2
         assert len(walk["file_list"]) == walk["files"]
     # A HuggingFace directory is converted on the way: a longer walk.

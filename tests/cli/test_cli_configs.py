@@ -5,7 +5,9 @@ TensorFlow starts)."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -18,10 +20,12 @@ from xlnet_tf2.conversion.convert_config import ConvertConfig
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.export.export_config import ExportConfig, ExtractConfig
 from xlnet_tf2.prep.prep_config import CorpusConfig, PrepConfig, SentencePieceConfig
-from xlnet_tf2.tasks.finetune_config import RaceConfig, SquadConfig
-from benchmarks.tools.command_configs import (BaseStepBenchmarkConfig, BenchmarkConfig,
-                                              DataBenchmarkConfig, GenerationBenchmarkConfig,
-                                              ScaleReportConfig)
+from xlnet_tf2.tasks.finetune_config import ClassificationConfig, RaceConfig, SquadConfig
+from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from benchmarks.tools.command_configs import (AcceleratorCheckConfig, BaseStepBenchmarkConfig,
+                                              BenchmarkConfig, DataBenchmarkConfig,
+                                              GenerationBenchmarkConfig, HeldOutReportConfig,
+                                              LoopWorkerConfig, PayoffConfig, ScaleReportConfig)
 
 ROOT = next(p for p in Path(__file__).resolve().parents if (p / "data_prep").is_dir())
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
@@ -215,3 +219,68 @@ def _one_error_line(args):
 ])
 def test_a_bad_value_is_one_line_naming_the_flag(args, expected):
     assert _one_error_line(args).startswith(expected)
+
+
+# Every command's configuration tree (the benchmarks' commands included), with settings it
+# accepts as they are.
+TREES = {
+    PrepConfig: dict(input=("a.txt",), output_dir="o"),
+    SentencePieceConfig: dict(input=("c.txt",), model_prefix="p"),
+    CorpusConfig: dict(output="c.txt"),
+    ConvertConfig: dict(source="original", checkpoint="c", output_dir="o"),
+    ExportConfig: dict(model_dir="m", task="features", export_dir="e"),
+    ExtractConfig: dict(model_dir="m", input_file="t", output_file="f.npz"),
+    PretrainConfig: dict(data_dir=("d",), model_dir="m"),
+    ClassificationConfig: dict(model_dir="m"),
+    SquadConfig: dict(model_dir="m"),
+    RaceConfig: dict(model_dir="m", train_path="t"),
+    AcceleratorCheckConfig: dict(),
+    BenchmarkConfig: dict(),
+    BaseStepBenchmarkConfig: dict(),
+    DataBenchmarkConfig: dict(),
+    GenerationBenchmarkConfig: dict(),
+    LoopWorkerConfig: dict(role="real", spec="s.json", output="o.json"),
+    HeldOutReportConfig: dict(model_dir="m", data_dir="d", eval_dir="e", global_batch_size=8),
+    PayoffConfig: dict(),
+    ScaleReportConfig: dict(),
+}
+
+
+def _declared_leaves(cls):
+    """(flag name, field) of every leaf of a tree that declares `choices` or `required`."""
+    for field in dataclasses.fields(cls):
+        if "section" in field.metadata:
+            yield from _declared_leaves(field.metadata["section"])
+        elif field.metadata.get("choices") or field.metadata.get("required"):
+            yield field.name, field
+
+
+def test_every_command_tree_is_listed():
+    defined = set()
+    for folder in (ROOT / "xlnet_tf2" / "commands", ROOT / "benchmarks"):
+        for path in folder.glob("*.py"):
+            defined |= set(re.findall(r"^define_flags\((\w+)\)", path.read_text(), re.M))
+    assert defined == {tree.__name__ for tree in TREES}
+
+
+@pytest.mark.parametrize("tree", [t for t in TREES if any(_declared_leaves(t))],
+                         ids=lambda tree: tree.__name__)
+def test_every_tree_checks_its_declared_choices_at_construction(tree):
+    """A library caller (from_flat, the dataclass) gets the command line's check: a value
+    outside a setting's choices, or a required setting left out, is an error naming the flag
+    when the tree is built, not later in the code that reads it."""
+    base = TREES[tree]
+    from_flat(tree, base)
+    for name, field in _declared_leaves(tree):
+        if field.metadata.get("choices"):
+            with pytest.raises(ValueError, match=f"--{name}"):
+                from_flat(tree, {**base, name: "bogus"})
+        if field.metadata.get("required"):
+            with pytest.raises(ValueError, match=f"--{name}"):
+                from_flat(tree, {**base, name: None})
+
+
+def test_pretraining_refuses_an_unknown_factorization_order():
+    with pytest.raises(RunConfigError, match="--factorization_order must be one of "
+                                             "permutation, left_to_right; got 'bogus'"):
+        PretrainConfig.flat(data_dir=("d",), model_dir="m", factorization_order="bogus")

@@ -9,12 +9,13 @@ import numpy as np
 import pytest
 
 import xlnet_tf2
-from xlnet_tf2.conversion import WeightMismatchError, convert_checkpoint
+from xlnet_tf2.conversion import WeightMismatchError
+from xlnet_tf2.models.directories import convert_checkpoint
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixtures.hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
+from benchmarks.tools.hf_reference import hf_state_numpy, random_hf_model, run_hf  # noqa: E402
 from fixtures.paths import REPO_ROOT as REPO  # noqa: E402
 from fixtures.tf1_checkpoints import original_tensors as _original_tensors  # noqa: E402
 from fixtures.tf1_checkpoints import tiny_config as _config  # noqa: E402
@@ -66,7 +67,7 @@ def test_safetensors_converts_without_torch(tmp_path):
     # A fresh interpreter where importing torch fails.
     script = (
         "import sys; sys.modules['torch'] = None\n"
-        "from xlnet_tf2.conversion import convert_checkpoint\n"
+        "from xlnet_tf2.models.directories import convert_checkpoint\n"
         f"convert_checkpoint('huggingface', {str(tmp_path / 'hf')!r}, {str(tmp_path / 'out')!r})\n"
         "import xlnet_tf2\n"
         f"m = xlnet_tf2.load_pretrained({str(tmp_path / 'out')!r})\n"

@@ -12,13 +12,14 @@ import sys
 import numpy as np
 import pytest
 
-from xlnet_tf2.conversion import TaskOptions, WeightMismatchError, convert_checkpoint
-from xlnet_tf2.models import saving
+from xlnet_tf2.conversion import TaskOptions, WeightMismatchError
+from xlnet_tf2.models import directories
+from xlnet_tf2.models.directories import convert_checkpoint
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from fixtures.hf_reference import hf_state_numpy, random_hf_model  # noqa: E402
+from benchmarks.tools.hf_reference import hf_state_numpy, random_hf_model  # noqa: E402
 from fixtures.paths import REPO_ROOT as REPO  # noqa: E402
 from fixtures.tf1_checkpoints import original_tensors as _original_tensors  # noqa: E402
 from fixtures.tf1_checkpoints import tiny_config as _config  # noqa: E402
@@ -135,7 +136,7 @@ def test_original_head_converts_and_computes_the_original_math(tmp_path, hf, tas
     assert report["unused"] == []
     assert report["initialized"] == ["model/transformer/mask_emb/mask_emb"]
     assert any(name.endswith("/adam_m") for name in report["skipped"])
-    model, settings = saving.load_task_directory(str(tmp_path / "ours"))
+    model, settings = directories.load_task_directory(str(tmp_path / "ours"))
     assert settings["task"] == task and settings["seq_len"] == L
     if task == "squad":
         inputs = _inputs(7)

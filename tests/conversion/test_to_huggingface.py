@@ -13,14 +13,15 @@ import numpy as np
 import pytest
 
 import xlnet_tf2
-from xlnet_tf2.conversion import TaskOptions, WeightMismatchError, convert_checkpoint
-from xlnet_tf2.models import saving
+from xlnet_tf2.conversion import TaskOptions, WeightMismatchError
+from xlnet_tf2.models import directories
+from xlnet_tf2.models.directories import convert_checkpoint
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 from safetensors.numpy import load_file  # noqa: E402
 
-from fixtures.hf_reference import random_hf_model  # noqa: E402
+from benchmarks.tools.hf_reference import random_hf_model  # noqa: E402
 from fixtures.paths import REPO_ROOT as REPO  # noqa: E402
 from fixtures.task_files import train_tiny_spm  # noqa: E402
 from fixtures.tf1_checkpoints import tiny_config as _config  # noqa: E402
@@ -117,7 +118,7 @@ def hf_tasks(tmp_path_factory):
 @pytest.mark.parametrize("task", ["classification", "regression", "race"])
 def test_hf_task_heads_convert_and_come_back(hf_tasks, task, tmp_path):
     hf, directory, settings = hf_tasks[task]
-    model, read = saving.load_task_directory(str(directory / "ours"))
+    model, read = directories.load_task_directory(str(directory / "ours"))
     assert read == settings and settings["seq_len"] == L
     if task == "classification":
         assert settings["label_list"] == ["neg", "neutral", "pos"]
@@ -145,7 +146,7 @@ def test_squad_head_matches_xlnet_for_question_answering(hf_tasks, tmp_path):
     inference HF's *_log_probs are probabilities and its end beam is end-rank major."""
     hf, directory, settings = hf_tasks["squad"]
     assert settings["n_best_size"] == 5
-    model, _ = saving.load_task_directory(str(directory / "ours"))
+    model, _ = directories.load_task_directory(str(directory / "ours"))
     inputs = _inputs(4)
     p_mask = np.zeros((B, L), np.int32)
     p_mask[:, 6:] = 1
@@ -195,7 +196,7 @@ def test_converted_task_directory_is_an_export_model_dir(hf_tasks, tmp_path):
     shutil.copytree(directory / "ours", model_dir)
     shutil.copy(train_tiny_spm(str(tmp_path)), model_dir / "spiece.model")
     model, spec, _ = load_task_model(str(model_dir), "classification")
-    ours, _ = saving.load_task_directory(str(directory / "ours"))
+    ours, _ = directories.load_task_directory(str(directory / "ours"))
     inputs = _inputs(5)
     assert spec.label_list == ["neg", "neutral", "pos"] and spec.seq_len == L
     np.testing.assert_array_equal(model(inputs)["logits"].numpy(), ours(inputs)["logits"].numpy())

@@ -85,7 +85,7 @@ def test_generic_checker_agrees_with_hand_worked_case():
 
 def test_offline_ranks_are_block_permutations():
     keys = np.arange(4000, dtype=np.uint64)
-    ranks = sample_ranks_batch(keys, 16, 8, 4)
+    ranks = sample_ranks_batch(keys, 16, 4)
     for row in ranks:
         for start in range(0, 16, 4):
             assert sorted(row[start:start + 4]) == list(range(start, start + 4))
@@ -94,7 +94,7 @@ def test_offline_ranks_are_block_permutations():
         counts = np.bincount(ranks[:, position] % 4, minlength=4)
         assert np.all(np.abs(counts - 1000) < 5 * np.sqrt(4000 * 0.25 * 0.75)), counts
     # A pure function of the key: one example at a time gives the same rows.
-    np.testing.assert_array_equal(sample_ranks_batch(keys[7:8], 16, 8, 4), ranks[7:8])
+    np.testing.assert_array_equal(sample_ranks_batch(keys[7:8], 16, 4), ranks[7:8])
 
 
 def test_online_ranks_are_block_permutations_and_seeded():

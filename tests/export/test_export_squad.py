@@ -107,7 +107,7 @@ def test_in_graph_normalization_and_token_spans_equal_offline(tmp_path):
 
 def _tiny_squad_model(spec, seed=0):
     from xlnet_tf2.config import XLNetConfig
-    from xlnet_tf2.models.squad_model import SquadModel
+    from xlnet_tf2.models.xlnet_question_answerer import SquadModel
 
     tf.keras.utils.set_random_seed(seed)
     config = XLNetConfig.preset("tiny", dropout=0.0, dropatt=0.0, mem_len=0, n_token=500)
@@ -122,7 +122,7 @@ def test_served_whole_context_answers_equal_offline_predictions(tmp_path, versio
     from xlnet_tf2.export.saved_model import ServingModule, export
     from xlnet_tf2.tasks import squad
     from xlnet_tf2.tasks.classification import predict
-    from xlnet_tf2.tasks.task_spec import TaskSpec
+    from xlnet_tf2.tasks.head_spec import HeadSpec
     from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, preprocess_text
 
     spm = train_tiny_spm(str(tmp_path))
@@ -130,7 +130,7 @@ def test_served_whole_context_answers_equal_offline_predictions(tmp_path, versio
     dataset = squad_dataset(["email", "json"], version_2, seed=5, max_paragraphs=10)
     path = tmp_path / "dev.json"
     path.write_text(json.dumps(dataset), encoding="utf-8")
-    spec = TaskSpec(task="squad", seq_len=64, layout="squad", doc_stride=24,
+    spec = HeadSpec(task="squad", seq_len=64, layout="squad", doc_stride=24,
                     max_query_length=12, max_answer_length=16, n_best_size=4,
                     version_2_with_negative=version_2, null_score_threshold=0.0)
     model = _tiny_squad_model(spec)

@@ -28,7 +28,7 @@ def _converted_like_dir(directory):
     import shutil
 
     from xlnet_tf2.config import XLNetConfig
-    from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+    from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
 
     spm = train_tiny_spm(directory)
     model_dir = os.path.join(directory, "backbone")

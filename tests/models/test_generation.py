@@ -17,7 +17,7 @@ from xlnet_tf2.models import generation
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixtures.hf_reference import ours_from_hf, random_hf_model  # noqa: E402
+from benchmarks.tools.hf_reference import ours_from_hf, random_hf_model  # noqa: E402
 
 V, P, N = 97, 7, 16
 

@@ -11,7 +11,7 @@ import xlnet_tf2
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixtures.hf_reference import ours_from_hf, random_hf_model  # noqa: E402
+from benchmarks.tools.hf_reference import ours_from_hf, random_hf_model  # noqa: E402
 
 B, L, P, V = 2, 9, 3, 97
 

@@ -103,7 +103,7 @@ def test_golden_numbers_are_huggingfaces(case):
     XLNet computes on the same weights and inputs."""
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    from fixtures.hf_reference import hf_from_ours, run_hf
+    from benchmarks.tools.hf_reference import hf_from_ours, run_hf
 
     model = seeded_model(case)
     theirs = run_hf(hf_from_ours(model, model.config), dict(case.inputs))

@@ -12,7 +12,7 @@ import xlnet_tf2
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from fixtures.hf_reference import ours_from_hf, random_hf_model, run_hf  # noqa: E402
+from benchmarks.tools.hf_reference import ours_from_hf, random_hf_model, run_hf  # noqa: E402
 
 TOL = 1e-4
 B, L, P = 4, 12, 5

@@ -123,29 +123,38 @@ def test_attention_mask_may_be_left_out(tokenizer):
                                   classifier(without)["logits"].numpy())
 
 
-def test_compile_with_metrics_fits_and_evaluates_on_the_logits(tokenizer):
+# compile as Keras documents it for a one-output model, and keyed by output name as for a model
+# with named outputs (loss={"logits": ...}, metrics={"logits": [...]}, labels {"logits": y}):
+# the outputs given no loss (pooled, hidden) are not asked for one.
+@pytest.mark.parametrize("loss_by_output, metrics_by_output, labels_by_output",
+                         [(False, False, False), (True, True, False), (True, True, True),
+                          (False, True, True)],
+                         ids=["plain", "loss-dict", "loss-and-labels-dict", "labels-dict"])
+def test_compile_with_metrics_fits_and_evaluates_on_the_logits(
+        tokenizer, loss_by_output, metrics_by_output, labels_by_output):
     batch = _batch(tokenizer)
     labels = np.array([0, 1, 1, 0])
     classifier = SequenceClassifier(_config(), 2)
+    loss_fn = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     classifier.compile(optimizer=keras.optimizers.Adam(1e-3),
-                       loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                       metrics=["accuracy"])
+                       loss={"logits": loss_fn} if loss_by_output else loss_fn,
+                       metrics={"logits": ["accuracy"]} if metrics_by_output else ["accuracy"])
+    y = {"logits": labels} if labels_by_output else labels
     untrained = classifier(batch)["logits"].numpy()
     before = [w.numpy().copy() for w in classifier.head.trainable_weights]
     assert before
     with warnings.catch_warnings():  # no "Gradients do not exist for mask_emb" on each step
         warnings.simplefilter("error", UserWarning)
-        history = classifier.fit(batch, labels, batch_size=4, epochs=1, verbose=0)
+        history = classifier.fit(batch, y, batch_size=4, epochs=1, verbose=0)
     assert set(history.history) == {"loss", "accuracy"}
     assert np.isfinite(history.history["loss"][0])
     assert any(np.abs(b - a.numpy()).max() > 0 for b, a in
                zip(before, classifier.head.trainable_weights))
-    loss, accuracy = classifier.evaluate(batch, labels, batch_size=4, verbose=0)
+    loss, accuracy = classifier.evaluate(batch, y, batch_size=4, verbose=0)
     logits = classifier(batch)["logits"].numpy()
     assert np.abs(logits - untrained).max() > 1e-5
     assert accuracy == pytest.approx(np.mean(logits.argmax(-1) == labels))
-    expected = keras.losses.SparseCategoricalCrossentropy(from_logits=True)(labels, logits)
-    assert loss == pytest.approx(float(expected), rel=1e-5)
+    assert loss == pytest.approx(float(loss_fn(labels, logits)), rel=1e-5)
     # predict returns every output, as a call does
     predicted = classifier.predict(batch, verbose=0)
     np.testing.assert_allclose(predicted["logits"], logits, rtol=1e-5, atol=1e-6)

@@ -66,13 +66,13 @@ def test_squad_windows_tokenized_once_and_rebuilt_identically(tmp_path, monkeypa
     from fixtures.squad_data import write_squad
     from xlnet_tf2.tasks import squad
     from xlnet_tf2.tasks import squad_data
-    from xlnet_tf2.tasks.task_spec import TaskSpec
+    from xlnet_tf2.tasks.head_spec import HeadSpec
     from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
     tokenizer = SentencePieceTokenizer.from_file(train_tiny_spm(str(tmp_path)))
     path = write_squad(os.path.join(str(tmp_path), "squad.json"), ["email", "json"], True,
                        seed=2, max_paragraphs=8)
-    spec = TaskSpec(task="squad", seq_len=64, layout="squad", doc_stride=24,
+    spec = HeadSpec(task="squad", seq_len=64, layout="squad", doc_stride=24,
                     max_query_length=12, version_2_with_negative=True)
     cache = str(tmp_path / "cache")
     calls = []

@@ -20,7 +20,7 @@ def _tiny(n_layer=3):
 def _update_sizes(layer_decay):
     import keras
 
-    from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+    from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
     from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
     from xlnet_tf2.training.trainer import Trainer
 
@@ -64,7 +64,7 @@ def test_layer_decay_gives_lower_layers_smaller_updates():
 
 def test_layer_multipliers_are_structural():
     from xlnet_tf2.training.layer_decay import layer_lr_multipliers
-    from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+    from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
 
     model = SequenceClassifier(_tiny(), 2)
     model(model.dummy_inputs(8))

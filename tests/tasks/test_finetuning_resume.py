@@ -6,7 +6,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.data.finetune_batches import global_batches_fn
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
 from xlnet_tf2.tasks.losses import classification_loss
 from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
 from xlnet_tf2.training.trainer import Trainer

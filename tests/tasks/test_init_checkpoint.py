@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf2
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
 from xlnet_tf2.tasks.finetuning import init_backbone
 from xlnet_tf2.training.checkpointing import load_model_weights
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from benchmarks.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import Trainer
 
 L, R, M, P, B = 512, 256, 384, 85, 2

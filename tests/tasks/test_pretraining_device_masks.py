@@ -14,7 +14,7 @@ from xlnet_tf2.tasks.pretraining import (LOSS_FEATURES, MODEL_FEATURES, DataShap
                                          PretrainTask)
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from benchmarks.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import Trainer
 from xlnet_tf2.prep.docstring_corpus import build_stdlib_corpus
 from xlnet_tf2.data.params import DataParams

@@ -10,7 +10,7 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
-from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from benchmarks.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import DataExhaustedError, Trainer
 
 SHAPE = DataShape(seq_len=16, reuse_len=8, num_predict=4, bi_data=True)

@@ -14,7 +14,7 @@ from xlnet_tf2.layers.attention_op import CUDNN_BACKWARD, CUDNN_FORWARD
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.training.trainer import Trainer
-from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from benchmarks.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 
 SEQ, LAYERS = 16, 2
 

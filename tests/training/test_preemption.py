@@ -15,7 +15,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.data.finetune_batches import global_batches_fn
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
 from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
 from xlnet_tf2.tasks.losses import classification_loss
 from xlnet_tf2.training import preemption

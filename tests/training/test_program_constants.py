@@ -22,10 +22,10 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.data.finetune_batches import global_batches_fn
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
 from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
 from xlnet_tf2.tasks.losses import classification_loss
-from fixtures.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
+from benchmarks.tools.synthetic_data import SyntheticPretrainData, synthetic_pretrain_dataset
 from xlnet_tf2.training.trainer import Trainer
 
 

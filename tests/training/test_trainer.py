@@ -25,7 +25,7 @@ FINETUNE_RUN = textwrap.dedent("""
     import numpy as np
     import tensorflow as tf
     from xlnet_tf2.config import XLNetConfig
-    from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+    from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
     from xlnet_tf2.tasks.losses import classification_loss
     from xlnet_tf2.tasks.finetuning import FinetuneConfig, FinetuneTask
     from xlnet_tf2.training.trainer import Trainer

@@ -40,7 +40,8 @@ define_flags(ConvertConfig)
 def run(argv):
     cli.no_arguments(argv)
     config = config_from_flags(ConvertConfig)  # a bad setting stops here, before TensorFlow
-    from xlnet_tf2.conversion.convert import TaskOptions, convert_checkpoint, describe_report
+    from xlnet_tf2.conversion.convert import TaskOptions, describe_report
+    from xlnet_tf2.models.directories import convert_checkpoint
 
     task = None
     if config.task:

@@ -26,15 +26,10 @@ define_flags(ClassificationConfig)
 def run(argv):
     del argv
     config = config_from_flags(ClassificationConfig)
-    if config.loop.deterministic:  # before anything starts TensorFlow's runtime: reading
-        from xlnet_tf2.training import determinism  # TFDS or caching features runs ops
-
-        determinism.enable()
     from xlnet_tf2.tasks.classification import ClassificationTask
-    from xlnet_tf2.training.distribution import strategy_of
+    from xlnet_tf2.training.run_task import run_task
 
-    strategy = strategy_of(config.distribution)
-    print(ClassificationTask(config, strategy).run(strategy).summary(), flush=True)
+    print(run_task(ClassificationTask, config).summary(), flush=True)
 
 
 def main() -> None:

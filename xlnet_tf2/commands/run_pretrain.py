@@ -25,18 +25,11 @@ define_flags(PretrainConfig)
 def run(argv):
     cli.no_arguments(argv)
     config = config_from_flags(PretrainConfig)
-    if config.loop.deterministic:  # before anything starts TensorFlow's runtime
-        from xlnet_tf2.training import determinism
-        determinism.enable()
-    from xlnet_tf2.tasks.pretraining import run_pretraining
-    from xlnet_tf2.training.distribution import strategy_of
+    from xlnet_tf2.tasks.pretraining import PretrainTask
+    from xlnet_tf2.training.run_task import run_task
 
-    # Before anything else: multi-worker and TPU strategies need a fresh runtime. A diverged
-    # loss or exhausted data stops the run with status 3 (cli.STOPPED_ERRORS).
-    result = run_pretraining(config, strategy_of(config.distribution))
-    last = result.steps[-1]["loss"] if result.steps else float("nan")
-    print(f"Finished at step {result.final_step} (started at {result.start_step}); "
-          f"last loss {last:.4f}; model_dir {config.model_dir}", flush=True)
+    # A diverged loss or exhausted data stops the run with status 3 (cli.STOPPED_ERRORS).
+    print(run_task(PretrainTask, config).summary(), flush=True)
     return 0
 
 

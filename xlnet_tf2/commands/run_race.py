@@ -20,14 +20,10 @@ define_flags(RaceConfig)
 def run(argv):
     del argv
     config = config_from_flags(RaceConfig)
-    if config.loop.deterministic:  # before anything starts TensorFlow's runtime: caching
-        from xlnet_tf2.training import determinism  # features runs ops
-
-        determinism.enable()
     from xlnet_tf2.tasks.race import RaceTask
-    from xlnet_tf2.training.distribution import strategy_of
-    strategy = strategy_of(config.distribution)
-    print(RaceTask(config, strategy).run(strategy).summary(), flush=True)
+    from xlnet_tf2.training.run_task import run_task
+
+    print(run_task(RaceTask, config).summary(), flush=True)
 
 
 def main() -> None:

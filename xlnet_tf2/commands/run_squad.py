@@ -28,18 +28,13 @@ define_flags(SquadConfig)
 def run(argv):
     del argv
     config = config_from_flags(SquadConfig)
-    if config.loop.deterministic:  # before anything starts TensorFlow's runtime: caching
-        from xlnet_tf2.training import determinism  # features runs ops
-
-        determinism.enable()
     from xlnet_tf2.tasks import squad
-    from xlnet_tf2.training.distribution import strategy_of
+    from xlnet_tf2.training.run_task import run_task
 
     if not config.do_train:
         print(json.dumps(squad.predict_only(config), indent=2), flush=True)
         return
-    strategy = strategy_of(config.distribution)
-    print(squad.SquadTask(config, strategy).run(strategy).summary(), flush=True)
+    print(run_task(squad.SquadTask, config).summary(), flush=True)
 
 
 def main() -> None:

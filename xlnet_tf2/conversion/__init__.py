@@ -1,5 +1,8 @@
-"""Checkpoint conversion between the original TF1 release, HuggingFace and our format, task
-heads included (convert.py, head_maps.py, to_huggingface.py).
+"""The checkpoint formats of the original TF1 release and HuggingFace, and their maps onto our
+models' variables, task heads included: reading one into a model the caller built
+(convert.py: `read_foreign`, `fill`), writing HuggingFace's (to_huggingface.py). Nothing here
+imports a model class: models/pretrained.py loads through it, and models/directories.py's
+`convert_checkpoint` is xlnet-convert's directory job.
 
 Every public name is imported on first use: the command's settings
 (xlnet_tf2.conversion.convert_config) load without TensorFlow, so `--help` stays fast.
@@ -12,7 +15,9 @@ _LAZY = {
     "SOURCES": "xlnet_tf2.conversion.convert_config",
     "TARGETS": "xlnet_tf2.conversion.convert_config",
     "TaskOptions": "xlnet_tf2.conversion.convert",
-    "convert_checkpoint": "xlnet_tf2.conversion.convert",
+    "describe_report": "xlnet_tf2.conversion.convert",
+    "fill": "xlnet_tf2.conversion.convert",
+    "read_foreign": "xlnet_tf2.conversion.convert",
     "CheckpointReadError": "xlnet_tf2.conversion.readers",
     "read_huggingface_directory": "xlnet_tf2.conversion.readers",
     "read_original_checkpoint": "xlnet_tf2.conversion.readers",

@@ -1,11 +1,15 @@
-"""Converts checkpoints between the original TF1 release, HuggingFace and our format.
+"""Reading a released checkpoint into one of our models: the original TF1 release or a
+HuggingFace directory, a pretrained model or a fine-tuned one with its head.
 
-  source original / huggingface, target xlnet_tf2: a pretrained model -> our LM directory
-    (models/saving.py); with `task`, a fine-tuned one -> a task directory, head included
-    (task.json + ckpt-0), which fine-tuning's evaluation and export read as a model_dir.
-  source xlnet_tf2 (our LM, pretraining or task directory), target huggingface: the
-    HuggingFace layout (to_huggingface.py). original/huggingface -> huggingface goes through
-    our format.
+    foreign = read_foreign("huggingface", directory, task=TaskOptions("classification"))
+    model = SomeModelClass(foreign.config, ...)     # the caller builds the model (task.json
+    report = fill(model, foreign)                   # settings: foreign.settings)
+
+`read_foreign` reads the architecture, the tensors and, with `task`, what the head is (task.json
+settings, checked against the checkpoint); `fill` assigns every tensor to the model's variable
+by the weight maps (weight_maps.py, head_maps.py) and reports what it did. Building the model
+and writing our directories is models/' (models/pretrained.py loads, models/directories.py
+converts a directory for xlnet-convert); nothing here imports a model class.
 """
 
 from __future__ import annotations
@@ -13,24 +17,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import shutil
-import sys
-import tempfile
-from typing import List, Optional
+from typing import Dict, List, Optional
 
-from xlnet_tf2 import fileio, run_dir
-from xlnet_tf2.config_flags import RunConfigError
+import numpy as np
+
+from xlnet_tf2 import run_dir
 from xlnet_tf2.config import ConfigError, XLNetConfig
 from xlnet_tf2.conversion import head_maps
-from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN, SOURCES, TARGETS
-from xlnet_tf2.conversion.readers import (CheckpointReadError, read_huggingface_directory,
-                                          read_json, read_original_checkpoint)
-from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES, model_kind, save_huggingface
+from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN
+from xlnet_tf2.conversion.readers import (read_huggingface_directory, read_json,
+                                          read_original_checkpoint)
+from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES, HF_CONFIG
 from xlnet_tf2.conversion.weight_maps import (WeightMismatchError, assign_weights, extra_layers,
                                               huggingface_backbone_map, huggingface_weight_map,
                                               original_backbone_map, original_weight_map)
-from xlnet_tf2.models import XLNetLMHeadModel
-from xlnet_tf2.models import saving
 
 # Why a tensor a fine-tuned checkpoint lacks does not matter, for the report.
 _OPTIONAL_REASON = {
@@ -45,7 +45,7 @@ _LAYER_PATTERNS = {"original": r"model/transformer/layer_(\d+)/",
 class TaskOptions:
     """What a fine-tuned checkpoint's head is and how its inputs were laid out (task.json).
 
-    task: one of saving.TASKS. seq_len: default DEFAULT_SEQ_LEN[task]. label_list:
+    task: one of run_dir.TASKS. seq_len: default DEFAULT_SEQ_LEN[task]. label_list:
     classification label names in id order (default: the HuggingFace config's id2label, else
     "0".."n-1"). summary_type: the original's --summary_type (HuggingFace configs say theirs).
     cls_scope: the original's classification_<scope> / regression_<scope> (default: the only
@@ -60,92 +60,43 @@ class TaskOptions:
     num_choices: int = 4
 
     def __post_init__(self):
-        if self.task not in saving.TASKS:
-            raise ValueError(f"--task must be one of {saving.TASKS}, got {self.task!r}.")
+        if self.task not in run_dir.TASKS:
+            raise ValueError(f"--task must be one of {run_dir.TASKS}, got {self.task!r}.")
 
 
-# Files that make a directory a training run or prepared data: conversion never writes there.
-_RUN_FILES = (run_dir.RUN_CONFIG_FILE, "attempts.jsonl", "record_info.json",
-              run_dir.BEST_EVAL_FILE)
+@dataclasses.dataclass
+class ForeignCheckpoint:
+    """A released checkpoint as read: `config` its architecture (run-time fields default),
+    `settings` the task.json of its head (None: a pretrained model, no head read), `tensors`
+    by their stored names, `runtime` the run-time settings of a HuggingFace config (not part
+    of the architecture), `skipped` optimizer/step variables, `notes` for the report."""
+    source: str
+    checkpoint: str
+    config: XLNetConfig
+    tensors: Dict[str, np.ndarray]
+    settings: Optional[dict] = None
+    scope: Optional[str] = None
+    runtime: dict = dataclasses.field(default_factory=dict)
+    skipped: list = dataclasses.field(default_factory=list)
+    notes: list = dataclasses.field(default_factory=list)
 
 
-def check_output_dir(output_dir: str, overwrite: bool) -> None:
-    """Refuses an --output_dir that holds a training run or prepared data (always) or
-    anything else (unless `overwrite`: then the directory is replaced whole on success)."""
-    if not fileio.exists(output_dir):
-        return
-    if not fileio.isdir(output_dir):
-        raise RunConfigError(f"--output_dir={output_dir!r} is a file; pass a directory.")
-    names = sorted(n.rstrip("/") for n in fileio.listdir(output_dir))
-    run = [n for n in names if n in _RUN_FILES or (n.startswith("ckpt-") and
-                                                   n.endswith(".index") and n != "ckpt-0.index")]
-    if run:
-        raise RunConfigError(
-            f"--output_dir={output_dir!r} holds a training run or prepared data ({run[0]}); "
-            "conversion never writes into one. Choose a new --output_dir.")
-    if names and not overwrite:
-        raise RunConfigError(
-            f"--output_dir={output_dir!r} is not empty ({', '.join(names[:3])}"
-            f"{', ...' if len(names) > 3 else ''}); pass --overwrite to replace it, or choose "
-            "a new directory.")
-
-
-def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
-                       config_path: Optional[str] = None, spm_model: Optional[str] = None,
-                       log=logging.info, task: Optional[TaskOptions] = None,
-                       target: str = "xlnet_tf2", overwrite: bool = False) -> dict:
-    """Converts and writes `output_dir` whole (built under a staging name beside it, then
-    swapped in: a failed or killed conversion leaves an existing directory as it was); returns
-    the report of `_convert`. `output_dir` must be new or empty, or `overwrite` set; one that
-    holds a training run or prepared data is always refused (check_output_dir)."""
-    if target not in TARGETS:
-        raise ValueError(f"--target must be one of {TARGETS}, got {target!r}.")
-    if source not in SOURCES:
-        raise ValueError(f"--source must be one of {SOURCES}, got {source!r}.")
-    check_output_dir(output_dir, overwrite)
-    for leftover in fileio.leftovers(output_dir):
-        print(f"[convert] found {leftover}, an incomplete conversion left by a killed run; "
-              "removing it.", file=sys.stderr, flush=True)
-        fileio.rmtree(leftover)
-    staging = fileio.staging_directory(output_dir)
-    try:
-        report = _convert(source, checkpoint, staging, config_path, spm_model, log, task,
-                          target)
-        fileio.replace_directory(staging, output_dir)
-    except BaseException as e:
-        fileio.rmtree(staging)
-        raise fileio.output_error(e, output_dir) or e
-    log(f"wrote {output_dir}")
-    return report
-
-
-def _convert(source: str, checkpoint: str, output_dir: str, config_path: Optional[str],
-             spm_model: Optional[str], log, task: Optional[TaskOptions], target: str) -> dict:
-    """Converts and writes into the empty `output_dir`; returns a report {"converted", "skipped", "unused", "initialized",
-    "runtime_settings", "notes"} (and "task" settings for a task conversion).
+def read_foreign(source: str, checkpoint: str, config_path: Optional[str] = None,
+                 task: Optional[TaskOptions] = None) -> ForeignCheckpoint:
+    """Reads a released checkpoint (no model is built).
 
     source "original": `checkpoint` is the TF1 prefix, `config_path` its xlnet_config.json
     (default: beside the checkpoint). source "huggingface": `checkpoint` is a save_pretrained
-    directory (config.json inside; `config_path` is ignored). source "xlnet_tf2" (target
-    huggingface only): one of our directories.
-
-    Without `task`, fine-tuned checkpoints convert their backbone: mask_emb and the LM bias
-    (pretraining only), when absent, keep their initial values and are listed in
-    "initialized"; task-head tensors are listed in "unused". With `task`, the head converts
-    too (head_maps.py names them) into a task directory. Run-time settings of a HuggingFace
-    config (mem_len, reuse_len, bi_data, ...) are not part of the converted architecture:
-    they are returned in "runtime_settings" and logged, to be passed when loading.
-    """
-    if target == "huggingface":
-        return _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log, task)
-    if source == "xlnet_tf2":
-        raise ValueError("--source=xlnet_tf2 converts to --target=huggingface only.")
+    directory (config.json inside; `config_path` is ignored). With `task`, the head's settings
+    are read and checked (head_maps.py names its tensors); without, task-head tensors stay
+    unused. Run-time settings of a HuggingFace config (mem_len, reuse_len, bi_data, ...) are
+    not part of the architecture: they are in `runtime`, to be passed when loading."""
     runtime, hf_config, notes, skipped = {}, None, [], []
     if source == "original":
         config_file = config_path or os.path.join(os.path.dirname(checkpoint), run_dir.ARCH_FILE)
         config_values, tensors, skipped = read_original_checkpoint(checkpoint, config_path)
     else:
-        config_file = os.path.join(checkpoint, "config.json")
+        config_file = os.path.join(checkpoint, HF_CONFIG)
         config_values, runtime, tensors, notes = read_huggingface_directory(checkpoint)
         hf_config = read_json(config_file)
     try:
@@ -158,80 +109,74 @@ def _convert(source: str, checkpoint: str, output_dir: str, config_path: Optiona
             f"{source} checkpoint {checkpoint} has layers up to {extra[-1]} but the config says "
             f"n_layer={config.n_layer}; converting would silently drop layers "
             f"{config.n_layer}..{extra[-1]}. Use the checkpoint's own config.")
-    settings = None
-    if task is None:
-        model = XLNetLMHeadModel(config)
-        model.build()
+    settings = scope = None
+    if task is not None:
+        settings, scope = _task_settings(source, task, tensors, hf_config, checkpoint)
+    return ForeignCheckpoint(source, checkpoint, config, tensors, settings, scope, runtime,
+                             skipped, notes)
+
+
+def huggingface_task(directory: str, tasks: tuple) -> Optional[str]:
+    """Which of `tasks` (those of one model class) a HuggingFace directory's config.json says
+    it holds, by its `architectures` (None: none of them, e.g. a bare XLNetLMHeadModel)."""
+    config = read_json(os.path.join(directory, HF_CONFIG))
+    if ARCHITECTURES[tasks[0]] not in (config.get("architectures") or []):
+        return None
+    if "regression" in tasks and (config.get("problem_type") == "regression" or
+                                  len(config.get("id2label") or {0: 0, 1: 1}) == 1):
+        return "regression"
+    return tasks[0]
+
+
+def fill(model, foreign: ForeignCheckpoint, log=logging.info) -> dict:
+    """Assigns the checkpoint's tensors to `model` (built: an XLNetLMHeadModel or an
+    XLNetModel, or for a head read with `task` the task model its settings describe); returns
+    the report {"converted", "skipped", "unused", "initialized", "runtime_settings", "notes"}
+    (and "task": the settings). Pretraining-only tensors a fine-tuned checkpoint lacks
+    (mask_emb, the LM bias) keep their initial values and are listed in "initialized"; tensors
+    no variable takes (a head without `task`) in "unused"."""
+    source, tensors = foreign.source, foreign.tensors
+    notes = list(foreign.notes)
+    if model.kind == "backbone":
+        backbone_map = (original_backbone_map if source == "original"
+                        else huggingface_backbone_map)
+        weight_map = backbone_map(model)
+    elif foreign.settings is None:
         lm_map = original_weight_map if source == "original" else huggingface_weight_map
         weight_map = lm_map(model)
+    elif source == "original":
+        weight_map = (original_backbone_map(model.transformer)
+                      + head_maps.original_head_map(model, foreign.scope))
     else:
-        settings, scope = _task_settings(source, task, tensors, hf_config, checkpoint)
-        model = saving.build_task_model(config, settings)
-        if source == "original":
-            weight_map = (original_backbone_map(model.transformer)
-                          + head_maps.original_head_map(model, scope))
-        else:
-            weight_map = (huggingface_backbone_map(model.transformer)
-                          + head_maps.huggingface_head_map(model))
-    assigned = assign_weights(weight_map, tensors, f"{source} checkpoint {checkpoint}")
+        weight_map = (huggingface_backbone_map(model.transformer)
+                      + head_maps.huggingface_head_map(model))
+    assigned = assign_weights(weight_map, tensors, f"{source} checkpoint {foreign.checkpoint}")
     unused, initialized = assigned.unused, assigned.initialized
     for name in initialized:
         reason = next((r for key, r in _OPTIONAL_REASON.items() if key in name), "")
         notes.append(f"{name} is not in the checkpoint (a fine-tuned or bare backbone?): "
                      f"{reason}; it keeps its initial value.")
-    if runtime:
+    if foreign.runtime:
         notes.append("the HuggingFace config's run-time settings are not part of the converted "
-                     f"architecture: {runtime}; pass them when loading, e.g. "
+                     f"architecture: {foreign.runtime}; pass them when loading, e.g. "
                      "xlnet_tf2.load_pretrained(dir, mem_len=...).")
     if source == "huggingface":
         # lm_loss.weight is the tied embedding; per-layer copies of tied biases are redundant.
         unused = [n for n in unused if n != "lm_loss.weight"]
-        if not config.untie_r:
-            _check_tied_copies(tensors, config, unused)
+        if not foreign.config.untie_r:
+            _check_tied_copies(tensors, unused)
             unused = [n for n in unused if not _is_bias_copy(n)]
     for name in unused:
         log(f"not converted (a task head or another model's tensor): {name}")
     for note in notes:
         log(note)
-    if settings is None:
-        saving.save_pretrained(model, output_dir, spm_model)
-    else:
-        saving.save_task_directory(model, output_dir, settings, spm_model)
     log(f"converted {len(weight_map)} tensors")
-    report = {"converted": len(weight_map) - len(initialized), "skipped": skipped,
-              "unused": unused, "initialized": initialized, "runtime_settings": runtime,
+    report = {"converted": len(weight_map) - len(initialized), "skipped": foreign.skipped,
+              "unused": unused, "initialized": initialized, "runtime_settings": foreign.runtime,
               "notes": notes}
-    if settings is not None:
-        report["task"] = settings
+    if foreign.settings is not None:
+        report["task"] = foreign.settings
     return report
-
-
-def _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log, task) -> dict:
-    """Our directory (or, through a scratch copy in our format, a foreign one) -> HF layout."""
-    if source != "xlnet_tf2":
-        scratch = tempfile.mkdtemp(prefix="xlnet_tf2_convert_")
-        try:
-            report = _convert(source, checkpoint, scratch, config_path, spm_model, log, task,
-                              "xlnet_tf2")
-            report.update(_to_huggingface("xlnet_tf2", scratch, output_dir, None, None, log,
-                                          None))
-            return report
-        finally:
-            shutil.rmtree(scratch, ignore_errors=True)
-    if task is not None:
-        raise ValueError("--task is read from the directory's task.json for "
-                         "--source=xlnet_tf2; do not pass it.")
-    label_list = None
-    if os.path.exists(os.path.join(checkpoint, run_dir.TASK_FILE)):
-        model, settings = saving.load_task_directory(checkpoint)
-        label_list = settings.get("label_list")
-    else:
-        model = saving.load_pretrained(checkpoint)
-    spm = spm_model or os.path.join(checkpoint, run_dir.SPM_FILE)
-    written = save_huggingface(model, output_dir, spm if os.path.exists(spm) else None,
-                               label_list)
-    log(f"wrote {', '.join(written)}")
-    return {"written": written, "architecture": ARCHITECTURES[model_kind(model)]}
 
 
 def _task_settings(source, task: TaskOptions, tensors, hf_config, checkpoint):
@@ -314,9 +259,7 @@ def _is_bias_copy(name: str) -> bool:
         "r_w_bias", "r_r_bias", "r_s_bias")
 
 
-def _check_tied_copies(tensors, config, unused):
-    import numpy as np
-
+def _check_tied_copies(tensors, unused):
     for name in unused:
         if _is_bias_copy(name):
             parts = name.split(".")  # transformer.layer.{i}.rel_attn.{bias}
@@ -345,5 +288,5 @@ def describe_report(report: dict, output_dir: str) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["CheckpointReadError", "DEFAULT_SEQ_LEN", "SOURCES", "TARGETS", "TaskOptions",
-           "convert_checkpoint", "describe_report"]
+__all__ = ["ForeignCheckpoint", "TaskOptions", "describe_report", "fill", "huggingface_task",
+           "read_foreign"]

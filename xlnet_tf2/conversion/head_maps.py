@@ -33,8 +33,6 @@ import re
 from typing import List, Mapping, Optional
 
 from xlnet_tf2.conversion.weight_maps import WeightMismatchError, WeightSource, transposed
-from xlnet_tf2.models.heads import SquadHead
-from xlnet_tf2.models.saving import task_of
 
 MAPPED_SUMMARIES = ("last", "first")
 _SUMMARY_DIFFERENCE = {
@@ -59,7 +57,7 @@ def huggingface_head_map(model) -> List[WeightSource]:
     """HuggingFace state-dict keys of `model`'s head (model: SequenceClassifier,
     MultipleChoiceModel or SquadModel, built)."""
     head = model.head
-    if isinstance(head, SquadHead):
+    if model.kind == "squad":
         return [
             transposed("start_logits.dense.weight", head.start_logit.kernel),
             WeightSource("start_logits.dense.bias", head.start_logit.bias),
@@ -73,7 +71,7 @@ def huggingface_head_map(model) -> List[WeightSource]:
             WeightSource("answer_class.dense_0.bias", head.answer_hidden.bias),
             transposed("answer_class.dense_1.weight", head.answer_logit.kernel),
         ]
-    check_summary_maps(head.summary_type, f"the {task_of(model)} model")
+    check_summary_maps(head.summary_type, f"the {model.kind} model")
     return [
         transposed("sequence_summary.summary.weight", head.summary.proj.kernel),
         WeightSource("sequence_summary.summary.bias", head.summary.proj.bias),
@@ -86,8 +84,8 @@ def original_head_map(model, scope: Optional[str] = None) -> List[WeightSource]:
     """Original TF1 variable names of `model`'s head; `scope` is the classification or
     regression scope suffix (`original_scope` finds it in a checkpoint)."""
     head = model.head
-    task = task_of(model)
-    if isinstance(head, SquadHead):
+    task = model.kind
+    if task == "squad":
         def dense(name, layer, bias=True):
             entries = [WeightSource(f"{name}/kernel", layer.kernel)]
             return entries + ([WeightSource(f"{name}/bias", layer.bias)] if bias else [])

@@ -40,9 +40,6 @@ from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.conversion.head_maps import huggingface_head_map
 from xlnet_tf2.conversion.weight_maps import huggingface_backbone_map, huggingface_weight_map
-from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
-from xlnet_tf2.models.saving import task_of
-from xlnet_tf2.models.xlnet_model import XLNetModel
 
 ARCHITECTURES = {
     "lm": "XLNetLMHeadModel", "backbone": "XLNetModel",
@@ -56,18 +53,9 @@ _ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu"}  # ours -> HuggingFace's nam
 _TIED_BIASES = ("r_w_bias", "r_r_bias", "r_s_bias")
 
 
-def model_kind(model) -> str:
-    """One of ARCHITECTURES' keys."""
-    if isinstance(model, XLNetLMHeadModel):
-        return "lm"
-    if isinstance(model, XLNetModel):
-        return "backbone"
-    return task_of(model)
-
-
 def huggingface_state(model) -> Dict[str, np.ndarray]:
     """HuggingFace's state dict of `model` (built), as float32 numpy arrays."""
-    kind = model_kind(model)
+    kind = model.kind  # one of ARCHITECTURES' keys
     backbone = model if kind == "backbone" else model.transformer
     if not backbone.built:
         raise ValueError("build the model (call it once) before writing it.")
@@ -92,7 +80,7 @@ def huggingface_state(model) -> Dict[str, np.ndarray]:
 
 def huggingface_config(model, label_list: Optional[Sequence[str]] = None) -> dict:
     """config.json of `model` for transformers' XLNetConfig."""
-    kind = model_kind(model)
+    kind = model.kind
     c = model.config
     values = {
         "architectures": [ARCHITECTURES[kind]], "model_type": "xlnet",

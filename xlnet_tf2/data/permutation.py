@@ -28,16 +28,15 @@ from xlnet_tf2.data import hashrand
 FACTORIZATION_ORDERS = ("permutation", "left_to_right")
 
 
-def sample_ranks_batch(keys: np.ndarray, seq_len: int, reuse_len: int,
-                       perm_size: int) -> np.ndarray:
+def sample_ranks_batch(keys: np.ndarray, seq_len: int, perm_size: int) -> np.ndarray:
     """Offline sampling for C examples: int32 [C, L], each row a permutation of 0..L-1 with
-    the block structure above.
+    the block structure above (blocks of perm_size positions never straddle the reused part's
+    end R: perm_size divides R).
 
     Position i of example c gets the 64-bit key `hashrand.bits(keys[c], TAG_PERM, i)`; the
     stable argsort of the keys inside each block of perm_size positions is a uniformly random
     permutation of the block (a pure function of the example key).
     """
-    del reuse_len  # the blocks of perm_size positions never straddle R (perm_size divides R)
     keys = np.asarray(keys, np.uint64)
     draws = hashrand.bits(keys, hashrand.TAG_PERM, np.arange(seq_len))       # [C, L]
     blocks = draws.reshape(keys.shape[0], seq_len // perm_size, perm_size)

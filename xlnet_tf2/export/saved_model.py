@@ -43,7 +43,7 @@ from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
 from xlnet_tf2.models.xlnet_model import check_token_ids
 from xlnet_tf2.tokenizers.packing import LAYOUTS
 from xlnet_tf2.tasks.finetuned_model import load_task_model
-from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tokenizers.in_graph_tokenizer import require_utf8
 from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
 from xlnet_tf2.export import serving_tasks
@@ -56,7 +56,7 @@ def _ids_spec(name, rank=2):
 class ServingModule(tf.Module):
     """The exported object: the task model, the tokenizer and the signatures."""
 
-    def __init__(self, task: str, model, spec: TaskSpec, spm_model: str):
+    def __init__(self, task: str, model, spec: HeadSpec, spm_model: str):
         super().__init__(name="xlnet_serving")
         if task not in EXPORT_TASKS:
             raise ValueError(f"--task must be one of {EXPORT_TASKS}, got {task!r}.")

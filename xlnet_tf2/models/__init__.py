@@ -1,14 +1,19 @@
-"""XLNet models: the backbone, the LM model of pretraining, the task models and their heads
-(heads/), generation (generation.py), our own save/load format (saving.py) and keras-hub's
-from_preset (presets.py)."""
+"""XLNet models: the backbone (xlnet_model.py), the LM model of pretraining and generation
+(lm_head_model.py, generation.py), and for each fine-tuning task the model with its head
+(heads/) and the keras-hub-style model with a preprocessor around it, in one file each:
+xlnet_classifier.py (classification, regression), xlnet_multiple_choice.py (RACE),
+xlnet_question_answerer.py (SQuAD). Loading and saving by directory, release name or hub id:
+pretrained.py (our format on disk: saving.py; task directories of any kind and xlnet-convert:
+directories.py)."""
 
+from xlnet_tf2.models.head_model import HeadModel
 from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
-from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
-from xlnet_tf2.models.squad_model import SquadModel
-from xlnet_tf2.models.task_model import TaskModel
+from xlnet_tf2.models.model_with_preprocessor import ModelWithPreprocessor
+from xlnet_tf2.models.xlnet_classifier import SequenceClassifier, XLNetClassifier, XLNetRegressor
 from xlnet_tf2.models.xlnet_model import XLNetModel
-from xlnet_tf2.models import saving  # noqa: F401  (registers our directories as presets)
+from xlnet_tf2.models.xlnet_multiple_choice import MultipleChoiceModel, XLNetMultipleChoice
+from xlnet_tf2.models.xlnet_question_answerer import SquadModel, XLNetQuestionAnswerer
 
-__all__ = ["MultipleChoiceModel", "SequenceClassifier", "SquadModel", "TaskModel",
-           "XLNetLMHeadModel", "XLNetModel"]
+__all__ = ["HeadModel", "ModelWithPreprocessor", "MultipleChoiceModel", "SequenceClassifier",
+           "SquadModel", "XLNetClassifier", "XLNetLMHeadModel", "XLNetModel",
+           "XLNetMultipleChoice", "XLNetQuestionAnswerer", "XLNetRegressor"]

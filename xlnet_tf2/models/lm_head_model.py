@@ -6,13 +6,13 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.models import generation
-from xlnet_tf2.models import presets as preset_registry
+from xlnet_tf2.models import pretrained
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models.xlnet_model import KeywordInputs, XLNetModel
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
-class XLNetLMHeadModel(KeywordInputs, keras.Model):
+class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
     """Backbone plus logits = hidden . word_embedding^T + lm_bias (weights tied).
 
     Call as `XLNetModel`; the returned dict adds `logits`, float32 [B, P or L, n_token]
@@ -31,34 +31,13 @@ class XLNetLMHeadModel(KeywordInputs, keras.Model):
                                        initializer="zeros")
         self.built = True
 
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
-    presets = preset_registry.ClassProperty(preset_registry.presets)
-
-    @classmethod
-    def from_preset(cls, preset: str, **runtime) -> "XLNetLMHeadModel":
-        """keras-hub's constructor from a preset: one of `XLNetLMHeadModel.presets`, a hub
-        repository id, or a directory (ours, HuggingFace's or the original release's);
-        `runtime` sets run-time fields (mem_len=..., dropout=...). See models/presets.py."""
-        return preset_registry.load_lm_model(preset, **runtime)
+    kind = "lm"  # what the loaders and writers of models/pretrained.py see
 
     @classmethod
     def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetLMHeadModel":
-        """transformers' name: `xlnet_tf2.from_pretrained(name_or_dir, **kwargs)` (hub.py)."""
-        return preset_registry.hub_function("load_lm")(name_or_dir, **kwargs)
-
-    def save_pretrained(self, output_dir: str, spm_model=None, *,
-                        format: str = "xlnet_tf2"):  # noqa: A002 - HF's keyword
-        """Writes this model for `from_pretrained`: our directory (format="xlnet_tf2") or
-        transformers' XLNetLMHeadModel directory (format="huggingface"); `spm_model` adds
-        the SentencePiece model. See `xlnet_tf2.save_pretrained`."""
-        return preset_registry.hub_function("save_pretrained")(self, output_dir, spm_model,
-                                                               format=format)
+        """transformers' name: `xlnet_tf2.from_pretrained(name_or_dir, **kwargs)`
+        (models/pretrained.py's load_lm)."""
+        return pretrained.load_lm(cls, name_or_dir, **kwargs)
 
     def call(self, inputs, training=None, output_hidden_states=False):
         outputs = dict(self.transformer(inputs, training=training,
@@ -76,3 +55,20 @@ class XLNetLMHeadModel(KeywordInputs, keras.Model):
         embedding = tf.cast(self.transformer.word_embedding.embeddings, hidden.dtype)
         logits = tf.einsum("bsd,vd->bsv", hidden, embedding)
         return tf.cast(logits, tf.float32) + tf.cast(self.lm_bias, tf.float32)
+
+
+def from_pretrained(name_or_dir: str, **kwargs) -> XLNetLMHeadModel:
+    """`xlnet_tf2.from_pretrained`: a ready XLNetLMHeadModel from a directory (ours,
+    HuggingFace's or the original release's), a hub repository id or a release name, with
+    run-time settings as keywords (mem_len=384, ...); see models/pretrained.py's load_lm.
+
+        model = xlnet_tf2.from_pretrained("path/to/dir", mem_len=384)
+    """
+    return XLNetLMHeadModel.from_pretrained(name_or_dir, **kwargs)
+
+
+def load_pretrained(directory: str, **config_overrides) -> XLNetLMHeadModel:
+    """`xlnet_tf2.load_pretrained`: a ready XLNetLMHeadModel from one of our LM directories
+    (a converted release, a pretraining model_dir); `config_overrides` set run-time fields
+    (e.g. mem_len=384, dropout=0.0)."""
+    return pretrained.load_lm_directory(XLNetLMHeadModel, directory, **config_overrides)

@@ -1,4 +1,5 @@
-"""Our own model format on disk: writing a model directory and loading it back with one call.
+"""Our own model format on disk: writing a model directory and reading it back into a model,
+and the one notion of a damaged checkpoint (`checkpoint_damage`).
 
 A saved (or converted) directory holds:
   model.ckpt.index / model.ckpt.data-*   a native TF2 checkpoint of XLNetLMHeadModel
@@ -13,8 +14,11 @@ holds a task model instead:
   task.json                              which head and how its inputs are laid out: `task`,
                                          `seq_len`, `summary_type`, `label_list`,
                                          `num_choices`, `n_best_size`, ... (the fine-tuning
-                                         runners' TaskSpec, xlnet_tf2/tasks/task_spec.py, which
+                                         runners' HeadSpec, xlnet_tf2/tasks/head_spec.py, which
                                          reads the same file)
+
+Nothing here builds a model or knows a model class: the caller gives the model (its `kind`
+says which it is); models/pretrained.py decides what a directory holds and builds it.
 """
 
 from __future__ import annotations
@@ -22,19 +26,11 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from typing import Optional, Tuple
+from typing import Optional
 
 import tensorflow as tf
 
 from xlnet_tf2 import fileio, run_dir
-from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.locate import detect_kind
-from xlnet_tf2.models import presets
-from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
-from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
-from xlnet_tf2.models.squad_model import SquadModel
-from xlnet_tf2.models.xlnet_model import XLNetModel
 
 TASKS = run_dir.TASKS
 
@@ -47,7 +43,7 @@ def checkpoint_for(model) -> tf.train.Checkpoint:
     """The object graph every xlnet-tf2 checkpoint uses: `model` -> the LM head model, whose
     `transformer` is the backbone. A bare backbone is nested the same way, so a backbone can
     be restored from an LM checkpoint (the LM bias is then simply not read)."""
-    if isinstance(model, XLNetModel):
+    if model.kind == "backbone":
         return tf.train.Checkpoint(model=tf.train.Checkpoint(transformer=model))
     return tf.train.Checkpoint(model=model)
 
@@ -91,14 +87,20 @@ def restore_weights(model, checkpoint_path: str, source: str = "checkpoint") -> 
 
 
 # What reading damaged checkpoint files raises, by words of the message (vs. a checkpoint
-# that reads but holds other shapes or names).
+# that reads but holds other shapes or names: "incompatible tensor", "not bound to
+# checkpointed values").
 _DAMAGE = ("corrupt", "truncat", "data loss", "checksum", "read less bytes", "unable to open",
-           "not an sstable", "bad magic", "failed to read", "out of range", "crc", "unexpected")
+           "unable to read", "sstable", "bad magic", "failed to read", "out of range", "crc",
+           "unexpected", "no such file")
 
 
 def checkpoint_damage(error: BaseException) -> bool:
-    """Whether `error`, raised by reading a checkpoint, means its files are damaged."""
-    if isinstance(error, (IndexError, tf.errors.DataLossError, tf.errors.OutOfRangeError)):
+    """Whether `error`, raised by reading a checkpoint, means its files are damaged (cut short,
+    overwritten, a file missing) rather than holding another model's values: the one notion
+    every reader of checkpoints uses (a training run falls back to an older checkpoint on
+    damage, training/checkpointing.py; loading says "damaged" or "another model")."""
+    if isinstance(error, (IndexError, tf.errors.DataLossError, tf.errors.OutOfRangeError,
+                          tf.errors.NotFoundError)):
         return True
     text = str(error).lower()
     return any(word in text for word in _DAMAGE)
@@ -126,61 +128,14 @@ def read_checkpoint(checkpoint: tf.train.Checkpoint, prefix: str, what: str,
     status.expect_partial()
 
 
-def load_pretrained(directory: str, **config_overrides):
-    """Loads a converted directory as a ready `XLNetLMHeadModel`.
-
-    `config_overrides` set run-time fields (e.g. mem_len=384, dropout=0.0).
-    """
-    config = XLNetConfig.from_json_file(os.path.join(directory, CONFIG_NAME), **config_overrides)
-    model = XLNetLMHeadModel(config)
-    restore_weights(model, directory)
-    return model
-
-
-def task_of(model) -> str:
-    """Which of TASKS a task model serves (a one-output SequenceClassifier is a regressor)."""
-    if isinstance(model, SquadModel):
-        return "squad"
-    if isinstance(model, MultipleChoiceModel):
-        return "race"
-    if isinstance(model, SequenceClassifier):
-        return "regression" if model.num_outputs == 1 else "classification"
-    raise TypeError(f"{type(model).__name__} is not a task model (SequenceClassifier, "
-                    "MultipleChoiceModel or SquadModel).")
-
-
-def build_task_model(config: XLNetConfig, settings: dict, head_dropout: float = 0.1):
-    """The task model task.json `settings` describe, built (weights fresh)."""
-    task = settings.get("task")
-    summary_type = settings.get("summary_type", "last")
-    if task in ("classification", "regression"):
-        labels = settings.get("label_list") or []
-        if task == "classification" and len(labels) < 2:
-            raise ValueError(f"a classification task.json needs a label_list of at least 2 "
-                             f"labels, got {labels!r}.")
-        model = SequenceClassifier(config, 1 if task == "regression" else len(labels),
-                                   summary_type, head_dropout=head_dropout)
-    elif task == "race":
-        model = MultipleChoiceModel(config, settings.get("num_choices", 4), summary_type,
-                                    head_dropout=head_dropout)
-    elif task == "squad":
-        n_top = settings.get("n_best_size", 5)
-        model = SquadModel(config, n_top, n_top, head_dropout=head_dropout)
-    else:
-        raise ValueError(f"task.json: task must be one of {TASKS}, got {task!r}.")
-    # A short dummy batch builds the weights (SQuAD's beam needs n_best_size positions).
-    model(model.dummy_inputs(max(8, settings.get("n_best_size", 0))), training=False)
-    return model
-
-
 def save_task_directory(model, output_dir: str, settings: dict,
                         spm_model: Optional[str] = None) -> str:
     """Writes a task directory (module docstring) for `model`; `settings` is task.json (at
     least `task` and `seq_len`). The files are written under a staging name and moved in
     last, so a failure leaves an existing directory as it was. Returns the checkpoint prefix."""
-    if settings.get("task") != task_of(model):
+    if settings.get("task") != model.kind:
         raise ValueError(f"settings say task {settings.get('task')!r} but the model is a "
-                         f"{task_of(model)} model.")
+                         f"{model.kind} model.")
     if not settings.get("seq_len"):
         raise ValueError("task.json settings need seq_len (the sequence length of the inputs).")
     if spm_model and not tf.io.gfile.exists(spm_model):
@@ -233,31 +188,5 @@ def restore_task_weights(model, directory: str, which: str = "best") -> str:
     path = task_checkpoint(directory, which)
     read_checkpoint(tf.train.Checkpoint(model=model), path, f"checkpoint {path}",
                     f"is {directory}/task.json's task and architecture the same as the "
-                    f"{task_of(model)} model's?")
+                    f"{model.kind} model's?")
     return path
-
-
-def load_task_directory(directory: str, which: str = "best", head_dropout: float = 0.1,
-                        **config_overrides) -> Tuple[object, dict]:
-    """(task model with its weights, task.json settings) of a task directory;
-    `config_overrides` set run-time fields (e.g. dropout=0.0)."""
-    settings = read_task_settings(directory)
-    config = XLNetConfig.from_json_file(os.path.join(directory, CONFIG_NAME),
-                                        **config_overrides)
-    model = build_task_model(config, settings, head_dropout)
-    restore_task_weights(model, directory, which)
-    return model, settings
-
-
-def _load_own_directory(preset: str, runtime: dict):
-    """The presets loader of our LM directories (models/presets.py)."""
-    if not tf.io.gfile.isdir(preset) or detect_kind(preset) != "converted":
-        return None
-    if tf.io.gfile.exists(os.path.join(preset, run_dir.TASK_FILE)):
-        task = read_task_settings(preset).get("task")
-        raise ValueError(f"{preset} is a {task} task directory, not a language model: load it "
-                         "with its task class (e.g. xlnet_tf2.XLNetClassifier.from_preset).")
-    return load_pretrained(preset, **runtime)
-
-
-presets.register_loader(_load_own_directory)

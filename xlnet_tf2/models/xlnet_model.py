@@ -24,7 +24,7 @@ from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_attention import normal_initializer
 from xlnet_tf2.layers.relative_position import relative_position_encoding
 from xlnet_tf2.layers.xlnet_block import XLNetBlock
-from xlnet_tf2.models import presets as preset_registry
+from xlnet_tf2.models import pretrained
 
 INPUT_KEYS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask", "perm_mask",
               "target_mapping", "mems", "memory_mask")
@@ -112,7 +112,7 @@ def check_token_ids(input_ids: tf.Tensor, n_token: int, name: str = "input_ids")
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
-class XLNetModel(KeywordInputs, keras.Model):
+class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
     """XLNet backbone (no head).
 
     Call with a dict (or with its entries as keywords, HuggingFace's `model(**batch)`):
@@ -179,15 +179,8 @@ class XLNetModel(KeywordInputs, keras.Model):
             block.build()
         self.built = True
 
-    def get_config(self):
-        return {"config": self.config.to_dict(), "name": self.name, "trainable": self.trainable}
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
-
     # ------------------------------------------------------------------ HuggingFace's names
-    presets = preset_registry.ClassProperty(preset_registry.presets)
+    kind = "backbone"  # what the loaders and writers of models/pretrained.py see
 
     @classmethod
     def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetModel":
@@ -196,22 +189,8 @@ class XLNetModel(KeywordInputs, keras.Model):
         directories, task directories included, whose head is left out; HuggingFace and
         original release directories; hub ids and release names), with its keywords
         (load_weights, cache_dir, revision, local_files_only, run-time settings such as
-        mem_len=...). The loader is xlnet_tf2/hub.py's (models/presets.py)."""
-        return preset_registry.hub_function("load_backbone")(name_or_dir, **kwargs)
-
-    @classmethod
-    def from_preset(cls, preset: str, **runtime) -> "XLNetModel":
-        """keras-hub's name for `from_pretrained` (one of `XLNetModel.presets`, a hub
-        repository id or a directory; `runtime` sets run-time fields)."""
-        return cls.from_pretrained(preset, **runtime)
-
-    def save_pretrained(self, output_dir: str, spm_model: Optional[str] = None, *,
-                        format: str = "xlnet_tf2") -> str:  # noqa: A002 - HF's keyword
-        """Writes this backbone for `from_pretrained`: our directory (format="xlnet_tf2") or
-        transformers' XLNetModel directory (format="huggingface"); `spm_model` adds the
-        SentencePiece model. See `xlnet_tf2.save_pretrained`."""
-        return preset_registry.hub_function("save_pretrained")(self, output_dir, spm_model,
-                                                               format=format)
+        mem_len=...). See models/pretrained.py."""
+        return pretrained.load_backbone(cls, name_or_dir, **kwargs)
 
     # ------------------------------------------------------------------ call
     def call(self, inputs: Dict[str, tf.Tensor], training=None, output_hidden_states=False):

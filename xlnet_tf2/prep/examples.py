@@ -184,7 +184,7 @@ def build_examples(ids: np.ndarray, sent_ids: np.ndarray, chunks: np.ndarray, *,
     target_positions = np.full((chunks.size, params.num_predict), -1, dtype=np.int32)
     target_positions[rows, slot] = cols
 
-    perm_rank = sample_ranks_batch(keys, L, R, params.perm_size)
+    perm_rank = sample_ranks_batch(keys, L, params.perm_size)
     return {"input_ids": input_ids, "segment_ids": segment_ids,
             "target_positions": target_positions, "perm_rank": perm_rank,
             "is_next": split["is_next"].astype(np.int32),

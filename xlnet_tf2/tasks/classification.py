@@ -11,13 +11,13 @@ import tensorflow as tf
 
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.finetune_batches import global_batches_fn
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
+from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
 from xlnet_tf2.tasks import feature_cache, text_readers
 from xlnet_tf2.tasks import metrics as metrics_lib
 from xlnet_tf2.tasks.finetune_config import ClassificationConfig
 from xlnet_tf2.tasks.finetuning import FinetuneTask, backbone_config, spm_model_of
 from xlnet_tf2.tasks.losses import classification_loss, regression_loss
-from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tasks.text_readers import TextExample
 from xlnet_tf2.tokenizers.packing import encode_sequence_pair, layout_for_summary
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
@@ -83,13 +83,12 @@ class ClassificationTask(FinetuneTask):
     examples (files or TFDS), tokenizes them once (feature cache), and trains a
     SequenceClassifier, evaluating accuracy/F1/MCC or Pearson/Spearman."""
 
-    def __init__(self, config: ClassificationConfig,
-                 strategy: Optional[tf.distribute.Strategy] = None):
+    def __init__(self, config: ClassificationConfig):
         regression = config.task == "regression"
         model_config, spm_model = backbone_config(config), spm_model_of(config)
         train_examples, eval_examples, label_list, train_source, eval_source = \
             load_examples(config)
-        spec = TaskSpec(task=config.task, seq_len=config.seq_len,
+        spec = HeadSpec(task=config.task, seq_len=config.seq_len,
                         summary_type=config.summary_type,
                         layout=layout_for_summary(config.summary_type), label_list=label_list,
                         paired=any(e.text_b is not None for e in train_examples),
@@ -98,7 +97,7 @@ class ClassificationTask(FinetuneTask):
         if tokenizer.vocab_size > model_config.n_token:
             raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the "
                                  f"model's n_token is {model_config.n_token}.")
-        is_chief = distribution.is_chief(strategy or tf.distribute.get_strategy())
+        is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
 
         def labels_of(examples, source):
             if regression:

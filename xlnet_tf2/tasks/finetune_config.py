@@ -24,7 +24,8 @@ import dataclasses
 from typing import Optional, Tuple
 
 from xlnet_tf2 import config_flags
-from xlnet_tf2.config_flags import RunConfigError, section, setting, with_defaults
+from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_positive, section,
+                                    setting, with_defaults)
 from xlnet_tf2.training.run_config import (DistributionConfig, DropoutConfig, LoopConfig,
                                            OptimizerConfig)
 
@@ -62,6 +63,25 @@ RaceLoopConfig = _loop_defaults("RaceLoopConfig", 12_000, 32)
 RaceOptimizerConfig = _optimizer_defaults("RaceOptimizerConfig", 2e-5)
 
 LOWER_IS_BETTER = ("mse", "loss")
+
+
+def check_room(config, name: str, holds: str, rest: str) -> None:
+    """`--name` (positive) tokens of `holds`, two <sep>, <cls> and at least one token of
+    `rest` fit in `config.seq_len`; else RunConfigError naming both flags."""
+    check_positive(config, name)
+    value, seq_len = getattr(config, name), config.seq_len
+    if value + 4 > seq_len:
+        raise RunConfigError(
+            f"--{name}={value} leaves no room for the {rest} in --seq_len={seq_len} ({holds}, "
+            f"two <sep>, <cls> and at least one {rest} token); use {name} <= {seq_len - 4} or "
+            "a longer seq_len.")
+
+
+def check_squad_windows(config) -> None:
+    """SQuAD's window settings (a SquadConfig, a squad task.json's HeadSpec): positive, and a
+    question of max_query_length tokens leaves room for the document."""
+    check_positive(config, "doc_stride", "max_answer_length", "n_best_size")
+    check_room(config, "max_query_length", "a question", "document")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +133,7 @@ class FinetuneConfig:
     distribution: DistributionConfig = section(DistributionConfig)
 
     def __post_init__(self):
+        check_declared(self)  # the subclass's fields too: --task, --summary_type, ...
         for name in ("seq_len", "eval_batch_size", "eval_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
@@ -254,16 +275,7 @@ class SquadConfig(FinetuneConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
-            if getattr(self, name) <= 0:
-                raise RunConfigError(f"--{name} must be positive, got {getattr(self, name)}.")
-        # A question of max_query_length tokens, two <sep>, <cls> and one document token.
-        if self.max_query_length + 4 > self.seq_len:
-            raise RunConfigError(
-                f"--max_query_length={self.max_query_length} leaves no room for the document "
-                f"in --seq_len={self.seq_len} (a question, two <sep>, <cls> and at least one "
-                f"document token); use max_query_length <= {self.seq_len - 4} or a longer "
-                "seq_len.")
+        check_squad_windows(self)
 
     @property
     def default_metric(self) -> str:
@@ -289,18 +301,7 @@ class RaceConfig(FinetuneConfig):
 
     def __post_init__(self):
         super().__post_init__()
-        if not self.train_path:
-            raise RunConfigError("--train_path is required: a RACE JSON file or a directory "
-                                 "of them.")
-        if self.max_qa_length <= 0:
-            raise RunConfigError(f"--max_qa_length must be positive, got {self.max_qa_length}.")
-        # Question and option, two <sep>, <cls> and at least one article token.
-        if self.max_qa_length + 4 > self.seq_len:
-            raise RunConfigError(
-                f"--max_qa_length={self.max_qa_length} leaves no room for the article in "
-                f"--seq_len={self.seq_len} (question and option, two <sep>, <cls> and at least "
-                f"one article token); use max_qa_length <= {self.seq_len - 4} or a longer "
-                "seq_len.")
+        check_room(self, "max_qa_length", "question and option", "article")
 
     @property
     def default_metric(self) -> str:

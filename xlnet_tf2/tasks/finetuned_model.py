@@ -16,9 +16,10 @@ import tensorflow as tf
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.models.saving import build_task_model, restore_task_weights, restore_weights
-from xlnet_tf2.models.sequence_classifier import SequenceClassifier
-from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.models.directories import build_task_model
+from xlnet_tf2.models.saving import restore_task_weights, restore_weights
+from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
+from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
 
@@ -26,7 +27,7 @@ def default_seq_len(model_dir: str) -> int:
     """The sequence length a model_dir was trained with: task.json's (fine-tuning), else
     run_config.json's data seq_len (pretraining), else 512."""
     if tf.io.gfile.exists(os.path.join(model_dir, run_dir.TASK_FILE)):
-        return TaskSpec.read(model_dir).seq_len
+        return HeadSpec.read(model_dir).seq_len
     record_path = os.path.join(model_dir, run_dir.RUN_CONFIG_FILE)
     if tf.io.gfile.exists(record_path):
         record = fileio.read_json_object(record_path, run_dir.ModelFilesError,
@@ -52,12 +53,12 @@ def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
     SentencePieceTokenizer.from_file(spm_model)  # a damaged one: one line naming it, now
     if task == "features":
         seq_len = default_seq_len(model_dir)
-        spec = TaskSpec(task="classification", seq_len=seq_len)
+        spec = HeadSpec(task="classification", seq_len=seq_len)
         model = SequenceClassifier(config, 1)
         model(model.dummy_inputs(seq_len))
         restore_weights(model.transformer, model_dir, source="--model_dir")
         return model, spec, spm_model
-    spec = TaskSpec.read(model_dir)
+    spec = HeadSpec.read(model_dir)
     if spec.task != task:
         raise RunConfigError(f"--task={task} but {model_dir}/task.json says {spec.task!r}; "
                              f"pass --task={spec.task} (or --task=features).")

@@ -3,10 +3,11 @@ the loop is the pretraining one (xlnet_tf2/training/trainer.py).
 
     task = FinetuneTask(config, model_fn=..., loss_fn=..., dataset_fn=..., eval_fn=...,
                         seq_len=128)
-    result = task.run(strategy)            # Trainer(task, strategy=strategy).train() + best
+    result = task.result(Trainer(task, strategy=strategy).train())   # + the best evaluation
 
 ClassificationTask, SquadTask and RaceTask (classification.py, squad.py, race.py) build these
-pieces from their configuration trees (finetune_config.py). What this class gives the loop:
+pieces from their configuration trees (finetune_config.py); their commands run them with
+`run_task(ClassificationTask, config)` (training/run_task.py). What this class gives the loop:
 the loss as a mean over the global batch's examples (`loss_count` = examples), layer-wise
 learning-rate decay (training/layer_decay.py, applied by the optimizer's per-variable
 multipliers), `--init_checkpoint` loaded into the backbone, mask_emb left out of training (it
@@ -40,11 +41,11 @@ from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models.saving import restore_weights
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
-from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.training.flops import pretrain_step_flops
 from xlnet_tf2.training.layer_decay import layer_lr_multipliers
 from xlnet_tf2.training.task import RunSettings, Task
-from xlnet_tf2.training.trainer import Trainer, TrainResult
+from xlnet_tf2.training.trainer import TrainResult
 
 EVAL_RESULTS_FILE = "eval_results.jsonl"
 
@@ -107,7 +108,7 @@ class FinetuneTask(Task):
     def __init__(self, config: FinetuneConfig, *, model_fn: Callable[[], keras.Model],
                  loss_fn: Callable, dataset_fn: Callable, eval_fn: Optional[Callable],
                  seq_len: int, tokens_per_example: Optional[int] = None,
-                 spec: Optional[TaskSpec] = None, spm_model: Optional[str] = None):
+                 spec: Optional[HeadSpec] = None, spm_model: Optional[str] = None):
         config = config.with_default_metric(config.default_metric) if config.default_metric \
             else config
         if config.best_metric is None:
@@ -223,10 +224,6 @@ class FinetuneTask(Task):
     def result(self, trained: TrainResult) -> FinetuneResult:
         return FinetuneResult(trained.final_step, self.best, self.evaluations,
                               trained.last_log, trained.start_step, trained.steps)
-
-    def run(self, strategy: Optional[tf.distribute.Strategy] = None) -> FinetuneResult:
-        """Trains (resuming from model_dir's checkpoints), evaluating every eval_every steps."""
-        return self.result(Trainer(self, strategy=strategy).train())
 
 
 def read_best(model_dir: str) -> Optional[dict]:

@@ -2,8 +2,8 @@
 loop (xlnet_tf2/training/trainer.py) does the steps, loops, strategy, clipping, optimizer,
 checkpoints and logging.
 
-    trainer = build_trainer(config, strategy)     # reads each manifest once
-    result = trainer.train()                       # or run_pretraining(config, strategy)
+    result = run_task(PretrainTask, config)       # the command (training/run_task.py)
+    result = Trainer(PretrainTask(config), strategy=strategy).train()   # = build_trainer
 
 Letters (docs/GLOSSARY.md): G global batch, B per-replica batch (G / replicas), L seq_len,
 P num_predict, M mem_len, D d_model, V vocabulary.
@@ -43,6 +43,7 @@ What this task gives the loop:
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import Optional, Sequence
 
@@ -77,7 +78,7 @@ SLOT_FEATURES = ("stream_id", "direction", "chunk_index")
 # pass), recorded per step when `record_steps` is on, to audit what was consumed.
 EXAMPLE_ID_FEATURES = ("stream_id", "chunk_index", "direction", "pass_id")
 
-__all__ = ["DataShape", "PretrainTask", "build_trainer", "pretraining_task", "run_pretraining"]
+__all__ = ["DataShape", "PretrainResult", "PretrainTask", "build_trainer"]
 
 
 def reset_memory(mems, chunk_index):
@@ -98,15 +99,23 @@ class PretrainTask(Task):
       data: the training data: a `PretrainData` (prepared directories), or any object with its
         `shape`, `vocab_size`, `validate(layout)`, `dataset(global_batch_size, input_context=,
         start_step=, online_permutation=, seed=, micro_batches=)` and
-        `corrupt_record_locator(global_batch_size)` (e.g. tests/fixtures/synthetic_data.py).
+        `corrupt_record_locator(global_batch_size)` (e.g. benchmarks/tools/synthetic_data.py).
+        None (a command's run): every manifest of --data_dir read once, and with them the
+        architecture, held-out data and SentencePiece model resolved and checked.
       architecture: the model architecture (its run-time fields are ignored: they come from
         `config.model` and, for reuse_len and bi_data, from the data).
       eval_data: held-out data of the same shape (None: no held-out evaluation).
       spm_model: the SentencePiece model the data was encoded with, copied into model_dir.
     """
 
-    def __init__(self, config: PretrainConfig, *, data, architecture: XLNetConfig,
-                 eval_data=None, spm_model: Optional[str] = None):
+    def __init__(self, config: PretrainConfig, *, data=None,
+                 architecture: Optional[XLNetConfig] = None, eval_data=None,
+                 spm_model: Optional[str] = None):
+        if data is None:
+            data = read_data_dirs("--data_dir", config.data_dirs)
+            architecture = resolve_model_config(config.model_config, data.vocab_size)
+            eval_data = held_out_data(config, data)
+            spm_model = resolve_spm_model(config.spm_model, data)
         self.config = config
         self.data = data
         self.eval_data = eval_data
@@ -270,6 +279,9 @@ class PretrainTask(Task):
     def _eval_inputs(self, input_context):
         return self.eval_data.dataset(self.config.eval_batch_size, input_context=input_context)
 
+    def result(self, trained: TrainResult) -> "PretrainResult":
+        return PretrainResult(**vars(trained), model_dir=self.config.model_dir)
+
     def evaluate(self, trainer, step: int) -> dict:
         """Held-out loss and perplexity of the current weights (pretraining_eval.py)."""
         if self.eval_data is None:
@@ -361,21 +373,20 @@ def held_out_data(config: PretrainConfig, data: PretrainData) -> Optional[Pretra
     return eval_data
 
 
-def pretraining_task(config: PretrainConfig) -> PretrainTask:
-    """The task of a run configuration: every manifest read once, the architecture, the
-    SentencePiece model and the held-out data resolved and checked."""
-    data = read_data_dirs("--data_dir", config.data_dirs)
-    return PretrainTask(config, data=data,
-                        architecture=resolve_model_config(config.model_config, data.vocab_size),
-                        eval_data=held_out_data(config, data),
-                        spm_model=resolve_spm_model(config.spm_model, data))
-
-
 def build_trainer(config: PretrainConfig,
                   strategy: Optional[tf.distribute.Strategy] = None) -> Trainer:
-    return Trainer(pretraining_task(config), strategy=strategy)
+    """The Trainer of a run configuration's task (what run_task trains, for callers that pick
+    the strategy themselves)."""
+    return Trainer(PretrainTask(config), strategy=strategy)
 
 
-def run_pretraining(config: PretrainConfig,
-                    strategy: Optional[tf.distribute.Strategy] = None) -> TrainResult:
-    return build_trainer(config, strategy).train()
+@dataclasses.dataclass
+class PretrainResult(TrainResult):
+    """A pretraining run's TrainResult and its model_dir."""
+    model_dir: str = ""
+
+    def summary(self) -> str:
+        """What xlnet-pretrain prints at the end."""
+        last = self.steps[-1]["loss"] if self.steps else float("nan")
+        return (f"Finished at step {self.final_step} (started at {self.start_step}); "
+                f"last loss {last:.4f}; model_dir {self.model_dir}")

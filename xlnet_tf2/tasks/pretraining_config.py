@@ -19,8 +19,8 @@ import dataclasses
 from typing import Optional, Tuple
 
 from xlnet_tf2 import config_flags
-from xlnet_tf2.config_flags import (RunConfigError, check_non_negative, check_positive,
-                                    section, setting)
+from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
+                                    check_positive, section, setting)
 from xlnet_tf2.data.permutation import FACTORIZATION_ORDERS
 from xlnet_tf2.training.run_config import (DistributionConfig, DropoutConfig, LoopConfig,
                                            OptimizerConfig)
@@ -76,6 +76,7 @@ class PretrainEvalConfig:
         resume="free")
 
     def __post_init__(self):
+        check_declared(self)
         check_non_negative(self, "eval_steps", "eval_batch_size")
         check_positive(self, "eval_batches")
 
@@ -119,9 +120,7 @@ class PretrainConfig:
     distribution: DistributionConfig = section(DistributionConfig)
 
     def __post_init__(self):
-        if not self.data_dir:
-            raise RunConfigError("--data_dir is required: one or more directories written by "
-                                 "data_prep/create_tfrecords.py.")
+        check_declared(self)
         if self.factorization_order == "left_to_right" and self.model.mem_len == 0:
             # Position 0 has no position before it: a target there would see no key at all,
             # and a softmax over nothing but blocked keys spreads evenly over all of them

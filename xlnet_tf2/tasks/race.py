@@ -22,13 +22,13 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.data.finetune_batches import global_batches_fn
-from xlnet_tf2.models.multiple_choice_model import MultipleChoiceModel
+from xlnet_tf2.models.xlnet_multiple_choice import MultipleChoiceModel
 from xlnet_tf2.tasks import feature_cache, metrics
 from xlnet_tf2.tasks.errors import TaskDataError
 from xlnet_tf2.tasks.finetune_config import RaceConfig
 from xlnet_tf2.tasks.finetuning import FinetuneTask, backbone_config, spm_model_of
 from xlnet_tf2.tasks.losses import classification_loss
-from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tasks.text_readers import read_json_file
 from xlnet_tf2.tokenizers.packing import encode_sequence_pair
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
@@ -132,12 +132,12 @@ class RaceTask(FinetuneTask):
     (tokenized once, feature cache) -> MultipleChoiceModel, softmax over the options,
     evaluated by accuracy."""
 
-    def __init__(self, config: RaceConfig, strategy: Optional[tf.distribute.Strategy] = None):
+    def __init__(self, config: RaceConfig):
         model_config, spm_model = backbone_config(config), spm_model_of(config)
-        spec = TaskSpec(task="race", seq_len=config.seq_len, max_qa_length=config.max_qa_length,
+        spec = HeadSpec(task="race", seq_len=config.seq_len, max_qa_length=config.max_qa_length,
                         lower=config.lower)
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-        is_chief = distribution.is_chief(strategy or tf.distribute.get_strategy())
+        is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
 
         def features_of(name, path):
             examples = read_race(path, spec.num_choices)

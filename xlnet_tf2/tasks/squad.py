@@ -30,7 +30,7 @@ import tensorflow as tf
 
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.finetune_batches import global_batches_fn
-from xlnet_tf2.models.squad_model import SquadModel
+from xlnet_tf2.models.xlnet_question_answerer import SquadModel
 from xlnet_tf2.tasks import feature_cache, squad_eval
 from xlnet_tf2.tasks.errors import TaskDataError
 from xlnet_tf2.tasks.finetune_config import SquadConfig
@@ -40,9 +40,9 @@ from xlnet_tf2.tasks.losses import squad_loss
 from xlnet_tf2.tasks.squad_data import (MODEL_INPUTS, SquadExample, SquadWindow,
                                         TokenizedContext, build_all_windows, read_squad,
                                         stack_windows)
-from xlnet_tf2.tasks.task_spec import TaskSpec
+from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SPIECE_UNDERLINE, SentencePieceTokenizer
-from xlnet_tf2.training import distribution
+from xlnet_tf2.training import determinism, distribution
 from xlnet_tf2.training.inference import predict
 
 BEAM_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
@@ -263,9 +263,9 @@ def train_features(path: str, tokenizer, spec, cache_dir: Optional[str] = "off",
                                          build, cache_dir, is_chief)
 
 
-def squad_spec(config: SquadConfig) -> TaskSpec:
+def squad_spec(config: SquadConfig) -> HeadSpec:
     """task.json of a SQuAD run: the window and prediction settings."""
-    return TaskSpec(task="squad", seq_len=config.seq_len, layout="squad", lower=config.lower,
+    return HeadSpec(task="squad", seq_len=config.seq_len, layout="squad", lower=config.lower,
                     version_2_with_negative=config.version_2_with_negative,
                     doc_stride=config.doc_stride, max_query_length=config.max_query_length,
                     max_answer_length=config.max_answer_length,
@@ -278,7 +278,7 @@ class SquadTask(FinetuneTask):
     --predict_file every eval_every steps (the prediction files of each evaluation overwrite
     the previous ones)."""
 
-    def __init__(self, config: SquadConfig, strategy: Optional[tf.distribute.Strategy] = None):
+    def __init__(self, config: SquadConfig):
         if not config.train_file:
             raise RunConfigError("--train_file is required when training (--do_train).")
         model_config, spm_model = backbone_config(config), spm_model_of(config)
@@ -287,7 +287,7 @@ class SquadTask(FinetuneTask):
         if tokenizer.vocab_size > model_config.n_token:
             raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the "
                                  f"model's n_token is {model_config.n_token}.")
-        is_chief = distribution.is_chief(strategy or tf.distribute.get_strategy())
+        is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
         cache_dir = config.feature_cache_dir
         train = train_features(config.train_file, tokenizer, spec, cache_dir, is_chief)
         evaluation = (SquadEvalSet.build(config.predict_file, tokenizer, spec, cache_dir,
@@ -313,6 +313,7 @@ def predict_only(config: SquadConfig) -> Dict[str, float]:
     training; its task.json settings and spiece.model are used)."""
     if not config.predict_file:
         raise RunConfigError("--nodo_train needs --predict_file.")
+    determinism.apply(config.loop)  # before TensorFlow's runtime starts (training/run_task.py)
     model_dir = config.model_dir
     model, spec, spm_model = load_task_model(model_dir, "squad", config.checkpoint)
     tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)

@@ -240,9 +240,6 @@ class SentencePieceTokenizer:
                 raw.append((at, at))
         return ids, raw
 
-    def decode_ids(self, ids: Sequence[int]) -> str:
-        return self._sp.DecodeIds([int(i) for i in ids])
-
 
 def check_special_pieces(sp: spm.SentencePieceProcessor, source: str) -> None:
     """Raises `TokenizerError` unless pieces 0..8 are the XLNet special pieces in order."""

@@ -18,7 +18,7 @@ import tensorflow as tf
 from absl import logging
 
 from xlnet_tf2 import run_dir
-from xlnet_tf2.models.saving import restore_weights
+from xlnet_tf2.models.saving import checkpoint_damage, restore_weights
 
 
 class CheckpointRestoreError(RuntimeError):
@@ -107,7 +107,7 @@ class CheckpointKeeper:
                     logging.warning("Fell back to checkpoint %s after: %s", path, "; ".join(failures))
                 return path
             except (ValueError, AssertionError) as e:
-                if not _is_corruption(e):
+                if not checkpoint_damage(e):
                     raise CheckpointRestoreError(
                         f"Checkpoint {path} does not fit this run's model: "
                         f"{str(e).splitlines()[0][:300]}. The run in {self.model_dir} was "
@@ -158,13 +158,6 @@ def repair_state_file(model_dir: str) -> bool:
     logging.warning(message)
     print(f"[checkpoint] note: {message}", flush=True)
     return True
-
-
-def _is_corruption(error: Exception) -> bool:
-    """A ValueError/AssertionError from reading damaged files (vs. a model mismatch)."""
-    text = str(error).lower()
-    return any(word in text for word in ("corrupt", "truncat", "data loss", "checksum",
-                                         "read less bytes", "unable to open", "not found"))
 
 
 def load_model_weights(model, path: str) -> None:

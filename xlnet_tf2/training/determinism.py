@@ -7,9 +7,9 @@ losses and weights of repeated runs, and of a run resumed from any checkpoint, a
 bit-identical (measurements: BENCHMARKS.md#figures-behind-choices-in-the-code). So
 `--deterministic` sets one inter-op thread and TensorFlow's op determinism
 (which also selects deterministic GPU kernels). The inter-op thread count can only be set
-before TensorFlow's runtime starts: command-line tools call `enable()` first thing; in a
-process that already ran TensorFlow ops, `enable()` raises unless the setting is already in
-force.
+before TensorFlow's runtime starts: the commands call `apply(config.loop)` first thing
+(training/run_task.py); in a process that already ran TensorFlow ops, `enable()` raises
+unless the setting is already in force.
 """
 
 from __future__ import annotations
@@ -32,3 +32,9 @@ def enable() -> None:
             "TensorFlow starts: call xlnet_tf2.training.determinism.enable() (or "
             "tf.config.threading.set_inter_op_parallelism_threads(1)) before running any "
             f"TensorFlow op in this process ({e}).") from None
+
+
+def apply(loop) -> None:
+    """`enable()` when a run's loop settings (a LoopConfig) ask for --deterministic."""
+    if loop.deterministic:
+        enable()

@@ -20,8 +20,8 @@ import dataclasses
 from typing import Optional
 
 from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS
-from xlnet_tf2.config_flags import (RunConfigError, check_non_negative, check_positive,
-                                    setting)
+from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
+                                    check_positive, setting)
 
 PRECISIONS = ("float32", "mixed_bfloat16", "mixed_float16")
 STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "one_device")
@@ -56,6 +56,7 @@ class DistributionConfig:
         resume="free")
 
     def __post_init__(self):
+        check_declared(self)
         check_positive(self, "tpu_timeout")
 
 
@@ -127,15 +128,10 @@ class LoopConfig:
         resume="free")
 
     def __post_init__(self):
-        if not self.model_dir:
-            raise RunConfigError("--model_dir is required: the directory for checkpoints and "
-                                 "logs.")
-        check_positive(self, "train_steps", "train_batch_size", "grad_accum_steps", "steps_per_loop",
-                  "save_steps", "keep_checkpoints", "log_steps")
+        check_declared(self)
+        check_positive(self, "train_steps", "train_batch_size", "grad_accum_steps",
+                       "steps_per_loop", "save_steps", "keep_checkpoints", "log_steps")
         check_non_negative(self, "seed")
-        if self.precision not in PRECISIONS:
-            raise RunConfigError(f"--precision must be one of {PRECISIONS}, got "
-                                 f"{self.precision!r}.")
         if self.train_batch_size % self.grad_accum_steps:
             raise RunConfigError(
                 f"--train_batch_size={self.train_batch_size} must be divisible by "
@@ -172,6 +168,7 @@ class OptimizerConfig:
         "uses 1.0).", resume="warn")
 
     def __post_init__(self):
+        check_declared(self)
         check_non_negative(self, "warmup_steps")
         if not self.learning_rate > 0:
             raise RunConfigError(f"--learning_rate must be positive, got {self.learning_rate}.")
@@ -196,4 +193,5 @@ class DropoutConfig:
         resume="warn")
 
     def __post_init__(self):
+        check_declared(self)
         _rate(self, "dropout", "dropatt")

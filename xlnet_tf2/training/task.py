@@ -9,6 +9,9 @@ loop is never edited for a new task; a new task is one new file in xlnet_tf2/tas
     task = SomeTask(config)                       # config.loop: LoopConfig,
     result = Trainer(task).train()                # config.optimizer: OptimizerConfig
 
+(the commands: `run_task(SomeTask, config)`, training/run_task.py, which also picks the
+strategy and returns `task.result(...)`).
+
 What the Trainer calls, and when (`model` is the built model, `features` one replica's batch,
 `state` the task's carried state per replica, [] without one):
 
@@ -33,6 +36,8 @@ What the Trainer calls, and when (`model` is the built model, `features` one rep
                                            first step (write run files: the chief only)
   evaluate(trainer, step)                  every `eval_every` steps and at the end, before
                                            that step's checkpoint is saved
+  result(trained)                          after the run (run_task): what it returns, with a
+                                           `summary()` the commands print
 
 and reads: `config` (its `loop` and `optimizer` sections), `step_features` (the batch
 features handed to the replica step; None = all), `record_features` (features gathered into
@@ -135,6 +140,11 @@ class Task:
 
     def evaluate(self, trainer, step: int) -> Optional[dict]:
         return None
+
+    def result(self, trained):
+        """What running this task returns (run_task.py), from the Trainer's TrainResult; it has
+        a `summary()`, the line the commands print."""
+        raise NotImplementedError
 
     def tokens_per_step(self, global_batch: int) -> int:
         return 0

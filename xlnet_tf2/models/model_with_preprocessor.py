@@ -1,9 +1,9 @@
-"""`XLNetTask`: the base of the keras-hub-style task models (XLNetClassifier, XLNetRegressor,
-XLNetMultipleChoice, XLNetQuestionAnswerer).
+"""`ModelWithPreprocessor`: the base of the keras-hub-style models (XLNetClassifier,
+XLNetRegressor, XLNetMultipleChoice, XLNetQuestionAnswerer).
 
-A task is a Keras model around one task model of xlnet_tf2.models (`task_model`, whose
-backbone is `backbone`) with a preprocessor attached (a Keras layer of xlnet_tf2.tokenizers,
-strings in, token dicts out):
+One is a Keras model around a model with a head (`task_model`, a HeadModel, whose backbone is
+`backbone`) with a preprocessor attached (a Keras layer of xlnet_tf2.tokenizers, strings in,
+token dicts out) and the task's default loss and metrics:
 
 - `fit`, `evaluate`, `predict` take raw strings (the preprocessor runs in the tf.data
   pipeline, as keras-hub's tasks do, so the model's own graph stays numeric and
@@ -13,8 +13,9 @@ strings in, token dicts out):
 - `call` returns the task's main output alone (logits, scores), so `compile(metrics=[...])`
   applies to it; `compile()` with no arguments (done at construction) picks the task's
   loss, metrics and Adam(5e-5).
-- `from_preset(preset)` (preset_loading.py) and `save_to_preset(dir)`; `.keras` files carry
-  the SentencePiece model (XLNetPreprocessor.save_assets) and load after `import xlnet_tf2`.
+- `from_preset(preset)` (models/pretrained.py's load_preset_model) and `save_to_preset(dir)`;
+  `.keras` files carry the SentencePiece model (XLNetPreprocessor.save_assets) and load after
+  `import xlnet_tf2`.
 """
 
 from __future__ import annotations
@@ -26,15 +27,18 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.conversion.to_huggingface import save_huggingface
-from xlnet_tf2.keras_tasks.preset_loading import load_task_preset
-from xlnet_tf2.models import presets as preset_registry
-from xlnet_tf2.models import saving
+from xlnet_tf2.models import pretrained, saving
 
 DEFAULT_BATCH_SIZE = 32
 _TOKEN_DTYPE = tf.int32
 
 
-def token_inputs(x: dict) -> Dict[str, tf.Tensor]:
+def resolve_config(config) -> XLNetConfig:
+    """An XLNetConfig, its dict, or a preset name ("tiny", "base", "large")."""
+    return XLNetConfig.resolve(config) if isinstance(config, str) else XLNetConfig.coerce(config)
+
+
+def cast_token_inputs(x: dict) -> Dict[str, tf.Tensor]:
     """A token dict in our names: HuggingFace's token_type_ids read as segment_ids; missing
     segment_ids are 0 and a missing attention_mask is all ones (no padding)."""
     if "input_ids" not in x:
@@ -48,15 +52,15 @@ def token_inputs(x: dict) -> Dict[str, tf.Tensor]:
     return inputs
 
 
-class XLNetTask(keras.Model):
+class ModelWithPreprocessor(keras.Model):
     """Subclasses set TASK (one of saving.TASKS) and CONFIG_KEYS, build `task_model` in
     their constructor (then call `_finish_init`), define `from_task_settings` and
-    `make_preprocessor` (preset_loading.py), and may override `main_output`, `task_settings`,
-    `default_loss`, `default_metrics` and `prepare_labels`."""
+    `make_preprocessor` (models/pretrained.py's load_preset_model), and may override
+    `main_output`, `task_settings`, `default_loss`, `default_metrics` and `prepare_labels`."""
 
     TASK: str = ""
     CONFIG_KEYS: tuple = ()  # constructor arguments get_config echoes, besides config
-    presets = preset_registry.ClassProperty(preset_registry.presets)
+    presets = pretrained.ClassProperty(pretrained.presets)
 
     def __init__(self, task_model, preprocessor=None, **kwargs):
         # "xlnet_classifier", not Keras' "xl_net_classifier".
@@ -97,7 +101,7 @@ class XLNetTask(keras.Model):
             raise ValueError(f"{type(self).__name__} is called on token dicts (input_ids, "
                              "segment_ids, attention_mask); raw strings go through fit, "
                              "evaluate and predict, or through self.preprocessor first.")
-        return self.main_output(self.task_model(token_inputs(inputs), training=training))
+        return self.main_output(self.task_model(cast_token_inputs(inputs), training=training))
 
     def main_output(self, outputs: dict):
         return outputs["logits"]
@@ -132,7 +136,7 @@ class XLNetTask(keras.Model):
         """Raw inputs (strings, string pairs or dicts of strings) -> token dicts; token dicts
         pass through."""
         if isinstance(x, dict) and ("input_ids" in x):
-            return token_inputs(x)
+            return cast_token_inputs(x)
         if self.preprocessor is None:
             raise ValueError(f"{type(self).__name__} has no preprocessor: pass token dicts "
                              "(input_ids, ...), or give it a preprocessor (from_preset attaches "
@@ -254,8 +258,8 @@ class XLNetTask(keras.Model):
         """keras-hub's constructor: a task directory (ours, or a HuggingFace one of the
         matching class, converted with its head) gives the fine-tuned task; any backbone
         preset (XLNetLMHeadModel.presets names, hub ids, LM directories) gives a fresh head
-        on its weights. See xlnet_tf2/keras_tasks/preset_loading.py for the arguments."""
-        return load_task_preset(cls, preset, **kwargs)
+        on its weights. See models/pretrained.py's load_preset_model for the arguments."""
+        return pretrained.load_preset_model(cls, preset, **kwargs)
 
 
 def _snake(name: str) -> str:

@@ -1,5 +1,6 @@
-"""The base of the task models: the XLNet backbone (attribute `transformer`, so pretraining
-checkpoints and converted releases restore into it by the same object path) plus one head.
+"""`HeadModel`, the base of the models with a head: the XLNet backbone (attribute
+`transformer`, so pretraining checkpoints and converted releases restore into it by the same
+object path) plus one head.
 
 All inputs are batch-major dicts of int32 tensors with a static sequence length L (or the
 same entries as keywords, HuggingFace's `model(**batch)`):
@@ -15,13 +16,16 @@ xlnet_tf2/tasks/losses.py.
 As Keras models, the task models returning a dict of outputs train on their main output
 (`MAIN_OUTPUT`, the logits) when `compile(loss=..., metrics=[...])` is given plain labels:
 `model.compile("adam", loss, metrics=["accuracy"]); model.fit(tokenizer(texts), labels)`
-works as for a one-output model (labels given as a dict keyed by output name go to those
-outputs, as Keras does).
+works as for a one-output model; a loss, metrics or labels keyed by output name
+(`loss={"logits": ...}`, `metrics={"logits": [...]}`, `fit(x, {"logits": labels})`) apply to
+those outputs alone.
 
 HuggingFace's names: `from_pretrained` (a task directory of ours or transformers' task
 directory with its head, or any model directory's backbone with a new head built from the
 constructor's arguments) and `save_pretrained` (our task directory or transformers'
-XLNetFor... directory), both implemented in xlnet_tf2/hub.py (models/presets.py).
+XLNetFor... directory), both in models/pretrained.py. A subclass says which of task.json's
+tasks it serves (`KINDS`, and `kind` per instance), how task.json's settings build it
+(`from_settings`) and what its task.json says (`task_settings`).
 """
 
 from __future__ import annotations
@@ -32,7 +36,8 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.models import presets as preset_registry
+from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN
+from xlnet_tf2.models import pretrained
 from xlnet_tf2.models.xlnet_model import KeywordInputs, ModelInputError, XLNetModel
 
 # The token inputs of every task model; "token_type_ids" is HuggingFace's "segment_ids".
@@ -53,12 +58,14 @@ def token_inputs(inputs) -> Dict[str, tf.Tensor]:
     return tokens
 
 
-class TaskModel(KeywordInputs, keras.Model):
+class HeadModel(KeywordInputs, keras.Model):
     """Shared plumbing: config echo, backbone call on the token inputs, the main output for
     compile's losses and metrics, HuggingFace's from_pretrained / save_pretrained."""
 
     # The output compile's losses and metrics apply to when labels are not a dict (None: all).
     MAIN_OUTPUT: Optional[str] = "logits"
+    # The tasks of task.json (run_dir.TASKS) this class serves; `kind` is an instance's.
+    KINDS: tuple = ()
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
@@ -79,23 +86,56 @@ class TaskModel(KeywordInputs, keras.Model):
         return {"input_ids": ids, "segment_ids": tf.zeros_like(ids),
                 "attention_mask": tf.ones_like(ids)}
 
+    def build_weights(self):
+        """Creates every weight (a call on a short dummy batch); returns the model."""
+        self(self.dummy_inputs(self.dummy_length()), training=False)
+        return self
+
+    def dummy_length(self) -> int:
+        return 8
+
+    # ------------------------------------------------------------------ task.json
+    @classmethod
+    def from_settings(cls, config, settings: dict, head_dropout: float = 0.1):
+        """The model task.json `settings` describe, its weights built (fresh)."""
+        raise NotImplementedError
+
+    def task_settings(self, label_list=None, seq_len: Optional[int] = None) -> dict:
+        """task.json of this model (saving.py's task directory format): `seq_len` default
+        the original's for the task."""
+        return {"task": self.kind, "seq_len": seq_len or DEFAULT_SEQ_LEN[self.kind],
+                "layout": "cls_last"}
+
     # ------------------------------------------------------------------ compile's view
-    def _main_output(self, y, y_pred):
-        if self.MAIN_OUTPUT and isinstance(y_pred, dict) and not isinstance(y, dict):
-            return y_pred[self.MAIN_OUTPUT]
-        return y_pred
+    def _compiled_view(self, y, y_pred):
+        """(labels, outputs) as compile's losses and metrics see them: labels keyed by output
+        name meet those outputs alone (the model's other outputs, e.g. hidden, have no
+        label); plain labels meet the main output, keyed by its name when the loss was given
+        as a dict keyed by output (`loss={"logits": ...}`)."""
+        if not isinstance(y_pred, dict):
+            return y, y_pred
+        if isinstance(y, dict):
+            return y, {k: y_pred[k] for k in y if k in y_pred}
+        if not self.MAIN_OUTPUT:
+            return y, y_pred
+        main = y_pred[self.MAIN_OUTPUT]
+        if isinstance(self.loss, dict):
+            return {self.MAIN_OUTPUT: y}, {self.MAIN_OUTPUT: main}
+        return y, main
 
     def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
-        return super().compute_loss(x, y, self._main_output(y, y_pred), sample_weight,
-                                    training=training)
+        y, y_pred = self._compiled_view(y, y_pred)
+        return super().compute_loss(x, y, y_pred, sample_weight, training=training)
 
     def compute_metrics(self, x, y, y_pred, sample_weight=None):
-        return super().compute_metrics(x, y, self._main_output(y, y_pred), sample_weight)
+        y, y_pred = self._compiled_view(y, y_pred)
+        return super().compute_metrics(x, y, y_pred, sample_weight)
 
     # ------------------------------------------------------------------ HuggingFace's names
     @classmethod
     def from_pretrained(cls, name_or_dir: str, **kwargs):
-        """A task model of this class from `name_or_dir` (hub.py's `load_task_model`):
+        """A task model of this class from `name_or_dir` (models/pretrained.py's
+        `load_head_model`):
           - our task directory (task.json: a fine-tuning run, a converted fine-tuned
             checkpoint, `save_pretrained` output) of this class's task, with its head;
           - transformers' directory (or hub id) of the matching XLNetFor... class, with its
@@ -104,7 +144,7 @@ class TaskModel(KeywordInputs, keras.Model):
             from the constructor's arguments in `kwargs` (num_outputs=..., ...).
         Also takes load_weights, cache_dir, revision, local_files_only and run-time settings
         (dropout=..., ...)."""
-        return preset_registry.hub_function("load_task_model")(cls, name_or_dir, **kwargs)
+        return pretrained.load_head_model(cls, name_or_dir, **kwargs)
 
     def save_pretrained(self, output_dir: str, spm_model: Optional[str] = None, *,
                         format: str = "xlnet_tf2", label_list=None,  # noqa: A002 - HF's
@@ -114,5 +154,5 @@ class TaskModel(KeywordInputs, keras.Model):
         label_list `label_list`, default "0".."n-1") or transformers' XLNetFor... directory
         (format="huggingface", label_list as id2label); `spm_model` adds the SentencePiece
         model. See `xlnet_tf2.save_pretrained`."""
-        return preset_registry.hub_function("save_pretrained")(
-            self, output_dir, spm_model, format=format, label_list=label_list, seq_len=seq_len)
+        return pretrained.save_pretrained(self, output_dir, spm_model, format=format,
+                                          label_list=label_list, seq_len=seq_len)

@@ -1,7 +1,9 @@
-"""`task.json`: what a fine-tuned model_dir is, so evaluation and export need no flags repeated.
+"""`HeadSpec`, a fine-tuned model's `task.json`: which head it has (the `task`, its summary,
+labels, beam) and how its inputs are laid out (sequence length, layout, lowercasing, SQuAD's
+windows), so evaluation and export need no flags repeated.
 
-Written by the task runners next to the checkpoints; the SentencePiece model is copied into
-the model_dir as `spiece.model` so the directory is self-contained.
+Written by the fine-tuning tasks next to the checkpoints; the SentencePiece model is copied
+into the model_dir as `spiece.model` so the directory is self-contained.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import tensorflow as tf
 
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.tasks.finetune_config import check_squad_windows
 
 TASKS = run_dir.TASKS
 TASK_FILE = run_dir.TASK_FILE
@@ -27,7 +30,9 @@ _TYPES = {"task": str, "seq_len": int, "summary_type": str, "layout": str, "labe
 
 
 @dataclasses.dataclass(frozen=True)
-class TaskSpec:
+class HeadSpec:
+    """task.json, checked (unknown keys, types, ranges raise RunConfigError naming them)."""
+
     task: str
     seq_len: int
     summary_type: str = "last"
@@ -65,14 +70,9 @@ class TaskSpec:
             raise RunConfigError(f"a classification model needs a label_list of at least 2 "
                                  f"labels, got {self.label_list!r}.")
         if self.task == "squad":
-            for name in ("doc_stride", "max_query_length", "max_answer_length", "n_best_size"):
-                if getattr(self, name) <= 0:
-                    raise RunConfigError(f"--{name} must be positive, got {getattr(self, name)}.")
-            if self.max_query_length + 4 > self.seq_len:
-                raise RunConfigError(f"--max_query_length={self.max_query_length} leaves no room "
-                                 f"for the document in --seq_len={self.seq_len}.")
+            check_squad_windows(self)
 
-    def replace(self, **changes) -> "TaskSpec":
+    def replace(self, **changes) -> "HeadSpec":
         return dataclasses.replace(self, **changes)
 
     def write(self, model_dir: str) -> None:
@@ -80,7 +80,7 @@ class TaskSpec:
         fileio.write_json_atomically(os.path.join(model_dir, TASK_FILE), dataclasses.asdict(self))
 
     @classmethod
-    def read(cls, model_dir: str) -> "TaskSpec":
+    def read(cls, model_dir: str) -> "HeadSpec":
         path = os.path.join(model_dir, TASK_FILE)
         if not tf.io.gfile.exists(path):
             raise FileNotFoundError(f"{path} does not exist: --model_dir must be a directory "

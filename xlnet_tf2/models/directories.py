@@ -1,0 +1,168 @@
+"""Our task directories of any kind, and converting a checkpoint into a directory
+(`xlnet-convert`): where the model class comes from what a directory's task.json (or
+--task) says rather than from the caller (models/pretrained.py loads into a given class).
+
+  source original / huggingface, target xlnet_tf2: a pretrained model -> our LM directory
+    (saving.py); with `task`, a fine-tuned one -> a task directory, head included
+    (task.json + ckpt-0), which fine-tuning's evaluation and export read as a model_dir.
+  source xlnet_tf2 (our LM, pretraining or task directory), target huggingface: the
+    HuggingFace layout (conversion/to_huggingface.py). original/huggingface -> huggingface
+    goes through our format.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from typing import Optional, Tuple
+
+from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.conversion.convert import TaskOptions, fill, read_foreign
+from xlnet_tf2.conversion.convert_config import SOURCES, TARGETS
+from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES, save_huggingface
+from xlnet_tf2.models import pretrained, saving
+from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
+from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
+from xlnet_tf2.models.xlnet_multiple_choice import MultipleChoiceModel
+from xlnet_tf2.models.xlnet_question_answerer import SquadModel
+
+# The model class of each task a task.json (or xlnet-convert's --task) names.
+MODEL_CLASSES = {"classification": SequenceClassifier, "regression": SequenceClassifier,
+                 "race": MultipleChoiceModel, "squad": SquadModel}
+
+
+def build_task_model(config, settings: dict, head_dropout: float = 0.1):
+    """The task model task.json `settings` describe, built (weights fresh)."""
+    task = settings.get("task")
+    if task not in MODEL_CLASSES:
+        raise ValueError(f"task.json: task must be one of {run_dir.TASKS}, got {task!r}.")
+    return MODEL_CLASSES[task].from_settings(config, settings, head_dropout)
+
+
+def load_task_directory(directory: str, which: str = "best", head_dropout: float = 0.1,
+                        **config_overrides) -> Tuple[object, dict]:
+    """(task model with its weights, task.json settings) of a task directory;
+    `config_overrides` set run-time fields (e.g. dropout=0.0)."""
+    read = {}
+
+    def build(config, settings):
+        read.update(settings)
+        return build_task_model(config, settings, head_dropout)
+
+    model = pretrained.read_head_directory(build, directory, runtime=config_overrides,
+                                           which=which)
+    return model, read
+
+
+# Files that make a directory a training run or prepared data: conversion never writes there.
+_RUN_FILES = (run_dir.RUN_CONFIG_FILE, "attempts.jsonl", "record_info.json",
+              run_dir.BEST_EVAL_FILE)
+
+
+def check_output_dir(output_dir: str, overwrite: bool) -> None:
+    """Refuses an --output_dir that holds a training run or prepared data (always) or
+    anything else (unless `overwrite`: then the directory is replaced whole on success)."""
+    if not fileio.exists(output_dir):
+        return
+    if not fileio.isdir(output_dir):
+        raise RunConfigError(f"--output_dir={output_dir!r} is a file; pass a directory.")
+    names = sorted(n.rstrip("/") for n in fileio.listdir(output_dir))
+    run = [n for n in names if n in _RUN_FILES or (n.startswith("ckpt-") and
+                                                   n.endswith(".index") and n != "ckpt-0.index")]
+    if run:
+        raise RunConfigError(
+            f"--output_dir={output_dir!r} holds a training run or prepared data ({run[0]}); "
+            "conversion never writes into one. Choose a new --output_dir.")
+    if names and not overwrite:
+        raise RunConfigError(
+            f"--output_dir={output_dir!r} is not empty ({', '.join(names[:3])}"
+            f"{', ...' if len(names) > 3 else ''}); pass --overwrite to replace it, or choose "
+            "a new directory.")
+
+
+def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
+                       config_path: Optional[str] = None, spm_model: Optional[str] = None,
+                       log=logging.info, task: Optional[TaskOptions] = None,
+                       target: str = "xlnet_tf2", overwrite: bool = False) -> dict:
+    """Converts and writes `output_dir` whole (built under a staging name beside it, then
+    swapped in: a failed or killed conversion leaves an existing directory as it was); returns
+    the report of conversion.convert.fill (and "written", "architecture" for
+    target huggingface). `output_dir` must be new or empty, or `overwrite` set; one that
+    holds a training run or prepared data is always refused (check_output_dir).
+
+    source "original": `checkpoint` is the TF1 prefix, `config_path` its xlnet_config.json
+    (default: beside the checkpoint). source "huggingface": `checkpoint` is a save_pretrained
+    directory. source "xlnet_tf2" (target huggingface only): one of our directories. With
+    `task`, the head converts too, into a task directory."""
+    if target not in TARGETS:
+        raise ValueError(f"--target must be one of {TARGETS}, got {target!r}.")
+    if source not in SOURCES:
+        raise ValueError(f"--source must be one of {SOURCES}, got {source!r}.")
+    check_output_dir(output_dir, overwrite)
+    for leftover in fileio.leftovers(output_dir):
+        print(f"[convert] found {leftover}, an incomplete conversion left by a killed run; "
+              "removing it.", file=sys.stderr, flush=True)
+        fileio.rmtree(leftover)
+    staging = fileio.staging_directory(output_dir)
+    try:
+        report = _convert(source, checkpoint, staging, config_path, spm_model, log, task,
+                          target)
+        fileio.replace_directory(staging, output_dir)
+    except BaseException as e:
+        fileio.rmtree(staging)
+        raise fileio.output_error(e, output_dir) or e
+    log(f"wrote {output_dir}")
+    return report
+
+
+def _convert(source: str, checkpoint: str, output_dir: str, config_path: Optional[str],
+             spm_model: Optional[str], log, task: Optional[TaskOptions], target: str) -> dict:
+    """Converts and writes into the empty `output_dir` (convert_checkpoint)."""
+    if target == "huggingface":
+        return _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log, task)
+    if source == "xlnet_tf2":
+        raise ValueError("--source=xlnet_tf2 converts to --target=huggingface only.")
+    foreign = read_foreign(source, checkpoint, config_path, task)
+    if foreign.settings is None:
+        model = XLNetLMHeadModel(foreign.config)
+        model.build()
+    else:
+        model = build_task_model(foreign.config, foreign.settings)
+    report = fill(model, foreign, log)
+    if foreign.settings is None:
+        saving.save_pretrained(model, output_dir, spm_model)
+    else:
+        saving.save_task_directory(model, output_dir, foreign.settings, spm_model)
+    return report
+
+
+def _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log, task) -> dict:
+    """Our directory (or, through a scratch copy in our format, a foreign one) -> HF layout."""
+    if source != "xlnet_tf2":
+        scratch = tempfile.mkdtemp(prefix="xlnet_tf2_convert_")
+        try:
+            report = _convert(source, checkpoint, scratch, config_path, spm_model, log, task,
+                              "xlnet_tf2")
+            report.update(_to_huggingface("xlnet_tf2", scratch, output_dir, None, None, log,
+                                          None))
+            return report
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
+    if task is not None:
+        raise ValueError("--task is read from the directory's task.json for "
+                         "--source=xlnet_tf2; do not pass it.")
+    label_list = None
+    if os.path.exists(os.path.join(checkpoint, run_dir.TASK_FILE)):
+        model, settings = load_task_directory(checkpoint)
+        label_list = settings.get("label_list")
+    else:
+        model = pretrained.load_lm_directory(XLNetLMHeadModel, checkpoint)
+    spm = spm_model or os.path.join(checkpoint, run_dir.SPM_FILE)
+    written = save_huggingface(model, output_dir, spm if os.path.exists(spm) else None,
+                               label_list)
+    log(f"wrote {', '.join(written)}")
+    return {"written": written, "architecture": ARCHITECTURES[model.kind]}
