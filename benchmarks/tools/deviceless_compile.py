@@ -31,6 +31,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional
 
+from xlnet_tf2 import fileio
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
 from benchmarks.tools import h100_proxy, tpu_estimate
@@ -167,7 +168,7 @@ def _group(rows: List[dict], keys) -> List[dict]:
         key = tuple(r[k] for k in keys)
         g = groups.setdefault(key, dict(zip(keys, key), kernels=0, bytes=0, flops=0, ms=0.0))
         for field in ("kernels", "bytes", "flops", "ms"):
-            g[field] += r[field]
+            g[field] = None if r[field] is None else g[field] + r[field]
     return sorted(groups.values(), key=lambda g: (-g["ms"], -g["bytes"]))
 
 
@@ -190,6 +191,14 @@ def analyse(target: str, meta: dict, record: dict, top: int = 15) -> dict:
     report.update(kernels=sum(k.count for k in found),
                   fusions=sum(k.count for k in found if k.opcode == "fusion"),
                   bytes=sum(r["bytes"] for r in rows), flops=sum(r["flops"] for r in rows))
+    if target != "h100":
+        # libtpu writes batched matrix products as convolutions whose windows, padding and
+        # dilation stand for batch dimensions: their FLOPs are libtpu's cost analysis's to
+        # count, not this reading's. Its per-kernel bytes include what moves through VMEM.
+        cost = record.get("cost_analysis") or {}
+        report.update(flops=cost.get("flops"), bytes=cost.get("bytes accessed"))
+        for r in rows:
+            r["flops"] = None
     if target == "h100":
         report["h100"] = h100_proxy.summary(found, meta["flops_per_step"],
                                             h100_proxy.calibration())
@@ -216,10 +225,10 @@ def run(step_dir: str, target: str, venv: Optional[str] = None, top: int = 15,
     start = time.perf_counter()
     try:
         record = compile_in_venv(target, step_dir, python, workdir)
-        if save_hlo and "optimized_hlo" in record:
-            shutil.copyfile(os.path.join(workdir, "optimized.hlo.txt"), save_hlo)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
+    if save_hlo and "optimized_hlo" in record:
+        fileio.write_atomically(save_hlo, record["optimized_hlo"].encode())
     say(f"compiled in {time.perf_counter() - start:.0f} s; analysing the program")
     report = analyse(target, meta, record, top)
     report["step_dir"] = step_dir
@@ -228,7 +237,7 @@ def run(step_dir: str, target: str, venv: Optional[str] = None, top: int = 15,
 
 # ------------------------------------------------------------------------------- the report
 def _gb(n: float) -> str:
-    return f"{n / 1e9:,.1f} GB"
+    return f"{n / 1e9:,.1f} GB" if n >= 1e9 else f"{n / 1e6:,.2f} MB"
 
 
 def _gib(n: float) -> str:
@@ -242,14 +251,19 @@ def _shape_text(r: dict) -> str:
             f"{(r.get('export_target') or '?').upper()}")
 
 
-def _table(rows: List[dict], keys, total_ms: float, label: str, limit: int = 0) -> List[str]:
+def _table(rows: List[dict], keys, total_ms: float, label: str, limit: int = 0,
+           traffic: bool = True) -> List[str]:
+    """A table of grouped kernels: time, share, launches, then (with `traffic`) GB and GFLOP,
+    then the `keys` columns (name, width)."""
     head = "  ".join(f"{k:<{w}}" for k, w in keys)
-    lines = [f"{label}:", f"  {'ms':>8} {'share':>6} {'kernels':>7} {'GB':>7} {'GFLOP':>8}  {head}"]
+    lines = [f"{label}:", f"  {'ms':>8} {'share':>6} {'kernels':>7} "
+             + (f"{'GB':>7} {'GFLOP':>8}  " if traffic else " ") + head]
     for r in rows[:limit or len(rows)]:
         share = 100 * r["ms"] / total_ms if total_ms else 0.0
         cells = "  ".join(f"{str(r[k])[:w]:<{w}}" for k, w in keys)
-        lines.append(f"  {r['ms']:8.2f} {share:5.1f}% {r['kernels']:7,d} {r['bytes'] / 1e9:7.2f} "
-                     f"{r['flops'] / 1e9:8.1f}  {cells}".rstrip())
+        lines.append(f"  {r['ms']:8.2f} {share:5.1f}% {r['kernels']:7,d} "
+                     + (f"{r['bytes'] / 1e9:7.2f} {r['flops'] / 1e9:8.1f}  " if traffic else " ")
+                     + cells.rstrip())
     return lines
 
 
@@ -270,10 +284,11 @@ def format_report(r: dict) -> str:
         else:
             lines.append(f"refused by libtpu: {tpu['error'][:400]}")
         return "\n".join(lines)
-    lines.append(f"kernels {r['kernels']:,} ({r['fusions']:,} fusions); bytes (operands + "
-                 f"outputs of each) {_gb(r['bytes'])}; matrix FLOPs {r['flops'] / 1e12:.3f} T "
-                 f"(the project counts {r['flops_per_step'] / 1e12:.3f} T per step)")
+    counted = f"the project counts {r['flops_per_step'] / 1e12:.3f} T per step"
     if "h100" in r:
+        lines.append(f"kernels {r['kernels']:,} ({r['fusions']:,} fusions); bytes (operands + "
+                     f"outputs of each) {_gb(r['bytes'])}; matrix FLOPs "
+                     f"{r['flops'] / 1e12:.3f} T ({counted})")
         h = r["h100"]
         low, high = h["predicted_ms_range"]
         lines += [
@@ -290,32 +305,38 @@ def format_report(r: dict) -> str:
     else:
         m, cost = r["memory"], tpu["cost_analysis"]
         lines.append(
+            f"kernels {r['kernels']:,} top-level ops ({r['fusions']:,} fusions, "
+            f"{tpu['kernels_with_cycles']:,} with a cycle estimate); FLOPs "
+            f"{(r['flops'] or 0) / 1e12:.3f} T and bytes accessed {_gb(r['bytes'] or 0)} by "
+            f"libtpu's cost analysis ({counted})")
+        lines.append(
             f"fits HBM: needs {_gib(tpu['needs_bytes'])} of {_gib(tpu['hbm_bytes'])} GiB "
             f"(arguments {_gib(m['argument'])}, outputs not aliased to them "
             f"{_gib(m['output'] - m['alias'])}, temporaries {_gib(m['temp'])}, code "
             f"{_gib(m['generated_code'])} GiB)")
-        if cost:
+        if "optimal_seconds" in cost:
             corrected = cost.get("optimal_seconds_corrected")
             lines.append(
-                f"libtpu's cost analysis: FLOPs {cost.get('flops', 0) / 1e12:.3f} T, bytes "
-                f"accessed {_gb(cost.get('bytes accessed', 0))}, optimal_seconds "
-                f"{cost.get('optimal_seconds', 0):.4g}"
+                f"libtpu's optimal_seconds {cost['optimal_seconds']:.4g}"
                 + (f" ({corrected:.4g} with its {tpu['uncosted_custom_calls']} uncosted custom "
                    "calls' -1 each added back)" if tpu["uncosted_custom_calls"] else ""))
         mfu = tpu["serial_mfu"]
         lines.append(
-            f"libtpu's estimated cycles, summed over {tpu['kernels_with_cycles']:,} kernels: "
+            f"libtpu's estimated cycles, summed: "
             f"{tpu['estimated_cycles']:,.0f} = {tpu['serial_ms']:.1f} ms at "
             f"{tpu['clock_ghz']:g} GHz (serial, no overlap: an estimate, not a measurement)"
             + (f"; MFU at that time {100 * mfu:.1f}% of {tpu['peak_flops'] / 1e12:.0f} "
                "TFLOP/s" if mfu else ""))
         total, unit = tpu["serial_ms"], "libtpu's cycles"
-    parts = r["part_totals"]
-    lines += [""] + _table(parts, [("part", 40)], total, f"time by part of the model ({unit})")
+    traffic = "h100" in r  # a TPU's FLOPs and HBM bytes are libtpu's totals only
+    lines += [""] + _table(r["part_totals"], [("part", 40)], total,
+                           f"time by part of the model ({unit})", traffic=traffic)
     lines += [""] + _table(r["parts"], [("part", 40), ("dir", 4)], total,
-                           "by part and direction (fwd, bwd, opt)")
-    lines += [""] + _table(r["kinds"], [("kind", 30)], total, "by kind of kernel", 12)
+                           "by part and direction (fwd, bwd, opt)", traffic=traffic)
+    lines += [""] + _table(r["kinds"], [("kind", 30)], total, "by kind of kernel", 12,
+                           traffic=traffic)
     lines += [""] + _table(r["top_classes"], [("dir", 4), ("part", 28), ("shape", 28),
                                               ("op_name", 60)], total,
-                           "top kernel classes (the same op of every layer summed)")
+                           "top kernel classes (the same op of every layer summed)",
+                           traffic=traffic)
     return "\n".join(lines)

@@ -10,10 +10,12 @@ layer scopes (rel_attn, ff, layer_norm, dropout, dropatt, word_embedding, lm_los
 optimizer's xlnet_adamw, clip_by_global_norm) say which layer, and the TensorFlow op
 (Softmax, GatherV2, strided_slice, ...) which step of it. Inside the attention the einsums are
 numbered in trace order (einsum_4, ...), which any change of the layer renumbers, so there the
-sizes decide: a kernel touching an array with a dimension of T = K + L encoded positions (or
-T - 1, the shift's view, or a multiple) works on position scores; one touching an array of at
-least B x N x P x K elements (the query stream's scores, the smallest score tensor) is
-score-sized. `StepShape` holds these sizes, from the export's meta.json.
+sizes decide: a matrix product with an operand or result that has a dimension of T = K + L
+encoded positions (or T - 1, the shift's view, or a multiple) computes position scores, and
+any other kernel touching such an array shifts them (the rel shift: its slices, its gradient's
+pads, the layout copies they read; the query stream's when the array has P rows); a product of
+at least B x N x P x K elements (the query stream's scores, the smallest score tensor) works on
+attention scores. `StepShape` holds these sizes, from the export's meta.json.
 
 Rules are tried in order; the first that matches names the part. `main` rules look at the
 kernel's main op name (its dot's, else its own, else the most-written scoped name inside);
@@ -23,6 +25,7 @@ kernel's main op name (its dot's, else its own, else the most-written scoped nam
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from typing import Callable, Optional, Tuple
 
@@ -46,14 +49,25 @@ class StepShape:
     def positions(self) -> int:  # T = K + L (bidirectional relative positions)
         return self.keys + self.seq_len
 
-    def position_sized(self, k: Kernel) -> bool:
+    def _positions(self, d: int) -> bool:
         t = self.positions
-        return any(d >= t - 1 and (d % t == 0 or d % (t - 1) == 0) for dims in k.dims
-                   for d in dims)
+        return d >= t - 1 and (d % t == 0 or d % (t - 1) == 0)
 
-    def score_sized(self, k: Kernel) -> bool:
+    def position_sized(self, dims) -> bool:
+        """Whether an array of `dims` (a kernel's, or its matrix products') has a dimension of
+        T positions, T - 1 (the shift's view) or a multiple of either (dimensions merged)."""
+        return any(self._positions(d) for shape in dims for d in shape)
+
+    def query_positions(self, dims) -> bool:
+        """Whether an array of `dims` holds the query stream's position scores: P rows, then
+        T (or T - 1, or merged) positions."""
+        return any(a == self.num_predict and self._positions(b) for shape in dims
+                   for a, b in zip(shape, shape[1:]))
+
+    def score_sized(self, dims) -> bool:
+        """Whether an array of `dims` holds at least the query stream's B x N x P x K scores."""
         smallest = self.batch * self.n_head * min(self.num_predict, self.seq_len) * self.keys
-        return k.max_elements >= smallest
+        return max((math.prod(shape) for shape in dims), default=0) >= smallest
 
 
 ATTENTION = r"/rel_attn(_\d+)?/"
@@ -78,7 +92,8 @@ def _softmax_like(k: Kernel, shape: StepShape) -> bool:
     a layer norm's or the feed-forward's: the softmax or its gradient (whatever it is fused
     with: masks, the dropout of the probabilities)."""
     ops = set(k.opcodes)
-    return (not k.has_dot and shape.score_sized(k) and ("exponential" in ops or "reduce" in ops)
+    return (not k.has_dot and shape.score_sized(k.dims)
+            and ("exponential" in ops or "reduce" in ops)
             and not re.search(r"/(layer_norm|ff)(_\d+)?/", k.op_name))
 
 
@@ -86,7 +101,11 @@ PARTS: Tuple[Rule, ...] = (
     Rule("gradient clipping", r"global_norm|clip_by|L2Loss"),
     Rule("optimizer (AdamW)", r"(?i)adamw|/Assign(Add|Sub)?VariableOp"),
     Rule("query-stream shift", ATTENTION + r"(.*/)?(GatherV2|take)"),
-    Rule("position scores and rel shift", ATTENTION, when=lambda k, s: s.position_sized(k)),
+    Rule("position scores (q.r)", ATTENTION,
+         when=lambda k, s: k.has_dot and s.position_sized(k.dot_dims)),
+    Rule("query-stream shift", ATTENTION,
+         when=lambda k, s: not k.has_dot and s.query_positions(k.dims)),
+    Rule("rel shift", ATTENTION, when=lambda k, s: not k.has_dot and s.position_sized(k.dims)),
     Rule("softmax", ATTENTION + r"(.*/)?Softmax", scope="any",
          when=lambda k, s: not k.has_dot),
     Rule("softmax", ATTENTION, scope="any", when=_softmax_like),
@@ -95,9 +114,9 @@ PARTS: Tuple[Rule, ...] = (
     Rule("layer norm", r"/layer_norm(_\d+)?/"),
     Rule("feed-forward", r"/ff(_\d+)?/"),
     Rule("attention scores and values (q.k, p.v)", ATTENTION,
-         when=lambda k, s: k.has_dot and s.score_sized(k)),
+         when=lambda k, s: k.has_dot and s.score_sized(k.dot_dims)),
     Rule("attention projections (q, k, v, r, o)", ATTENTION, when=lambda k, s: k.has_dot),
-    Rule("score sums, masks, segment term", ATTENTION, when=lambda k, s: s.score_sized(k)),
+    Rule("score sums, masks, segment term", ATTENTION, when=lambda k, s: s.score_sized(k.dims)),
     Rule("attention, other", ATTENTION),
     Rule("LM head and loss", r"(?i)lm_loss|SparseSoftmaxCrossEntropy|^(gradient_tape/)?"
          r"xlnet_lm(_\d+)?/(einsum|add|BiasAdd)|one_hot"),

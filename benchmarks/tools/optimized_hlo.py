@@ -31,7 +31,8 @@ _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _CYCLES = re.compile(r'"estimated_cycles":"(\d+)"')
 _TARGET = re.compile(r'custom_call_target="([^"]+)"')
 _TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
-# Instructions that launch nothing: they name, alias or wait for buffers.
+# Instructions that launch nothing: they name, alias or wait for buffers (so does every
+# asynchronous `*-done`, e.g. libtpu's slice-done).
 NOT_KERNELS = {"parameter", "constant", "bitcast", "get-tuple-element", "tuple", "after-all",
                "add-dependency", "opt-barrier", "partition-id", "replica-id", "while", "call",
                "conditional", "async-done", "copy-done", "all-reduce-done", "all-gather-done",
@@ -96,9 +97,13 @@ class Kernel:
     op_name: str
     op_names: Tuple[str, ...]
     opcodes: Tuple[str, ...]
-    dims: Tuple[Tuple[int, ...], ...]
-    has_dot: bool
+    dims: Tuple[Tuple[int, ...], ...]  # of every array the kernel reads or writes
+    dot_dims: Tuple[Tuple[int, ...], ...]  # of the operands and outputs of its matrix products
     cycles: Optional[int] = None
+
+    @property
+    def has_dot(self) -> bool:
+        return bool(self.dot_dims)
 
     @property
     def bytes(self) -> int:
@@ -241,14 +246,16 @@ class _Module:
         main = _main_op_name(i, dots, names)
         dims = tuple(d for _, d in outputs) + tuple(
             d for o in i.operands for _, d in arrays(self.shapes.get(o, "")))
+        dot_dims = dims if target.startswith("__cublas") else tuple(
+            d for x in dots for s in [x.shape] + [shapes.get(o, "") for o in x.operands]
+            for _, d in arrays(s))
         cycles = _CYCLES.search(i.attrs)
         return Kernel(
             name=i.name, opcode=i.opcode, kind=_kind(i, target, opcodes), shape=re.sub(
                 r"\{[^}]*\}", "", i.shape), in_bytes=in_bytes, out_bytes=out_bytes,
             flops=flops, count=count, op_name=main,
             op_names=tuple(n for n, _ in names.most_common()),
-            opcodes=tuple(o for o, _ in opcodes.most_common()), dims=dims,
-            has_dot=bool(dots) or target.startswith("__cublas"),
+            opcodes=tuple(o for o, _ in opcodes.most_common()), dims=dims, dot_dims=dot_dims,
             cycles=int(cycles.group(1)) if cycles else None)
 
     def _read_bytes(self, i: Instruction, called: Optional[str], in_place) -> int:
@@ -351,7 +358,7 @@ def kernels(text: str) -> List[Kernel]:
                     walk(b, count)
             elif i.opcode == "call":
                 walk(i.attr("to_apply"), count)
-            elif i.opcode not in NOT_KERNELS:
+            elif i.opcode not in NOT_KERNELS and not i.opcode.endswith("-done"):
                 found.append(module.kernel(i, count))
 
     walk(module.entry, 1)

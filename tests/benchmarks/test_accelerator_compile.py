@@ -43,9 +43,20 @@ def test_every_kernel_has_its_bytes_flops_launches_and_part():
     assert found["fusion.adamw"].op_name == "xlnet_adamw/AssignSubVariableOp_3"
 
 
+def test_the_sizes_that_tell_scores_and_positions_at_xlnet_base():
+    s = StepShape(batch=16, seq_len=512, mem_len=384, num_predict=85, n_head=12)
+    assert (s.keys, s.positions) == (896, 1408)
+    # the shift's view [B, N, T - 1, L] and a merged [B N, L T] are position-sized ...
+    assert s.position_sized([(16, 12, 1407, 512)]) and s.position_sized([(192, 512 * 1408)])
+    assert not s.position_sized([(16, 896, 768)])  # ... the keys' projection is not
+    assert s.query_positions([(2, 8, 12, 85, 1408)])
+    assert not s.query_positions([(16, 12, 512, 1408)])
+    assert s.score_sized([(16, 12, 85, 896)]) and not s.score_sized([(16, 896, 768)])
+
+
 def test_the_table_names_each_part_once_in_order_and_ends_with_a_catch_all():
     assert PART_NAMES[-1] == "other" and len(PART_NAMES) == len(set(PART_NAMES))
-    for needed in ("attention scores and values (q.k, p.v)", "position scores and rel shift",
+    for needed in ("attention scores and values (q.k, p.v)", "position scores (q.r)", "rel shift",
                    "query-stream shift", "softmax", "attention dropout", "feed-forward",
                    "layer norm", "embedding and position encoding", "LM head and loss",
                    "optimizer (AdamW)", "gradient clipping"):
@@ -116,7 +127,13 @@ def test_tpu_fit_cost_and_cycles(monkeypatch):
     text = format_report(dict(report, step_dir="/x/step"))
     assert ("fits HBM: needs 8.50 of 16.00 GiB (arguments 3.00, outputs not aliased to them "
             "0.00, temporaries 5.00, code 0.50 GiB)") in text
-    assert "libtpu's estimated cycles, summed over 1 kernels: 1,500 = 0.0 ms at 1.5 GHz" in text
+    assert ("kernels 19 top-level ops (13 fusions, 1 with a cycle estimate); FLOPs 0.003 T and "
+            "bytes accessed 3.0 GB by libtpu's cost analysis") in text
+    assert "libtpu's estimated cycles, summed: 1,500 = 0.0 ms at 1.5 GHz" in text
+    # libtpu's totals replace the kernels' own sums on a TPU (its convolutions stand for
+    # batched products), and the tables leave GB and GFLOP out
+    assert (report["flops"], report["bytes"]) == (2.5e9, 3e9)
+    assert "GFLOP" not in text
     # libtpu's estimate is the table's time: only the dropout hash has one here
     assert report["part_totals"][0]["part"] == "attention dropout"
 

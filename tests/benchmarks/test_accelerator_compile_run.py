@@ -55,7 +55,7 @@ def _check_totals(report, meta):
     assert report["flops_per_step"] == meta["flops_per_step"] > 0
     assert report["shape"] == meta["shape"] and report["export_target"] == "tpu"
     parts = {r["part"] for r in report["part_totals"]}
-    assert {"attention scores and values (q.k, p.v)", "position scores and rel shift",
+    assert {"attention scores and values (q.k, p.v)", "position scores (q.r)", "rel shift",
             "softmax", "feed-forward", "layer norm", "optimizer (AdamW)",
             "gradient clipping"} <= parts
 
