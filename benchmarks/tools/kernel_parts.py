@@ -100,7 +100,8 @@ def _softmax_like(k: Kernel, shape: StepShape) -> bool:
 PARTS: Tuple[Rule, ...] = (
     Rule("gradient clipping", r"global_norm|clip_by|L2Loss"),
     Rule("optimizer (AdamW)", r"(?i)adamw|/Assign(Add|Sub)?VariableOp"),
-    Rule("query-stream shift", ATTENTION + r"(.*/)?(GatherV2|take)"),
+    Rule("query-stream shift", ATTENTION + r"(.*/)?(GatherV2|take)", scope="any",
+         when=lambda k, s: not k.has_dot),
     Rule("position scores (q.r)", ATTENTION,
          when=lambda k, s: k.has_dot and s.position_sized(k.dot_dims)),
     Rule("query-stream shift", ATTENTION,
@@ -118,6 +119,10 @@ PARTS: Tuple[Rule, ...] = (
     Rule("attention projections (q, k, v, r, o)", ATTENTION, when=lambda k, s: k.has_dot),
     Rule("score sums, masks, segment term", ATTENTION, when=lambda k, s: s.score_sized(k.dims)),
     Rule("attention, other", ATTENTION),
+    # Ops of a custom gradient lose the layer's scope (e.g. `Cast_16`): an unscoped kernel on
+    # scores (both streams' rows joined, [B, N, L + P, K]) is still the attention's.
+    Rule("attention, other", r"", when=lambda k, s: s.score_sized(k.dims)
+         and any(s.keys in shape for shape in k.dims)),
     Rule("LM head and loss", r"(?i)lm_loss|SparseSoftmaxCrossEntropy|^(gradient_tape/)?"
          r"xlnet_lm(_\d+)?/(einsum|add|BiasAdd)|one_hot"),
     Rule("embedding and position encoding", r"(?i)embedding|transformer(_\d+)?/"),
