@@ -163,6 +163,7 @@ def kernel_us(target: str, k: Kernel) -> float:
 
 
 def _group(rows: List[dict], keys) -> List[dict]:
+    """The kernels' rows summed by `keys` (kernels, bytes, FLOPs, ms), the costliest first."""
     groups: Dict[tuple, dict] = {}
     for r in rows:
         key = tuple(r[k] for k in keys)
@@ -191,18 +192,18 @@ def analyse(target: str, meta: dict, record: dict, top: int = 15) -> dict:
     report.update(kernels=sum(k.count for k in found),
                   fusions=sum(k.count for k in found if k.opcode == "fusion"),
                   bytes=sum(r["bytes"] for r in rows), flops=sum(r["flops"] for r in rows))
-    if target != "h100":
-        # libtpu writes batched matrix products as convolutions whose windows, padding and
-        # dilation stand for batch dimensions: their FLOPs are libtpu's cost analysis's to
-        # count, not this reading's. Its per-kernel bytes include what moves through VMEM.
-        cost = record.get("cost_analysis") or {}
-        report.update(flops=cost.get("flops"), bytes=cost.get("bytes accessed"))
-        for r in rows:
-            r["flops"] = None
     if target == "h100":
         report["h100"] = h100_proxy.summary(found, meta["flops_per_step"],
                                             h100_proxy.calibration())
     else:
+        # libtpu writes batched matrix products as convolutions whose windows, padding and
+        # dilation stand for batch dimensions: their FLOPs are libtpu's cost analysis's to
+        # count, not this reading's; and a TPU kernel's operands include what moves through
+        # VMEM, so the bytes that reach HBM are libtpu's count too.
+        cost = record.get("cost_analysis") or {}
+        report.update(flops=cost.get("flops"), bytes=cost.get("bytes accessed"))
+        for r in rows:
+            r["flops"] = None
         report["tpu"] = tpu_estimate.summary(found, record, tpu_estimate.CHIPS[target],
                                              meta["flops_per_step"], text)
     report["parts"] = _group(rows, ("part", "dir"))

@@ -13,7 +13,7 @@ does not fit HBM), `error` with its message and no HLO.
 
 Imports nothing but the standard library and JAX: the accelerator venv has no TensorFlow, no
 absl and not this project's dependencies. The environment variables that let the plugins
-start without a device are set by the caller (`deviceless_env` in tools/accelerator_targets.py),
+start without a device are set by the caller (`worker_env` in tools/deviceless_compile.py),
 before JAX is imported here.
 """
 
