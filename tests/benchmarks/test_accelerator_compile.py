@@ -86,7 +86,7 @@ def test_h100_proxy_and_prediction(monkeypatch):
     assert h["predicted_ms_range"] == pytest.approx([0.9 * h["predicted_ms"],
                                                      1.1 * h["predicted_ms"]])
     assert h["mfu"] == pytest.approx(1e6 / (h["predicted_ms"] / 1e3) / 989e12)
-    assert report["kernels"] == sum(v[2] for v in EXPECTED.values()) == 19
+    assert report["kernels"] == sum(v[2] for v in EXPECTED.values()) == 20
     assert report["bytes"] == sum(v[2] * v[3] for v in EXPECTED.values())
     assert report["flops"] == 576 + 960 + 1024
     # the grouped tables add up to the whole
@@ -104,7 +104,7 @@ def test_h100_report_text(monkeypatch):
     assert lines[0] == ("/x/step (model tiny, batch 2, seq 4, memory 2, 2 predictions; "
                         "mixed_bfloat16; traced for GPU)")
     assert lines[1] == "compiled for NVIDIA H100 80GB HBM3 (h100) by jax 0.10.2 in 12 s"
-    assert lines[2].startswith("kernels 19 (13 fusions); bytes (operands + outputs of each) ")
+    assert lines[2].startswith("kernels 20 (14 fusions); bytes (operands + outputs of each) ")
     assert lines[3].startswith("H100 proxy 0.04 ms = sum over kernels of max(bytes / 3.35 "
                                "TB/s, FLOPs / 989 TFLOP/s) + 2 us")
     assert lines[4].startswith("predicted H100 step 0.1 ms (+-10%: ") and (
@@ -127,7 +127,7 @@ def test_tpu_fit_cost_and_cycles(monkeypatch):
     text = format_report(dict(report, step_dir="/x/step"))
     assert ("fits HBM: needs 8.50 of 16.00 GiB (arguments 3.00, outputs not aliased to them "
             "0.00, temporaries 5.00, code 0.50 GiB)") in text
-    assert ("kernels 19 top-level ops (13 fusions, 1 with a cycle estimate); FLOPs 0.003 T and "
+    assert ("kernels 20 top-level ops (14 fusions, 1 with a cycle estimate); FLOPs 0.003 T and "
             "bytes accessed 3.0 GB by libtpu's cost analysis") in text
     assert "libtpu's estimated cycles, summed: 1,500 = 0.0 ms at 1.5 GHz" in text
     # libtpu's totals replace the kernels' own sums on a TPU (its convolutions stand for
