@@ -310,8 +310,10 @@ def format_report(r: dict) -> str:
             f"{tpu['kernels_with_cycles']:,} with a cycle estimate); FLOPs "
             f"{(r['flops'] or 0) / 1e12:.3f} T and bytes accessed {_gb(r['bytes'] or 0)} by "
             f"libtpu's cost analysis ({counted})")
+        over = (" (libtpu compiled it, so it fits: near the limit the statistics' sum exceeds "
+                "the chip's HBM)" if tpu["needs_bytes"] > tpu["hbm_bytes"] else "")
         lines.append(
-            f"fits HBM: needs {_gib(tpu['needs_bytes'])} of {_gib(tpu['hbm_bytes'])} GiB "
+            f"fits HBM{over}: needs {_gib(tpu['needs_bytes'])} of {_gib(tpu['hbm_bytes'])} GiB "
             f"(arguments {_gib(m['argument'])}, outputs not aliased to them "
             f"{_gib(m['output'] - m['alias'])}, temporaries {_gib(m['temp'])}, code "
             f"{_gib(m['generated_code'])} GiB)")

@@ -138,6 +138,16 @@ def test_tpu_fit_cost_and_cycles(monkeypatch):
     assert report["part_totals"][0]["part"] == "attention dropout"
 
 
+def test_a_compiled_tpu_program_fits_whatever_its_statistics_sum(monkeypatch):
+    _shape(monkeypatch)
+    memory = dict(RECORD["memory"], temp=14 * 2 ** 30)  # 17.5 GiB in all, on a 16 GiB chip
+    record = dict(RECORD, memory=memory, cost_analysis={"flops": 1.0})
+    report = analyse("tpu_v5e", META, record)
+    assert report["tpu"]["fits"] is True
+    assert ("fits HBM (libtpu compiled it, so it fits: near the limit the statistics' sum "
+            "exceeds the chip's HBM): needs 17.50 of 16.00 GiB") in format_report(report)
+
+
 def test_tpu_refusal_is_one_line():
     assert tpu_estimate.refused_for_memory(OUT_OF_HBM) == {
         "needs_bytes": 17.25 * 2 ** 30, "available_bytes": 15.75 * 2 ** 30}
