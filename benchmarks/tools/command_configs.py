@@ -10,6 +10,7 @@ help, defaults and checks are written here once.
     BaseStepBenchmarkConfig   benchmarks/benchmark_base_step.py
     GenerationBenchmarkConfig benchmarks/benchmark_generation.py
     AcceleratorCheckConfig    benchmarks/accelerator_check.py
+    AcceleratorCompileConfig  benchmarks/accelerator_compile.py
 
 Importing this module does not import TensorFlow (`--help` stays fast).
 """
@@ -397,6 +398,38 @@ class AcceleratorCheckConfig:
         if not 0 < self.loss_tolerance < 1:
             raise RunConfigError(f"--loss_tolerance must be in (0, 1), got "
                                  f"{self.loss_tolerance}.")
+
+
+ACCELERATOR_TARGETS = ("h100", "tpu_v5e", "tpu_v4", "tpu_v5p")
+
+
+@dataclasses.dataclass(frozen=True)
+class AcceleratorCompileConfig:
+    """An exported step compiled for an accelerator this machine does not have, and what the
+    compiled program says (benchmarks/accelerator_compile.py)."""
+
+    step_dir: str = setting(
+        None, "The directory benchmarks/accelerator_check.py --export_step wrote (step.hlo.pb "
+        "and meta.json), given as the command's one argument.", required=True)
+    target: str = setting(
+        "h100", "The accelerator to compile for: h100 (one NVIDIA H100 SXM, JAX's CUDA plugin; "
+        "the calibrated time proxy) or tpu_v5e, tpu_v4, tpu_v5p (one Cloud TPU chip, libtpu; "
+        "the HBM fit and libtpu's cost estimates).", choices=ACCELERATOR_TARGETS)
+    venv: Optional[str] = setting(
+        None, "The venv whose Python compiles for the target (default: "
+        "$XLNET_TF2_AOT_GPU_VENV or $XLNET_TF2_AOT_TPU_VENV, else .venv-aot-gpu or "
+        ".venv-aot-tpu in the checkout, as scripts/setup_accelerator_compile.sh makes them; "
+        "for a TPU target also this Python when it has libtpu).")
+    json: Optional[str] = setting(
+        None, "Also write every figure of the report, machine-readable, to this JSON file.")
+    save_hlo: Optional[str] = setting(
+        None, "Also write the optimized program (the HLO text the target's compiler "
+        "produced) to this file.")
+    top: int = setting(15, "Rows of the table of the most expensive kernel classes.")
+
+    def __post_init__(self):
+        check_declared(self)
+        check_positive(self, "top")
 
 
 PAYOFF_INITS = ("permutation", "left_to_right", "random")
