@@ -303,5 +303,8 @@ def test_tiny_export_on_jax_xla_gives_tensorflows_first_step_loss(tiny_export):
     width = XLNetConfig.preset(DRY_RUN["model_config"]).d_model
     assert all(m.shape == (DRY_RUN["batch_size"], DRY_RUN["mem_len"], width) for m in memory)
     assert abs(float(loss) - math.log(300)) < 0.5  # a fresh model's loss
-    assert float(loss) == pytest.approx(meta["tf_loss"], rel=1e-5)
-    assert float(grad_norm) == pytest.approx(meta["tf_grad_norm"], rel=1e-5)
+    # The export is the GPU's program (the query stream's window read, no stored masks);
+    # TensorFlow's validation step on this CPU traces the CPU's (the coordinate gather): the
+    # same values up to bfloat16 rounding in a different order (1.3e-5 seen on the norm).
+    assert float(loss) == pytest.approx(meta["tf_loss"], rel=1e-4)
+    assert float(grad_norm) == pytest.approx(meta["tf_grad_norm"], rel=1e-4)
