@@ -222,3 +222,26 @@ def test_held_out_evaluation_matches_an_eager_pass(tmp_path):
     assert results[-1]["loss"] == pytest.approx(total / count, abs=1e-5)
     assert results[-1]["perplexity"] == pytest.approx(np.exp(total / count), rel=1e-5)
     assert results[-1]["targets"] == int(count)
+
+
+
+@pytest.mark.slow
+def test_the_accelerators_step_on_this_cpu_matches_the_cpus(tmp_path):
+    """The whole step compiled as traced for a GPU (layers/trace_target.py: among others the
+    grouped clipping norm and AdamW update of training/optimization.py) gives the CPU form's
+    losses and gradient norms to float32 rounding, and weights within a few ulps of the
+    updates' size (Adam divides small gradients by their own scale)."""
+    from xlnet_tf2.layers import trace_target
+
+    runs = {}
+    for target in ("cpu", "gpu"):
+        with trace_target.tracing_for(target):
+            p = make(tmp_path / target, jit_compile=True)
+            steps = p.train().steps
+        runs[target] = (steps, [v.numpy() for v in p.model.trainable_variables])
+    (cpu_steps, cpu_weights), (gpu_steps, gpu_weights) = runs["cpu"], runs["gpu"]
+    for key in ("loss", "grad_norm"):
+        assert [s[key] for s in gpu_steps] == pytest.approx([s[key] for s in cpu_steps],
+                                                            rel=1e-5)
+    for cpu, gpu in zip(cpu_weights, gpu_weights):  # updates are ~1e-2 (learning_rate)
+        np.testing.assert_allclose(gpu, cpu, rtol=0, atol=2e-5)

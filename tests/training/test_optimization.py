@@ -6,11 +6,15 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2.layers import trace_target
 from xlnet_tf2.models import XLNetLMHeadModel
-from xlnet_tf2.training.optimization import (LinearWarmupLinearDecay, XLNetAdamW,
+from xlnet_tf2.training import optimization
+from xlnet_tf2.training.optimization import (GROUPED_MAX_ELEMENTS, NORM_GROUP_SIZE,
+                                             UPDATE_GROUP_SIZE,
+                                             LinearWarmupLinearDecay, XLNetAdamW,
                                              create_optimizer, decay_exempt_variables,
-                                             describe_optimizer, resolve_bias_correction,
-                                             warmup_warning)
+                                             describe_optimizer, global_norm, update_groups,
+                                             resolve_bias_correction, warmup_warning)
 
 
 def test_schedule_hand_values():
@@ -142,3 +146,130 @@ def test_a_warmup_longer_than_the_run_is_said_in_one_line():
     assert warmup_warning(5e-4, 300, 300) is not None
     assert warmup_warning(5e-4, 30, 300) is None
     assert warmup_warning(5e-4, 0, 1) is None
+
+
+def test_global_norm_on_a_cpu_is_tf_global_norm_and_on_an_accelerator_agrees_to_rounding():
+    """The CPU's form is tf.linalg.global_norm bit for bit; an accelerator's (sums of squares of
+    concatenations, over more tensors than one concatenation holds) the same to float32
+    rounding. None entries are skipped, IndexedSlices count by their values."""
+    rng = np.random.RandomState(0)
+    shapes = [(3, 5), (7,), (2, 3, 4), (1,)] * (NORM_GROUP_SIZE // 2)
+    tensors = [tf.constant(rng.normal(size=s).astype(np.float32)) for s in shapes]
+    sliced = tf.IndexedSlices(tf.constant(rng.normal(size=[2, 5]).astype(np.float32)),
+                              tf.constant([0, 3]), tf.constant([6, 5]))
+    given = tensors + [None, sliced]
+    exact = np.sqrt(sum(np.sum(np.square(t.numpy().astype(np.float64)))
+                        for t in tensors + [sliced.values]))
+    cpu = global_norm(given)
+    assert cpu.dtype == tf.float32
+    assert float(cpu) == float(tf.linalg.global_norm(tensors + [sliced]))
+    with trace_target.tracing_for("gpu"):
+        accelerator = global_norm(given)
+        assert float(global_norm([])) == 0.0
+    assert float(accelerator) == pytest.approx(exact, rel=1e-6)
+    assert float(accelerator) == pytest.approx(float(cpu), rel=1e-6)
+
+
+def test_update_groups():
+    """Equal-sized variables of rank <= 2 and at most GROUPED_MAX_ELEMENTS elements in groups of
+    at most UPDATE_GROUP_SIZE, in order; the others alone."""
+    shapes = [(4, 2), (8,), (3,), (2, 4), (8, 1), (3,)] + [(5,)] * (UPDATE_GROUP_SIZE + 1)
+    variables = [tf.zeros(s) for s in shapes] + [tf.zeros([8], tf.float64), tf.zeros([2, 2, 2]),
+                                                  tf.zeros([GROUPED_MAX_ELEMENTS + 1])]
+    fives = list(range(6, 6 + UPDATE_GROUP_SIZE + 1))
+    last = len(shapes)
+    assert list(update_groups(variables)) == [
+        [0, 1, 3, 4], [2, 5], fives[:-1], fives[-1:], [last], [last + 1], [last + 2]]
+
+
+def _lm_and_optimizer(bias_correction, loss_scaling=False):
+    """A tiny LM whose 64-element variables (LayerNorms, dense biases, attention biases) make
+    more than one group, with decay exemptions and a learning-rate multiplier per layer."""
+    keras.utils.set_random_seed(1)
+    model = XLNetLMHeadModel(XLNetConfig.preset("tiny"))
+    model.build()
+    multipliers = {id(v): 0.5 for v in model.transformer.layer_0.trainable_variables}
+    optimizer, _ = create_optimizer(model, learning_rate=0.01, warmup_steps=1, total_steps=10,
+                                    weight_decay=0.01, epsilon=1e-6,
+                                    bias_correction=bias_correction, loss_scaling=loss_scaling,
+                                    lr_multipliers=multipliers)
+    return model, optimizer
+
+
+def _state(model, optimizer):
+    return [v.numpy() for v in model.trainable_variables + list(optimizer.variables)]
+
+
+@pytest.mark.parametrize("bias_correction", [False, True])
+def test_an_accelerators_grouped_update_is_the_per_variable_update_bit_for_bit(
+        bias_correction, monkeypatch):
+    """The update an accelerator traces (gradient terms computed on one concatenation per
+    group of equal-sized variables, each variable reading its slice) gives the weights and
+    slots of the per-variable update bit for bit, with decay exemptions, lr multipliers and
+    bias correction; the CPU traces the per-variable form."""
+    grouped_calls = []
+    original = XLNetAdamW._grouped_update_step
+    monkeypatch.setattr(XLNetAdamW, "_grouped_update_step",
+                        lambda self, *a: (grouped_calls.append(1), original(self, *a))[1])
+    results = {}
+    for target in ("cpu", "gpu"):
+        model, optimizer = _lm_and_optimizer(bias_correction)
+        groups = list(update_groups(model.trainable_variables))
+        assert UPDATE_GROUP_SIZE in [len(g) for g in groups] and sum(len(g) > 1 for g in groups) > 2
+        rng = np.random.RandomState(2)
+        with trace_target.tracing_for(target):
+            for _ in range(3):
+                grads = [tf.constant(rng.normal(size=v.shape).astype(np.float32))
+                         for v in model.trainable_variables]
+                optimizer.apply(grads, model.trainable_variables)
+        results[target] = _state(model, optimizer)
+    assert len(grouped_calls) == 3  # the gpu runs only
+    for cpu, gpu in zip(results["cpu"], results["gpu"]):
+        np.testing.assert_array_equal(gpu, cpu)
+
+
+def test_grouped_update_under_loss_scaling():
+    """mixed_float16's LossScaleOptimizer around the grouped update: a finite step equals the
+    per-variable form's bit for bit, an overflowing one is skipped (weights unchanged, scale
+    halved) as there."""
+    results = {}
+    for target in ("cpu", "gpu"):
+        model, optimizer = _lm_and_optimizer(False, loss_scaling=True)
+        variables = model.trainable_variables
+        rng = np.random.RandomState(3)
+        scale = float(optimizer.dynamic_scale)
+        grads = [tf.constant(rng.normal(size=v.shape).astype(np.float32) * scale)
+                 for v in variables]
+        with trace_target.tracing_for(target):
+            optimizer.apply(grads, variables)
+            finite = [v.numpy() for v in variables]
+            optimizer.apply([g * float("inf") for g in grads], variables)
+        for before, v in zip(finite, variables):
+            np.testing.assert_array_equal(v.numpy(), before)
+        assert float(optimizer.dynamic_scale) == scale / 2
+        results[target] = finite
+    for cpu, gpu in zip(results["cpu"], results["gpu"]):
+        np.testing.assert_array_equal(gpu, cpu)
+
+
+def test_grouped_update_compiled_by_xla_is_the_per_variable_update():
+    """Both forms of the update inside one XLA computation (jit_compile on this CPU): the same
+    weights and slots bit for bit, over groups larger than UPDATE_GROUP_SIZE."""
+    shapes = [(4, 3)] * (UPDATE_GROUP_SIZE + 3) + [(12,), (2, 6), (5,)]
+    rng = np.random.RandomState(4)
+    initial = [rng.normal(size=s).astype(np.float32) for s in shapes]
+    grads = [tf.constant(rng.normal(size=s).astype(np.float32)) for s in shapes]
+    results = {}
+    for target in ("cpu", "gpu"):
+        variables = [tf.Variable(w) for w in initial]
+        optimizer = XLNetAdamW(learning_rate=0.01, epsilon=1e-6, weight_decay=0.01)
+        optimizer.exclude_from_weight_decay(var_list=variables[-2:])
+        optimizer.set_lr_multipliers({id(variables[0]): 0.5})
+        optimizer.build(variables)
+        step = tf.function(lambda g: optimizer.apply(g, variables), jit_compile=True)
+        with trace_target.tracing_for(target):
+            for _ in range(2):
+                step(grads)
+        results[target] = [v.numpy() for v in variables + list(optimizer.variables)]
+    for cpu, gpu in zip(results["cpu"], results["gpu"]):
+        np.testing.assert_array_equal(gpu, cpu)

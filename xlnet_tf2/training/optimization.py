@@ -24,15 +24,84 @@ Which AdamW this is, deliberately:
   The original multiplied the clipped gradient instead, which Adam's normalization almost
   entirely cancels (docs/SEMANTICS.md#optimizer).
 * Gradients reach `apply` already summed over replicas and clipped to a global norm by the
-  training step (`trainer.py`), so this optimizer does not all-reduce them again.
+  training step (`trainer.py`, with `global_norm` of this module), so this optimizer does not
+  all-reduce them again.
+
+On an accelerator (layers/trace_target.py) with one replica, the same arithmetic is traced in a
+form XLA fuses into a few kernels instead of one or two per variable: the global norm sums the
+squares of a few concatenations of the gradients, and the update computes the gradient's terms
+of the moments on one concatenation per group of equal-sized variables, which each variable's
+update then reads a slice of (`XLNetAdamW._grouped_update_step`). The variables (weights and the
+m, v slots checkpoints hold) stay one per weight. A CPU traces the per-variable form.
 """
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
 
 import keras
+import numpy as np
 import tensorflow as tf
+
+from xlnet_tf2.layers import trace_target
+
+# The accelerator form's groups (see the module docstring and `update_groups`). Why these
+# sizes: XLA GPU caps the operands plus outputs of one fused kernel (64, or 96 in newer
+# versions); a group's update kernel has seven per variable (gradient, weight, m, v in; weight,
+# m, v out) plus a few scalars, so 8 variables fit either cap, and a norm kernel reads one
+# gradient per operand. Only variables of rank <= 2 and at most GROUPED_MAX_ELEMENTS elements
+# are grouped: the gradients of the attention's [D, N, H] projections and seg_embed leave their
+# einsums in another layout (or as partial sums), which XLA fuses into a per-variable update
+# but must write out before a grouped one; and a large variable's update is long next to a
+# kernel launch, so XLA does not fuse those into one kernel anyway.
+UPDATE_GROUP_SIZE = 8
+NORM_GROUP_SIZE = 48
+GROUPED_MAX_ELEMENTS = 1 << 20
+
+
+def accelerator_form() -> bool:
+    """Whether the step being traced takes the accelerator's form of the clipping norm and
+    the update (see the module docstring): any device but a CPU (layers/trace_target.py)."""
+    return not trace_target.is_cpu()
+
+
+def global_norm(tensors: Sequence[Optional[tf.Tensor]]) -> tf.Tensor:
+    """float32 scalar: sqrt of the sum of squares of every element of `tensors` (None entries
+    skipped, `tf.IndexedSlices` by their values), as `tf.linalg.global_norm`.
+
+    A CPU computes it with `tf.linalg.global_norm` itself (one reduction per tensor); an
+    accelerator sums the squares of concatenations of up to NORM_GROUP_SIZE flattened tensors,
+    which XLA fuses into one reduction each: the same value up to the order of the float32
+    additions."""
+    tensors = [t.values if isinstance(t, tf.IndexedSlices) else t
+               for t in tensors if t is not None]
+    if not accelerator_form():
+        return tf.cast(tf.linalg.global_norm(tensors), tf.float32)
+    if not tensors:
+        return tf.constant(0.0, tf.float32)
+    with tf.name_scope("global_norm"):
+        flat = [tf.reshape(tf.cast(t, tf.float32), [-1]) for t in tensors]
+        sums = [tf.reduce_sum(tf.square(tf.concat(flat[i:i + NORM_GROUP_SIZE], 0)))
+                for i in range(0, len(flat), NORM_GROUP_SIZE)]
+        return tf.sqrt(tf.add_n(sums))
+
+
+def update_groups(variables: Sequence) -> Iterator[List[int]]:
+    """Indices into `variables`: groups of up to UPDATE_GROUP_SIZE variables of one dtype and
+    number of elements, each of rank <= 2 and at most GROUPED_MAX_ELEMENTS elements (in order
+    of first appearance), then every other variable alone."""
+    by_kind: Dict[Tuple[str, int], List[int]] = {}
+    alone = []
+    for i, v in enumerate(variables):
+        size = int(np.prod(v.shape, dtype=np.int64))
+        if len(v.shape) <= 2 and size <= GROUPED_MAX_ELEMENTS:
+            by_kind.setdefault((tf.as_dtype(v.dtype).name, size), []).append(i)
+        else:
+            alone.append([i])
+    for indices in by_kind.values():
+        for start in range(0, len(indices), UPDATE_GROUP_SIZE):
+            yield indices[start:start + UPDATE_GROUP_SIZE]
+    yield from alone
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
@@ -107,6 +176,17 @@ class XLNetAdamW(keras.optimizers.Optimizer):
         self._multipliers = [self._multiplier_by_id.get(id(v), 1.0) for v in var_list]
 
     def update_step(self, gradient, variable, learning_rate):
+        first, second = self._gradient_terms(tf.cast(gradient, variable.dtype))
+        self._update_from_terms(first, second, variable, learning_rate)
+
+    def _gradient_terms(self, gradient):
+        """(g * (1 - beta_1), g^2 * (1 - beta_2)): what the gradient adds to m and v."""
+        beta_1 = tf.cast(self.beta_1, gradient.dtype)
+        beta_2 = tf.cast(self.beta_2, gradient.dtype)
+        return gradient * (1.0 - beta_1), tf.square(gradient) * (1.0 - beta_2)
+
+    def _update_from_terms(self, first, second, variable, learning_rate):
+        """Moments and weight of one variable, given the gradient's terms (`_gradient_terms`)."""
         index = self._get_variable_index(variable)
         multiplier = self._multipliers[index]
         if multiplier != 1.0:
@@ -116,17 +196,53 @@ class XLNetAdamW(keras.optimizers.Optimizer):
         v = self._velocities[index]
         dtype = variable.dtype
         lr = tf.cast(learning_rate, dtype)
-        gradient = tf.cast(gradient, dtype)
         beta_1 = tf.cast(self.beta_1, dtype)
         beta_2 = tf.cast(self.beta_2, dtype)
-        self.assign(m, m * beta_1 + gradient * (1.0 - beta_1))
-        self.assign(v, v * beta_2 + tf.square(gradient) * (1.0 - beta_2))
+        self.assign(m, m * beta_1 + first)
+        self.assign(v, v * beta_2 + second)
         if self.bias_correction:
             # tf.train.AdamOptimizer's (and Keras Adam's) form: the correction goes into the
             # step size, epsilon is added to the uncorrected sqrt(v).
             t = tf.cast(self.iterations + 1, dtype)
             lr = lr * tf.sqrt(1.0 - tf.pow(beta_2, t)) / (1.0 - tf.pow(beta_1, t))
         self.assign_sub(variable, lr * m / (tf.sqrt(v) + tf.cast(self.epsilon, dtype)))
+
+    def _backend_update_step(self, grads, trainable_variables, learning_rate):
+        strategy = self._distribution_strategy
+        if (accelerator_form() and strategy.num_replicas_in_sync == 1
+                and not isinstance(strategy, tf.distribute.TPUStrategy)):
+            self._grouped_update_step(grads, trainable_variables, learning_rate)
+        else:  # Keras' per-variable updates, through the strategy's merge_call
+            super()._backend_update_step(grads, trainable_variables, learning_rate)
+
+    def _grouped_update_step(self, grads, trainable_variables, learning_rate):
+        """The accelerator's form of the update, one replica: for each group of
+        `update_groups`, the gradient's terms of the moments are computed on the concatenated
+        gradients, and each variable's update reads its slice.
+        Each element sees the same operations as in `update_step`, so the values are the same.
+
+        Why: every variable's update then has all the group's gradients among its operands,
+        and XLA GPU fuses updates that share operands (sibling multi-output fusion) into one
+        kernel per group, each variable still read and written in place in its own buffers.
+        Per-variable updates share only scalars and stay one kernel each. The terms must be
+        computed after the concatenation: XLA folds a slice of a bare concatenation back to
+        the operand, which undoes the grouping."""
+        variables = [v.value if isinstance(v, keras.Variable) else v
+                     for v in trainable_variables]
+        grads = [tf.convert_to_tensor(g) for g in grads]
+        for group in update_groups(variables):
+            if len(group) == 1:
+                self.update_step(grads[group[0]], variables[group[0]], learning_rate)
+                continue
+            dtype = variables[group[0]].dtype
+            size = int(np.prod(variables[group[0]].shape, dtype=np.int64))
+            flat = tf.concat([tf.reshape(tf.cast(grads[i], dtype), [-1]) for i in group], 0)
+            first, second = self._gradient_terms(flat)
+            for k, i in enumerate(group):
+                shape = variables[i].shape
+                self._update_from_terms(tf.reshape(first[k * size:(k + 1) * size], shape),
+                                        tf.reshape(second[k * size:(k + 1) * size], shape),
+                                        variables[i], learning_rate)
 
     def _all_reduce_sum_gradients(self, grads_and_vars):
         # The training step has already summed the gradients over replicas (and clipped the

@@ -65,7 +65,7 @@ from xlnet_tf2.training import (checkpointing, determinism, distribution, preemp
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
 from xlnet_tf2.training.optimization import (create_optimizer, describe_optimizer,
-                                             warmup_warning)
+                                             global_norm, warmup_warning)
 from xlnet_tf2.training.run_config import LoopConfig
 from xlnet_tf2.training.task import RunSettings, Task  # noqa: F401 (RunSettings: re-export)
 
@@ -262,7 +262,7 @@ class Trainer:
                 features, state, global_count, step, replica)
         # The global gradient: every replica's share of the global mean, summed.
         grads = self._sum_over_replicas(context, grads)
-        scaled_norm = tf.linalg.global_norm(grads)
+        scaled_norm = global_norm(grads)
         # Under mixed_float16 the gradients carry the loss scale: clip them at the scaled
         # threshold and report the unscaled norm. Overflowed steps (inf norm) are skipped by
         # the LossScaleOptimizer, which then lowers the scale.
