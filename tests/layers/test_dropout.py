@@ -104,6 +104,33 @@ def test_stored_mask_is_a_conditional_that_xla_keeps_on_a_cpu():
     assert conditionals(False) == 0
 
 
+def test_row_draws_give_each_part_the_mask_of_a_call_of_its_own():
+    """Two tensors stacked on their second-to-last axis and dropped out at once with
+    `row_draws` get exactly the masks of two calls, inside the training loop's keys and
+    outside (the layer's seed stream)."""
+    a = tf.random.stateless_normal([4, 3, 5, 8], seed=[5, 6])
+    b = tf.random.stateless_normal([4, 3, 2, 8], seed=[7, 8])
+    layer = Dropout(0.4)
+
+    @tf.function(jit_compile=True)
+    def calls(a, b, step):
+        with dropout_keys(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4):
+            separate = tf.concat([layer(a, training=True), layer(b, training=True)], axis=2)
+        with dropout_keys(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4):
+            stacked = layer(tf.concat([a, b], axis=2), training=True, row_draws=(5, 2))
+        return separate, stacked
+
+    separate, stacked = calls(a, b, tf.constant(3, tf.int64))
+    np.testing.assert_array_equal(stacked.numpy(), separate.numpy())
+    assert 0.2 < np.mean(stacked.numpy() == 0.0) < 0.6
+    first, second = Dropout(0.4, seed=2), Dropout(0.4, seed=2)
+    separate = tf.concat([first(a, training=True), first(b, training=True)], axis=2)
+    stacked = second(tf.concat([a, b], axis=2), training=True, row_draws=(5, 2))
+    np.testing.assert_array_equal(stacked.numpy(), separate.numpy())
+    with pytest.raises(ValueError, match=r"row_draws \(5, 3\) do not add up"):
+        layer(tf.concat([a, b], axis=2), training=True, row_draws=(5, 3))
+
+
 def test_the_stored_masks_condition_is_true_for_every_key():
     keys = tf.constant([0, 1, 2 ** 31, 2 ** 32 - 2, 2 ** 32 - 1], tf.uint32)
     for k in keys:

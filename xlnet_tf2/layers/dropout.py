@@ -291,18 +291,32 @@ class Dropout(keras.layers.Layer):
             k0 = _fmix32(tf.bitwise.bitwise_xor(k0, _fmix32(replica + 1)))
         return k0, key[1]
 
-    def call(self, inputs, training=None, shared_over_batch: bool = False):
+    def call(self, inputs, training=None, shared_over_batch: bool = False, row_draws=None):
         """`shared_over_batch`: the tensor has no batch dimension (one mask for all examples);
-        otherwise dimension 0 is the batch and every example draws its own mask."""
+        otherwise dimension 0 is the batch and every example draws its own mask.
+
+        `row_draws`: sizes (R_1, R_2, ...) that split the second-to-last axis of `inputs` into
+        consecutive parts; each part gets the mask a call of its own would draw, in order (the
+        keys of calls 1, 2, ...): so two tensors that used to be dropped out one after the other
+        can be stacked and dropped out at once, with the same masks."""
         if not training or self.rate == 0.0:
             return inputs
-        k0, k1 = self._keys(shared_over_batch)
-        if k1.shape.rank == 1:
-            k1 = _rows_of(k1, inputs.shape[0])
         dynamic = tf.shape(inputs)
         shape = [d if d is not None else dynamic[i] for i, d in enumerate(inputs.shape)]
-        bits = hashed_bits(shape, k0, k1)
-        keep = bits >= tf.constant(self._threshold, tf.uint32)
+        parts = [shape]
+        if row_draws is not None:
+            if len(shape) < 2 or (isinstance(shape[-2], int) and sum(row_draws) != shape[-2]):
+                raise ValueError(f"Dropout row_draws {tuple(row_draws)} do not add up to the "
+                                 f"second-to-last axis of a tensor of shape {inputs.shape}.")
+            parts = [shape[:-2] + [rows, shape[-1]] for rows in row_draws]
+        threshold = tf.constant(self._threshold, tf.uint32)
+        keeps = []
+        for part in parts:
+            k0, k1 = self._keys(shared_over_batch)
+            if k1.shape.rank == 1:
+                k1 = _rows_of(k1, inputs.shape[0])
+            keeps.append(hashed_bits(part, k0, k1) >= threshold)
+        keep = keeps[0] if len(keeps) == 1 else tf.concat(keeps, axis=-2)
         if self.store_mask and masks_are_stored_here():
             keep = _stored(keep, k1)
         scaled = inputs / tf.cast(1.0 - self.rate, inputs.dtype)
