@@ -159,3 +159,22 @@ def test_a_gpus_window_reads_fold_no_index_into_a_constant():
     for _, shape in constant_sizes(_step_hlo("gpu", "mixed_bfloat16")):
         elements = np.prod([int(d) for d in re.findall(r"\d+", shape.split("[")[1])])
         assert elements < B * n_head * (L + P), shape
+
+
+def test_the_position_products_gradient_is_the_einsums():
+    """`_grouped_position_product` changes only the order of the backward products."""
+    from xlnet_tf2.layers.relative_attention import _grouped_position_product
+
+    rng = np.random.default_rng(6)
+    queries = tf.constant(rng.normal(size=(2, 3, N, 5, H)))           # [X, B/X, N, S, H]
+    k_r = tf.constant(rng.normal(size=(2, 7, N, H)))                  # [X, T, N, H]
+    upstream = tf.constant(rng.normal(size=(2, 3, N, 5, 7)))
+    grads = []
+    for product in (_grouped_position_product,
+                    lambda q, k: tf.einsum("xbnsh,xtnh->xbnst", q, k)):
+        with tf.GradientTape() as tape:
+            tape.watch([queries, k_r])
+            total = tf.reduce_sum(product(queries, k_r) * upstream)
+        grads.append([g.numpy() for g in tape.gradient(total, [queries, k_r])])
+    for ours, theirs in zip(*grads):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12)

@@ -114,7 +114,7 @@ class RelativeAttention(keras.layers.Layer):
         b = tf.shape(q_r)[0] if b is None else b
         s = tf.shape(q_r)[2] if s is None else s
         groups = tf.reshape(q_r, [n_groups, b // n_groups, n, s, h])
-        scores = tf.einsum("xbnsh,xtnh->xbnst", groups, k_r)
+        scores = _grouped_position_product(groups, k_r)
         # T stays static even when the batch is not (multi-worker input): later steps slice by it.
         return tf.reshape(scores, [b, n, s, k_r.shape[1]])
 
@@ -218,6 +218,22 @@ def one_attention_here() -> bool:
     do not need), and so was a TPU's, which makes every slice of a stacked score-sized tensor
     (backward included) a pass of its own (BENCHMARKS.md)."""
     return trace_target.kind() == "gpu"
+
+
+@tf.custom_gradient
+def _grouped_position_product(queries, k_r):
+    """einsum("xbnsh,xtnh->xbnst"): queries [X, B/X, N, S, H], k_r [X, T, N, H].
+
+    The gradient is TensorFlow's, but with k_r's product written as queries^T . d_scores: so
+    both backward products read the score-sized gradient in the layout the forward product
+    wrote, and a compiler materializes it once (the other order asked for a second, transposed
+    copy of it for k_r's product)."""
+    def grad(d_scores):
+        d_queries = tf.einsum("xbnst,xtnh->xbnsh", d_scores, k_r)
+        d_k_r = tf.einsum("xbnsh,xbnst->xnht", queries, d_scores)  # [X, N, H, T]
+        return d_queries, tf.transpose(d_k_r, [0, 3, 1, 2])
+
+    return tf.einsum("xbnsh,xtnh->xbnst", queries, k_r), grad
 
 
 def _rows(content, query, q_len: int, n_query):
