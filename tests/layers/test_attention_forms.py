@@ -148,6 +148,18 @@ def test_a_gpus_program_has_one_attention_per_layer():
     assert _ops_of_shape(cpu, "dot", stacked) == 0
 
 
+def test_a_gpus_program_stores_the_probabilities_mask_bit_packed():
+    """The probabilities' keep mask reaches the softmax as one int16 per score position and
+    example (the heads' bits), not as a byte per score; a CPU's keeps it behind a
+    conditional, a TPU's recomputes it."""
+    gpu = _step_hlo("gpu", "mixed_bfloat16")
+    # The heads' sum as int16 words, one per layer.
+    packed = re.findall(rf"= s16\[{B},{L + P},{K}\]\S* convert\(s32\[{B},{L + P},{K}\]", gpu)
+    assert len(packed) == 2
+    assert " conditional(" not in gpu and " conditional(" in _step_hlo("cpu")
+    assert not re.search(rf"s16\[{B},1,", _step_hlo("tpu", "mixed_bfloat16"))
+
+
 def test_a_gpus_window_reads_fold_no_index_into_a_constant():
     """The window read's row starts are built from 1-D ranges added onto run-time values: a
     [B, N, L + P] index folded into a literal (per layer, forward and backward) would be read
