@@ -9,7 +9,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
-from xlnet_tf2.layers import gather_relative_scores, relative_position
+from xlnet_tf2.layers import gather_relative_scores, trace_target
 from xlnet_tf2.layers.attention_op import masked_softmax
 from xlnet_tf2.layers.relative_attention import RelativeAttention
 
@@ -41,12 +41,13 @@ def _put_back(dy, positions, t_len):
 
 
 @pytest.fixture(params=["window_read", "coordinate_gather"])
-def shift_path(request, monkeypatch):
-    """Both forms of the query stream's shift: the window read (GPU, TPU) and the gather with
-    every element's coordinates (CPU)."""
-    coordinates = request.param == "coordinate_gather"
-    monkeypatch.setattr(relative_position, "coordinate_gather_here", lambda: coordinates)
-    return request.param
+def shift_path(request):
+    """Both forms of the query stream's shift, each traced for a device that uses it
+    (layers/trace_target.py): the window read (GPU, TPU) and the gather with every element's
+    coordinates (CPU)."""
+    target = {"window_read": "gpu", "coordinate_gather": "cpu"}
+    with trace_target.tracing_for(target[request.param]):
+        yield request.param
 
 
 @pytest.mark.parametrize("t_len", [K + L, K + 1], ids=["bi", "uni"])
@@ -109,10 +110,9 @@ def _gathers_and_scatters(hlo):
     return indices, len(re.findall(r" scatter\(", hlo))
 
 
-def test_two_stream_step_compiles_without_score_sized_gather_index(monkeypatch):
-    """Off a CPU the query stream once gathered with an s32[B, N, P, K, 4] index (batch
-    coordinates included) and scattered its gradient back; neither may come back there."""
-    monkeypatch.setattr(relative_position, "coordinate_gather_here", lambda: False)
+def _two_stream_step_hlo(target):
+    """The HLO of a jit-compiled training step (forward and backward) of one two-stream
+    RelativeAttention layer, traced for `target`."""
     layer = RelativeAttention(d_model=16, n_head=N, d_head=8, dropatt=0.1)
     rng = np.random.default_rng(2)
     h = tf.constant(rng.normal(size=(B, L, 16)), tf.float32)
@@ -134,11 +134,19 @@ def test_two_stream_step_compiles_without_score_sized_gather_index(monkeypatch):
             total = tf.reduce_sum(h_out) + tf.reduce_sum(g_out * g_out)
         return tape.gradient(total, [h, g] + layer.trainable_variables)
 
-    hlo = step.experimental_get_compiler_ir(h, g)(stage="hlo")
-    indices, scatters = _gathers_and_scatters(hlo)
-    assert indices, "the query stream's shift should be a gather"
+    with trace_target.tracing_for(target):
+        return step.experimental_get_compiler_ir(h, g)(stage="hlo")
+
+
+def test_two_stream_step_compiles_without_score_sized_gather_index():
+    """Off a CPU the query stream once gathered with an s32[B, N, P, K, 4] index (batch
+    coordinates included) and scattered its gradient back; neither may come back there. On
+    a GPU both streams' shifts are one window read of the L + P stacked rows (one index per
+    element)."""
+    indices, scatters = _gathers_and_scatters(_two_stream_step_hlo("gpu"))
+    assert indices, "the GPU's shift should be a gather"
     assert all(len(shape) <= 4 for shape in indices), indices
-    assert (B, N, P, K) in indices  # the forward window read: one index per element
+    assert (B, N, L + P, K) in indices  # the forward window read: one index per element
     assert scatters == 0
 
 

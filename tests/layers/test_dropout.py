@@ -5,8 +5,9 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers import Dropout
+from xlnet_tf2.layers import trace_target
 from xlnet_tf2.layers.dropout import (dropout_keys, hashed_bits, hashed_uniform_bits,
-                                     masks_are_stored_here)
+                                     masks_are_packed_here, masks_are_stored_here)
 from xlnet_tf2.layers.run_time import always_true
 
 
@@ -102,6 +103,51 @@ def test_stored_mask_is_a_conditional_that_xla_keeps_on_a_cpu():
 
     assert conditionals(True) == 1
     assert conditionals(False) == 0
+
+
+def test_a_gpus_bit_packed_mask_gives_the_same_values_and_gradients():
+    """On a GPU `store_mask` packs the mask's axis 1 into the bits of an integer (int16 up to
+    15 elements, int32 up to 31) and reads it back: nothing may change."""
+    x = tf.random.stateless_normal([4, 3, 16, 24], seed=[1, 2])
+    step = tf.constant(7, tf.int64)
+    with trace_target.tracing_for("gpu"):
+        assert masks_are_packed_here()
+        y_packed, g_packed = _keyed_dropout(True)(x, step)
+        y_plain, g_plain = _keyed_dropout(False)(x, step)
+        wide = tf.random.stateless_normal([2, 20, 8, 8], seed=[3, 4])  # the int32 form
+        wide_packed = Dropout(0.3, seed=6, store_mask=True)(wide, training=True)
+        wide_plain = Dropout(0.3, seed=6)(wide, training=True)
+    np.testing.assert_array_equal(y_packed.numpy(), y_plain.numpy())
+    np.testing.assert_array_equal(g_packed.numpy(), g_plain.numpy())
+    np.testing.assert_array_equal(wide_packed.numpy(), wide_plain.numpy())
+    assert not masks_are_packed_here()  # this CPU stores it behind a conditional instead
+
+
+def test_row_draws_give_each_part_the_mask_of_a_call_of_its_own():
+    """Two tensors stacked on their second-to-last axis and dropped out at once with
+    `row_draws` get exactly the masks of two calls, inside the training loop's keys and
+    outside (the layer's seed stream)."""
+    a = tf.random.stateless_normal([4, 3, 5, 8], seed=[5, 6])
+    b = tf.random.stateless_normal([4, 3, 2, 8], seed=[7, 8])
+    layer = Dropout(0.4)
+
+    @tf.function(jit_compile=True)
+    def calls(a, b, step):
+        with dropout_keys(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4):
+            separate = tf.concat([layer(a, training=True), layer(b, training=True)], axis=2)
+        with dropout_keys(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4):
+            stacked = layer(tf.concat([a, b], axis=2), training=True, row_draws=(5, 2))
+        return separate, stacked
+
+    separate, stacked = calls(a, b, tf.constant(3, tf.int64))
+    np.testing.assert_array_equal(stacked.numpy(), separate.numpy())
+    assert 0.2 < np.mean(stacked.numpy() == 0.0) < 0.6
+    first, second = Dropout(0.4, seed=2), Dropout(0.4, seed=2)
+    separate = tf.concat([first(a, training=True), first(b, training=True)], axis=2)
+    stacked = second(tf.concat([a, b], axis=2), training=True, row_draws=(5, 2))
+    np.testing.assert_array_equal(stacked.numpy(), separate.numpy())
+    with pytest.raises(ValueError, match=r"row_draws \(5, 3\) do not add up"):
+        layer(tf.concat([a, b], axis=2), training=True, row_draws=(5, 3))
 
 
 def test_the_stored_masks_condition_is_true_for_every_key():

@@ -46,10 +46,16 @@ computed once and read as one byte per element. The condition is always true, bu
 time (`always_true` of `layers/run_time.py`, on the step-derived key), so that XLA cannot
 fold the conditional away.
 Storing only this mask, not every dropout's, was the fastest on a CPU (BENCHMARKS.md). Done
-only where TensorFlow sees no GPU or TPU (`masks_are_stored_here`): there recomputing costs
-little and stored masks cost memory. At the paper's scale they would be one byte per score:
-24 layers x 16 heads x (512 + 85) query rows x 896 keys = 205 MB per example, 1.6 GB per TPU
-core with 8 examples each.
+only in a step traced for a CPU (`masks_are_stored_here`). At the paper's scale such masks
+would be one byte per score: 24 layers x 16 heads x (512 + 85) query rows x 896 keys = 205 MB
+per example.
+
+On a GPU XLA stores the mask by its own choice: its softmax kernels (Triton) take no unsigned
+integers or shifts, so the hash cannot run inside them, and XLA writes the keep mask as a byte
+per score that the forward and backward softmax kernels read. There `store_mask` hands it
+the mask bit-packed instead (`_bit_packed`): the heads' bits of one score position in one
+int16, 1/6 of the bytes with 12 heads, unpacked in those kernels by a multiply and a compare
+(the same values). A TPU recomputes the hash where it is used, and keeps the plain mask.
 
 Why not a TensorFlow generator: with a run-time seed under XLA, tf.random.stateless_uniform
 (Philox) and Keras' own dropout were many times slower per value than this hash on a CPU, and
@@ -230,14 +236,38 @@ def _rows_of(example_k1: tf.Tensor, rows: Optional[int]) -> tf.Tensor:
 
 
 def masks_are_stored_here() -> bool:
-    """Whether `store_mask` takes effect: only in a step traced for a CPU (see the module
-    docstring and layers/trace_target.py)."""
+    """Whether `store_mask` keeps the mask behind a conditional: only in a step traced for a
+    CPU (see the module docstring and layers/trace_target.py)."""
     return trace_target.is_cpu()
+
+
+def masks_are_packed_here() -> bool:
+    """Whether `store_mask` bit-packs the mask (`_bit_packed`): only in a step traced for a
+    GPU, whose compiler stores the mask anyway (module docstring)."""
+    return trace_target.kind() == "gpu"
 
 
 def _stored(keep: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
     """`keep` passed through a conditional, so that XLA computes it once (module docstring)."""
     return tf.cond(always_true(k1), lambda: keep, lambda: tf.zeros_like(keep))
+
+
+def _bit_packed(keep: tf.Tensor) -> tf.Tensor:
+    """`keep` (bool [B, N, ...], N <= 31) as it is once stored with the N elements of axis 1
+    as the bits of one integer (int16 for N <= 15, else int32) and read back: the same values.
+    A compiler that keeps the mask for several fusions (the probabilities' forward and
+    backward) then stores [B, 1, ...] words, 2/N or 4/N of a byte mask, and each reader gets
+    element n back with a multiply and a compare (the word times 2**(bits - 1 - n), wrapping,
+    has bit n as its sign): an elementwise read that fuses where a byte mask is read."""
+    n = keep.shape[1] if keep.shape.rank and keep.shape.rank > 1 else None
+    if n is None or n > 31:
+        return keep
+    dtype, bits = (tf.int16, 16) if n <= 15 else (tf.int32, 32)
+    along = [1, n] + [1] * (keep.shape.rank - 2)
+    weights = tf.reshape(tf.constant([1 << i for i in range(n)], dtype), along)
+    packed = tf.reduce_sum(tf.cast(keep, dtype) * weights, axis=1, keepdims=True)
+    to_sign = [(1 << (bits - 1 - i)) - (1 << bits if i == 0 else 0) for i in range(n)]
+    return packed * tf.reshape(tf.constant(to_sign, dtype), along) < 0
 
 
 def assign_dropout_salts(model: keras.layers.Layer) -> int:
@@ -256,8 +286,9 @@ class Dropout(keras.layers.Layer):
     """x [...] -> x with each element zeroed with probability `rate` (training only).
 
     `store_mask`: on a CPU, compute the keep mask once and store it for the backward pass
-    instead of letting XLA recompute it in every fusion that uses it (module docstring); the
-    values are the same either way.
+    instead of letting XLA recompute it in every fusion that uses it; on a GPU, where XLA
+    stores it anyway, store it bit-packed (module docstring). The values are the same either
+    way.
     """
 
     def __init__(self, rate: float, seed=None, store_mask: bool = False, **kwargs):
@@ -291,19 +322,35 @@ class Dropout(keras.layers.Layer):
             k0 = _fmix32(tf.bitwise.bitwise_xor(k0, _fmix32(replica + 1)))
         return k0, key[1]
 
-    def call(self, inputs, training=None, shared_over_batch: bool = False):
+    def call(self, inputs, training=None, shared_over_batch: bool = False, row_draws=None):
         """`shared_over_batch`: the tensor has no batch dimension (one mask for all examples);
-        otherwise dimension 0 is the batch and every example draws its own mask."""
+        otherwise dimension 0 is the batch and every example draws its own mask.
+
+        `row_draws`: sizes (R_1, R_2, ...) that split the second-to-last axis of `inputs` into
+        consecutive parts; each part gets the mask a call of its own would draw, in order (the
+        keys of calls 1, 2, ...): so two tensors that used to be dropped out one after the other
+        can be stacked and dropped out at once, with the same masks."""
         if not training or self.rate == 0.0:
             return inputs
-        k0, k1 = self._keys(shared_over_batch)
-        if k1.shape.rank == 1:
-            k1 = _rows_of(k1, inputs.shape[0])
         dynamic = tf.shape(inputs)
         shape = [d if d is not None else dynamic[i] for i, d in enumerate(inputs.shape)]
-        bits = hashed_bits(shape, k0, k1)
-        keep = bits >= tf.constant(self._threshold, tf.uint32)
+        parts = [shape]
+        if row_draws is not None:
+            if len(shape) < 2 or (isinstance(shape[-2], int) and sum(row_draws) != shape[-2]):
+                raise ValueError(f"Dropout row_draws {tuple(row_draws)} do not add up to the "
+                                 f"second-to-last axis of a tensor of shape {inputs.shape}.")
+            parts = [shape[:-2] + [rows, shape[-1]] for rows in row_draws]
+        threshold = tf.constant(self._threshold, tf.uint32)
+        keeps = []
+        for part in parts:
+            k0, k1 = self._keys(shared_over_batch)
+            if k1.shape.rank == 1:
+                k1 = _rows_of(k1, inputs.shape[0])
+            keeps.append(hashed_bits(part, k0, k1) >= threshold)
+        keep = keeps[0] if len(keeps) == 1 else tf.concat(keeps, axis=-2)
         if self.store_mask and masks_are_stored_here():
             keep = _stored(keep, k1)
+        elif self.store_mask and masks_are_packed_here():
+            keep = _bit_packed(keep)
         scaled = inputs / tf.cast(1.0 - self.rate, inputs.dtype)
         return tf.where(keep, scaled, tf.zeros_like(inputs))

@@ -22,12 +22,16 @@ as the original does and discarding them gives the same numbers with more work).
 from __future__ import annotations
 
 
+import functools
+
 import keras
 import tensorflow as tf
 
+from xlnet_tf2.layers import trace_target
 from xlnet_tf2.layers.attention_op import attention
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.relative_position import gather_relative_scores, rel_shift
+from xlnet_tf2.layers.relative_position import (content_shift, gather_relative_scores,
+                                                segment_positions)
 
 def normal_initializer(stddev: float):
     """The original's initializer: normal(0, stddev), not truncated."""
@@ -106,13 +110,11 @@ class RelativeAttention(keras.layers.Layer):
         q_r: [B, N, S, H]; k_r: [X, T, N, H]. Returns [B, N, S, T]; with X = 2 the first half
         of the batch uses group 0 (forward) and the second half group 1 (backward).
         """
-        if n_groups == 1:
-            return tf.einsum("bnsh,tnh->bnst", q_r, k_r[0])
         b, n, s, h = q_r.shape
         b = tf.shape(q_r)[0] if b is None else b
         s = tf.shape(q_r)[2] if s is None else s
-        halves = tf.reshape(q_r, [2, b // 2, n, s, h])
-        scores = tf.einsum("xbnsh,xtnh->xbnst", halves, k_r)
+        groups = tf.reshape(q_r, [n_groups, b // n_groups, n, s, h])
+        scores = _grouped_position_product(groups, k_r)
         # T stays static even when the batch is not (multi-worker input): later steps slice by it.
         return tf.reshape(scores, [b, n, s, k_r.shape[1]])
 
@@ -161,25 +163,89 @@ class RelativeAttention(keras.layers.Layer):
         k_r = tf.einsum("xtd,dnh->xtnh", tf.cast(pos_emb, self.compute_dtype), self._w(self.r))
         n_groups = pos_emb.shape[0]
 
-        def attend(queries, shift_fn, mismatch, mask):
-            """The stream's attention: the content part (q + r_w) . k by the op, the shifted
-            position scores and the segment term as its bias."""
-            bias = shift_fn(self._position_scores(queries + r_r, k_r, n_groups))
+        def attend(queries, positions, mismatch, blocked, dropout):
+            """The attention of query rows [B, N, S, H] at segment positions `positions`
+            ([B, S], None for the L content rows in order): the content part (q + r_w) . k by
+            the op, the aligned position scores and the segment term as its bias."""
+            scores = self._position_scores(queries + r_r, k_r, n_groups)  # [B, N, S, T]
+            if positions is None:
+                bias = content_shift(scores, k_len)
+            else:
+                bias = gather_relative_scores(scores, positions, q_len, k_len)
             if mismatch is not None:
                 bias += self._segment_scores(queries + r_s, mismatch)
-            return attention(queries + r_w, keys, values, bias, mask, scale=self.scale,
-                             dropout=self.attention_dropout, training=training)
+            return attention(queries + r_w, keys, values, bias, blocked, scale=self.scale,
+                             dropout=dropout, training=training)  # [B, N, S, H]
 
         q_h = self._project(h, self.q)  # [B, N, L, H]
-        attended_h = attend(q_h, lambda s: rel_shift(s, k_len), segment_mismatch, content_mask)
-        h_out = self._post_attention(h, attended_h, training)
         if g is None:
-            return h_out
-
+            attended_h = attend(q_h, None, segment_mismatch, content_mask,
+                                self.attention_dropout)
+            return self._post_attention(h, attended_h, training)
+        if (segment_mismatch is None) != (query_segment_mismatch is None):
+            raise ValueError("RelativeAttention takes the segment term for both streams or for "
+                             "neither: give segment_mismatch and query_segment_mismatch together.")
         q_g = self._project(g, self.q)  # [B, N, P, H]
-        attended_g = attend(
-            q_g, lambda s: gather_relative_scores(s, query_positions, q_len, k_len),
-            query_segment_mismatch, query_mask)
+        n_query = g.shape[1]
+        if one_attention_here():
+            # Both streams as one attention of L + P rows, the content rows first: one score
+            # product, one softmax, one value product, no concatenation of score-sized tensors.
+            # Each stream's probabilities keep the dropout mask of a call of their own.
+            positions = tf.concat([segment_positions(query_positions, q_len),
+                                   tf.cast(query_positions, tf.int32)], axis=1)  # [B, L + P]
+            attended = attend(
+                tf.concat([q_h, q_g], axis=2), positions,
+                _rows(segment_mismatch, query_segment_mismatch, q_len, n_query),
+                _rows(content_mask, query_mask, q_len, n_query),
+                functools.partial(self.attention_dropout, row_draws=(q_len, n_query)))
+            attended_h, attended_g = attended[:, :, :q_len], attended[:, :, q_len:]
+        else:
+            attended_h = attend(q_h, None, segment_mismatch, content_mask,
+                                self.attention_dropout)
+            attended_g = attend(q_g, query_positions, query_segment_mismatch, query_mask,
+                                self.attention_dropout)
+        h_out = self._post_attention(h, attended_h, training)
         attended_g *= tf.cast(query_weights, attended_g.dtype)[:, None, :, None]
         g_out = self._post_attention(g, attended_g, training)
         return h_out, g_out
+
+
+def one_attention_here() -> bool:
+    """Whether the two streams run as one attention of L + P query rows: only in a step traced
+    for a GPU (layers/trace_target.py). There XLA merges the two streams' products anyway and
+    then concatenates their probabilities; one attention has one softmax and nothing to
+    concatenate. A CPU's step was slower with it (the stacked rows are copies its fused loops
+    do not need), and so was a TPU's, which makes every slice of a stacked score-sized tensor
+    (backward included) a pass of its own (BENCHMARKS.md)."""
+    return trace_target.kind() == "gpu"
+
+
+@tf.custom_gradient
+def _grouped_position_product(queries, k_r):
+    """einsum("xbnsh,xtnh->xbnst"): queries [X, B/X, N, S, H], k_r [X, T, N, H].
+
+    The gradient is TensorFlow's, but with k_r's product written as queries^T . d_scores: so
+    both backward products read the score-sized gradient in the layout the forward product
+    wrote, and a compiler materializes it once (the other order asked for a second, transposed
+    copy of it for k_r's product)."""
+    def grad(d_scores):
+        d_queries = tf.einsum("xbnst,xtnh->xbnsh", d_scores, k_r)
+        d_k_r = tf.einsum("xbnsh,xbnst->xnht", queries, d_scores)  # [X, N, H, T]
+        return d_queries, tf.transpose(d_k_r, [0, 3, 1, 2])
+
+    return tf.einsum("xbnsh,xtnh->xbnst", queries, k_r), grad
+
+
+def _rows(content, query, q_len: int, n_query):
+    """The content rows' bool [B, L, K] and the query rows' bool [B, P, K] stacked into
+    [B, L + P, K] (`n_query` = P, or None without a query stream: `content` alone). None when
+    neither is given; a part not given is all False (nothing blocked, or the same segment)."""
+    if n_query is None or (content is None and query is None):
+        return content
+    given = content if content is not None else query
+    batch, k_len = tf.shape(given)[0], tf.shape(given)[2]
+    if content is None:
+        content = tf.zeros([batch, q_len, k_len], tf.bool)
+    if query is None:
+        query = tf.zeros([batch, n_query, k_len], tf.bool)
+    return tf.concat([content, query], axis=1)

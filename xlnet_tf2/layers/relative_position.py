@@ -102,12 +102,14 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
       values; the attention mask must hide them.
 
     Row p needs the K columns starting at L - i_p: a window whose start depends on the row,
-    which no reshape can express. `_take_windows` reads it as a gather over the flattened
-    scores with one index per output element, computed in the program from small ranges
-    (XLA fuses it into the gather), and its gradient is another such gather, not a scatter.
-    On a CPU (`coordinate_gather_here`) the query stream keeps `tf.gather(batch_dims=3)`,
-    whose index holds all four coordinates of every element ([B, N, P, K, 4]: 234 MB per
-    layer at XLNet-Base with batch 16) and whose gradient is a scatter-add.
+    which no reshape can express. Its form depends on the device the step is traced for
+    (layers/trace_target.py):
+      gpu, tpu  `_take_windows`: a gather over the flattened scores with one index per
+           output element, computed in the program from small ranges (XLA fuses it into the
+           gather); its gradient is another such gather, not a scatter;
+      cpu  `tf.gather(batch_dims=3)` (`coordinate_gather_here`), whose index holds all four
+           coordinates of every element ([B, N, P, K, 4]: 234 MB per layer at XLNet-Base with
+           batch 16) and whose gradient is a scatter-add.
     """
     t_len = scores.shape[-1]
     if t_len is None:
@@ -125,6 +127,23 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
     return _take_windows(scores, starts, k_len)
 
 
+def content_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
+    """`rel_shift` of the content rows (row i at segment position i), in the form of the
+    device the step is traced for (layers/trace_target.py): on a GPU the window read of
+    `gather_relative_scores` with positions 0 .. L - 1, an elementwise read that XLA fuses with
+    the bias's sum, where the reshapes of `rel_shift` are a data movement of their own, forward
+    and backward; elsewhere `rel_shift`."""
+    if trace_target.kind() != "gpu":
+        return rel_shift(scores, k_len)
+    q_len = scores.shape[2]
+    return gather_relative_scores(scores, segment_positions(scores, q_len), q_len, k_len)
+
+
+def segment_positions(like: tf.Tensor, q_len: int) -> tf.Tensor:
+    """int32 [B, L]: the content rows' positions 0 .. L - 1, for every row of `like` [B, ...]."""
+    return tf.broadcast_to(tf.range(q_len, dtype=tf.int32)[None], [tf.shape(like)[0], q_len])
+
+
 def coordinate_gather_here() -> bool:
     """Whether the query stream's shift is `tf.gather(batch_dims=3)`: only in a step traced
     for a CPU (layers/trace_target.py). On the 2-core build machine the window read was not
@@ -137,13 +156,21 @@ def coordinate_gather_here() -> bool:
 
 def _flat_index(b, n, p, row_len, columns: tf.Tensor) -> tf.Tensor:
     """Index into a flattened [B, N, P, row_len] tensor of elements (b, n, p, columns[b, p, c]):
-    [B, N, P, C]. Only the [B, N, P] row starts and the [B, P, C] columns are tensors of their
-    own; the sum is a broadcast that XLA fuses into the gather reading it. int32 unless the
-    tensor is too large for it (or of unknown size)."""
+    [B, N, P, C]. The row starts are three 1-D ranges broadcast-added onto the run-time
+    `columns` one at a time: no op has only constant inputs of the rows' size, which
+    TensorFlow would fold into a literal (of [B, N, P] int32 per layer and direction) that the
+    compiled step reads from memory; XLA fuses the sums into the gather reading them. int32
+    unless the tensor is too large for it (or of unknown size)."""
     known = all(isinstance(d, int) for d in (b, n, p))
     dtype = tf.int32 if known and b * n * p * row_len < 2 ** 31 else tf.int64
-    rows = tf.reshape(tf.range(b * n * p, dtype=dtype) * row_len, [b, n, p, 1])
-    return rows + tf.cast(columns, dtype)[:, None]
+    index = tf.cast(columns, dtype)[:, None]                                  # [B, 1, P, C]
+    stride = row_len
+    for axis, size in reversed(list(enumerate((b, n, p)))):
+        shape = [1, 1, 1, 1]
+        shape[axis] = -1
+        index += tf.reshape(tf.range(size, dtype=dtype) * tf.cast(stride, dtype), shape)
+        stride = stride * size
+    return index
 
 
 def _take_windows(x: tf.Tensor, starts: tf.Tensor, width: int) -> tf.Tensor:
