@@ -27,8 +27,13 @@ tf.config.threading.set_inter_op_parallelism_threads(1)
 
 @pytest.fixture(autouse=True)
 def _seed_everything():
+    """Seeds every test, and gives the next test the Keras dtype policy this one started
+    with: a Trainer sets the global policy to its --precision, as a run should, and a
+    mixed-precision test would otherwise change the dtypes of whichever test runs next."""
     import keras
 
+    policy = keras.mixed_precision.global_policy()
     keras.utils.set_random_seed(1234)
     np.random.seed(1234)
     yield
+    keras.mixed_precision.set_global_policy(policy)

@@ -46,10 +46,10 @@ def _step_calls(tmp_path, target, dropatt=0.0, implementation="auto"):
 @pytest.mark.slow  # five tiny Trainer steps traced to HLO, about 30 s
 def test_the_step_for_a_gpu_holds_cudnn_attention_only_where_it_can_run(tmp_path):
     calls = _step_calls(tmp_path, "gpu")
-    # Both streams of each layer forward; backward all but the last layer's content stream,
-    # which no loss reads (pretraining's loss reads the query stream; the memory is cut).
-    assert calls.count(CUDNN_FORWARD) == 2 * LAYERS
-    assert calls.count(CUDNN_BACKWARD) == 2 * LAYERS - 1
+    # On a GPU both streams of a layer are one attention of L + P rows
+    # (layers/relative_attention.py): one call forward and one backward per layer.
+    assert calls.count(CUDNN_FORWARD) == LAYERS
+    assert calls.count(CUDNN_BACKWARD) == LAYERS
     assert not any("cudnn" in c for c in _step_calls(tmp_path, "gpu", dropatt=0.1))
     assert not any("cudnn" in c for c in _step_calls(tmp_path, "gpu",
                                                        implementation="reference"))

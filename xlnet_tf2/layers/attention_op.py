@@ -158,14 +158,14 @@ def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.T
         before scaling), all in the compute dtype.
       blocked: bool [B, S, K], True where a query row must not see a key, or None.
       scale: the scores' factor (1 / sqrt(H)).
-      dropout: the probabilities' dropout (a layers/dropout.py Dropout, called with
-        `training`).
+      dropout: the probabilities' dropout (a layers/dropout.py Dropout, or a
+        functools.partial of one, called with `training`).
     Returns:
       [B, N, S, H] in the compute dtype.
 
     The implementation is chosen while tracing (module docstring).
     """
-    rate = dropout.rate if training else 0.0
+    rate = getattr(dropout, "func", dropout).rate if training else 0.0  # partial: its Dropout
     if resolved_implementation(queries, keys, rate) == "cudnn":
         return cudnn_attention(queries, keys, values, bias, blocked, scale=scale)
     return reference_attention(queries, keys, values, bias, blocked, scale=scale,
