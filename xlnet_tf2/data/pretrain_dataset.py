@@ -27,7 +27,7 @@ B / A consecutive rows, and each micro-batch is laid out as a *virtual replica* 
 replicas of B / A rows: with bi_data every micro-batch is [forward half; backward half]. Row
 k * B/A + j of a replica always reads the same stream, so micro-batch k of step t + 1
 continues the text micro-batch k held at step t. The slot of a row (direction * S + stream)
-names its text independently of Rp and A (memory_state.py restores by slot).
+names its text independently of Rp and A (models/memory.py restores by slot).
 
 What is shipped: the compact features only (`OUTPUT_FEATURES`, dtypes in `OUTPUT_DTYPES`):
 ids and segments [L], the factorization order as ranks [L] and the target positions [P]. The

@@ -74,6 +74,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2 import special_ids as sid
+from xlnet_tf2.models import memory as mem
 
 DUMMY_ID = 0  # the placeholder after the sequence; no position sees it, so its id is moot
 LENGTH_BUCKETS = (8, 16, 32, 64, 128, 256, 512)
@@ -240,11 +241,8 @@ def _prefill(model, input_ids, attention_mask, slots: int):
                  "attention_mask": tf.concat([attention_mask, tf.ones_like(dummy)], 1),
                  "perm_mask": hide, "target_mapping": target},
                 training=False, output_hidden_states=True)
-    empty = slots - (p_len - 1)
-    memory = [tf.concat([tf.zeros([batch, empty, c.d_model], h.dtype), h[:, :p_len - 1]], 1)
-              for h in out["hidden_states"][:c.n_layer]]
-    memory_mask = tf.concat([tf.zeros([batch, empty], tf.int32),
-                             tf.cast(attention_mask[:, :p_len - 1], tf.int32)], 1)
+    memory, memory_mask = mem.prompt_memory(out["hidden_states"][:c.n_layer], attention_mask,
+                                            slots)
     return out["logits"][:, 0], memory, memory_mask
 
 
@@ -256,9 +254,8 @@ def _advance(model, previous, newest, memory, memory_mask):
     out = model({"input_ids": tf.stack([previous, newest, tf.fill([batch], DUMMY_ID)], 1),
                  "perm_mask": hide, "target_mapping": target, "mems": memory,
                  "memory_mask": memory_mask}, training=False, output_hidden_states=True)
-    memory = [tf.concat([m[:, 1:], h[:, :1]], 1)
-              for m, h in zip(memory, out["hidden_states"][:model.config.n_layer])]
-    memory_mask = tf.concat([memory_mask[:, 1:], tf.ones([batch, 1], tf.int32)], 1)
+    memory, memory_mask = mem.push_memory(memory, memory_mask,
+                                          out["hidden_states"][:model.config.n_layer])
     return out["logits"][:, 0], memory, memory_mask
 
 

@@ -22,7 +22,7 @@ What this task gives the loop:
     (`loss_count`, all-reduced by the loop), so each replica's gradient is its share of the
     global mean and their sum is the global gradient;
   * the memory as the loop's carried state: a loop variable of every loop, saved for every
-    checkpoint by each host for its own replicas' rows (training/memory_state.py, rows tagged
+    checkpoint by each host for its own replicas' rows (models/memory.py, rows tagged
     with their slot, so it restores exactly on any topology); the pipeline is deterministic
     in the step, so the data position is the step counter;
   * the dense two-stream masks built on the device inside the step: batches carry the
@@ -44,6 +44,7 @@ What this task gives the loop:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Optional, Sequence
 
@@ -57,13 +58,13 @@ from xlnet_tf2.data.batch_layout import BatchLayout
 from xlnet_tf2.data.manifest import ManifestError
 from xlnet_tf2.data.masks import COMPACT_FEATURES, dense_features
 from xlnet_tf2.data.pretrain_dataset import DataShape, PretrainData
-from xlnet_tf2.models import XLNetLMHeadModel
+from xlnet_tf2.models import XLNetLMHeadModel, memory
+from xlnet_tf2.models.memory import MemoryState
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 from xlnet_tf2.tasks.pretraining_eval import HeldOutEvaluator, default_eval_dirs
 from xlnet_tf2.training import checkpointing, distribution
 from xlnet_tf2.training.flops import pretrain_step_flops
-from xlnet_tf2.training.memory_state import MemoryState, local_replica_ids, log_size
 from xlnet_tf2.training.task import RunSettings, Task
 from xlnet_tf2.training.trainer import Trainer, TrainResult
 
@@ -79,16 +80,6 @@ SLOT_FEATURES = ("stream_id", "direction", "chunk_index")
 EXAMPLE_ID_FEATURES = ("stream_id", "chunk_index", "direction", "pass_id")
 
 __all__ = ["DataShape", "PretrainResult", "PretrainTask", "build_trainer"]
-
-
-def reset_memory(mems, chunk_index):
-    """Zeroes the memory of rows that start a stream (chunk 0): at a block boundary of the data
-    schedule a slot moves to another stream, whose text does not follow what the memory holds.
-    Zero memory is what every stream starts from (as in the original).
-
-    mems: n_layer x [B, M, D]; chunk_index: int32 [B]."""
-    keep = tf.cast(chunk_index > 0, mems[0].dtype)[:, None, None]  # [B, 1, 1]
-    return [m * keep for m in mems]
 
 
 class PretrainTask(Task):
@@ -169,16 +160,10 @@ class PretrainTask(Task):
 
     def carried_state(self, model: keras.Model, layout: BatchLayout,
                       strategy: tf.distribute.Strategy) -> MemoryState:
-        """This worker's share of the memory: [local rows, M, D] per layer, on the host, each
-        row tagged with its slot (memory_state.py)."""
-        worker = distribution.worker_id(strategy)
-        replica_ids = local_replica_ids(strategy, worker, distribution.num_workers(strategy))
-        slots = [slot for r in replica_ids for slot in layout.slots(r)]
-        c = self.model_config
-        state = MemoryState(c.n_layer, c.mem_len, c.d_model, tf.as_dtype(model.compute_dtype),
-                            replica_ids, layout.replica_batch, slots, worker)
-        log_size(state)
-        return state
+        """This worker's share of the memory (models/memory.py's MemoryState)."""
+        return MemoryState.for_worker(self.model_config, model.compute_dtype, layout, strategy,
+                                      distribution.worker_id(strategy),
+                                      distribution.num_workers(strategy))
 
     # ------------------------------------------------------------------ the step
     def replica_features(self, features, b: Optional[int] = None):
@@ -217,7 +202,7 @@ class PretrainTask(Task):
         features = self.model_features(features)
         inputs = {k: features[k] for k in MODEL_FEATURES}
         if self.model_config.mem_len:
-            inputs["mems"] = reset_memory(list(mems), chunk_index)
+            inputs["mems"] = memory.reset_at_stream_start(list(mems), chunk_index)
         outputs = model(inputs, training=training)
         logits = outputs["logits"]  # float32 [B, P, V]
         ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
@@ -271,11 +256,6 @@ class PretrainTask(Task):
         ce_sum, new_mems = self.loss(self._model, features, mems, training=False)
         return new_mems, ce_sum, self.loss_count(features)
 
-    def _eval_initial_memory(self):
-        c = self.model_config
-        return [tf.zeros([self._eval_replica_batch, c.mem_len, c.d_model],
-                         self._model.compute_dtype) for _ in range(c.n_layer)] if c.mem_len else []
-
     def _eval_inputs(self, input_context):
         return self.eval_data.dataset(self.config.eval_batch_size, input_context=input_context)
 
@@ -288,8 +268,10 @@ class PretrainTask(Task):
             raise RunConfigError("No held-out data: prepare it with data_prep/create_tfrecords.py "
                                  "--eval_fraction (or --eval_input), or pass --eval_data_dir.")
         if self.evaluator is None:
+            zero_memory = functools.partial(memory.initial_memory, self.model_config,
+                                            self._eval_replica_batch, self._model.compute_dtype)
             self.evaluator = HeldOutEvaluator(
-                trainer.strategy, self._eval_inputs, self._eval_loss, self._eval_initial_memory,
+                trainer.strategy, self._eval_inputs, self._eval_loss, zero_memory,
                 self.config.evaluation.eval_batches, self.config.model_dir, trainer.is_chief)
         return self.evaluator.evaluate(step)
 

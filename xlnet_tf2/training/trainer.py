@@ -368,12 +368,8 @@ class Trainer:
         path = self.checkpoints.restore_latest()
         self._resumed = path is not None
         if path is not None and self.carried_state is not None:
-            step = int(self.global_step.numpy())
-            if not self.carried_state.restore(self.loop_config.model_dir, step):
-                logging.warning("Checkpoint %s has no saved memory (an older format): the memory "
-                                "starts from zero.", path)
-                print(f"[checkpoint] note: {path} has no saved memory; it starts from zero.",
-                      flush=True)
+            self.carried_state.restore(self.loop_config.model_dir,
+                                       int(self.global_step.numpy()), path)
         if path is None:
             path = self.task.initialize(self.model)
         return path
