@@ -17,10 +17,11 @@ What this task gives the loop:
   * the model (XLNetLMHeadModel): the architecture of --model_config with the run-time
     settings of this run (mem_len, dropout, clamp from the flags; reuse_len and bi_data from
     the data's manifest);
-  * the loss: the token-weighted mean over all replicas, i.e. the sum of per-target
-    cross-entropy over real targets (target_mask) divided by the global number of real targets
-    (`loss_count`, all-reduced by the loop), so each replica's gradient is its share of the
-    global mean and their sum is the global gradient;
+  * the loss (tasks/objective.py, which also maps the whole objective): the token-weighted
+    mean over all replicas, i.e. the sum of per-target cross-entropy over real targets
+    (target_mask) divided by the global number of real targets (`loss_count`, all-reduced by
+    the loop), so each replica's gradient is its share of the global mean and their sum is
+    the global gradient;
   * the memory as the loop's carried state: a loop variable of every loop, saved for every
     checkpoint by each host for its own replicas' rows (models/memory.py, rows tagged
     with their slot, so it restores exactly on any topology); the pipeline is deterministic
@@ -60,6 +61,7 @@ from xlnet_tf2.data.masks import COMPACT_FEATURES, dense_features
 from xlnet_tf2.data.pretrain_dataset import DataShape, PretrainData
 from xlnet_tf2.models import XLNetLMHeadModel, memory
 from xlnet_tf2.models.memory import MemoryState
+from xlnet_tf2.tasks import objective
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 from xlnet_tf2.tasks.pretraining_eval import HeldOutEvaluator, default_eval_dirs
@@ -187,7 +189,7 @@ class PretrainTask(Task):
 
     def loss_count(self, features):
         """float32: the real targets of a batch of compact features (positions >= 0)."""
-        return tf.reduce_sum(tf.cast(features["target_positions"] >= 0, tf.float32))
+        return objective.target_count(features["target_positions"])
 
     def model_features(self, features):
         """The dense model and loss inputs of a batch of compact features, built where this
@@ -204,10 +206,8 @@ class PretrainTask(Task):
         if self.model_config.mem_len:
             inputs["mems"] = memory.reset_at_stream_start(list(mems), chunk_index)
         outputs = model(inputs, training=training)
-        logits = outputs["logits"]  # float32 [B, P, V]
-        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.cast(features["target"], tf.int32), logits=logits)  # [B, P]
-        ce_sum = tf.reduce_sum(ce * tf.cast(features["target_mask"], tf.float32))
+        ce_sum = objective.target_cross_entropy(outputs["logits"], features["target"],
+                                                features["target_mask"])
         return ce_sum, list(outputs["new_mems"])
 
     # ------------------------------------------------------------------ around the loop
