@@ -17,6 +17,7 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from xlnet_tf2 import fileio
 from xlnet_tf2.config import XLNetConfig
 
 MEMORY_DIR = "memory"
@@ -268,11 +269,7 @@ class MemoryState(tf.Module):
                 continue
             stale = name.startswith(f"ckpt-{match.group(1)}_temp")
             if stale or int(match.group(1)) not in keep:
-                path = os.path.join(directory, name)
-                if tf.io.gfile.isdir(path):
-                    tf.io.gfile.rmtree(path)
-                else:
-                    tf.io.gfile.remove(path)
+                fileio.remove_path(os.path.join(directory, name))
                 removed.append(name)
         return removed
 

@@ -455,7 +455,7 @@ class Trainer:
                                flops_per_step=self.task.flops_per_step(cfg.train_batch_size,
                                                                        self.num_replicas),
                                peak_flops=peak_flops)
-        step_log = (tf.io.gfile.GFile(os.path.join(cfg.model_dir, run_record.STEPS_FILE), "a")
+        step_log = (fileio.open_file(os.path.join(cfg.model_dir, run_record.STEPS_FILE), "a")
                     if cfg.record_steps and self.is_chief else None)
         history: List[dict] = []
         evaluations: List[dict] = []
