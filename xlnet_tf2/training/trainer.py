@@ -72,7 +72,7 @@ from xlnet_tf2.training.task import RunSettings, Task  # noqa: F401 (RunSettings
 
 class TrainingDivergedError(RuntimeError, FloatingPointError):
     """The loss became NaN or infinite; the message names the step and the last good checkpoint.
-    (A FloatingPointError too: fine-tuning raised that before the loops were unified.)"""
+    A FloatingPointError too, for callers that catch that."""
 
 
 class DataExhaustedError(RuntimeError):
@@ -170,8 +170,8 @@ class Trainer:
         # whole. Inside the compiled step a nested jit-compiled tf.function is a trap: for some
         # models (the fine-tuning classifier; not the pretraining model) TensorFlow folded the
         # inner call's variable reads and the step number into literals, so every step
-        # compiled a new program (15 s a step instead of 0.18 s; tests/training/
-        # test_program_constants.py). Called directly, the backward pass is part of the step.
+        # compiled a new program (tests/training/test_program_constants.py; the cost:
+        # BENCHMARKS.md). Called directly, the backward pass is part of the step.
         self._compute_grads = (self._forward_backward if self.whole_step_compiled else
                                tf.function(self._forward_backward,
                                            jit_compile=loop.jit_compile, reduce_retracing=True))
