@@ -26,7 +26,7 @@ from absl import logging
 from xlnet_tf2 import fileio
 from xlnet_tf2.data.manifest import MANIFEST_NAME
 from xlnet_tf2.training import distribution
-from xlnet_tf2.training.metrics_logger import write_scalar
+from xlnet_tf2.training.metrics_logger import summary_writer, write_scalar
 
 EVAL_RESULTS_FILE = "eval_results.jsonl"
 
@@ -55,8 +55,7 @@ class HeldOutEvaluator:
         self.num_batches = num_batches
         self.model_dir = model_dir
         self.is_chief = is_chief
-        self.writer = (tf.summary.create_file_writer(os.path.join(model_dir, "eval"))
-                       if is_chief else None)
+        self.writer = summary_writer(model_dir, "eval", is_chief)
         self._loop = tf.function(self._eval_loop)
 
     def _eval_loop(self, iterator):
