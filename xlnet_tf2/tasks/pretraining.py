@@ -1,45 +1,13 @@
-"""Pretraining as a Task: the permutation-LM loss and the Transformer-XL memory; the generic
-loop (xlnet_tf2/training/trainer.py) does the steps, loops, strategy, clipping, optimizer,
-checkpoints and logging.
+"""Pretraining as a Task: the LM model, the permutation-LM loss (tasks/objective.py) and the
+Transformer-XL memory as the carried state (models/memory.py); the generic loop
+(training/trainer.py) does the steps, strategy, optimizer, checkpoints and logs.
 
     result = run_task(PretrainTask, config)       # the command (training/run_task.py)
-    result = Trainer(PretrainTask(config), strategy=strategy).train()   # = build_trainer
 
-Letters (docs/GLOSSARY.md): G global batch, B per-replica batch (G / replicas), L seq_len,
-P num_predict, M mem_len, D d_model, V vocabulary.
-
-The data decides the example shape (seq_len, reuse_len, num_predict, bi_data) and the
-vocabulary: `PretrainData` (data/pretrain_dataset.py) reads every manifest of the run once and
-the input pipeline is built from it, so data and training cannot silently disagree; a batch
-layout the data cannot serve is refused before the first step, without building a pipeline.
-
-What this task gives the loop:
-  * the model (XLNetLMHeadModel): the architecture of --model_config with the run-time
-    settings of this run (mem_len, dropout, clamp from the flags; reuse_len and bi_data from
-    the data's manifest);
-  * the loss (tasks/objective.py, which also maps the whole objective): the token-weighted
-    mean over all replicas, i.e. the sum of per-target cross-entropy over real targets
-    (target_mask) divided by the global number of real targets (`loss_count`, all-reduced by
-    the loop), so each replica's gradient is its share of the global mean and their sum is
-    the global gradient;
-  * the memory as the loop's carried state: a loop variable of every loop, saved for every
-    checkpoint by each host for its own replicas' rows (models/memory.py, rows tagged
-    with their slot, so it restores exactly on any topology); the pipeline is deterministic
-    in the step, so the data position is the step counter;
-  * the dense two-stream masks built on the device inside the step: batches carry the
-    compact features (data/masks.py COMPACT_FEATURES: ranks [L] and target positions [P] per
-    example) and `loss` expands them with masks.dense_features inside the (XLA-compiled)
-    forward/backward function, for training and held-out evaluation alike;
-  * gradient accumulation: with --grad_accum_steps A the pipeline lays every replica batch
-    out as A micro-batches that are each a well-formed batch (a virtual replica, see
-    data/batch_layout.py), the loop's memory rows follow the batch rows, so micro-batch k
-    of step t + 1 continues the text micro-batch k held at step t;
-  * static per-replica shapes, the per-step record of which examples were consumed
-    (`record_steps`), the FLOP count for MFU, held-out evaluation (pretraining_eval.py) and a
-    self-contained model_dir: besides checkpoints it receives `xlnet_config.json` (the
-    architecture), `spiece.model` (the SentencePiece model the data was encoded with, checked
-    against the manifest's sha256) and `run_config.json`, so fine-tuning, feature extraction
-    and export work from it with no other flag.
+The data decides the example shape and the vocabulary (`PretrainData`, read once from every
+manifest), so data and training cannot disagree. What the task gives the loop, piece by piece:
+docs/PRETRAINING.md#what-the-loop-does. Letters (docs/GLOSSARY.md): G global batch, B rows per
+replica, L seq_len, P num_predict, M mem_len, D d_model, V vocabulary.
 """
 
 from __future__ import annotations
