@@ -167,7 +167,7 @@ USER_ERRORS = (
     ("xlnet_tf2.tasks.errors", "TaskDataError"),
     ("xlnet_tf2.tokenizers.sentencepiece_tokenizer", "TokenizerError"),
     ("xlnet_tf2.training.checkpointing", "CheckpointRestoreError"),
-    ("xlnet_tf2.training.memory_state", "MemoryStateError"),
+    ("xlnet_tf2.models.memory", "MemoryStateError"),
     ("xlnet_tf2.training.distribution", "StrategyError"),
     ("xlnet_tf2.locate", "PretrainedNotFoundError"),
     ("xlnet_tf2.run_dir", "ModelFilesError"),

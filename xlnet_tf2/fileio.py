@@ -88,6 +88,21 @@ def remove(path: str) -> None:
         os.remove(_local(path))
 
 
+def remove_path(path: str) -> None:
+    """Removes a file, or a directory and everything in it."""
+    if isdir(path):
+        rmtree(path)
+    else:
+        remove(path)
+
+
+def append_line(path: str, line: str) -> None:
+    """Appends `line` and a newline to `path` (created if missing): the run's JSON-lines logs,
+    which grow by whole lines and are never rewritten in place."""
+    with open_file(path, "a") as f:
+        f.write(line + "\n")
+
+
 def rmtree(path: str) -> None:
     """Removes a directory and everything in it; nothing happens if it does not exist."""
     if is_remote(path):

@@ -14,8 +14,8 @@ Counted quantities, with b_h sequences per host, L seq_len, M mem_len, D d_model
 N_l layers (all sizes in bytes):
 
   memory state (Transformer-XL)   N_l x rows x M x D x 4, rows = b_h per host, 8192 globally.
-      It is saved per host (memory_state.py); before that it was all-gathered, so one host held
-      (and wrote) the global size. With TPUStrategy's single client the client still writes the
+      It is saved per host (xlnet_tf2/models/memory.py); before that it was all-gathered, so one
+      host held (and wrote) the global size. With TPUStrategy's single client the client still writes the
       global size; the per-host figure is what a multi-worker run (one process per host) holds.
   dense host-built features, per sequence:  perm_mask [L, L] f32 + target_mapping [P, L] f32 +
       input_ids, segment_ids [L] i32 + target [P] i32 + target_mask [P] f32 + 4 bookkeeping i32.

@@ -189,7 +189,7 @@ CASES = [
          changes=("pretrain/*",)),
     Case("pretrain/killed-writing-memory-then-rerun", resume(),
          works(finished("{pretrain}", 6)),
-         killed(resume(runner=spawn, kill_at="xlnet_tf2.training.memory_state|MemoryState.save|1|"),
+         killed(resume(runner=spawn, kill_at="xlnet_tf2.models.memory|MemoryState.save|1|"),
                 protect=("pretrain/ckpt-*", "pretrain/memory/*")),
          changes=("pretrain/*",)),
     Case("pretrain/disk-full-during-run", pretrain(model_dir="{ws}/disk/run", steps=4),

@@ -1,44 +1,7 @@
-"""The pretraining input pipeline: prepared directories -> per-replica batches.
-
-Letters (docs/GLOSSARY.md): G global batch, Rp replicas in sync, B = G / Rp local
-(per-replica) batch, S streams read per step (G, or G / 2 with bi_data), L seq_len, P
-num_predict; a directory holds `num_streams` streams of `chunks_per_stream` chunks.
-
-Schedule (topology-free; the words stream, chunk, pass, group, block, cycle and slot are
-defined in docs/GLOSSARY.md#data-schedule-words). The prepared data is a set of streams; chunk
-c of a stream follows chunk c - 1 in the text. A step reads S streams at once, a *group*; the
-groups of a directory are streams [gS, (g + 1)S). One *block* is one (pass, directory, group)
-read for chunks_per_stream steps, chunk t at block step t; blocks follow each other
-pass-major, then by directory, then by group, and the whole cycle repeats. Step t of training
-therefore reads the same examples whatever the number of replicas or hosts, and `start_step`
-jumps to any step by skipping at most chunks_per_stream - 1 records of one file per slot.
-
-Layout rule. Global row s of a step (s = replica * B + local row) reads
-  * without bi_data: stream group_base + s, forward;
-  * with bi_data: local rows [0, B/2) read streams group_base + replica * B/2 + row forward and
-    local rows [B/2, B) the same streams backward, so *every replica's* local batch is
-    [forward half; backward half], the layout the model's relative positions expect.
-Row s always reads the same slot within a block, so Transformer-XL memory of row s at
-step t + 1 continues exactly the text it held at step t, on every replica.
-
-Gradient accumulation (`micro_batches` A > 1): each replica's batch is A micro-batches of
-B / A consecutive rows, and each micro-batch is laid out as a *virtual replica* of its own
-(virtual replica replica * A + k for micro-batch k), i.e. the rule above applied to Rp * A
-replicas of B / A rows: with bi_data every micro-batch is [forward half; backward half]. Row
-k * B/A + j of a replica always reads the same stream, so micro-batch k of step t + 1
-continues the text micro-batch k held at step t. The slot of a row (direction * S + stream)
-names its text independently of Rp and A (memory_state.py restores by slot).
-
-What is shipped: the compact features only (`OUTPUT_FEATURES`, dtypes in `OUTPUT_DTYPES`):
-ids and segments [L], the factorization order as ranks [L] and the target positions [P]. The
-dense two-stream masks (perm_mask [L, L], target_mapping [P, L]) are built on the device
-inside the training step (masks.dense_features); `bytes_per_example` gives the
-host-to-device bytes of both formats.
-
-Rule relating streams and batch: every directory's num_streams must be a multiple of S; the
-global batch must be divisible by the replicas (and B even with bi_data). Prepare with
-num_streams = a multiple of G (or G/2) and the data trains on any topology with that global
-batch, and on any smaller global batch that divides it.
+"""The pretraining input pipeline: prepared directories -> per-replica batches of compact
+features (ids, segments, ranks [L], target positions [P]; the dense masks are built in the
+step). The schedule, the layout of rows over replicas and micro-batches, and the rule relating
+streams and batch: docs/DATA.md#the-schedule-of-the-pretraining-pipeline.
 """
 
 from __future__ import annotations

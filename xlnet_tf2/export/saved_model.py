@@ -199,8 +199,8 @@ def _write_version(module: ServingModule, signatures, path: str) -> None:
                     max_answer_length=module.spec.max_answer_length,
                     version_2_with_negative=module.spec.version_2_with_negative,
                     null_score_threshold=module.spec.null_score_threshold)
-    with tf.io.gfile.GFile(os.path.join(extra, "task.json"), "w") as f:
-        f.write(json.dumps(info, indent=2) + "\n")
+    fileio.write_atomically(os.path.join(extra, "task.json"),
+                            (json.dumps(info, indent=2) + "\n").encode())
 
 
 def export_model_dir(config: ExportConfig) -> str:

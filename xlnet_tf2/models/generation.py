@@ -1,67 +1,7 @@
 """Text generation with XLNet's memory: greedy, sampling (temperature, top-k, top-p) or beam
-search, with repetition penalty, several stop ids, several sequences per prompt and streaming.
-
-How a token is predicted (as HuggingFace's `XLNetLMHeadModel.generate`): a dummy token is
-appended after the sequence, hidden from every position by `perm_mask`, and the query stream
-at that position (`target_mapping`) predicts the next token from everything before it.
-
-The cache. Each layer's input of every settled token is kept as memory (batch-major
-[B, M, D]), so a step runs the model on 3 positions, not on the whole sequence:
-
-  prefill   [prompt, dummy]          the prompt attends to itself bidirectionally; memory
-                                     receives prompt[:-1]
-  step k    [previous, newest, dummy] + memory; memory receives `previous`
-
-`previous` is computed again once the newest token exists (HuggingFace's `offset = 2`), so
-every token's memory has seen one token to its right. The result is exactly a recomputation of
-the whole sequence at each step with this attention pattern (key j visible to position i):
-prompt positions but the last see the whole prompt; any later position i sees j <= i + 1; the
-dummy is seen by no one. `use_cache=False` runs that recomputation (the full sequence every
-step, no memory): the tests check that both give the same tokens, and that greedy decoding,
-beam search and the repetition penalty give HuggingFace's tokens on the same weights.
-
-Static shapes, few traces. The whole loop is one `tf.function` (optionally XLA-compiled). The
-prompt is left padded to a length bucket (8, 16, 32, ..., 512, then multiples of 512) and the
-memory buffer is sized for the bucket of max_new_tokens, so prompts of other lengths and other
-max_new_tokens in the same buckets reuse the trace (the number of new tokens is a tensor: the
-loop runs exactly that many steps, and stops early once every row has ended). A warm model
-therefore never traces again for a batch size and settings it has seen, and a call costs the
-prefill plus one model step per token. Empty memory slots and prompt padding are hidden with
-the model's `memory_mask`; relative positions make left padding invisible, so a padded row
-gives what it gives alone.
-
-Ending. Once a row emits one of `eos_token_id` (an id or a list of ids, as HF's) it continues
-with `pad_token_id`; generation stops at the step where every row has ended (as HF's).
-
-Logits processing, in HF's order: repetition penalty (HF's rule: a logit of a token already in
-the row, prompt or generated, is divided by the penalty if positive, multiplied if negative;
-the prompt's padding is not counted, where HF also penalizes the pad id of padded batches),
-then for sampling temperature, top-k, top-p. `output_scores` returns the processed scores the
-token was chosen from (HF's `scores`).
-
-Beam search (`num_beams > 1`) is HF's (transformers 5 `_beam_search`, no sampling): per step
-the log-softmax (after the repetition penalty) plus each beam's score, the top
-max(2, 1 + number of stop ids) * num_beams continuations; those ending in a stop id or at
-max_new_tokens become finished hypotheses (score / generated_length ** length_penalty) if among
-the top num_beams, the best num_beams others go on; `early_stopping` (False: HF's heuristic,
-True: stop once num_beams hypotheses are finished, "never") decides when improvement is
-impossible. Memory rows follow their beams. The num_return_sequences best hypotheses are
-returned, padded with pad_token_id.
-
-Streaming. `streamer` is called with each step's new tokens (numpy int32 [rows]) as soon as
-they exist (a `tf.py_function` in the loop; not with jit_compile); an object with `put` and
-`end` (HF's streamer protocol) gets `put(prompt ids)`, then `put(new tokens)` per step, then
-`end()`.
-
-Short prompts and the padding text. XLNet was pretrained on 512-token segments and generates
-poorly from a few words. The fix in common use (Aman Rusia's XLNet-gen, adopted by
-HuggingFace's run_generation.py and text-generation pipeline) puts a long unrelated text ending
-with an end-of-document marker before the prompt, and removes it from the output.
-`generate_text` does that with `padding_text` (default `DEFAULT_PADDING_TEXT`, our own
-paragraph; pass None to turn it off) followed by the `<eod>` id: `<eod>` is a control symbol,
-so it is inserted by id (SentencePiece never produces it from text, and HuggingFace's
-"<eod> </s> <eos>" string suffix is tokenizer-specific). The zihangdai/xlnet release has no
-generation code.
+search, with repetition penalty, several stop ids, several sequences per prompt and streaming,
+giving HuggingFace's tokens on the same weights. How a token is predicted, the cache, the
+static shapes, beam search, streaming and the padding text: docs/GENERATION.md.
 """
 
 from __future__ import annotations
@@ -74,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2 import special_ids as sid
+from xlnet_tf2.models import memory as mem
 
 DUMMY_ID = 0  # the placeholder after the sequence; no position sees it, so its id is moot
 LENGTH_BUCKETS = (8, 16, 32, 64, 128, 256, 512)
@@ -240,11 +181,8 @@ def _prefill(model, input_ids, attention_mask, slots: int):
                  "attention_mask": tf.concat([attention_mask, tf.ones_like(dummy)], 1),
                  "perm_mask": hide, "target_mapping": target},
                 training=False, output_hidden_states=True)
-    empty = slots - (p_len - 1)
-    memory = [tf.concat([tf.zeros([batch, empty, c.d_model], h.dtype), h[:, :p_len - 1]], 1)
-              for h in out["hidden_states"][:c.n_layer]]
-    memory_mask = tf.concat([tf.zeros([batch, empty], tf.int32),
-                             tf.cast(attention_mask[:, :p_len - 1], tf.int32)], 1)
+    memory, memory_mask = mem.prompt_memory(out["hidden_states"][:c.n_layer], attention_mask,
+                                            slots)
     return out["logits"][:, 0], memory, memory_mask
 
 
@@ -256,9 +194,8 @@ def _advance(model, previous, newest, memory, memory_mask):
     out = model({"input_ids": tf.stack([previous, newest, tf.fill([batch], DUMMY_ID)], 1),
                  "perm_mask": hide, "target_mapping": target, "mems": memory,
                  "memory_mask": memory_mask}, training=False, output_hidden_states=True)
-    memory = [tf.concat([m[:, 1:], h[:, :1]], 1)
-              for m, h in zip(memory, out["hidden_states"][:model.config.n_layer])]
-    memory_mask = tf.concat([memory_mask[:, 1:], tf.ones([batch, 1], tf.int32)], 1)
+    memory, memory_mask = mem.push_memory(memory, memory_mask,
+                                          out["hidden_states"][:model.config.n_layer])
     return out["logits"][:, 0], memory, memory_mask
 
 

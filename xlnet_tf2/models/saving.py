@@ -23,7 +23,6 @@ says which it is); models/pretrained.py decides what a directory holds and build
 
 from __future__ import annotations
 
-import json
 import os
 import uuid
 from typing import Optional
@@ -56,7 +55,7 @@ def save_pretrained(model, output_dir: str, spm_model: Optional[str] = None) -> 
     if spm_model:
         if not tf.io.gfile.exists(spm_model):
             raise FileNotFoundError(f"--spm_model {spm_model!r} does not exist.")
-        tf.io.gfile.copy(spm_model, os.path.join(output_dir, SPM_NAME), overwrite=True)
+        fileio.copy_atomically(spm_model, os.path.join(output_dir, SPM_NAME))
     return prefix
 
 
@@ -147,10 +146,9 @@ def save_task_directory(model, output_dir: str, settings: dict,
                                              max_to_keep=1, checkpoint_name="ckpt")
         prefix = manager.save(checkpoint_number=0)
         model.config.to_json_file(os.path.join(staging, CONFIG_NAME))
-        with tf.io.gfile.GFile(os.path.join(staging, run_dir.TASK_FILE), "w") as f:
-            f.write(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+        fileio.write_json_atomically(os.path.join(staging, run_dir.TASK_FILE), settings)
         if spm_model:
-            tf.io.gfile.copy(spm_model, os.path.join(staging, SPM_NAME), overwrite=True)
+            fileio.copy_atomically(spm_model, os.path.join(staging, SPM_NAME))
     except BaseException:
         fileio.rmtree(staging)
         raise

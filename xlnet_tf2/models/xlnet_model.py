@@ -24,7 +24,7 @@ from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_attention import normal_initializer
 from xlnet_tf2.layers.relative_position import relative_position_encoding
 from xlnet_tf2.layers.xlnet_block import XLNetBlock
-from xlnet_tf2.models import pretrained
+from xlnet_tf2.models import memory, pretrained
 
 INPUT_KEYS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask", "perm_mask",
               "target_mapping", "mems", "memory_mask")
@@ -274,7 +274,7 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
         for i, block in enumerate(self.blocks):
             layer_mems = None if mems is None else mems[i]
             if c.mem_len > 0:
-                new_mems.append(self._cache_memory(h, layer_mems))
+                new_mems.append(memory.next_memory(c, h, layer_mems))
             hidden_states.append(h)
             query_hidden_states.append(g)
             out = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
@@ -291,20 +291,7 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
                 outputs["query_hidden_states"] = query_hidden_states + [g]
         return outputs
 
-    def _cache_memory(self, layer_input, previous: Optional[tf.Tensor]):
-        """Memory for the next segment: the last mem_len of concat(previous, first reuse_len
-        positions of this layer's input); [B, M_new, D] with stopped gradient.
-
-        Only the reused prefix is cached: the rest of the segment is not seen again by the
-        stream (and caching it would leak the B part of the pretraining example)."""
-        c = self.config
-        current = layer_input if c.reuse_len <= 0 else layer_input[:, :c.reuse_len]
-        if previous is not None:
-            current = tf.concat([tf.cast(previous, current.dtype), current], axis=1)
-        return tf.stop_gradient(current[:, -c.mem_len:])
-
     def initial_memory(self, batch_size: int, dtype=None) -> List[tf.Tensor]:
-        """Zero memories [B, mem_len, D] per layer, as the original starts from."""
-        c = self.config
-        return [tf.zeros([batch_size, c.mem_len, c.d_model], dtype or self.compute_dtype)
-                for _ in range(c.n_layer)]
+        """Zero memories [B, mem_len, D] per layer ([] without memory): models/memory.py's
+        `initial_memory` in this model's compute dtype."""
+        return memory.initial_memory(self.config, batch_size, dtype or self.compute_dtype)

@@ -226,9 +226,9 @@ class ModelCopy:
 
     The tokenizing step carries this path and checksum, not the model (the writing step
     carries only the start-piece table): Beam pickles (and compresses) every step when the
-    pipeline is built and unpickles it in each worker, and with the 0.5 MB of a 16k-piece
-    model inside, that cost time per step to build and per worker to load, on the run's
-    critical path (BENCHMARKS.md#figures-behind-choices-in-the-code). The output directory
+    pipeline is built and unpickles it in each worker, and with the model inside, that cost
+    time per step to build and per worker to load, on the run's critical path
+    (BENCHMARKS.md#figures-behind-choices-in-the-code). The output directory
     must be reachable from every worker anyway (it receives their files).
     """
 

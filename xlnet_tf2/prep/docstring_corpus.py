@@ -117,9 +117,9 @@ def build_docstring_corpus(path: str, corpus_bytes: int) -> dict:
         extra = path + ".packages"
         more = build_stdlib_corpus(extra, min_bytes=0, max_bytes=corpus_bytes - stats["bytes"],
                                    stdlib_dir=sysconfig.get_paths()["purelib"])
-        with open(path, "a", encoding="utf-8") as out, open(extra, encoding="utf-8") as f:
-            out.write(f.read())
-        os.remove(extra)
+        with fileio.open_file(extra, "r") as f:
+            fileio.append_line(path, f.read().rstrip("\n"))
+        fileio.remove(extra)
         stats = {"path": path, "bytes": stats["bytes"] + more["bytes"],
                  "documents": stats["documents"] + more["documents"]}
     return stats

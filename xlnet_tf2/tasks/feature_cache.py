@@ -32,6 +32,8 @@ import numpy as np
 import tensorflow as tf
 from absl import logging
 
+from xlnet_tf2 import fileio
+
 FORMAT_VERSION = 1
 DISABLED = "off"
 WAIT_SECONDS = 3600
@@ -70,12 +72,11 @@ def _write(prefix: str, features: Dict[str, np.ndarray]) -> None:
                     feature[name] = tf.train.Feature(int64_list=tf.train.Int64List(value=row))
             writer.write(tf.train.Example(features=tf.train.Features(feature=feature))
                          .SerializeToString())
-    tf.io.gfile.rename(tmp, f"{prefix}.tfrecord", overwrite=True)
+    fileio.rename(tmp, f"{prefix}.tfrecord")
     spec = {name: {"shape": list(values.shape[1:]), "dtype": str(values.dtype)}
             for name, values in features.items()}
-    with tf.io.gfile.GFile(f"{prefix}.json.tmp", "w") as f:
-        f.write(json.dumps({"rows": n, "features": spec}, indent=2))
-    tf.io.gfile.rename(f"{prefix}.json.tmp", f"{prefix}.json", overwrite=True)
+    fileio.write_atomically(f"{prefix}.json",
+                            json.dumps({"rows": n, "features": spec}, indent=2).encode())
 
 
 def _read(prefix: str) -> Dict[str, np.ndarray]:

@@ -206,8 +206,7 @@ class FinetuneTask(Task):
         self.evaluations.append(record)
         if not trainer.is_chief:
             return record
-        with tf.io.gfile.GFile(os.path.join(cfg.model_dir, EVAL_RESULTS_FILE), "a") as f:
-            f.write(json.dumps(record) + "\n")
+        fileio.append_line(os.path.join(cfg.model_dir, EVAL_RESULTS_FILE), json.dumps(record))
         logging.info("eval at step %d: %s", step, record)
         print(f"eval step {step}: " + ", ".join(f"{k} {v:.4f}" for k, v in metrics.items()),
               flush=True)

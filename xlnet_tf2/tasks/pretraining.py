@@ -1,49 +1,19 @@
-"""Pretraining as a Task: the permutation-LM loss and the Transformer-XL memory; the generic
-loop (xlnet_tf2/training/trainer.py) does the steps, loops, strategy, clipping, optimizer,
-checkpoints and logging.
+"""Pretraining as a Task: the LM model, the permutation-LM loss (tasks/objective.py) and the
+Transformer-XL memory as the carried state (models/memory.py); the generic loop
+(training/trainer.py) does the steps, strategy, optimizer, checkpoints and logs.
 
     result = run_task(PretrainTask, config)       # the command (training/run_task.py)
-    result = Trainer(PretrainTask(config), strategy=strategy).train()   # = build_trainer
 
-Letters (docs/GLOSSARY.md): G global batch, B per-replica batch (G / replicas), L seq_len,
-P num_predict, M mem_len, D d_model, V vocabulary.
-
-The data decides the example shape (seq_len, reuse_len, num_predict, bi_data) and the
-vocabulary: `PretrainData` (data/pretrain_dataset.py) reads every manifest of the run once and
-the input pipeline is built from it, so data and training cannot silently disagree; a batch
-layout the data cannot serve is refused before the first step, without building a pipeline.
-
-What this task gives the loop:
-  * the model (XLNetLMHeadModel): the architecture of --model_config with the run-time
-    settings of this run (mem_len, dropout, clamp from the flags; reuse_len and bi_data from
-    the data's manifest);
-  * the loss: the token-weighted mean over all replicas, i.e. the sum of per-target
-    cross-entropy over real targets (target_mask) divided by the global number of real targets
-    (`loss_count`, all-reduced by the loop), so each replica's gradient is its share of the
-    global mean and their sum is the global gradient;
-  * the memory as the loop's carried state: a loop variable of every loop, saved for every
-    checkpoint by each host for its own replicas' rows (training/memory_state.py, rows tagged
-    with their slot, so it restores exactly on any topology); the pipeline is deterministic
-    in the step, so the data position is the step counter;
-  * the dense two-stream masks built on the device inside the step: batches carry the
-    compact features (data/masks.py COMPACT_FEATURES: ranks [L] and target positions [P] per
-    example) and `loss` expands them with masks.dense_features inside the (XLA-compiled)
-    forward/backward function, for training and held-out evaluation alike;
-  * gradient accumulation: with --grad_accum_steps A the pipeline lays every replica batch
-    out as A micro-batches that are each a well-formed batch (a virtual replica, see
-    data/batch_layout.py), the loop's memory rows follow the batch rows, so micro-batch k
-    of step t + 1 continues the text micro-batch k held at step t;
-  * static per-replica shapes, the per-step record of which examples were consumed
-    (`record_steps`), the FLOP count for MFU, held-out evaluation (pretraining_eval.py) and a
-    self-contained model_dir: besides checkpoints it receives `xlnet_config.json` (the
-    architecture), `spiece.model` (the SentencePiece model the data was encoded with, checked
-    against the manifest's sha256) and `run_config.json`, so fine-tuning, feature extraction
-    and export work from it with no other flag.
+The data decides the example shape and the vocabulary (`PretrainData`, read once from every
+manifest), so data and training cannot disagree. What the task gives the loop, piece by piece:
+docs/PRETRAINING.md#what-the-loop-does. Letters (docs/GLOSSARY.md): G global batch, B rows per
+replica, L seq_len, P num_predict, M mem_len, D d_model, V vocabulary.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import os
 from typing import Optional, Sequence
 
@@ -57,13 +27,14 @@ from xlnet_tf2.data.batch_layout import BatchLayout
 from xlnet_tf2.data.manifest import ManifestError
 from xlnet_tf2.data.masks import COMPACT_FEATURES, dense_features
 from xlnet_tf2.data.pretrain_dataset import DataShape, PretrainData
-from xlnet_tf2.models import XLNetLMHeadModel
+from xlnet_tf2.models import XLNetLMHeadModel, memory
+from xlnet_tf2.models.memory import MemoryState
+from xlnet_tf2.tasks import objective
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 from xlnet_tf2.tasks.pretraining_eval import HeldOutEvaluator, default_eval_dirs
 from xlnet_tf2.training import checkpointing, distribution
 from xlnet_tf2.training.flops import pretrain_step_flops
-from xlnet_tf2.training.memory_state import MemoryState, local_replica_ids, log_size
 from xlnet_tf2.training.task import RunSettings, Task
 from xlnet_tf2.training.trainer import Trainer, TrainResult
 
@@ -79,16 +50,6 @@ SLOT_FEATURES = ("stream_id", "direction", "chunk_index")
 EXAMPLE_ID_FEATURES = ("stream_id", "chunk_index", "direction", "pass_id")
 
 __all__ = ["DataShape", "PretrainResult", "PretrainTask", "build_trainer"]
-
-
-def reset_memory(mems, chunk_index):
-    """Zeroes the memory of rows that start a stream (chunk 0): at a block boundary of the data
-    schedule a slot moves to another stream, whose text does not follow what the memory holds.
-    Zero memory is what every stream starts from (as in the original).
-
-    mems: n_layer x [B, M, D]; chunk_index: int32 [B]."""
-    keep = tf.cast(chunk_index > 0, mems[0].dtype)[:, None, None]  # [B, 1, 1]
-    return [m * keep for m in mems]
 
 
 class PretrainTask(Task):
@@ -169,16 +130,10 @@ class PretrainTask(Task):
 
     def carried_state(self, model: keras.Model, layout: BatchLayout,
                       strategy: tf.distribute.Strategy) -> MemoryState:
-        """This worker's share of the memory: [local rows, M, D] per layer, on the host, each
-        row tagged with its slot (memory_state.py)."""
-        worker = distribution.worker_id(strategy)
-        replica_ids = local_replica_ids(strategy, worker, distribution.num_workers(strategy))
-        slots = [slot for r in replica_ids for slot in layout.slots(r)]
-        c = self.model_config
-        state = MemoryState(c.n_layer, c.mem_len, c.d_model, tf.as_dtype(model.compute_dtype),
-                            replica_ids, layout.replica_batch, slots, worker)
-        log_size(state)
-        return state
+        """This worker's share of the memory (models/memory.py's MemoryState)."""
+        return MemoryState.for_worker(self.model_config, model.compute_dtype, layout, strategy,
+                                      distribution.worker_id(strategy),
+                                      distribution.num_workers(strategy))
 
     # ------------------------------------------------------------------ the step
     def replica_features(self, features, b: Optional[int] = None):
@@ -202,7 +157,7 @@ class PretrainTask(Task):
 
     def loss_count(self, features):
         """float32: the real targets of a batch of compact features (positions >= 0)."""
-        return tf.reduce_sum(tf.cast(features["target_positions"] >= 0, tf.float32))
+        return objective.target_count(features["target_positions"])
 
     def model_features(self, features):
         """The dense model and loss inputs of a batch of compact features, built where this
@@ -217,12 +172,10 @@ class PretrainTask(Task):
         features = self.model_features(features)
         inputs = {k: features[k] for k in MODEL_FEATURES}
         if self.model_config.mem_len:
-            inputs["mems"] = reset_memory(list(mems), chunk_index)
+            inputs["mems"] = memory.reset_at_stream_start(list(mems), chunk_index)
         outputs = model(inputs, training=training)
-        logits = outputs["logits"]  # float32 [B, P, V]
-        ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
-            labels=tf.cast(features["target"], tf.int32), logits=logits)  # [B, P]
-        ce_sum = tf.reduce_sum(ce * tf.cast(features["target_mask"], tf.float32))
+        ce_sum = objective.target_cross_entropy(outputs["logits"], features["target"],
+                                                features["target_mask"])
         return ce_sum, list(outputs["new_mems"])
 
     # ------------------------------------------------------------------ around the loop
@@ -271,11 +224,6 @@ class PretrainTask(Task):
         ce_sum, new_mems = self.loss(self._model, features, mems, training=False)
         return new_mems, ce_sum, self.loss_count(features)
 
-    def _eval_initial_memory(self):
-        c = self.model_config
-        return [tf.zeros([self._eval_replica_batch, c.mem_len, c.d_model],
-                         self._model.compute_dtype) for _ in range(c.n_layer)] if c.mem_len else []
-
     def _eval_inputs(self, input_context):
         return self.eval_data.dataset(self.config.eval_batch_size, input_context=input_context)
 
@@ -288,8 +236,10 @@ class PretrainTask(Task):
             raise RunConfigError("No held-out data: prepare it with data_prep/create_tfrecords.py "
                                  "--eval_fraction (or --eval_input), or pass --eval_data_dir.")
         if self.evaluator is None:
+            zero_memory = functools.partial(memory.initial_memory, self.model_config,
+                                            self._eval_replica_batch, self._model.compute_dtype)
             self.evaluator = HeldOutEvaluator(
-                trainer.strategy, self._eval_inputs, self._eval_loss, self._eval_initial_memory,
+                trainer.strategy, self._eval_inputs, self._eval_loss, zero_memory,
                 self.config.evaluation.eval_batches, self.config.model_dir, trainer.is_chief)
         return self.evaluator.evaluate(step)
 

@@ -23,9 +23,10 @@ from typing import Callable, List, Sequence
 import tensorflow as tf
 from absl import logging
 
+from xlnet_tf2 import fileio
 from xlnet_tf2.data.manifest import MANIFEST_NAME
 from xlnet_tf2.training import distribution
-from xlnet_tf2.training.metrics_logger import write_scalar
+from xlnet_tf2.training.metrics_logger import summary_writer, write_scalar
 
 EVAL_RESULTS_FILE = "eval_results.jsonl"
 
@@ -54,8 +55,7 @@ class HeldOutEvaluator:
         self.num_batches = num_batches
         self.model_dir = model_dir
         self.is_chief = is_chief
-        self.writer = (tf.summary.create_file_writer(os.path.join(model_dir, "eval"))
-                       if is_chief else None)
+        self.writer = summary_writer(model_dir, "eval", is_chief)
         self._loop = tf.function(self._eval_loop)
 
     def _eval_loop(self, iterator):
@@ -85,8 +85,7 @@ class HeldOutEvaluator:
         if self.is_chief:
             print(f"eval   {step:>7d} | held-out loss {loss:.4f} | perplexity "
                   f"{result['perplexity']:.2f} | {int(count):,} targets", flush=True)
-            with tf.io.gfile.GFile(os.path.join(self.model_dir, EVAL_RESULTS_FILE), "a") as f:
-                f.write(json.dumps(result) + "\n")
+            fileio.append_line(os.path.join(self.model_dir, EVAL_RESULTS_FILE), json.dumps(result))
             with self.writer.as_default(step=step):
                 write_scalar("eval/loss", loss, step)
                 write_scalar("eval/perplexity", result["perplexity"], step)

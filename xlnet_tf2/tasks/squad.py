@@ -28,6 +28,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf2 import fileio
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.finetune_batches import global_batches_fn
 from xlnet_tf2.models.xlnet_question_answerer import SquadModel
@@ -127,8 +128,8 @@ def write_predictions(output_dir: str, predictions, null_odds, nbest, version_2:
     if version_2:
         files["null_odds.json"] = null_odds
     for name, value in files.items():
-        with tf.io.gfile.GFile(os.path.join(output_dir, name), "w") as f:
-            f.write(json.dumps(value, indent=1, ensure_ascii=False) + "\n")
+        fileio.write_atomically(os.path.join(output_dir, name),
+                                (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode())
 
 
 # ---------------------------------------------------------------------------- feature cache

@@ -1,6 +1,6 @@
 """Checkpoints of a training run: model, optimizer, step (= data position), random state.
 
-* Pretraining's memory is saved beside them, per host (memory_state.py), before the main
+* Pretraining's memory is saved beside them, per host (models/memory.py), before the main
   checkpoint of the same step is written.
 * The data position is the step counter: the input pipeline is deterministic in the step.
 * Restoring tries the newest checkpoint first; one that cannot be read (truncated, corrupt,

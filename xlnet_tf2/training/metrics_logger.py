@@ -21,6 +21,12 @@ _SCALAR_METADATA = summary_pb2.SummaryMetadata(
     plugin_data=summary_pb2.SummaryMetadata.PluginData(plugin_name="scalars"))
 
 
+def summary_writer(model_dir: str, name: str, enabled: bool = True):
+    """TensorBoard's writer for model_dir/<name> ("train", "eval"); None when not enabled (a
+    worker other than the chief writes no summaries)."""
+    return tf.summary.create_file_writer(os.path.join(model_dir, name)) if enabled else None
+
+
 def write_scalar(name: str, value: float, step: int) -> None:
     tf.summary.write(name, tf.constant(value, tf.float32), step=step, metadata=_SCALAR_METADATA)
 
@@ -33,8 +39,7 @@ class MetricsLogger:
         self.tokens_per_step = tokens_per_step
         self.flops_per_step = flops_per_step
         self.peak_flops = peak_flops
-        self.writer = (tf.summary.create_file_writer(os.path.join(model_dir, "train"))
-                       if enabled else None)
+        self.writer = summary_writer(model_dir, "train", enabled)
         self._pending: List[dict] = []
         self._timed_steps = 0
         self._timed_seconds = 0.0

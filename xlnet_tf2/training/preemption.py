@@ -1,52 +1,7 @@
 """Preemption: a SIGTERM or a Compute Engine termination notice ends a training run at the next
-step boundary with a checkpoint, on every worker at the same step.
-
-How a notice becomes a stop (`PreemptionWatcher`, active while `Trainer.train` runs):
-  * SIGTERM gets a Python handler; `signal.set_wakeup_fd` makes the interpreter's C-level
-    handler also write the signal's number to a socket at once, and a watcher thread reading
-    that socket sets the `flag` variable. (The Python handler itself runs only when the main
-    thread is back in Python, i.e. after the loop of `steps_per_loop` steps in flight, and it
-    may run while a tf.function is being traced, where a variable assignment would become part
-    of the traced graph: so it touches no TensorFlow op.) SIGTERM is marked restartable
-    (SA_RESTART), so a system call of TensorFlow's threads interrupted by it (a checkpoint
-    write) is resumed, not failed.
-  * On a Compute Engine VM (Cloud TPU VMs and spot GPU VMs are ones) a second thread polls the
-    metadata server every second for `instance/maintenance-event` ==
-    TERMINATE_ON_HOST_MAINTENANCE (the notice TensorFlow's PreemptionCheckpointHandler watches
-    on GCE GPU VMs) and `instance/preempted` == TRUE. Elsewhere the first request fails (no
-    such host) and the thread ends; `GCE_METADATA_IP` (TensorFlow's variable) points it at
-    another address.
-  * The training loop's tf.function reads the flag before each step (`stop_requested`) and
-    ends the loop there: the step in flight finishes, no further step starts. Under
-    MultiWorkerMirroredStrategy the flag is summed over all replicas first, one scalar
-    all-reduce per step, so every worker ends its loop after the same step whichever worker
-    was told; with one client (one device, mirrored, TPU) one process reads one flag.
-  * The Trainer then writes the checkpoint of that step (its usual save: carried state, then
-    model, optimizer, step, random state), unless the step already has one, and raises
-    `TrainingPreempted`; the command line prints it as one line and exits with status 75
-    (cli.py).
-
-Why not `tf.distribute.experimental.PreemptionCheckpointHandler` (TensorFlow 2.21's
-failure_handling.py), path by path:
-  * TPUStrategy on a Cloud TPU VM: the handler detects GCE_TPU, logs that it does not support
-    TPUs on Google Cloud and its `run` / `save_checkpoint_if_preempted` do nothing; its TPU
-    path (the check_preemption op) is for Google's internal TPU platform only.
-  * MultiWorkerMirroredStrategy: the handler agrees on a count of Python calls of the training
-    function and saves after one more call than the signalled worker had made. Here one call
-    is a loop of `steps_per_loop` steps (1000 in the TPU command of docs/PRETRAINING.md), so
-    the save would come one to two loops after the notice, past a spot VM's 30 s; the flag
-    all-reduced inside the loop stops every worker after the step in flight. The handler
-    also restores the newest checkpoint itself when constructed (bypassing the run-config
-    check and the corrupt-checkpoint fallback of `Trainer.restore`), adds its call counter to
-    the checkpoint, and on a GCE GPU VM its default configuration polls maintenance events
-    instead of catching SIGTERM, so a spot VM's SIGTERM would end the process unsaved.
-  * One device or MirroredStrategy: the handler supports neither (its documentation), and the
-    same loop-granularity argument holds.
-What is taken from TensorFlow: the notices it watches (SIGTERM; the GCE maintenance event, the
-same metadata key and variable) and its advice to exit with a status the platform restarts on.
-
-A long grace period (an hour before host maintenance) is not used to train on: the run stops
-at the first notice, and the restarted run continues from that step.
+step boundary with a checkpoint, on every worker at the same step (`PreemptionWatcher`, active
+while `Trainer.train` runs). The platforms, and why TensorFlow's PreemptionCheckpointHandler
+is not used: docs/PRETRAINING.md#preemption.
 """
 
 from __future__ import annotations
@@ -91,7 +46,30 @@ class TrainingPreempted(RuntimeError):
 
 
 class PreemptionWatcher:
-    """Turns SIGTERM and termination notices into a stop request the training loop reads.
+    """Turns SIGTERM and termination notices into a stop request the training loop reads:
+    * SIGTERM gets a Python handler; `signal.set_wakeup_fd` makes the interpreter's C-level
+      handler also write the signal's number to a socket at once, and a watcher thread reading
+      that socket sets the `flag` variable. (The Python handler itself runs only when the main
+      thread is back in Python, i.e. after the loop of `steps_per_loop` steps in flight, and it
+      may run while a tf.function is being traced, where a variable assignment would become part
+      of the traced graph: so it touches no TensorFlow op.) SIGTERM is marked restartable
+      (SA_RESTART), so a system call of TensorFlow's threads interrupted by it (a checkpoint
+      write) is resumed, not failed.
+    * On a Compute Engine VM (Cloud TPU VMs and spot GPU VMs are ones) a second thread polls the
+      metadata server every second for `instance/maintenance-event` ==
+      TERMINATE_ON_HOST_MAINTENANCE (the notice TensorFlow's PreemptionCheckpointHandler watches
+      on GCE GPU VMs) and `instance/preempted` == TRUE. Elsewhere the first request fails (no
+      such host) and the thread ends; `GCE_METADATA_IP` (TensorFlow's variable) points it at
+      another address.
+    * The training loop's tf.function reads the flag before each step (`stop_requested`) and
+      ends the loop there: the step in flight finishes, no further step starts. Under
+      MultiWorkerMirroredStrategy the flag is summed over all replicas first, one scalar
+      all-reduce per step, so every worker ends its loop after the same step whichever worker
+      was told; with one client (one device, mirrored, TPU) one process reads one flag.
+    * The Trainer then writes the checkpoint of that step (its usual save: carried state, then
+      model, optimizer, step, random state), unless the step already has one, and raises
+      `TrainingPreempted`; the command line prints it as one line and exits with status 75
+      (cli.py).
 
     Args:
       strategy: the run's strategy (decides whether the flag is all-reduced in the loop).

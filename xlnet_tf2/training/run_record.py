@@ -59,11 +59,7 @@ def clean_stale_files(model_dir: str) -> List[str]:
     for name in tf.io.gfile.listdir(model_dir):
         name = name.rstrip("/")
         if _STALE.match(name):
-            path = os.path.join(model_dir, name)
-            if tf.io.gfile.isdir(path):
-                tf.io.gfile.rmtree(path)
-            else:
-                tf.io.gfile.remove(path)
+            fileio.remove_path(os.path.join(model_dir, name))
             removed.append(name)
     if removed:
         logging.info("Removed %d leftovers of an interrupted checkpoint save: %s", len(removed),
@@ -142,9 +138,8 @@ def start_attempt(model_dir: str, *, start_step: int, restored_from: Optional[st
     entry = {"attempt": number, "start_step": start_step, "restored_from": restored_from,
              "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
              "changed_settings": {c.name: {"was": c.old, "now": c.new} for c in changed}}
-    with tf.io.gfile.GFile(path, "a") as f:
-        # A line cut short by a kill is ended first, so this entry is a line of its own.
-        f.write(("\n" if text and not text.endswith("\n") else "") + json.dumps(entry) + "\n")
+    # A line cut short by a kill is ended first, so this entry is a line of its own.
+    fileio.append_line(path, ("\n" if text and not text.endswith("\n") else "") + json.dumps(entry))
     for c in changed:
         logging.warning("Resuming with a changed setting: %s.", c.describe())
         print(f"[resume] note: {c.describe()}", flush=True)
@@ -177,10 +172,7 @@ def prune_steps_log(model_dir: str, start_step: int) -> int:
             kept.append(line)
     dropped = len(lines) - len(kept)
     if dropped:
-        tmp = path + ".tmp"
-        with tf.io.gfile.GFile(tmp, "w") as f:
-            f.write("".join(line + "\n" for line in kept))
-        tf.io.gfile.rename(tmp, path, overwrite=True)
+        fileio.write_atomically(path, "".join(line + "\n" for line in kept).encode())
         logging.info("steps.jsonl: dropped %d lines of steps after checkpoint step %d.",
                      dropped, start_step)
     return dropped

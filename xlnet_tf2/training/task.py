@@ -1,50 +1,11 @@
 """The Task protocol: what one kind of run is, as the training loop sees it.
 
-A task is a single-replica view of a training procedure (the idea of TF Model Garden's
-`base_task.Task`): it owns its run configuration and answers a few questions -- which model,
-which inputs, which loss, what to do around the loop -- and the `Trainer` (trainer.py) runs
-it: strategy, optimizer, steps, loops, clipping, checkpoints, logs, evaluation cadence. The
-loop is never edited for a new task; a new task is one new file in xlnet_tf2/tasks/.
-
-    task = SomeTask(config)                       # config.loop: LoopConfig,
-    result = Trainer(task).train()                # config.optimizer: OptimizerConfig
-
-(the commands: `run_task(SomeTask, config)`, training/run_task.py, which also picks the
-strategy and returns `task.result(...)`).
-
-What the Trainer calls, and when (`model` is the built model, `features` one replica's batch,
-`state` the task's carried state per replica, [] without one):
-
-  batch_layout(num_replicas)               the split of the global batch (data/batch_layout.py)
-  build_model()                            under the strategy's scope, after the precision
-                                           policy and the seed are set
-  initialize(model)                        when model_dir holds no checkpoint (e.g. load
-                                           --init_checkpoint); returns what it loaded or None
-  build_inputs(input_context, start_step)  per-replica batches from `start_step` on; a
-                                           function of the step, so a resumed run continues
-                                           exactly (`distribute_datasets_from_function`)
-  replica_features(features)               per replica, first: e.g. pin static shapes
-  loss_count(features)                     per replica: float32 number of terms the loss sums
-  loss(model, features, state, training)   per replica, under the tape: (float32 loss summed
-                                           over the batch, new state)
-  example_ids(features)                    per replica and micro-batch: int32 [rows], each
-                                           row's place in the global batch independent of the
-                                           topology (keys its dropout masks), or None
-  carried_state(model, layout, strategy)   a state carried across steps and saved with the
-                                           checkpoints (pretraining's memory), or None
-  on_train_begin(trainer)                  once, by every worker, after restore and before the
-                                           first step (write run files: the chief only)
-  evaluate(trainer, step)                  every `eval_every` steps and at the end, before
-                                           that step's checkpoint is saved
-  result(trained)                          after the run (run_task): what it returns, with a
-                                           `summary()` the commands print
-
-and reads: `config` (its `loop` and `optimizer` sections), `step_features` (the batch
-features handed to the replica step; None = all), `record_features` (features gathered into
-every step's record with --record_steps), `eval_every`, `exhausted_hint`,
-`trainable_variables(model)`, `lr_multipliers(model)`, `run_files(model)`, `run_settings()`,
-`tokens_per_step(global_batch)`, `flops_per_step(global_batch, num_replicas)` and
-`locate_input_error(first_step, last_step)`.
+A task is a single-replica view of a training procedure (TF Model Garden's `base_task.Task`):
+which model, which inputs, which loss, what to do around the loop. `Trainer` (trainer.py) runs
+it; the commands call `run_task(SomeTask, config)` (run_task.py). Each method's docstring says
+when the Trainer calls it; docs/ARCHITECTURE.md#the-task-protocol gives the whole protocol.
+In the docstrings `model` is the built model, `features` one replica's batch and `state` the
+task's carried state per replica ([] without one).
 """
 
 from __future__ import annotations
@@ -71,7 +32,7 @@ class RunSettings:
 
 
 class Task:
-    """Base class of every task: the defaults of the protocol (see the module docstring).
+    """Base class of every task: the defaults of the protocol.
 
     Subclasses must implement `build_model`, `build_inputs`, `loss_count` and `loss`, and set
     `config` (a run configuration tree with `loop` and `optimizer` sections).
@@ -96,49 +57,70 @@ class Task:
         return BatchLayout(loop.train_batch_size, num_replicas, loop.grad_accum_steps)
 
     def build_model(self) -> keras.Model:
+        """Builds the model, under the strategy's scope, after the precision policy and the
+        seed are set."""
         raise NotImplementedError
 
     def build_inputs(self, input_context: Optional[tf.distribute.InputContext],
                      start_step: int) -> tf.data.Dataset:
+        """Per-replica batches from `start_step` on: a function of the step, so a resumed run
+        continues exactly (`distribute_datasets_from_function`)."""
         raise NotImplementedError
 
     def initialize(self, model: keras.Model) -> Optional[str]:
+        """Called when model_dir holds no checkpoint (e.g. loads --init_checkpoint); returns
+        what it loaded, or None."""
         return None
 
     def trainable_variables(self, model: keras.Model) -> List[tf.Variable]:
+        """The variables the optimizer updates."""
         return list(model.trainable_variables)
 
     def lr_multipliers(self, model: keras.Model) -> Optional[Dict[int, float]]:
+        """Per-variable learning-rate factors keyed by variable id (layer-wise decay), or None."""
         return None
 
     def carried_state(self, model: keras.Model, layout, strategy: tf.distribute.Strategy):
+        """A state carried across steps and saved with the checkpoints (pretraining's memory,
+        models/memory.py), or None."""
         return None
 
     # ------------------------------------------------------------------ the step
     def replica_features(self, features: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+        """Per replica, first in the step: e.g. pins static shapes."""
         return features
 
     def loss_count(self, features: Dict[str, tf.Tensor]) -> tf.Tensor:
+        """Per replica: float32, the number of terms the loss sums (targets, examples)."""
         raise NotImplementedError
 
     def loss(self, model: keras.Model, features: Dict[str, tf.Tensor], state: Sequence,
              training: bool = True):
+        """Per replica, under the tape: (float32 loss summed over the batch, new state)."""
         raise NotImplementedError
 
     def example_ids(self, features: Dict[str, tf.Tensor]) -> Optional[tf.Tensor]:
+        """Per replica and micro-batch: int32 [rows], each row's place in the global batch
+        independent of the topology (keys its dropout masks), or None."""
         return None
 
     # ------------------------------------------------------------------ around the loop
     def run_files(self, model: keras.Model) -> Dict[str, str]:
+        """Files for model_dir, {name: text}, written by the chief at the start."""
         return {}
 
     def run_settings(self) -> Optional[RunSettings]:
+        """What run_config.json records and a resumed run compares, or None."""
         return None
 
     def on_train_begin(self, trainer) -> None:
+        """Once, by every worker, after restore and before the first step (run files: the chief
+        only)."""
         pass
 
     def evaluate(self, trainer, step: int) -> Optional[dict]:
+        """Every `eval_every` steps and at the end, before that step's checkpoint is saved;
+        returns the metrics or None."""
         return None
 
     def result(self, trained):
@@ -147,9 +129,11 @@ class Task:
         raise NotImplementedError
 
     def tokens_per_step(self, global_batch: int) -> int:
+        """Tokens one step trains on, for the throughput log (0: not logged)."""
         return 0
 
     def flops_per_step(self, global_batch: int, num_replicas: int) -> float:
+        """FLOPs of one training step, for MFU (0: not logged)."""
         return 0.0
 
     def locate_input_error(self, first_step: int, last_step: int) -> Optional[tuple]:

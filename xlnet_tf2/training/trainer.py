@@ -1,45 +1,6 @@
 """The one training loop of the project: `Trainer(task)` runs any Task (task.py): pretraining
 and every fine-tuning task (xlnet_tf2/tasks/) are tasks; the loop knows nothing of any one.
-
-How one run goes:
-  1. Under the strategy's scope: the model (`task.build_model()`), the optimizer and its
-     schedule (optimization.py, from the task's optimizer settings), the step counter. The
-     global batch is split over the replicas and accumulation micro-batches by the task's
-     `BatchLayout` (data/batch_layout.py: the one home of the divisibility rules).
-  2. Check run_config.json of a model_dir with checkpoints (a changed setting the checkpoints
-     depend on is an error naming the flag), then restore the newest readable checkpoint (a
-     corrupt one is reported and the one before it used), else `task.initialize(model)` (e.g.
-     --init_checkpoint), else fresh weights.
-  3. An optional carried state (`task.carried_state`: pretraining's Transformer-XL memory)
-     comes back from its per-host files and is cut into per-replica values.
-  4. Loops of at most `steps_per_loop` steps run inside one tf.function; each step goes through
-     `strategy.run`. The carried state is a loop variable of that function and its return
-     value, so it continues across steps and loops. With --jit_compile and one replica the
-     whole replica step (forward, backward, clipping, optimizer update) is one XLA
-     computation; with several replicas the forward/backward pass is, and the all-reduce and
-     the update run outside it.
-  5. After each loop: a NaN/inf loss stops the run before anything is saved (the last
-     checkpoint stays good); every `log_steps` TensorBoard scalars and a console line (loss,
-     tokens/s, MFU); every `task.eval_every` steps `task.evaluate` (held-out loss, or
-     fine-tuning's evaluation and best-checkpoint keeping); every `save_steps` and at the end
-     the carried state (each host its own replicas' share) and then the checkpoint. Loops end
-     exactly at those steps.
-  6. A SIGTERM or a termination notice while `train` runs (preemption.py) ends the loop in
-     flight after its current step, on every worker at the same step; the checkpoint of that
-     step is written (unless it has one) and `train` raises TrainingPreempted (exit status 75
-     from the commands).
-
-The step (one replica's share, `_replica_step`):
-  count    = all-reduced sum of `task.loss_count(features)` (real targets, or examples), >= 1
-  loss     = task.loss(model, features, state)[0] / count  -- this replica's share of the mean
-  gradient = d loss / d variables, summed over `grad_accum_steps` micro-batches (consecutive
-             row slices of the replica batch and of its carried state) and over replicas,
-             clipped to `clip_norm` (global norm), applied once by the optimizer.
-  dropout  = masks keyed by (seed, step, each row's place in the global batch): the same on
-             any topology and across restarts (layers/dropout.py).
-So each replica's gradient is its share of the global token- (or example-) weighted mean and
-their sum is the gradient of that mean, whatever the replica count. Under mixed_float16 the
-loss is scaled by the LossScaleOptimizer's dynamic scale before differentiation.
+How one run goes: `Trainer.train`; what one step computes: `Trainer._replica_step`.
 """
 
 from __future__ import annotations
@@ -72,7 +33,7 @@ from xlnet_tf2.training.task import RunSettings, Task  # noqa: F401 (RunSettings
 
 class TrainingDivergedError(RuntimeError, FloatingPointError):
     """The loss became NaN or infinite; the message names the step and the last good checkpoint.
-    (A FloatingPointError too: fine-tuning raised that before the loops were unified.)"""
+    A FloatingPointError too, for callers that catch that."""
 
 
 class DataExhaustedError(RuntimeError):
@@ -170,8 +131,8 @@ class Trainer:
         # whole. Inside the compiled step a nested jit-compiled tf.function is a trap: for some
         # models (the fine-tuning classifier; not the pretraining model) TensorFlow folded the
         # inner call's variable reads and the step number into literals, so every step
-        # compiled a new program (15 s a step instead of 0.18 s; tests/training/
-        # test_program_constants.py). Called directly, the backward pass is part of the step.
+        # compiled a new program (tests/training/test_program_constants.py; the cost:
+        # BENCHMARKS.md). Called directly, the backward pass is part of the step.
         self._compute_grads = (self._forward_backward if self.whole_step_compiled else
                                tf.function(self._forward_backward,
                                            jit_compile=loop.jit_compile, reduce_retracing=True))
@@ -249,6 +210,23 @@ class Trainer:
         return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
     def _replica_step(self, features, state, step):
+        """One replica's share of a step:
+
+          count    = all-reduced sum of `task.loss_count(features)` (real targets, or
+                     examples), >= 1
+          loss     = task.loss(model, features, state)[0] / count: this replica's share of
+                     the mean
+          gradient = d loss / d variables, summed over `grad_accum_steps` micro-batches
+                     (consecutive row slices of the replica batch and of its carried state)
+                     and over replicas, clipped to `clip_norm` (global norm), applied once
+          dropout  = masks keyed by (seed, step, each row's place in the global batch): the
+                     same on any topology and across restarts (layers/dropout.py)
+
+        So each replica's gradient is its share of the global token- (or example-) weighted
+        mean and their sum is the gradient of that mean, whatever the replica count. Under
+        mixed_float16 the loss is scaled by the LossScaleOptimizer's dynamic scale before
+        differentiation.
+        """
         features = self.task.replica_features(features)
         context = tf.distribute.get_replica_context()
         replica = context.replica_id_in_sync_group
@@ -368,12 +346,8 @@ class Trainer:
         path = self.checkpoints.restore_latest()
         self._resumed = path is not None
         if path is not None and self.carried_state is not None:
-            step = int(self.global_step.numpy())
-            if not self.carried_state.restore(self.loop_config.model_dir, step):
-                logging.warning("Checkpoint %s has no saved memory (an older format): the memory "
-                                "starts from zero.", path)
-                print(f"[checkpoint] note: {path} has no saved memory; it starts from zero.",
-                      flush=True)
+            self.carried_state.restore(self.loop_config.model_dir,
+                                       int(self.global_step.numpy()), path)
         if path is None:
             path = self.task.initialize(self.model)
         return path
@@ -418,7 +392,37 @@ class Trainer:
     def train(self) -> TrainResult:
         """Trains to --train_steps, resuming from model_dir's checkpoints. A SIGTERM or a
         termination notice meanwhile ends the run after the step in flight with a checkpoint
-        of that step and raises preemption.TrainingPreempted naming it."""
+        of that step and raises preemption.TrainingPreempted naming it.
+
+        How one run goes:
+          1. Under the strategy's scope: the model (`task.build_model()`), the optimizer and its
+             schedule (optimization.py, from the task's optimizer settings), the step counter.
+             The global batch is split over the replicas and accumulation micro-batches by the
+             task's `BatchLayout` (data/batch_layout.py: the one home of the divisibility
+             rules).
+          2. Check run_config.json of a model_dir with checkpoints (a changed setting the
+             checkpoints depend on is an error naming the flag), then restore the newest
+             readable checkpoint (a corrupt one is reported and the one before it used), else
+             `task.initialize(model)` (e.g. --init_checkpoint), else fresh weights.
+          3. An optional carried state (`task.carried_state`: pretraining's Transformer-XL
+             memory) comes back from its per-host files and is cut into per-replica values.
+          4. Loops of at most `steps_per_loop` steps run inside one tf.function; each step goes
+             through `strategy.run`. The carried state is a loop variable of that function and
+             its return value, so it continues across steps and loops. With --jit_compile and
+             one replica the whole replica step (forward, backward, clipping, optimizer update)
+             is one XLA computation; with several replicas the forward/backward pass is, and the
+             all-reduce and the update run outside it.
+          5. After each loop: a NaN/inf loss stops the run before anything is saved (the last
+             checkpoint stays good); every `log_steps` TensorBoard scalars and a console line
+             (loss, tokens/s, MFU); every `task.eval_every` steps `task.evaluate` (held-out
+             loss, or fine-tuning's evaluation and best-checkpoint keeping); every `save_steps`
+             and at the end the carried state (each host its own replicas' share) and then the
+             checkpoint. Loops end exactly at those steps.
+          6. A SIGTERM or a termination notice while `train` runs (preemption.py) ends the loop
+             in flight after its current step, on every worker at the same step; the checkpoint
+             of that step is written (unless it has one) and `train` raises TrainingPreempted
+             (exit status 75 from the commands).
+        """
         with self.preemption:
             return self._train()
 
@@ -459,7 +463,7 @@ class Trainer:
                                flops_per_step=self.task.flops_per_step(cfg.train_batch_size,
                                                                        self.num_replicas),
                                peak_flops=peak_flops)
-        step_log = (tf.io.gfile.GFile(os.path.join(cfg.model_dir, run_record.STEPS_FILE), "a")
+        step_log = (fileio.open_file(os.path.join(cfg.model_dir, run_record.STEPS_FILE), "a")
                     if cfg.record_steps and self.is_chief else None)
         history: List[dict] = []
         evaluations: List[dict] = []

@@ -7,12 +7,16 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf2.training.memory_state import MemoryState, MemoryStateError
+from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2.models import memory
+from xlnet_tf2.models.memory import MemoryState, MemoryStateError
 
 
 def _state(slots, worker, replicas=1):
     rows = len(slots) // replicas
-    return MemoryState(n_layer=2, mem_len=3, d_model=4, dtype=tf.float32,
+    config = XLNetConfig(n_layer=2, d_model=4, n_head=1, d_head=4, d_inner=8, n_token=10,
+                         mem_len=3)
+    return MemoryState(config, dtype=tf.float32,
                        replica_ids=list(range(replicas)), rows_per_replica=rows, slots=slots,
                        worker=worker)
 
@@ -65,3 +69,42 @@ def test_missing_host_file_and_pruning(tmp_path):
     everything = _state([0, 1, 2, 3], worker=0, replicas=2)
     with pytest.raises(MemoryStateError, match="lacks 2 of this worker's 4 slots"):
         everything.restore(str(tmp_path), 12)  # worker 1's file is gone
+
+
+def _config(**runtime):
+    return XLNetConfig(n_layer=2, d_model=4, n_head=1, d_head=4, d_inner=8, n_token=10,
+                       **runtime)
+
+
+def test_initial_next_and_reset_follow_the_config():
+    config = _config(mem_len=3, reuse_len=2)
+    zeros = memory.initial_memory(config, 5, tf.float32)
+    assert [m.shape for m in zeros] == [(5, 3, 4)] * 2 and not any(np.any(m) for m in zeros)
+    assert memory.initial_memory(_config(mem_len=0), 5, tf.float32) == []
+    # The next memory: the last M of (previous, the layer input's first R positions).
+    h = tf.reshape(tf.range(2 * 4 * 4, dtype=tf.float32), [2, 4, 4])     # [B, L, D]
+    previous = -tf.ones([2, 3, 4])
+    nxt = memory.next_memory(config, h, previous).numpy()
+    np.testing.assert_array_equal(nxt[:, 0], -np.ones([2, 4]))
+    np.testing.assert_array_equal(nxt[:, 1:], h.numpy()[:, :2])
+    np.testing.assert_array_equal(memory.next_memory(config, h, None), h.numpy()[:, :2])
+    # Rows at chunk 0 start a stream: their memory is zeroed, the others keep theirs.
+    mems = [tf.ones([3, 3, 4]), 2 * tf.ones([3, 3, 4])]
+    reset = memory.reset_at_stream_start(mems, tf.constant([0, 1, 5]))
+    np.testing.assert_array_equal([m.numpy()[:, 0, 0] for m in reset], [[0, 1, 1], [0, 2, 2]])
+    assert memory.reset_at_stream_start([], tf.constant([0])) == []
+
+
+def test_generation_memory_is_a_right_aligned_window():
+    # Two layers' inputs of [prompt of 3, dummy]; row 1's prompt is left padded by one.
+    hidden = [tf.fill([2, 4, 4], float(i + 1)) + tf.range(4, dtype=tf.float32)[None, :, None]
+              for i in range(2)]
+    mask = tf.constant([[1, 1, 1], [0, 1, 1]])
+    window, window_mask = memory.prompt_memory(hidden, mask, slots=4)
+    assert [w.shape for w in window] == [(2, 4, 4)] * 2
+    np.testing.assert_array_equal(window[1].numpy()[0, :, 0], [0, 0, 2, 3])  # 2 empty slots
+    np.testing.assert_array_equal(window_mask, [[0, 0, 1, 1], [0, 0, 0, 1]])
+    step = [tf.fill([2, 3, 4], 9.0)] * 2
+    window, window_mask = memory.push_memory(window, window_mask, step)
+    np.testing.assert_array_equal(window[0].numpy()[0, :, 0], [0, 1, 2, 9])
+    np.testing.assert_array_equal(window_mask, [[0, 1, 1, 1], [0, 0, 1, 1]])
