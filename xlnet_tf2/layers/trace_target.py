@@ -1,13 +1,15 @@
 """Which kind of device the program being traced will run on: "cpu", "gpu" or "tpu".
 
-A few layers and the training step trace a different (numerically equivalent) program for a
-CPU than for an accelerator: the attention-dropout mask kept in a stored tensor
-(layers/dropout.py), the query stream's shift as a coordinate gather
-(layers/relative_position.py), the clipping norm and the AdamW update one variable at a time
-(training/optimization.py). Each asks `kind()` while the step is traced; every such switch of
-the project goes through this module, so forcing the target here (`tracing_for`) traces
-exactly the program that device would run, on any machine: that is how a step is exported for
-an accelerator from a CPU-only machine (benchmarks/tools/step_export.py).
+A few layers and the training step trace a different (numerically equivalent) program for
+each kind of device: the attention-dropout mask kept in a stored tensor on a CPU and
+bit-packed on a GPU (layers/dropout.py), the shifts of the position scores
+(layers/relative_position.py), both streams as one attention on a GPU
+(layers/relative_attention.py), the clipping norm and the AdamW update one variable at a time
+on a CPU and over groups of gradients elsewhere (training/optimization.py). Each asks `kind()`
+while the step is traced; every such switch of the project goes through this module, so
+forcing the target here (`tracing_for`) traces exactly the program that device would run, on
+any machine: that is how a step is exported for an accelerator from a CPU-only machine
+(benchmarks/tools/step_export.py).
 """
 
 from __future__ import annotations
