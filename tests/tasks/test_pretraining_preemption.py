@@ -129,6 +129,13 @@ def _attempts(model_dir):
         return [json.loads(line) for line in f]
 
 
+def _recorded_steps(model_dir):
+    """The steps steps.jsonl records ({} before the first record; an empty file after a
+    restart from step 0 dropped every record of the attempt before)."""
+    path = model_dir / "steps.jsonl"
+    return steps_by_number(model_dir) if path.exists() else {}
+
+
 def test_sigterm_soak_at_paper_settings_is_bit_exact_and_repeats_no_step(data_dir, tmp_path):
     """Dropout 0.1, bi_data, memory, steps_per_loop 8, --deterministic: 10 SIGTERMs at random
     moments (start-up, compilation, checkpoint writes, training), a restart after each; the
@@ -160,12 +167,12 @@ def test_sigterm_soak_at_paper_settings_is_bit_exact_and_repeats_no_step(data_di
         else:
             assert status == PREEMPTED_STATUS, (aim, moment, status, text[-3000:])
             assert len(preempted) == 1, text[-3000:]  # one line says so
-            stopped_at = max(steps_by_number(soak)) if (soak / "steps.jsonl").exists() else 0
+            # No record yet (or none left after a restart from step 0 pruned them): step 0.
+            stopped_at = max(_recorded_steps(soak), default=0)
             if "before the first step" not in preempted[0]:
                 assert f"ckpt-{stopped_at} " in preempted[0], preempted[0]
                 assert (soak / f"ckpt-{stopped_at}.index").exists()
-        if (soak / "steps.jsonl").exists():
-            trained_until = max(trained_until, max(steps_by_number(soak)))
+        trained_until = max([trained_until, *_recorded_steps(soak)])
         rows.append({"aim": aim, "moment": moment, "status": status, "stopped_at": stopped_at,
                      "trained_until": trained_until})
     wall = time.time() - started
