@@ -1,39 +1,6 @@
-"""What every command-line tool of the project shares: a quiet start-up, and bad input
-becomes one line, not a traceback.
-
-    from xlnet_tf2 import cli
-    cli.quiet_startup()          # first, before anything imports TensorFlow
-
-    ...flags...
-
-    def run(argv): ...           # the command, on what the flags left of the command line
-
-    def main():                  # the entry point (xlnet_tf2/commands/: console scripts)
-        cli.run(run, usage=__doc__)
-
-`quiet_startup` hides TensorFlow's start-up noise (the C++ log lines printed while
-`import tensorflow` runs and while the devices are discovered: CUDA/cuDNN/TensorRT probes,
-"oneDNN custom operations are on", "All log messages before absl::InitializeLog() ...", XLA
-notices) and sets TF_CPP_MIN_LOG_LEVEL=2 (unless set) so later C++ info and warning lines stay
-away too, and absl's Python logging defaults to WARNING (no INFO lines; the project's
-progress and results are printed to stdout). Unless `--verbosity`/`-v` is on the command line:
-then nothing is hidden (`--verbosity=0`: everything TensorFlow says and the INFO lines).
-Importing this module does not import TensorFlow (xlnet_tf2/__init__.py is lazy), and
-`quiet_startup` does not either: it silences TensorFlow's import when it happens, so `--help`
-stays fast. Python errors are never hidden: an exception raised by the import still reaches
-the user with its traceback.
-
-`run` calls absl's `app.run(main)`; `--help` (and `--helpshort`, `--helpfull`, `--helpxml`)
-prints its text and exits with status 0 (absl's exits with 1); an error a user can fix (a flag
-value absl cannot parse, a flag that is unknown or missing, a setting the config tree rejects,
-a file, a record, a checkpoint: the project's error classes below; a full disk or a place it
-may not write) is printed as `<program>: error: <message>` and the program exits with status 2.
-A run stopped by what it met on the way (the loss diverged, the data ran out: STOPPED_ERRORS)
-prints `<program>: stopped: <message>` and exits with status 3. A training run preempted by a
-SIGTERM or a termination notice (it saved a checkpoint of the step it stopped at:
-xlnet_tf2/training/preemption.py) prints `<program>: preempted: <message>` and exits with
-status 75 (PREEMPTED_STATUS): run the same command again to resume. Anything else is a bug and
-keeps its traceback.
+"""What every command-line tool of the project shares: a quiet start-up (`quiet_startup`,
+first, before anything imports TensorFlow) and `run`, which turns bad input into one line and
+an exit status instead of a traceback. A command's shape: xlnet_tf2/commands/build_corpus.py.
 """
 
 from __future__ import annotations
@@ -132,7 +99,17 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
 def quiet_startup(argv: Optional[Sequence[str]] = None) -> bool:
     """Hides TensorFlow's start-up log lines unless --verbosity/-v is in argv (default
     sys.argv). Call it first in a command-line program, before TensorFlow is imported.
-    Returns whether the start-up is quiet."""
+    Returns whether the start-up is quiet.
+
+    Hidden: the C++ log lines printed while `import tensorflow` runs and while the devices are
+    discovered (CUDA/cuDNN/TensorRT probes, oneDNN and XLA notices); TF_CPP_MIN_LOG_LEVEL=2 is
+    set (unless set) so later C++ info and warning lines stay away too, and absl's Python
+    logging defaults to WARNING (the project's progress and results go to stdout). With
+    `--verbosity`/`-v` nothing is hidden (`--verbosity=0`: everything, INFO lines included).
+    This does not import TensorFlow (xlnet_tf2/__init__.py is lazy): it silences the import
+    when it happens, so `--help` stays fast. Python errors are never hidden: an exception
+    raised by the import still reaches the user with its traceback.
+    """
     if verbosity_requested(argv):
         return False
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
@@ -284,6 +261,17 @@ def run(main: Callable, *, pass_unknown_flags: bool = False,
     usage: what `--help` prints above the flags when the program has no docstring of its own
     (absl prints the `__main__` module's: a console script's wrapper has none, a script file
     has its own).
+
+    Exit statuses: `--help` (and `--helpshort`, `--helpfull`, `--helpxml`) prints its text and
+    exits 0 (absl's exits 1). An error a user can fix (a flag absl cannot parse, an unknown or
+    missing flag, a setting the config tree rejects, a file, a record, a checkpoint: the
+    project's error classes; a full disk or a place it may not write) prints
+    `<program>: error: <message>`, status 2. A run stopped by what it met on the way (the loss
+    diverged, the data ran out: STOPPED_ERRORS) prints `<program>: stopped: <message>`,
+    status 3. A training run preempted by SIGTERM or a termination notice (it saved a
+    checkpoint of the step it stopped at: xlnet_tf2/training/preemption.py) prints
+    `<program>: preempted: <message>`, status 75 (PREEMPTED_STATUS): run the same command again
+    to resume. Anything else is a bug and keeps its traceback.
     """
     from absl import app
 

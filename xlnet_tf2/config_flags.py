@@ -1,36 +1,7 @@
-"""Typed run configurations as trees of frozen dataclasses, and the absl flags derived from them.
-
-Every stage (pretraining, fine-tuning, export) has one configuration tree: a frozen dataclass
-whose fields are settings or nested dataclasses (the loop, the optimizer, the distribution, the
-model's run-time settings). The command-line flags are derived from that tree, so a setting's
-name, type, default, help text and resume policy are written exactly once:
-
-    @dataclasses.dataclass(frozen=True)
-    class LoopConfig:
-        train_steps: int = setting(1000, "Number of optimizer steps.")
-
-    define_flags(PretrainConfig)               # in the CLI, at import time
-    config = config_from_flags(PretrainConfig)  # in main()
-
-Leaf names must be unique across a tree: the flag `--train_steps` is the leaf `train_steps`
-wherever it sits. `from_flat(PretrainConfig, train_steps=10, ...)` builds a tree from the same
-flat names (tests and library callers), `to_dict`/`from_dict` round-trip a tree through JSON
-(`run_config.json`), and `changed_settings(old, new)` lists the leaves that differ with their
-resume policy:
-
-  "fixed"  the checkpoint cannot be resumed under another value (batch size, memory length,
-           precision, ...): a changed value is an error naming the flag;
-  "warn"   resuming is possible but the run is no longer the one that was started (learning
-           rate, seed, ...): logged and recorded;
-  "free"   bookkeeping that may change between attempts (logging, steps per loop, ...).
-
-Every command of the project makes its flags this way (data preparation, conversion, export,
-feature extraction, the tools and benchmarks included), and the flags of a config tree are the
-program's own: its `--help` and `--helpfull` list them under its name, whichever module called
-`define_flags` (a command module of xlnet_tf2/commands/ does, for its script and its console
-script). Validation lives in the config classes' `__post_init__`, raising
-`RunConfigError` naming the flag, so a bad value is one line from any command (xlnet_tf2/cli.py)
-and the same error from library callers.
+"""Typed run configurations as trees of frozen dataclasses, and the absl flags derived from
+them, so a setting's name, type, default, help text and resume policy are written once
+(`setting`, `define_flags`, `config_from_flags`, `from_flat`, `changed_settings`). How the
+commands use it: docs/ARCHITECTURE.md#configuration-one-way-to-make-flags.
 """
 
 from __future__ import annotations
@@ -62,7 +33,12 @@ def setting(default: Any = dataclasses.MISSING, help: str = "", *,  # noqa: A002
       default: the default value (None for optional settings).
       help: the flag's full-sentence help.
       choices: for string settings, the allowed values (an enum flag).
-      resume: "fixed", "warn" or "free" (see the module docstring).
+      resume: what a resumed run does when the value changed (`changed_settings`):
+        "fixed"  the checkpoint cannot be resumed under another value (batch size, memory
+                 length, precision, ...): a changed value is an error naming the flag;
+        "warn"   resuming is possible but the run is no longer the one that was started
+                 (learning rate, seed, ...): logged and recorded;
+        "free"   bookkeeping that may change between attempts (logging, steps per loop, ...).
       required: the flag must be given on the command line.
       default_from: another leaf of the tree whose value this one takes when it is not given
         (or given as None) to `from_flat` or on the command line; `default` still serves the
@@ -341,6 +317,11 @@ def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
     defaults for this command. Returns the names defined. The flags are key flags of the
     module that calls this and of the main program (what its --help lists), also when a
     library module defines them for the command.
+
+    Leaf names must be unique across a tree: the flag `--train_steps` is the leaf
+    `train_steps` wherever it sits. Validation lives in the config classes' `__post_init__`,
+    raising `RunConfigError` naming the flag, so a bad value is one line from any command
+    (xlnet_tf2/cli.py) and the same error from library callers.
     """
     from absl import flags
 

@@ -6,25 +6,14 @@
       --config=xlnet_cased_L-12_H-768_A-12/xlnet_config.json \\
       --spm_model=xlnet_cased_L-12_H-768_A-12/spiece.model --output_dir=converted/base
 
-  # a HuggingFace save_pretrained directory -> xlnet-tf2
-  xlnet-convert --source=huggingface \\
-      --checkpoint=path/to/save_pretrained_dir --output_dir=converted/hf
-
-  # a fine-tuned checkpoint WITH its head -> a task directory (task.json + ckpt-0) that
-  # evaluation, xlnet-export and XLNetClassifier.from_preset read
-  xlnet-convert --source=original --task=classification \\
-      --checkpoint=finetuned/model.ckpt-1000 --config=.../xlnet_config.json \\
-      --spm_model=.../spiece.model --label_list=negative,positive --output_dir=converted/imdb
-
-  # back to HuggingFace: one of our directories (LM, pretraining or task) -> config.json +
-  # model.safetensors for transformers' XLNetLMHeadModel / XLNetFor*.from_pretrained
+  # one of our directories (LM, pretraining or task) -> HuggingFace (config.json + safetensors)
   xlnet-convert --source=xlnet_tf2 --target=huggingface \\
-      --checkpoint=converted/imdb --output_dir=hf/imdb
+      --checkpoint=converted/base --output_dir=hf/base
 
-(from a checkout: python experiments/convert_checkpoint.py, same flags.) Load our directories
-with `xlnet_tf2.load_pretrained("converted/base")` (an LM) or
-`xlnet_tf2.XLNetClassifier.from_preset("converted/imdb")` (a task). The flags are the
-settings of `ConvertConfig` (xlnet_tf2/conversion/convert_config.py).
+(from a checkout: python experiments/convert_checkpoint.py, same flags.) --source=huggingface
+reads a save_pretrained directory; --task converts a fine-tuned checkpoint with its head into a
+task directory. More examples: README.md, "Converting released checkpoints". The flags are
+the settings of `ConvertConfig` (xlnet_tf2/conversion/convert_config.py).
 """
 
 from xlnet_tf2 import cli

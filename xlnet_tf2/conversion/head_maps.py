@@ -1,30 +1,6 @@
-"""Where each tensor of a fine-tuned checkpoint's task head goes in our task models.
-
-The original zihangdai/xlnet names (function_builder.py, modeling.py; TF1 dense kernels are
-[in, out] as Keras'):
-
-  classification  model/sequnece_summary/summary/{kernel,bias}   (sic: "sequnece")
-                  model/classification_<scope>/logit/{kernel,bias}   scope = --cls_scope or
-                                                                   the task name, lowercased
-  regression      model/sequnece_summary/summary/{kernel,bias}
-                  model/regression_<task>/logit/{kernel,bias}
-  race            model/sequnece_summary/summary/{kernel,bias}, logits/dense/{kernel,bias}
-  squad           start_logits/dense/{kernel,bias}, end_logits/dense_0/{kernel,bias},
-                  end_logits/LayerNorm/{gamma,beta}, end_logits/dense_1/{kernel,bias},
-                  answer_class/dense_0/{kernel,bias}, answer_class/dense_1/kernel (no bias)
-
-(SQuAD's and RACE's heads sit outside the `model/` scope.) HuggingFace's names
-(PyTorch `nn.Linear` weights are [out, in]): `sequence_summary.summary.*` and
-`logits_proj.*` (XLNetForSequenceClassification, XLNetForMultipleChoice);
-`start_logits.dense.*`, `end_logits.{dense_0,LayerNorm,dense_1}.*`,
-`answer_class.{dense_0,dense_1}.*` (XLNetForQuestionAnswering).
-
-Summaries that map: "last" and "first" compute the same in all three. "mean" does not: the
-original and HuggingFace average every position, padding included, while ours averages the
-real tokens. "attn" does not: the original pools with a learned query bias, bias-free
-projections and a LayerNorm (HuggingFace has no attn summary), ours with Keras'
-MultiHeadAttention. Those raise `WeightMismatchError` rather than convert into a model whose
-outputs differ.
+"""Where each tensor of a fine-tuned checkpoint's task head goes in our task models: the
+original's names (`original_head_map`), HuggingFace's (`huggingface_head_map`), and which
+sequence summaries map at all (`check_summary_maps`).
 """
 
 from __future__ import annotations
@@ -46,6 +22,12 @@ ORIGINAL_SUMMARY = "model/sequnece_summary/"
 
 
 def check_summary_maps(summary_type: str, where: str) -> None:
+    """Refuses a summary that does not map: "last" and "first" compute the same in all three.
+    "mean" does not: the original and HuggingFace average every position, padding included,
+    while ours averages the real tokens. "attn" does not: the original pools with a learned
+    query bias, bias-free projections and a LayerNorm (HuggingFace has no attn summary), ours
+    with Keras' MultiHeadAttention. Those raise `WeightMismatchError` rather than convert into
+    a model whose outputs differ."""
     if summary_type not in MAPPED_SUMMARIES:
         raise WeightMismatchError(
             f"{where}: summary_type {summary_type!r} does not map between this project and "
@@ -55,7 +37,10 @@ def check_summary_maps(summary_type: str, where: str) -> None:
 
 def huggingface_head_map(model) -> List[WeightSource]:
     """HuggingFace state-dict keys of `model`'s head (model: SequenceClassifier,
-    MultipleChoiceModel or SquadModel, built)."""
+    MultipleChoiceModel or SquadModel, built). PyTorch `nn.Linear` weights are [out, in]:
+    `sequence_summary.summary.*` and `logits_proj.*` (XLNetForSequenceClassification,
+    XLNetForMultipleChoice); `start_logits.dense.*`, `end_logits.{dense_0,LayerNorm,dense_1}.*`,
+    `answer_class.{dense_0,dense_1}.*` (XLNetForQuestionAnswering)."""
     head = model.head
     if model.kind == "squad":
         return [
@@ -82,7 +67,21 @@ def huggingface_head_map(model) -> List[WeightSource]:
 
 def original_head_map(model, scope: Optional[str] = None) -> List[WeightSource]:
     """Original TF1 variable names of `model`'s head; `scope` is the classification or
-    regression scope suffix (`original_scope` finds it in a checkpoint)."""
+    regression scope suffix (`original_scope` finds it in a checkpoint).
+
+    The zihangdai/xlnet names (function_builder.py, modeling.py; TF1 dense kernels are
+    [in, out] as Keras'; SQuAD's and RACE's heads sit outside the `model/` scope):
+
+      classification  model/sequnece_summary/summary/{kernel,bias}   (sic: "sequnece")
+                      model/classification_<scope>/logit/{kernel,bias}   scope = --cls_scope
+                                                                  or the task name, lowercased
+      regression      model/sequnece_summary/summary/{kernel,bias}
+                      model/regression_<task>/logit/{kernel,bias}
+      race            model/sequnece_summary/summary/{kernel,bias}, logits/dense/{kernel,bias}
+      squad           start_logits/dense/{kernel,bias}, end_logits/dense_0/{kernel,bias},
+                      end_logits/LayerNorm/{gamma,beta}, end_logits/dense_1/{kernel,bias},
+                      answer_class/dense_0/{kernel,bias}, answer_class/dense_1/kernel (no bias)
+    """
     head = model.head
     task = model.kind
     if task == "squad":

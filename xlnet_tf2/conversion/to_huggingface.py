@@ -1,29 +1,7 @@
 """Writing a model in HuggingFace's layout: config.json + model.safetensors (+ spiece.model),
-which `transformers`' `from_pretrained` loads. No torch: safetensors writes numpy arrays.
-
-  XLNetLMHeadModel                         -> XLNetLMHeadModel
-  XLNetModel                               -> XLNetModel
-  SequenceClassifier (classification)      -> XLNetForSequenceClassification (id2label from
-                                              label_list)
-  SequenceClassifier (1 output, regression)-> XLNetForSequenceClassification, num_labels 1,
-                                              problem_type "regression"
-  MultipleChoiceModel                      -> XLNetForMultipleChoice
-  SquadModel                               -> XLNetForQuestionAnswering
-
-The weights are those of the HuggingFace weight maps (weight_maps.py, head_maps.py) run
-backwards, so HF -> ours -> HF gives every tensor back bit for bit. Our GELU is the original's
-tanh form: the config says "gelu_new" (HuggingFace's "gelu" is the erf form).
-
-What HuggingFace computes differently on the same weights (checked in
-tests/conversion/test_to_huggingface.py):
-- Sequence summaries "mean" and "attn" do not map (head_maps.py); such models raise.
-- XLNetForQuestionAnswering: start/end/answer-class logits are ours. Its inference outputs
-  differ in form only: `start_top_log_probs` / `end_top_log_probs` hold probabilities (a
-  softmax, not a log-softmax: exp of ours), and `end_top_*` are flattened [B, e * k] from
-  [B, e, k] (end rank major) where ours are [B, k, e]. In training HuggingFace feeds the
-  answer-class layer the gold start's hidden state, where the original (and we) feed the
-  start-probability-weighted one, and it has no dropout inside that layer; a model trained
-  further in PyTorch therefore learns a slightly different answer-class input.
+which `transformers`' `from_pretrained` loads (`save_huggingface`; no torch: safetensors
+writes numpy arrays). Which class becomes which and what HuggingFace computes differently:
+`save_huggingface`.
 """
 
 from __future__ import annotations
@@ -121,7 +99,32 @@ def save_huggingface(model, output_dir: str, spm_model: Union[str, bytes, None] 
                      label_list: Optional[Sequence[str]] = None) -> List[str]:
     """Writes config.json, model.safetensors and (given a path or the model's bytes)
     spiece.model into `output_dir`; each file under a staging name first, so a failure leaves
-    an existing directory as it was. Returns the paths written."""
+    an existing directory as it was. Returns the paths written.
+
+      XLNetLMHeadModel                         -> XLNetLMHeadModel
+      XLNetModel                               -> XLNetModel
+      SequenceClassifier (classification)      -> XLNetForSequenceClassification (id2label
+                                                  from label_list)
+      SequenceClassifier (1 output, regression)-> XLNetForSequenceClassification,
+                                                  num_labels 1, problem_type "regression"
+      MultipleChoiceModel                      -> XLNetForMultipleChoice
+      SquadModel                               -> XLNetForQuestionAnswering
+
+    The weights are those of the HuggingFace weight maps (weight_maps.py, head_maps.py) run
+    backwards, so HF -> ours -> HF gives every tensor back bit for bit. Our GELU is the
+    original's tanh form: the config says "gelu_new" (HuggingFace's "gelu" is the erf form).
+
+    What HuggingFace computes differently on the same weights (checked in
+    tests/conversion/test_to_huggingface.py):
+    - Sequence summaries "mean" and "attn" do not map (head_maps.py); such models raise.
+    - XLNetForQuestionAnswering: start/end/answer-class logits are ours. Its inference outputs
+      differ in form only: `start_top_log_probs` / `end_top_log_probs` hold probabilities (a
+      softmax, not a log-softmax: exp of ours), and `end_top_*` are flattened [B, e * k] from
+      [B, e, k] (end rank major) where ours are [B, k, e]. In training HuggingFace feeds the
+      answer-class layer the gold start's hidden state, where the original (and we) feed the
+      start-probability-weighted one, and it has no dropout inside that layer; a model
+      trained further in PyTorch therefore learns a slightly different answer-class input.
+    """
     from safetensors.numpy import save as safetensors_bytes
 
     state = huggingface_state(model)

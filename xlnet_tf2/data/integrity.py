@@ -1,31 +1,7 @@
-"""Integrity of prepared pretraining files: wrong sizes, missing or misplaced records, bad CRCs.
-
-Why. A TFRecord file cut short at a record boundary reads as a valid, shorter file, and one cut
-inside a record reads as valid up to the last complete record (TensorFlow drops a partial tail
-silently). The pipeline concatenates a slot's files, so a short file would shift every later
-record of the slot: memory would flow into another stream's text and a stream would be read
-twice, with no error (slot, stream, block: docs/GLOSSARY.md#data-schedule-words). Three
-checks close this:
-
-1. At start-up (`check_files`), for the files an input pipeline reads: with the manifest's
-   `file_stats` ({name: {"records": n_records, "bytes": n_bytes}}, written by data
-   preparation) the size of every file must be n_bytes and n_records must be the manifest's
-   chunks_per_stream;
-   manifests without it still get a lower bound: every record takes at least 16 bytes of
-   framing plus one byte per stored integer (3 L + P + 5 of them), so a file smaller than
-   chunks_per_stream times that is refused.
-2. While reading (`RecordCheck`, in the tf.data graph): record t of a step must be exactly the
-   (pass, direction, stream, chunk) the schedule says that slot reads at that step; otherwise
-   the pipeline fails with a message naming the file, the record and the training step. This
-   catches a truncated file at the first step past its end, extra records, and misplaced files,
-   whatever the manifest holds. The message crosses TensorFlow as an InvalidArgumentError and
-   `translate_input_error` turns it back into a `DataIntegrityError`.
-3. A record whose CRC does not match raises DataLossError inside TensorFlow, with neither the
-   file nor the step. The training loop catches it and `CorruptRecordLocator` re-reads the
-   files of the blocks being read at those steps to name the file, the record and the step.
-
-Every error is a `DataIntegrityError` (a ManifestError, so a ValueError): the command-line tools
-print it as one line.
+"""Integrity of prepared pretraining files: wrong sizes, missing or misplaced records, bad CRCs,
+checked at start-up (`check_files`), while reading (`RecordCheck`) and after a DataLossError
+(`CorruptRecordLocator`); every error is a one-line `DataIntegrityError`. Why and how:
+docs/DATA.md#integrity-of-prepared-files.
 """
 
 from __future__ import annotations

@@ -1,32 +1,7 @@
 """SavedModel export for TF Serving: `serving_default` (raw UTF-8 text in) and
-`serve_token_ids` (ids, segment ids and mask in), with the same outputs.
-
-Layout written: EXPORT_BASE/<version>/{saved_model.pb, variables/, assets/spiece.model,
-assets.extra/task.json}; TF Serving loads EXPORT_BASE as a model base path.
-
-Text inputs are normalized, tokenized and laid out in-graph by the Keras preprocessing layer
-`XLNetPreprocessor` (the in-graph SentencePiece op: same ids as xlnet_tf2.tokenizers.sentencepiece_tokenizer, same
-layout as training; SQuAD and RACE lay out their windows with serving_inputs.py). Over-long
-inputs are truncated exactly as in training: pairs drop tokens from the end of the longer
-text, a single text keeps its first seq_len-2 tokens; RACE keeps the last max_qa_length tokens
-of question+option and the first seq_len-3-len(qa) tokens of the article. An empty string is
-valid input.
-
-Outputs per task:
-  classification: probabilities [B, C] float32, label_id [B] int32, label [B] string
-  regression:     score [B] float32
-  features:       token_features [B, L, D], pooled [B, D] (mean over real tokens),
-                  input_ids / attention_mask [B, L] (which positions are real, left padded)
-  race:           probabilities [Q, C], label_id [Q] (index of the chosen option); text
-                  inputs article [Q], question [Q], options [Q, C]
-  squad:          text inputs question [B], context [B] (the whole context: every window,
-                  doc_stride as in fine-tuning, as many as the longest context of the
-                  request needs); answer [B] string (the RAW context substring, as
-                  predictions.json), prediction [B] ("" when no_answer), start_index /
-                  end_index [B] int32 (context token indices, -1 = none), answer_score,
-                  no_answer_score [B] float32, no_answer [B] bool, null_score_threshold [B],
-                  num_windows [B] int32; equal to the offline prediction
-                  (xlnet_tf2.tasks.squad); see serving_tasks.squad_signatures
+`serve_token_ids` (ids, segment ids and mask in), with the same outputs. The signatures'
+outputs: `ServingModule`; the directory layout: `export`; how to serve it:
+docs/FINETUNING.md#serving.
 """
 
 from __future__ import annotations
@@ -54,7 +29,33 @@ def _ids_spec(name, rank=2):
 
 
 class ServingModule(tf.Module):
-    """The exported object: the task model, the tokenizer and the signatures."""
+    """The exported object: the task model, the tokenizer and the signatures.
+
+    Text inputs are normalized, tokenized and laid out in-graph by the Keras preprocessing
+    layer `XLNetPreprocessor` (the in-graph SentencePiece op: same ids as
+    xlnet_tf2.tokenizers.sentencepiece_tokenizer, same layout as training; SQuAD and RACE lay
+    out their windows with serving_inputs.py). Over-long inputs are truncated exactly as in
+    training: pairs drop tokens from the end of the longer text, a single text keeps its first
+    seq_len-2 tokens; RACE keeps the last max_qa_length tokens of question+option and the
+    first seq_len-3-len(qa) tokens of the article. An empty string is valid input.
+
+    Outputs per task:
+      classification: probabilities [B, C] float32, label_id [B] int32, label [B] string
+      regression:     score [B] float32
+      features:       token_features [B, L, D], pooled [B, D] (mean over real tokens),
+                      input_ids / attention_mask [B, L] (which positions are real, left
+                      padded)
+      race:           probabilities [Q, C], label_id [Q] (index of the chosen option); text
+                      inputs article [Q], question [Q], options [Q, C]
+      squad:          text inputs question [B], context [B] (the whole context: every window,
+                      doc_stride as in fine-tuning, as many as the longest context of the
+                      request needs); answer [B] string (the RAW context substring, as
+                      predictions.json), prediction [B] ("" when no_answer), start_index /
+                      end_index [B] int32 (context token indices, -1 = none), answer_score,
+                      no_answer_score [B] float32, no_answer [B] bool,
+                      null_score_threshold [B], num_windows [B] int32; equal to the offline
+                      prediction (xlnet_tf2.tasks.squad); see serving_tasks.squad_signatures
+    """
 
     def __init__(self, task: str, model, spec: HeadSpec, spm_model: str):
         super().__init__(name="xlnet_serving")
@@ -151,7 +152,9 @@ def next_version(export_base: str) -> int:
 
 
 def export(module: ServingModule, export_base: str, version: Optional[int] = None) -> str:
-    """Writes EXPORT_BASE/<version>/ and returns that path (version: next free integer).
+    """Writes EXPORT_BASE/<version>/ and returns that path (version: next free integer):
+    EXPORT_BASE/<version>/{saved_model.pb, variables/, assets/spiece.model,
+    assets.extra/task.json}; TF Serving loads EXPORT_BASE as a model base path.
 
     The version is written under a hidden staging name beside it (.<version>.tmp-...) and
     renamed into place when complete: TF Serving, which loads every numbered directory, never

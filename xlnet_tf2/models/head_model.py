@@ -1,31 +1,6 @@
 """`HeadModel`, the base of the models with a head: the XLNet backbone (attribute
 `transformer`, so pretraining checkpoints and converted releases restore into it by the same
-object path) plus one head.
-
-All inputs are batch-major dicts of int32 tensors with a static sequence length L (or the
-same entries as keywords, HuggingFace's `model(**batch)`):
-  input_ids                          [B, L]
-  segment_ids, or HuggingFace's name token_type_ids (what XLNetTokenizer returns)
-                                     [B, L], optional (no segment information)
-  attention_mask (1 = real token)    [B, L], optional (all ones: no padding)
-SQuAD adds p_mask (1 = cannot be in an answer) [B, L] and cls_index [B]; multiple choice takes
-[B, C, L] for each of the token inputs. Keys a model does not read (a tokenizer's
-special_tokens_mask, ...) are ignored. The losses of each task are in
-xlnet_tf2/tasks/losses.py.
-
-As Keras models, the task models returning a dict of outputs train on their main output
-(`MAIN_OUTPUT`, the logits) when `compile(loss=..., metrics=[...])` is given plain labels:
-`model.compile("adam", loss, metrics=["accuracy"]); model.fit(tokenizer(texts), labels)`
-works as for a one-output model; a loss, metrics or labels keyed by output name
-(`loss={"logits": ...}`, `metrics={"logits": [...]}`, `fit(x, {"logits": labels})`) apply to
-those outputs alone.
-
-HuggingFace's names: `from_pretrained` (a task directory of ours or transformers' task
-directory with its head, or any model directory's backbone with a new head built from the
-constructor's arguments) and `save_pretrained` (our task directory or transformers'
-XLNetFor... directory), both in models/pretrained.py. A subclass says which of task.json's
-tasks it serves (`KINDS`, and `kind` per instance), how task.json's settings build it
-(`from_settings`) and what its task.json says (`task_settings`).
+object path) plus one head. The inputs, Keras training and HuggingFace's names: `HeadModel`.
 """
 
 from __future__ import annotations
@@ -60,7 +35,33 @@ def token_inputs(inputs) -> Dict[str, tf.Tensor]:
 
 class HeadModel(KeywordInputs, keras.Model):
     """Shared plumbing: config echo, backbone call on the token inputs, the main output for
-    compile's losses and metrics, HuggingFace's from_pretrained / save_pretrained."""
+    compile's losses and metrics, HuggingFace's from_pretrained / save_pretrained.
+
+    All inputs are batch-major dicts of int32 tensors with a static sequence length L (or the
+    same entries as keywords, HuggingFace's `model(**batch)`):
+      input_ids                          [B, L]
+      segment_ids, or HuggingFace's name token_type_ids (what XLNetTokenizer returns)
+                                         [B, L], optional (no segment information)
+      attention_mask (1 = real token)    [B, L], optional (all ones: no padding)
+    SQuAD adds p_mask (1 = cannot be in an answer) [B, L] and cls_index [B]; multiple choice
+    takes [B, C, L] for each of the token inputs. Keys a model does not read (a tokenizer's
+    special_tokens_mask, ...) are ignored. The losses of each task are in
+    xlnet_tf2/tasks/losses.py.
+
+    As Keras models, the task models returning a dict of outputs train on their main output
+    (`MAIN_OUTPUT`, the logits) when `compile(loss=..., metrics=[...])` is given plain labels:
+    `model.compile("adam", loss, metrics=["accuracy"]); model.fit(tokenizer(texts), labels)`
+    works as for a one-output model; a loss, metrics or labels keyed by output name
+    (`loss={"logits": ...}`, `metrics={"logits": [...]}`, `fit(x, {"logits": labels})`) apply
+    to those outputs alone.
+
+    HuggingFace's names: `from_pretrained` (a task directory of ours or transformers' task
+    directory with its head, or any model directory's backbone with a new head built from the
+    constructor's arguments) and `save_pretrained` (our task directory or transformers'
+    XLNetFor... directory), both in models/pretrained.py. A subclass says which of task.json's
+    tasks it serves (`KINDS`, and `kind` per instance), how task.json's settings build it
+    (`from_settings`) and what its task.json says (`task_settings`).
+    """
 
     # The output compile's losses and metrics apply to when labels are not a dict (None: all).
     MAIN_OUTPUT: Optional[str] = "logits"

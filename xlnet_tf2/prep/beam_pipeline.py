@@ -1,32 +1,6 @@
-"""The Apache Beam pipeline that turns raw text into prepared pretraining examples.
-
-    sources (ranges of the text files, or TFDS slices; spread over the workers)
-            -> batches of documents (about BATCH_CHARS of text each), split train / held out
-            -> tokenize, in the step that read the batch: one SentencePiece call per batch;
-               the ids go to a token file OUTPUT_DIR/.prep/tokens/<batch>.npy, only lengths go on
-            -> (by split) layout (one place per split, small): every stream's pieces as
-               (token file, range)
-            -> (by stream) per stream: read its pieces, build the examples of every pass
-               and direction vectorized over the chunks of the row, serialize in bulk
-            -> one TFRecord file per (pass, direction, stream) -> (by split) record_info.json
-
-Neither text nor token ids travel through the runner's shuffles, only file names and lengths:
-moving them (as pickled arrays, through the runner process) cost more than tokenizing them.
-Workers import no TensorFlow for local paths (fileio.py; TFRecord framing in records.py),
-which saves each worker seconds of start-up. The measurements:
-BENCHMARKS.md#figures-behind-choices-in-the-code.
-
-The held-out split (--eval_fraction or --eval_input) goes through the same steps into
-OUTPUT_DIR/eval, with its own manifest and the same parameters: its elements carry the
-split's name, and the steps group by it.
-
-Every random choice is a pure function of `--seed` and the identity of what it decides
-(document key, stream, chunk, pass, direction), never of the worker that runs it, the order
-elements arrive or how they are batched, so the output is byte-identical for any number of
-workers and on any runner. The steps are the ones every runner executes (`_add_steps`): the
-DirectRunner and the DaskRunner are tested (dask_runner.py); Dataflow, Flink and Spark take the
-runner's standard options (OUTPUT_DIR must then be on storage every worker can reach, as it
-must be for the output anyway).
+"""The Apache Beam pipeline that turns raw text into prepared pretraining examples
+(`create_tfrecords`, the command create_tfrecords). Its steps and why they are built so:
+`_add_steps`; the runners and the pipeline's shape: docs/DATA.md#runners.
 """
 
 from __future__ import annotations
@@ -577,7 +551,30 @@ def _add_steps(p, elements, *, splits: Sequence[str], params: DataParams, model:
     input), GroupByKey and Flatten: what every runner executes, Beam's DaskRunner included
     (which computes only the last step and what it depends on, mixes a step's tagged outputs,
     runs the steps behind a side input twice and does not shuffle in Reshuffle;
-    docs/DATA.md#runners).
+    docs/DATA.md#runners):
+
+        sources (ranges of the text files, or TFDS slices; spread over the workers)
+            -> batches of documents (about BATCH_CHARS of text each), split train / held out
+            -> tokenize, in the step that read the batch: one SentencePiece call per batch;
+               the ids go to a token file OUTPUT_DIR/.prep/tokens/<batch>.npy, only lengths
+               go on
+            -> (by split) layout (one place per split, small): every stream's pieces as
+               (token file, range)
+            -> (by stream) per stream: read its pieces, build the examples of every pass
+               and direction vectorized over the chunks of the row, serialize in bulk
+            -> one TFRecord file per (pass, direction, stream) -> (by split) record_info.json
+
+    Neither text nor token ids travel through the runner's shuffles, only file names and
+    lengths, and workers import no TensorFlow for local paths (fileio.py; TFRecord framing in
+    records.py): BENCHMARKS.md#figures-behind-choices-in-the-code says why. The held-out split
+    goes through the same steps: its elements carry the split's name, and the steps group by
+    it.
+
+    Every random choice is a pure function of `--seed` and the identity of what it decides
+    (document key, stream, chunk, pass, direction), never of the worker that runs it, the
+    order elements arrive or how they are batched, so the output is byte-identical for any
+    number of workers and on any runner (OUTPUT_DIR must be on storage every worker can
+    reach).
     """
     progress_dir = os.path.join(work_dir, "progress")
     tokenize_progress = dict(directory=progress_dir, stage="tokenize", label="tokenizing",

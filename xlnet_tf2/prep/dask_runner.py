@@ -1,33 +1,7 @@
-"""Beam's DaskRunner as data preparation runs it (`--runner=DaskRunner`).
-
-The pipeline runs on a `dask.distributed` cluster: a scheduler and worker processes that talk
-over TCP, the same whether they are on one machine or many. `--dask_client_address=tcp://HOST:
-PORT` (or `--dask_scheduler_file`) points it at a running cluster; without either, it starts
-a local cluster of one worker process per core (one thread each) and closes it when the
-pipeline ends. This module needs the optional packages dask and distributed (the `dask`
-extra), which the module imports only inside its functions; `pipeline_runner` gives Beam
-this runner when --runner names it.
-
-What Beam 2.70's `apache_beam.runners.dask.dask_runner.DaskRunner` does differently, and why
-this runner (Beam's translation of the pipeline into dask bags, its own client) does not:
-
-* Beam hands every pipeline option that is not at its default (--runner, --direct_num_workers,
-  ...) to `distributed.Client`, whose local cluster passes them on to its workers, which then
-  fail to start (TypeError: Server.__init__() got an unexpected keyword argument 'runner').
-  Here only the Dask options reach the client.
-* Beam leaves the client, and the local cluster it starts, to the interpreter's exit: a
-  process that prepares data twice has two clusters. Here both are closed when the pipeline
-  ends, and on failure the run's tasks are cancelled first.
-* Beam puts up to 128 elements of a Create in one partition: the sources of a corpus of a
-  few files are one task on one worker, and every later step has as many partitions as that.
-  Here, unless --dask_npartitions or --dask_partition_size says otherwise, the sources are cut
-  into PARTITIONS_PER_THREAD partitions per worker thread of the cluster.
-* The workers' progress lines (logger xlnet_tf2) come to this process's logging, as the
-  DirectRunner forwards its workers' log records, so the command prints them.
-* The local cluster's workers keep glibc's allocator defaults (KEEP_MALLOC_DEFAULTS).
-
-Beam's runner computes only the last step of the pipeline and what it depends on; the
-pipeline is one chain for that reason (beam_pipeline._add_steps, docs/DATA.md#runners).
+"""Beam's DaskRunner as data preparation runs it (`--runner=DaskRunner`): the pipeline on a
+`dask.distributed` cluster, a running one (`--dask_client_address`, `--dask_scheduler_file`) or
+a local one of one worker process per core. What it fixes in Beam's runner: `DaskRunner`; how
+to run it: docs/DATA.md#runners. Needs the `dask` extra (imported only inside functions).
 """
 
 from __future__ import annotations
@@ -109,7 +83,34 @@ def local_cluster(workers: Optional[int] = None):
 
 class DaskRunner(PipelineRunner):
     """Executes a pipeline on a dask.distributed cluster with the translation of Beam's
-    DaskRunner (see the module docstring)."""
+    DaskRunner (the pipeline into dask bags); `pipeline_runner` gives Beam this runner when
+    --runner names it.
+
+    `--dask_client_address=tcp://HOST:PORT` (or `--dask_scheduler_file`) points it at a
+    running cluster (scheduler and workers talk over TCP, on one machine or many); without
+    either, it starts a local cluster of one worker process per core (one thread each) and
+    closes it when the pipeline ends. What Beam 2.70's
+    `apache_beam.runners.dask.dask_runner.DaskRunner` does differently, and why this one does
+    not:
+
+    * Beam hands every pipeline option that is not at its default (--runner,
+      --direct_num_workers, ...) to `distributed.Client`, whose local cluster passes them on
+      to its workers, which then fail to start (TypeError: Server.__init__() got an
+      unexpected keyword argument 'runner'). Here only the Dask options reach the client.
+    * Beam leaves the client, and the local cluster it starts, to the interpreter's exit: a
+      process that prepares data twice has two clusters. Here both are closed when the
+      pipeline ends, and on failure the run's tasks are cancelled first.
+    * Beam puts up to 128 elements of a Create in one partition: the sources of a corpus of a
+      few files are one task on one worker, and every later step has as many partitions as
+      that. Here, unless --dask_npartitions or --dask_partition_size says otherwise, the
+      sources are cut into PARTITIONS_PER_THREAD partitions per worker thread of the cluster.
+    * The workers' progress lines (logger xlnet_tf2) come to this process's logging, as the
+      DirectRunner forwards its workers' log records, so the command prints them.
+    * The local cluster's workers keep glibc's allocator defaults (KEEP_MALLOC_DEFAULTS).
+
+    Beam's runner computes only the last step of the pipeline and what it depends on; the
+    pipeline is one chain for that reason (beam_pipeline._add_steps, docs/DATA.md#runners).
+    """
 
     def is_fnapi_compatible(self):
         return False  # Beam's DaskRunner executes the pipeline's own graph, not the Fn API

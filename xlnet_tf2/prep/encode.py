@@ -1,37 +1,6 @@
-"""Fast batch encoding of many lines into one flat id array.
-
-Two modes, both exact (the ids equal `SentencePieceTokenizer.encode_ids(line)` line by line)
-and both linear in the text size whatever the line lengths:
-
-* line mode (`word_cache=False`, `--noword_cache`): one SentencePiece call encodes the whole
-  batch of normalized lines. Normalization is `preprocess_text`, with a shortcut for ASCII
-  lines (NFKD and the accent filter leave ASCII unchanged).
-* word cache (`word_cache=True`, the default of data preparation): XLNet SentencePiece
-  models split at whitespace (no piece has "▁" inside; checked when the encoder is
-  built, else line mode is used), so every segmentation of a line passes through every word
-  boundary, and the best one is the concatenation of each word's best segmentation *if*
-  each word's best is unique. A word met a second time (in an earlier batch or the same one)
-  is cached if its best segmentation beats its second best (SentencePiece's two best
-  segmentations, NBEST_GROUP words per call) by more than the float32 rounding of a line's
-  path scores could move either (`score_margin`). The words of all printable-ASCII lines of
-  at most MAX_CACHED_LINE characters are looked up at once; such a line is encoded by
-  SentencePiece only up to its last word that is not cached (the best path up to a word
-  boundary does not depend on the text after it), and the rest comes from the cache. Other
-  lines (other scripts, control characters, very long lines) are encoded whole. Words with
-  ties like "]]]" = "]]" + "]" or "]" + "]]" are never cached.
-
-  Learning the words costs more than the cache saves on new text, and repeated vocabulary
-  costs much less than line mode, so by default `CachePolicy` turns the cache on and off
-  batch by batch from counts of what it saved and cost: on text that does not repeat, the
-  default costs about what line mode costs (docs/DATA.md).
-
-In both modes lines whose ids contain a piece ending in digit + "," (the original re-split
-rule) or `<unk>` get `encode_ids`' ids: the digit-comma piece is re-split, a line with <unk>
-is encoded again.
-
-tests/prep/test_encode.py checks both modes against `encode_ids` line by line on the corpus
-and on hand-picked hard cases (accents, digits with commas, unknown characters, `<eop>`, odd
-spaces, tied segmentations), and the mode decision on new and repetitive text.
+"""Fast batch encoding of many lines into one flat id array (`BatchEncoder`), exact: the ids
+equal `SentencePieceTokenizer.encode_ids(line)` line by line. The two modes and when a word
+may be cached: `BatchEncoder`; where it sits in data preparation: docs/DATA.md.
 
 Counts: n tokens of a batch (docs/GLOSSARY.md keeps the capital letters for dimensions).
 """
@@ -158,9 +127,37 @@ class CachePolicy:
 class BatchEncoder:
     """Encodes lists of lines into one flat id array.
 
+    Two modes, both exact (the ids equal `SentencePieceTokenizer.encode_ids(line)` line by
+    line) and both linear in the text size whatever the line lengths:
+
+    * line mode (`word_cache=False`, `--noword_cache`): one SentencePiece call encodes the
+      whole batch of normalized lines. Normalization is `preprocess_text`, with a shortcut for
+      ASCII lines (NFKD and the accent filter leave ASCII unchanged).
+    * word cache (`word_cache=True`, the default of data preparation): XLNet SentencePiece
+      models split at whitespace (no piece has "▁" inside; checked when the encoder is built,
+      else line mode is used), so every segmentation of a line passes through every word
+      boundary, and the best one is the concatenation of each word's best segmentation *if*
+      each word's best is unique. A word met a second time (in an earlier batch or the same
+      one) is cached if its best segmentation beats its second best (SentencePiece's two best
+      segmentations, NBEST_GROUP words per call) by more than the float32 rounding of a
+      line's path scores could move either (`score_margin`). The words of all
+      printable-ASCII lines of at most MAX_CACHED_LINE characters are looked up at once; such
+      a line is encoded by SentencePiece only up to its last word that is not cached (the
+      best path up to a word boundary does not depend on the text after it), and the rest
+      comes from the cache. Other lines (other scripts, control characters, very long lines)
+      are encoded whole. Words with ties like "]]]" = "]]" + "]" or "]" + "]]" are never
+      cached. Learning the words costs more than the cache saves on new text, so by default
+      `CachePolicy` turns the cache on and off batch by batch from counts of what it saved
+      and cost.
+
+    In both modes lines whose ids contain a piece ending in digit + "," (the original
+    re-split rule) or `<unk>` get `encode_ids`' ids: the digit-comma piece is re-split, a
+    line with <unk> is encoded again (tests/prep/test_encode.py checks both modes against
+    `encode_ids`, hard cases and tied segmentations included).
+
     Args:
       tokenizer: the SentencePieceTokenizer (its lower / keep_accents settings apply).
-      word_cache: use the word cache (module docstring) instead of exact line encoding.
+      word_cache: use the word cache (above) instead of exact line encoding.
       num_threads: threads of each SentencePiece batch call. 1 (the default) in Beam
         workers, which already run one per core: SentencePiece's own default (-1) starts a
         thread per core in every worker. -1 for one process alone on the machine.

@@ -1,36 +1,6 @@
 """Span target sampling for partial prediction (docs/SEMANTICS.md#span-sampling, the
-original's `_sample_mask`).
-
-Names (the letters of docs/GLOSSARY.md mean other things): `rows` the halves sampled
-together, `half_len` the length of a half, `goal` the targets per half, n a span length in units
-(1..max_span, p(n) proportional to 1/n). A *unit* is one subword piece in
-"original" mode and a whole word in "word" mode; a *start piece* begins a word (see
-`is_start_piece`).
-
-The original algorithm, per half (reversed halves are flipped to reading order first and the
-mask flipped back):
-
-    cur = 0, count = 0
-    while cur < half_len and count < goal:
-        n = draw from 1..max_span with p(n) ~ 1/n;  n = min(n, goal - count)
-        window = n * alpha // beta;  left = uniform integer in [0, window)
-        begin = first start piece at or after cur + left      (stop if none)
-        end = begin + n                                       (stop if end >= half_len)
-        mark [begin, end);  count += n;  cur = end + window - left
-    top up with uniformly drawn positions, skipping marked ones, until count == goal
-
-Its span-end loop tests the span's *first* piece on every step instead of the current one,
-so an "n-gram" is n subword pieces whatever the word boundaries. `span_mode="original"`
-(the default) reproduces exactly that. `span_mode="word"` implements the evident intent:
-`end` is the start of the (n+1)-th word after `begin` (stop if there is none), cut to
-`begin + goal - count`. Measured statistics of both modes are in docs/DATA.md.
-
-Implementation: the loop runs in lock-step over all halves with numpy (one iteration per
-span, at most goal iterations); the k-th span of a half uses draws (tag, 2k) and (tag, 2k + 1)
-of its example key and the j-th top-up candidate draw (tag', j), so the result is a pure
-function of the key, independent of how halves are batched. `reference_sample_mask` in
-tests/prep/test_span_sampling_reference.py runs the loop above one span at a time on the same
-draws.
+original's `_sample_mask`), vectorized over examples: `sample_span_masks`, which gives the
+algorithm, its two modes and how the draws are keyed.
 """
 
 from __future__ import annotations
@@ -76,6 +46,38 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
                       reverse=False, top_up: bool = True) -> np.ndarray:
     """Samples exactly `goal` target positions in each of `rows` halves.
 
+    Names (the letters of docs/GLOSSARY.md mean other things): `rows` the halves sampled
+    together, `half_len` the length of a half, `goal` the targets per half, n a span length
+    in units (1..max_span, p(n) proportional to 1/n). A *unit* is one subword piece in
+    "original" mode and a whole word in "word" mode; a *start piece* begins a word (see
+    `is_start_piece`).
+
+    The original algorithm, per half (reversed halves are flipped to reading order first and
+    the mask flipped back):
+
+        cur = 0, count = 0
+        while cur < half_len and count < goal:
+            n = draw from 1..max_span with p(n) ~ 1/n;  n = min(n, goal - count)
+            window = n * alpha // beta;  left = uniform integer in [0, window)
+            begin = first start piece at or after cur + left      (stop if none)
+            end = begin + n                                       (stop if end >= half_len)
+            mark [begin, end);  count += n;  cur = end + window - left
+        top up with uniformly drawn positions, skipping marked ones, until count == goal
+
+    Its span-end loop tests the span's *first* piece on every step instead of the current
+    one, so an "n-gram" is n subword pieces whatever the word boundaries.
+    `span_mode="original"` (the default) reproduces exactly that. `span_mode="word"`
+    implements the evident intent: `end` is the start of the (n+1)-th word after `begin`
+    (stop if there is none), cut to `begin + goal - count`. Statistics of both modes:
+    docs/DATA.md.
+
+    The loop runs in lock-step over all halves with numpy (one iteration per span, at most
+    goal iterations); the k-th span of a half uses draws (tag, 2k) and (tag, 2k + 1) of its
+    example key and the j-th top-up candidate draw (tag', j), so the result is a pure function
+    of the key, independent of how halves are batched. `reference_sample_mask` in
+    tests/prep/test_span_sampling_reference.py runs the loop above one span at a time on the
+    same draws.
+
     Args:
       segs: int [rows, half_len] token ids of the halves.
       starts_word: bool [V], `start_piece_table` of the vocabulary.
@@ -84,7 +86,7 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
       span_tag, topup_tag: hashrand tags of the span draws and the top-up draws.
       alpha, beta: the window of a span of n units is n * alpha // beta tokens.
       max_span: longest span in units.
-      span_mode: "original" or "word" (module docstring).
+      span_mode: "original" or "word" (above).
       reverse: bool or bool [rows]: the half is time-reversed text; spans are sampled in reading
         order and the mask is reversed back.
       top_up: fill every half up to goal with single positions (off only to measure spans).

@@ -1,28 +1,6 @@
 """Fine-tuning as a Task: a task model, a per-example loss, training batches and an evaluation;
-the loop is the pretraining one (xlnet_tf2/training/trainer.py).
-
-    task = FinetuneTask(config, model_fn=..., loss_fn=..., dataset_fn=..., eval_fn=...,
-                        seq_len=128)
-    result = task.result(Trainer(task, strategy=strategy).train())   # + the best evaluation
-
-ClassificationTask, SquadTask and RaceTask (classification.py, squad.py, race.py) build these
-pieces from their configuration trees (finetune_config.py); their commands run them with
-`run_task(ClassificationTask, config)` (training/run_task.py). What this class gives the loop:
-the loss as a mean over the global batch's examples (`loss_count` = examples), layer-wise
-learning-rate decay (training/layer_decay.py, applied by the optimizer's per-variable
-multipliers), `--init_checkpoint` loaded into the backbone, mask_emb left out of training (it
-only feeds pretraining's query stream), and every `eval_every` steps the evaluation with
-best-checkpoint keeping.
-
-model_dir layout:
-  ckpt-N.*            latest training checkpoints (model, optimizer, step) for resuming
-  best/ckpt-N         the model weights of the best evaluation so far (a checkpoint
-                      directory with its `checkpoint` state file, swapped in whole)
-  best_eval.json      {"step", "metric", metrics..., "checkpoint": "best/ckpt-N"} of that
-                      evaluation (the path relative to model_dir: the run is relocatable)
-  eval_results.jsonl  every evaluation
-  xlnet_config.json   the backbone's architecture; task.json (what the task is, for export);
-  spiece.model        the SentencePiece model; run_config.json (the settings)
+the loop is the pretraining one (xlnet_tf2/training/trainer.py). What the task gives the loop
+and the model_dir it writes: `FinetuneTask`; the commands: docs/FINETUNING.md.
 """
 
 from __future__ import annotations
@@ -89,6 +67,29 @@ class FinetuneResult:
 
 class FinetuneTask(Task):
     """One fine-tuning run.
+
+        task = FinetuneTask(config, model_fn=..., loss_fn=..., dataset_fn=..., eval_fn=...,
+                            seq_len=128)
+        result = task.result(Trainer(task, strategy=strategy).train())   # + the best evaluation
+
+    ClassificationTask, SquadTask and RaceTask (classification.py, squad.py, race.py) build
+    these pieces from their configuration trees (finetune_config.py); their commands run them
+    with `run_task(ClassificationTask, config)` (training/run_task.py). What this class gives
+    the loop: the loss as a mean over the global batch's examples (`loss_count` = examples),
+    layer-wise learning-rate decay (training/layer_decay.py, applied by the optimizer's
+    per-variable multipliers), `--init_checkpoint` loaded into the backbone, mask_emb left out
+    of training (it only feeds pretraining's query stream), and every `eval_every` steps the
+    evaluation with best-checkpoint keeping.
+
+    model_dir layout:
+      ckpt-N.*            latest training checkpoints (model, optimizer, step) for resuming
+      best/ckpt-N         the model weights of the best evaluation so far (a checkpoint
+                          directory with its `checkpoint` state file, swapped in whole)
+      best_eval.json      {"step", "metric", metrics..., "checkpoint": "best/ckpt-N"} of that
+                          evaluation (the path relative to model_dir: the run is relocatable)
+      eval_results.jsonl  every evaluation
+      xlnet_config.json   the backbone's architecture; task.json (what the task is, for
+      spiece.model        export); the SentencePiece model; run_config.json (the settings)
 
     Args:
       config: run settings (FinetuneConfig or a task's subclass of it).

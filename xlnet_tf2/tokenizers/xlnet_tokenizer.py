@@ -1,36 +1,7 @@
 """`XLNetTokenizer`: HuggingFace's tokenizer interface on this project's SentencePiece encoding
 (xlnet_tf2/tokenizers/sentencepiece_tokenizer.py: the same ids as the original XLNet, data
-preparation, fine-tuning and the in-graph serving tokenizer).
-
-    tokenizer = XLNetTokenizer.from_pretrained("path/to/model_dir")
-    batch = tokenizer(["first text", "second"], ["pair b", "pair b 2"], max_length=128)
-    model(batch)                      # input_ids, token_type_ids, attention_mask: int32 [B, L]
-    tokenizer.decode(ids, skip_special_tokens=True)
-    tokenizer.save_pretrained("dir")  # spiece.model + configs transformers.XLNetTokenizer reads
-
-Layout (docs/SEMANTICS.md#fine-tuning-formats, packing.py): `A <sep> B <sep> <cls>`, LEFT
-padded with <pad> (token type ids A 0, B 1, <cls> 2, padding 4; attention_mask 1 on real
-tokens), so the last position is <cls>, where the sequence classifiers read.
-`layout="cls_first"` gives `<cls> A <sep> B <sep>`, right padded, for the `first` summary.
-
-The call takes HF's keywords (add_special_tokens, padding, truncation, max_length, stride,
-is_split_into_words, pad_to_multiple_of, padding_side, return_tensors, return_token_type_ids,
-return_attention_mask, return_overflowing_tokens, return_special_tokens_mask,
-return_offsets_mapping, return_length). Where HF's slow (SentencePiece) tokenizer and its fast
-one differ, this one follows the slow one, which is the original's encoding; the differences
-from transformers' tokenizers are listed, with their causes, in
-tests/tokenizers/test_xlnet_tokenizer_hf.py.
-On purpose, two defaults differ from HF: a batch is padded (`padding=True`) and comes back as
-numpy int32 arrays (`return_tensors="np"`), so the result is a ready model input; pass
-`padding=False, return_tensors=None` for HF's lists.
-
-The segment ids are returned as `token_type_ids`, HF's name. Construct with
-`model_input_names=("input_ids", "segment_ids", "attention_mask")` to get them under this
-project's name instead (the model takes either name, but refuses both at once, so one batch
-never carries both).
-
-Importing and using this module loads neither TensorFlow nor Keras (`return_tensors="tf"`
-imports TensorFlow when asked).
+preparation, fine-tuning and the in-graph serving tokenizer). Usage, the layout and where it
+differs from HF: `XLNetTokenizer`. Loads neither TensorFlow nor Keras.
 """
 
 from __future__ import annotations
@@ -69,6 +40,33 @@ TextInput = Union[str, Sequence[str], Sequence[Sequence[str]]]
 
 class XLNetTokenizer:
     """SentencePiece XLNet tokenizer with HuggingFace's calling conventions.
+
+        tokenizer = XLNetTokenizer.from_pretrained("path/to/model_dir")
+        batch = tokenizer(["first text", "second"], ["pair b", "pair b 2"], max_length=128)
+        model(batch)                      # input_ids, token_type_ids, attention_mask: int32 [B, L]
+        tokenizer.decode(ids, skip_special_tokens=True)
+        tokenizer.save_pretrained("dir")  # spiece.model + configs transformers.XLNetTokenizer reads
+
+    Layout (docs/SEMANTICS.md#fine-tuning-formats, packing.py): `A <sep> B <sep> <cls>`, LEFT
+    padded with <pad> (token type ids A 0, B 1, <cls> 2, padding 4; attention_mask 1 on real
+    tokens), so the last position is <cls>, where the sequence classifiers read.
+    `layout="cls_first"` gives `<cls> A <sep> B <sep>`, right padded, for the `first` summary.
+
+    The call takes HF's keywords (add_special_tokens, padding, truncation, max_length, stride,
+    is_split_into_words, pad_to_multiple_of, padding_side, return_tensors,
+    return_token_type_ids, return_attention_mask, return_overflowing_tokens,
+    return_special_tokens_mask, return_offsets_mapping, return_length). Where HF's slow
+    (SentencePiece) tokenizer and its fast one differ, this one follows the slow one, which is
+    the original's encoding; the differences from transformers' tokenizers are listed, with
+    their causes, in tests/tokenizers/test_xlnet_tokenizer_hf.py. On purpose, two defaults
+    differ from HF: a batch is padded (`padding=True`) and comes back as numpy int32 arrays
+    (`return_tensors="np"`), so the result is a ready model input; pass
+    `padding=False, return_tensors=None` for HF's lists.
+
+    The segment ids are returned as `token_type_ids`, HF's name. Construct with
+    `model_input_names=("input_ids", "segment_ids", "attention_mask")` to get them under this
+    project's name instead (the model takes either name, but refuses both at once, so one
+    batch never carries both). `return_tensors="tf"` imports TensorFlow when asked.
 
     Args:
       vocab_file: path of the SentencePiece `.model` file (pieces 0..8 must be XLNet's).
