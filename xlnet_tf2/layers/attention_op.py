@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Iterator, Optional
+from typing import Iterator, Optional, Sequence
 
 import tensorflow as tf
 from tensorflow.compiler.tf2xla.python import xla as tf2xla
@@ -150,7 +150,8 @@ def resolved_implementation(queries: tf.Tensor, keys: tf.Tensor,
 
 
 def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.Tensor,
-              blocked: Optional[tf.Tensor], *, scale: float, dropout, training) -> tf.Tensor:
+              blocked: Optional[tf.Tensor], *, scale: float, dropout, training,
+              dropout_rows: Optional[Sequence[int]] = None) -> tf.Tensor:
     """The attention op.
 
     Args:
@@ -158,21 +159,24 @@ def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.T
         before scaling), all in the compute dtype.
       blocked: bool [B, S, K], True where a query row must not see a key, or None.
       scale: the scores' factor (1 / sqrt(H)).
-      dropout: the probabilities' dropout (a layers/dropout.py Dropout, or a
-        functools.partial of one, called with `training`).
+      dropout: the probabilities' dropout (a layers/dropout.py Dropout, called with
+        `training`).
+      dropout_rows: the Dropout's `row_draws` (query rows that stack several attentions, each
+        to get the mask of a call of its own), or None.
     Returns:
       [B, N, S, H] in the compute dtype.
 
     The implementation is chosen while tracing (module docstring).
     """
-    rate = getattr(dropout, "func", dropout).rate if training else 0.0  # partial: its Dropout
+    rate = dropout.rate if training else 0.0
     if resolved_implementation(queries, keys, rate) == "cudnn":
         return cudnn_attention(queries, keys, values, bias, blocked, scale=scale)
     return reference_attention(queries, keys, values, bias, blocked, scale=scale,
-                               dropout=dropout, training=training)
+                               dropout=dropout, training=training, dropout_rows=dropout_rows)
 
 
-def reference_attention(queries, keys, values, bias, blocked, *, scale, dropout, training):
+def reference_attention(queries, keys, values, bias, blocked, *, scale, dropout, training,
+                        dropout_rows=None):
     """`attention` in TensorFlow ops. Under float32 TensorFlow's own softmax and gradient (the
     float32 numbers are the parity tests' and must not move); under mixed precision
     `masked_softmax`, which keeps only narrow probabilities for the backward pass."""
@@ -184,7 +188,7 @@ def reference_attention(queries, keys, values, bias, blocked, *, scale, dropout,
         probs = tf.nn.softmax(scores, axis=-1)
     else:
         probs = masked_softmax(scores, blocked, scale)
-    probs = dropout(probs, training=training)
+    probs = dropout(probs, training=training, row_draws=dropout_rows)
     return tf.einsum("bnsk,bnkh->bnsh", probs, values)
 
 

@@ -22,7 +22,6 @@ as the original does and discarding them gives the same numbers with more work).
 from __future__ import annotations
 
 
-import functools
 
 import keras
 import tensorflow as tf
@@ -163,7 +162,7 @@ class RelativeAttention(keras.layers.Layer):
         k_r = tf.einsum("xtd,dnh->xtnh", tf.cast(pos_emb, self.compute_dtype), self._w(self.r))
         n_groups = pos_emb.shape[0]
 
-        def attend(queries, positions, mismatch, blocked, dropout):
+        def attend(queries, positions, mismatch, blocked, dropout_rows=None):
             """The attention of query rows [B, N, S, H] at segment positions `positions`
             ([B, S], None for the L content rows in order): the content part (q + r_w) . k by
             the op, the aligned position scores and the segment term as its bias."""
@@ -175,12 +174,12 @@ class RelativeAttention(keras.layers.Layer):
             if mismatch is not None:
                 bias += self._segment_scores(queries + r_s, mismatch)
             return attention(queries + r_w, keys, values, bias, blocked, scale=self.scale,
-                             dropout=dropout, training=training)  # [B, N, S, H]
+                             dropout=self.attention_dropout, training=training,
+                             dropout_rows=dropout_rows)  # [B, N, S, H]
 
         q_h = self._project(h, self.q)  # [B, N, L, H]
         if g is None:
-            attended_h = attend(q_h, None, segment_mismatch, content_mask,
-                                self.attention_dropout)
+            attended_h = attend(q_h, None, segment_mismatch, content_mask)
             return self._post_attention(h, attended_h, training)
         if (segment_mismatch is None) != (query_segment_mismatch is None):
             raise ValueError("RelativeAttention takes the segment term for both streams or for "
@@ -197,13 +196,11 @@ class RelativeAttention(keras.layers.Layer):
                 tf.concat([q_h, q_g], axis=2), positions,
                 _rows(segment_mismatch, query_segment_mismatch, q_len, n_query),
                 _rows(content_mask, query_mask, q_len, n_query),
-                functools.partial(self.attention_dropout, row_draws=(q_len, n_query)))
+                dropout_rows=(q_len, n_query))
             attended_h, attended_g = attended[:, :, :q_len], attended[:, :, q_len:]
         else:
-            attended_h = attend(q_h, None, segment_mismatch, content_mask,
-                                self.attention_dropout)
-            attended_g = attend(q_g, query_positions, query_segment_mismatch, query_mask,
-                                self.attention_dropout)
+            attended_h = attend(q_h, None, segment_mismatch, content_mask)
+            attended_g = attend(q_g, query_positions, query_segment_mismatch, query_mask)
         h_out = self._post_attention(h, attended_h, training)
         attended_g *= tf.cast(query_weights, attended_g.dtype)[:, None, :, None]
         g_out = self._post_attention(g, attended_g, training)
