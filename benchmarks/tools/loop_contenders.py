@@ -20,7 +20,7 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2.data.masks import dense_features
+from xlnet_tf2.tasks.objective import dense_features
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data.pretrain_dataset import PretrainData
 from xlnet_tf2.tasks.pretraining import PretrainTask
