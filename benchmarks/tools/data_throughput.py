@@ -42,11 +42,11 @@ from xlnet_tf2 import fileio
 from xlnet_tf2.data import records
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data.pretrain_dataset import build_pretrain_dataset
+from xlnet_tf2.data.objective_sampling import start_piece_table
 from xlnet_tf2.prep import streams, text_sources
 from xlnet_tf2.prep.beam_pipeline import BATCH_CHARS
 from xlnet_tf2.prep.encode import BatchEncoder, normalize
 from xlnet_tf2.prep.examples import row_example_batches
-from xlnet_tf2.prep.span_sampling import start_piece_table
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (SentencePieceTokenizer,
                                                           train_sentencepiece)
 from benchmarks.tools.doc_corpus import SOURCES, build_doc_corpus

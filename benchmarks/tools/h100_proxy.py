@@ -6,7 +6,7 @@ Per kernel (tools/optimized_hlo.py) a roofline time max(bytes / 3.35 TB/s, matri
 deviceless compile has no device to tune on), no overlap and no cache, so it is calibrated on
 measured steps (h100_calibration.json): the predicted H100 time is ratio x proxy, with the
 calibration's error bar. Compare programs of the same shape: the ratio was measured at XLNet-Base
-(batch 32 gives a larger one).
+(batch 32 gives a larger one), and it moves with the program's structure (the file's points).
 """
 
 from __future__ import annotations
@@ -32,10 +32,12 @@ def kernel_us(k: Kernel) -> float:
 
 
 def calibration(path: str = CALIBRATION) -> dict:
-    """The calibration file's values plus `ratio` (measured / proxy at `ratio_batch`)."""
+    """The calibration file's values plus `ratio`: measured / proxy of its point at `commit`
+    and `ratio_batch` with the default attention (the other points are the record)."""
     with open(path) as f:
         values = json.load(f)
-    point = next(p for p in values["points"] if p["batch"] == values["ratio_batch"])
+    point = next(p for p in values["points"] if p["commit"] == values["commit"]
+                 and p["batch"] == values["ratio_batch"] and "attention" not in p)
     return dict(values, ratio=point["measured_ms"] / point["proxy_ms"])
 
 

@@ -20,9 +20,9 @@ import time
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2.data.masks import dense_features
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data.pretrain_dataset import PretrainData
+from xlnet_tf2.tasks.objective import dense_features
 from xlnet_tf2.tasks.pretraining import PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from benchmarks.tools.benchmarking import Workload, make_batch, tf_pretrain_step

@@ -74,7 +74,8 @@ def test_op_names_read_alike_across_layers_and_calls():
 def test_h100_proxy_and_prediction(monkeypatch):
     _shape(monkeypatch)
     cal = h100_proxy.calibration()
-    assert cal["ratio"] == pytest.approx(67.92 / 43.120) and cal["error"] == 0.10
+    # The newest measured program calibrates (43be5fb's step at batch 16, not its cuDNN point).
+    assert cal["ratio"] == pytest.approx(49.58 / 37.062) and cal["error"] == 0.18
     report = analyse("h100", META, RECORD)
     found = kernels(HLO_TEXT)
     proxy_us = sum((max(k.bytes / 3.35e12, k.flops / 989e12) * 1e6 + 2) * k.count
@@ -83,8 +84,8 @@ def test_h100_proxy_and_prediction(monkeypatch):
     assert h["proxy_ms"] == pytest.approx(proxy_us / 1e3)
     assert h["launch_ms"] == pytest.approx(sum(k.count for k in found) * 2e-3)
     assert h["predicted_ms"] == pytest.approx(cal["ratio"] * proxy_us / 1e3)
-    assert h["predicted_ms_range"] == pytest.approx([0.9 * h["predicted_ms"],
-                                                     1.1 * h["predicted_ms"]])
+    assert h["predicted_ms_range"] == pytest.approx([0.82 * h["predicted_ms"],
+                                                     1.18 * h["predicted_ms"]])
     assert h["mfu"] == pytest.approx(1e6 / (h["predicted_ms"] / 1e3) / 989e12)
     assert report["kernels"] == sum(v[2] for v in EXPECTED.values()) == 20
     assert report["bytes"] == sum(v[2] * v[3] for v in EXPECTED.values())
@@ -107,8 +108,8 @@ def test_h100_report_text(monkeypatch):
     assert lines[2].startswith("kernels 20 (14 fusions); bytes (operands + outputs of each) ")
     assert lines[3].startswith("H100 proxy 0.04 ms = sum over kernels of max(bytes / 3.35 "
                                "TB/s, FLOPs / 989 TFLOP/s) + 2 us")
-    assert lines[4].startswith("predicted H100 step 0.1 ms (+-10%: ") and (
-        "= 1.575 x proxy" in lines[4] and "commit 4a768d5, batch 16" in lines[4])
+    assert lines[4].startswith("predicted H100 step 0.1 ms (+-18%: ") and (
+        "= 1.338 x proxy" in lines[4] and "commit 43be5fb, batch 16" in lines[4])
     assert "time by part of the model (H100 proxy):" in lines
     assert any(line.endswith("optimizer (AdamW)") for line in lines)
 

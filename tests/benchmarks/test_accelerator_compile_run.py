@@ -90,7 +90,7 @@ def test_tiny_step_compiles_for_h100(tiny_step, tmp_path):
     assert h["proxy_ms"] > h["launch_ms"] == pytest.approx(report["kernels"] * 2e-3)
     assert h["predicted_ms"] == pytest.approx(h["ratio"] * h["proxy_ms"])
     _check_totals(report, meta)
-    assert "predicted H100 step" in stdout and "+-10%" in stdout
+    assert "predicted H100 step" in stdout and "+-18%" in stdout
 
 
 def test_a_missing_venv_is_one_line(tiny_step):

@@ -92,7 +92,7 @@ def test_loop_workload_runs_three_contenders_on_the_same_data(tmp_path):
     # The HuggingFace loop's batches are the training pipeline's, with the step's dense masks.
     import tensorflow as tf
 
-    from xlnet_tf2.data.masks import dense_features
+    from xlnet_tf2.tasks.objective import dense_features
     from xlnet_tf2.data.pretrain_dataset import PretrainData
 
     data = PretrainData.read(str(workdir / "data"))

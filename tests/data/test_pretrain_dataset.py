@@ -11,7 +11,7 @@ import tensorflow as tf
 from xlnet_tf2 import special_ids
 from xlnet_tf2.data import records
 from xlnet_tf2.data.manifest import ManifestError
-from xlnet_tf2.data.masks import dense_features
+from xlnet_tf2.tasks.objective import dense_features
 from xlnet_tf2.data.pretrain_dataset import (OUTPUT_FEATURES, BatchLayoutError,
                                              build_pretrain_dataset, bytes_per_example)
 

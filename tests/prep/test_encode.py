@@ -9,7 +9,7 @@ from xlnet_tf2.prep.encode import BatchEncoder, CachePolicy, normalize, score_ma
 from xlnet_tf2.prep.examples import row_example_batches
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data import records
-from xlnet_tf2.prep.span_sampling import start_piece_table
+from xlnet_tf2.data.objective_sampling import start_piece_table
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer, preprocess_text
 
 from fixtures.corpora import corpus_path, tokenizer

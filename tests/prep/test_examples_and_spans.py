@@ -8,7 +8,7 @@ from xlnet_tf2.data import hashrand
 from xlnet_tf2.prep.examples import (build_example, build_examples, num_chunks,
                                      sentence_bounds, split_a_and_b)
 from xlnet_tf2.data.params import DataParams
-from xlnet_tf2.prep.span_sampling import sample_span_mask, start_piece_table
+from xlnet_tf2.data.objective_sampling import sample_span_mask, start_piece_table
 
 from fixtures.corpora import corpus_path, tokenizer
 

@@ -9,7 +9,7 @@ from apache_beam.internal import pickler
 
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.prep.beam_pipeline import SPLITS, ModelCopy, _ReadAndTokenize, _WriteStream
-from xlnet_tf2.prep.span_sampling import start_piece_table
+from xlnet_tf2.data.objective_sampling import start_piece_table
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import model_checksum
 
 from fixtures.corpora import spm_model, tokenizer

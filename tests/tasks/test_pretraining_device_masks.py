@@ -7,7 +7,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.data.masks import COMPACT_FEATURES, two_stream_masks
+from xlnet_tf2.tasks.objective import COMPACT_FEATURES, two_stream_masks
 from xlnet_tf2.data.pretrain_dataset import (DENSE_HOST_DTYPES, OUTPUT_FEATURES,
                                              build_pretrain_dataset, bytes_per_example)
 from xlnet_tf2.tasks.pretraining import (LOSS_FEATURES, MODEL_FEATURES, DataShape,

@@ -16,7 +16,7 @@ from xlnet_tf2.data import integrity
 from xlnet_tf2.data import manifest as manifest_lib
 from xlnet_tf2.data import records
 from xlnet_tf2.data.batch_layout import BatchLayout, BatchLayoutError
-from xlnet_tf2.data.permutation import online_ranks
+from xlnet_tf2.data.objective_sampling import online_ranks
 
 # Per example: (dtype, shape as a function of (L, P)). segment_ids fit int8 (0..4).
 OUTPUT_DTYPES = {

@@ -7,7 +7,7 @@ int32 after parsing; varint encoding keeps small ranks compact):
   input_ids         [L]  token ids
   segment_ids       [L]  0 reused prefix and A (with its <sep>), 1 B (with its <sep>), 2 <cls>
   target_positions  [P]  ascending target positions, padded with -1
-  perm_rank         [L]  factorization order, one rank per position (permutation.py)
+  perm_rank         [L]  factorization order, one rank per position (objective_sampling.py)
   stream_id, chunk_index, direction, pass_id, is_next   [] bookkeeping and the A/B label
 
 `serialize_batch` writes the tf.train.Example wire format directly from numpy arrays (varints
@@ -40,7 +40,7 @@ class Example:
     input_ids: np.ndarray         # [L]
     segment_ids: np.ndarray       # [L]
     target_positions: np.ndarray  # [P], ascending, padded with -1
-    perm_rank: np.ndarray         # [L], see permutation.py
+    perm_rank: np.ndarray         # [L], see objective_sampling.py
     stream_id: int
     chunk_index: int
     direction: int                # 0 forward, 1 backward

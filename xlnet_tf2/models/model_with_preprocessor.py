@@ -52,6 +52,14 @@ def cast_token_inputs(x: dict) -> Dict[str, tf.Tensor]:
     return inputs
 
 
+def head_setting(name: str, held_as: str = "") -> property:
+    """A setting of the head (num_choices, summary_type, head_dropout, ...) read from the task
+    model, which holds it (as `held_as` where its name there differs): the wrapper echoes it
+    in get_config and task.json without keeping a second copy."""
+    return property(lambda self: getattr(self.task_model, held_as or name),
+                    doc=f"The task model's {held_as or name}.")
+
+
 class ModelWithPreprocessor(keras.Model):
     """Subclasses set TASK (one of saving.TASKS) and CONFIG_KEYS, build `task_model` in
     their constructor (then call `_finish_init`), define `from_task_settings` and
@@ -59,7 +67,9 @@ class ModelWithPreprocessor(keras.Model):
     `main_output`, `task_settings`, `default_loss`, `default_metrics` and `prepare_labels`."""
 
     TASK: str = ""
-    CONFIG_KEYS: tuple = ()  # constructor arguments get_config echoes, besides config
+    # Constructor arguments get_config echoes, besides config; those of the head are
+    # `head_setting`s, read from the task model.
+    CONFIG_KEYS: tuple = ()
     presets = pretrained.ClassProperty(pretrained.presets)
 
     def __init__(self, task_model, preprocessor=None, **kwargs):

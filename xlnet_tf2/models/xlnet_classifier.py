@@ -22,7 +22,8 @@ import keras
 
 from xlnet_tf2.models.head_model import HeadModel, token_inputs
 from xlnet_tf2.models.heads import ClassificationHead
-from xlnet_tf2.models.model_with_preprocessor import ModelWithPreprocessor, resolve_config
+from xlnet_tf2.models.model_with_preprocessor import (ModelWithPreprocessor, head_setting,
+                                                      resolve_config)
 from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
 
 
@@ -101,6 +102,9 @@ class XLNetClassifier(ModelWithPreprocessor):
 
     TASK = "classification"
     CONFIG_KEYS = ("num_classes", "summary_type", "head_dropout", "label_list")
+    num_classes = head_setting("num_classes", held_as="num_outputs")
+    summary_type = head_setting("summary_type")
+    head_dropout = head_setting("head_dropout")
 
     def __init__(self, config, num_classes: Optional[int] = None, preprocessor=None,
                  summary_type: str = "last", head_dropout: float = 0.1,
@@ -113,16 +117,11 @@ class XLNetClassifier(ModelWithPreprocessor):
         if num_classes < 2:
             raise ValueError(f"num_classes must be at least 2, got {num_classes} (one output "
                              "is XLNetRegressor).")
-        self.num_classes = num_classes
-        self.summary_type = summary_type
-        self.head_dropout = head_dropout
         self.label_list = None if label_list is None else list(label_list)
-        super().__init__(self._head_model(resolve_config(config)), preprocessor, **kwargs)
+        task_model = SequenceClassifier(resolve_config(config), num_classes, summary_type,
+                                        head_dropout=head_dropout, name="sequence_classifier")
+        super().__init__(task_model, preprocessor, **kwargs)
         self._finish_init()
-
-    def _head_model(self, config):
-        return SequenceClassifier(config, self.num_classes, self.summary_type,
-                                  head_dropout=self.head_dropout, name="sequence_classifier")
 
     def task_settings(self) -> dict:
         settings = super().task_settings()
@@ -156,11 +155,11 @@ class XLNetRegressor(ModelWithPreprocessor):
 
     TASK = "regression"
     CONFIG_KEYS = ("summary_type", "head_dropout")
+    summary_type = head_setting("summary_type")
+    head_dropout = head_setting("head_dropout")
 
     def __init__(self, config, preprocessor=None, summary_type: str = "last",
                  head_dropout: float = 0.1, **kwargs):
-        self.summary_type = summary_type
-        self.head_dropout = head_dropout
         task_model = SequenceClassifier(resolve_config(config), 1, summary_type,
                                         head_dropout=head_dropout, name="sequence_regressor")
         super().__init__(task_model, preprocessor, **kwargs)

@@ -17,7 +17,8 @@ import tensorflow as tf
 
 from xlnet_tf2.models.head_model import HeadModel, token_inputs
 from xlnet_tf2.models.heads import MultipleChoiceHead
-from xlnet_tf2.models.model_with_preprocessor import ModelWithPreprocessor, resolve_config
+from xlnet_tf2.models.model_with_preprocessor import (ModelWithPreprocessor, head_setting,
+                                                      resolve_config)
 from xlnet_tf2.tokenizers.xlnet_multiple_choice_preprocessor import (
     XLNetMultipleChoicePreprocessor)
 
@@ -75,12 +76,12 @@ class XLNetMultipleChoice(ModelWithPreprocessor):
 
     TASK = "race"
     CONFIG_KEYS = ("num_choices", "summary_type", "head_dropout")
+    num_choices = head_setting("num_choices")
+    summary_type = head_setting("summary_type")
+    head_dropout = head_setting("head_dropout")
 
     def __init__(self, config, num_choices: int = 4, preprocessor=None,
                  summary_type: str = "last", head_dropout: float = 0.1, **kwargs):
-        self.num_choices = num_choices
-        self.summary_type = summary_type
-        self.head_dropout = head_dropout
         task_model = MultipleChoiceModel(resolve_config(config), num_choices, summary_type,
                                          head_dropout=head_dropout, name="multiple_choice")
         super().__init__(task_model, preprocessor, **kwargs)

@@ -27,7 +27,7 @@ import tensorflow as tf
 from xlnet_tf2.models.head_model import HeadModel, token_inputs
 from xlnet_tf2.models.heads import SquadHead
 from xlnet_tf2.models.model_with_preprocessor import (ModelWithPreprocessor, cast_token_inputs,
-                                                      resolve_config)
+                                                      head_setting, resolve_config)
 from xlnet_tf2.models.xlnet_model import ModelInputError
 from xlnet_tf2.tokenizers import in_graph_packing
 from xlnet_tf2.tokenizers.xlnet_question_answering_preprocessor import (
@@ -103,12 +103,12 @@ class XLNetQuestionAnswerer(ModelWithPreprocessor):
 
     TASK = "squad"
     CONFIG_KEYS = ("start_n_top", "end_n_top", "head_dropout")
+    start_n_top = head_setting("start_n_top")
+    end_n_top = head_setting("end_n_top")
+    head_dropout = head_setting("head_dropout")
 
     def __init__(self, config, preprocessor=None, start_n_top: int = 5, end_n_top: int = 5,
                  head_dropout: float = 0.1, **kwargs):
-        self.start_n_top = start_n_top
-        self.end_n_top = end_n_top
-        self.head_dropout = head_dropout
         task_model = SquadModel(resolve_config(config), start_n_top, end_n_top,
                                 head_dropout=head_dropout, name="squad")
         super().__init__(task_model, preprocessor, **kwargs)

@@ -1,8 +1,9 @@
 """Offline data preparation (data_prep/create_tfrecords.py): raw text -> prepared TFRecords.
 
     text_sources -> encode (SentencePiece, batched) -> streams (documents laid out in parallel
-    streams) -> examples (A/B split, span_sampling targets, permutation ranks) -> records +
-    manifest, driven by the Apache Beam pipeline in beam_pipeline.py.
+    streams) -> examples (A/B split, span targets and permutation ranks from
+    data/objective_sampling) -> records + manifest, driven by the Apache Beam pipeline in
+    beam_pipeline.py.
 
 The commands' settings (their flags) are prep_config.py's; vocabulary.py trains the
 SentencePiece model of data_prep/train_sentencepiece.py.

@@ -55,8 +55,10 @@ def load_dask_options(what: str) -> None:
       DataPrepError if dask or distributed is not installed.
     """
     try:
+        # distributed first: with dask installed but not distributed, Beam's module does not
+        # raise ImportError but AttributeError (it falls back to a dict for the module).
+        import distributed  # noqa: F401
         import apache_beam.runners.dask.dask_runner  # noqa: F401 - declares DaskOptions
-        import distributed  # noqa: F401 - Beam's module imports it only if it can
     except ImportError as e:
         raise DataPrepError(
             f"{what}: data preparation on Dask needs the packages dask and distributed "

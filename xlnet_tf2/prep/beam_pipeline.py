@@ -29,7 +29,7 @@ from xlnet_tf2.prep import streams
 from xlnet_tf2.prep.encode import BatchEncoder
 from xlnet_tf2.prep.examples import row_example_batches
 from xlnet_tf2.data.params import DataParams, DataPrepError
-from xlnet_tf2.prep.span_sampling import start_piece_table
+from xlnet_tf2.data.objective_sampling import start_piece_table
 from xlnet_tf2.prep.prep_config import check_prep_settings
 from xlnet_tf2.progress import Progress
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (SentencePieceTokenizer, TokenizerError,

@@ -29,10 +29,9 @@ import numpy as np
 
 from xlnet_tf2 import special_ids
 from xlnet_tf2.data import hashrand
+from xlnet_tf2.data.objective_sampling import sample_ranks_batch, sample_span_masks
 from xlnet_tf2.data.params import DataParams
 from xlnet_tf2.data.records import Example
-from xlnet_tf2.data.permutation import sample_ranks_batch
-from xlnet_tf2.prep.span_sampling import sample_span_masks
 
 # Chunks built per numpy batch: bounds memory (about 40 bytes x L per chunk) for long rows.
 CHUNK_BATCH = 1024
@@ -175,7 +174,7 @@ def build_examples(ids: np.ndarray, sent_ids: np.ndarray, chunks: np.ndarray, *,
                                  span_tag=hashrand.TAG_SPANS_NEW,
                                  topup_tag=hashrand.TAG_TOPUP_NEW, **kw)
     is_masked = np.concatenate([mask_reused, mask_new], axis=1)
-    # <sep>/<cls> may be sampled but are never targets (they keep their rank; see masks.py).
+    # <sep>/<cls> may be sampled but are never targets (they keep their rank; see tasks/objective.py).
     is_func = (input_ids == special_ids.SEP_ID) | (input_ids == special_ids.CLS_ID)
     is_masked &= ~is_func
     rows, cols = np.nonzero(is_masked)               # row-major: each row's in ascending order

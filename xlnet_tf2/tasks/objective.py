@@ -1,27 +1,136 @@
-"""XLNet's pretraining objective end to end, and the home of its loss.
+"""XLNet's pretraining objective end to end: its step part (two-stream masks, targets, the
+loss) is here; the parts that must live on other floors are named in the order a pretraining
+step meets them.
 
-The parts live on the floor each needs; a pretraining step meets them in this order:
+Letters (docs/GLOSSARY.md): B rows of the batch, L seq_len (queries i, keys j), R reuse_len
+(the first R positions are the reused half, [R, L) the new half), P num_predict, V vocabulary.
 
-1. Targets (partial prediction): prep/span_sampling.py `sample_span_masks` picks whole-word
-   spans in each half; prep/examples.py `build_examples` stores them as `target_positions`
-   int [P] (ascending, -1 = an empty slot). docs/SEMANTICS.md#span-sampling.
-2. Factorization order: data/permutation.py, one rank per position (`sample_ranks_batch` at
-   preparation, `online_ranks` when data/pretrain_dataset.py draws it per epoch).
-3. Two-stream masks: data/masks.py `two_stream_masks`, expanded inside the step by
-   `dense_features`: perm_mask [B, L, L], target_mapping [B, P, L], target [B, P],
+1. Targets (partial prediction) and the factorization order: data/objective_sampling.py.
+   `sample_span_masks` picks whole-word spans in each half at preparation and prep/examples.py
+   stores them as `target_positions` int [P] (ascending, -1 = an empty slot); the order is one
+   rank per position, `perm_rank` int [L] (`sample_ranks_batch` at preparation, `online_ranks`
+   when data/pretrain_dataset.py draws it per epoch). docs/SEMANTICS.md#span-sampling.
+2. Two-stream masks (here): `dense_features` expands a batch of compact features inside the
+   step with `two_stream_masks`: perm_mask [B, L, L], target_mapping [B, P, L], target [B, P],
    target_mask [B, P]. docs/SEMANTICS.md#masks.
-4. Two-stream attention: layers/relative_attention.py `RelativeAttention` (content stream h,
-   query stream g), one layer in layers/xlnet_block.py `XLNetBlock`; models/xlnet_model.py
+3. Two-stream attention: layers/attention_masks.py turns perm_mask into the content and query
+   streams' masks; layers/relative_attention.py `RelativeAttention` runs both streams (content
+   h, query g), one layer in layers/xlnet_block.py `XLNetBlock`; models/xlnet_model.py
    `XLNetModel` starts g at the target slots and carries the memory (models/memory.py).
-5. Prediction: models/lm_head_model.py `XLNetLMHeadModel`, logits [B, P, V] at the targets.
-6. The loss (here): `target_cross_entropy` / `target_count` over the global batch; the
+4. Prediction: models/lm_head_model.py `XLNetLMHeadModel`, logits [B, P, V] at the targets.
+5. The loss (here): `target_cross_entropy` / `target_count` over the global batch; the
    trainer all-reduces the count (training/trainer.py), held-out evaluation sums both
-   (tasks/pretraining_eval.py). tasks/pretraining.py `PretrainTask.loss` runs 3-6 in a step.
+   (tasks/pretraining_eval.py). tasks/pretraining.py `PretrainTask.loss` runs 2-5 in a step.
+
+Mask polarity: `perm_mask[b, i, j] = 1.0` means position i may NOT attend to position j (the
+original and HuggingFace polarity). It is the query-stream mask: a target never sees itself,
+so perm_mask[i, i] = 1 for targets; the model adds content-stream self-visibility.
+
+Mask rules, with rank[i] the place of i in the factorization order:
+  * non-targets (rank -1 for masking purposes) are seen by everyone and see no target and no
+    <sep>/<cls> of their half;
+  * a target sees the non-targets and the targets of strictly lower rank;
+  * <sep>/<cls> are never targets but keep their rank and see the targets and <sep>/<cls> of
+    rank up to and including their own;
+  * the reused half never sees the new half, and the new half sees the whole reused half
+    (the original concatenates a block of ones and a block of zeros), i.e. the factorization
+    order visits the reused half entirely before the new half.
 """
 
 from __future__ import annotations
 
 import tensorflow as tf
+
+from xlnet_tf2 import special_ids
+from xlnet_tf2.data.objective_sampling import FACTORIZATION_ORDERS
+from xlnet_tf2.layers import run_time
+
+
+def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_positions: tf.Tensor,
+                     reuse_len: int, order: str = "permutation") -> dict:
+    """Builds the pretraining masks of a batch.
+
+    Args:
+      input_ids: int32 [B, L].
+      perm_rank: int32 [B, L], rank of each position in the factorization order.
+      target_positions: int32 [B, P], target positions ascending, padded with -1.
+      reuse_len: R.
+      order: "permutation" (the rules above) or "left_to_right": `perm_rank` is ignored and
+        every position, target or not, is ranked by its place (rank(i) = i), so position i
+        sees exactly the positions before it (and itself in the content stream) and the
+        memory: a causal language model on the same targets, the reused/new half rule
+        holding by itself.
+
+    Returns:
+      dict with
+        perm_mask: float32 [B, L, L], 1 = i may not attend to j.
+        target_mapping: float32 [B, P, L], one-hot rows; padded slots are all-zero rows.
+        target: int32 [B, P], the token at each target position (0 in padded slots).
+        target_mask: float32 [B, P], 1 for real targets.
+    """
+    if order not in FACTORIZATION_ORDERS:
+        raise ValueError(f"order must be one of {FACTORIZATION_ORDERS}, got {order!r}.")
+    seq_len = input_ids.shape[1]
+    target_mapping = tf.one_hot(target_positions, seq_len, dtype=tf.float32)  # [B, P, L]
+    is_target = tf.reduce_max(target_mapping, axis=1) > 0.5                    # [B, L]
+    if order == "left_to_right":
+        perm_rank = tf.broadcast_to(tf.range(seq_len) + run_time.int_zero(input_ids),
+                                    tf.shape(input_ids))                      # [B, L]
+        ranked = tf.ones_like(is_target)                                      # [B, L]
+    else:
+        is_func = tf.logical_or(tf.equal(input_ids, special_ids.SEP_ID),
+                                tf.equal(input_ids, special_ids.CLS_ID))      # [B, L]
+        ranked = tf.logical_or(is_target, is_func)                            # [B, L]
+    rank = tf.where(ranked, perm_rank, -tf.ones_like(perm_rank))              # [B, L]
+    # A target's bar is its own rank (sees strictly lower); others' bar is rank + 1.
+    bar = tf.where(is_target, rank, rank + 1)                                 # [B, L]
+    blocked = tf.logical_and(bar[:, :, None] <= rank[:, None, :],
+                             ranked[:, None, :])                              # [B, L, L]
+    # Halves: reused rows never see new columns; new rows see every reused column.
+    # A run-time zero keeps the [L, L] half patterns in a compiled step, not folded into
+    # constants of that size (layers/run_time.py).
+    pos = tf.range(seq_len) + run_time.int_zero(input_ids)
+    row_new = pos[:, None] >= reuse_len                                       # [L, 1]
+    col_new = pos[None, :] >= reuse_len                                       # [1, L]
+    same_half = tf.equal(row_new, col_new)                                    # [L, L]
+    reused_to_new = tf.logical_and(tf.logical_not(row_new), col_new)          # [L, L]
+    blocked = tf.logical_or(tf.logical_and(blocked, same_half[None]), reused_to_new[None])
+    target_mask = tf.cast(target_positions >= 0, tf.float32)                  # [B, P]
+    target = tf.gather(input_ids, tf.maximum(target_positions, 0), batch_dims=1)
+    target = target * tf.cast(target_positions >= 0, tf.int32)                # [B, P]
+    return {
+        "perm_mask": tf.cast(blocked, tf.float32),
+        "target_mapping": target_mapping,
+        "target": target,
+        "target_mask": target_mask,
+    }
+
+
+# What the pretraining pipeline ships per example, with the dtype of each feature; the dense
+# masks are built from these on the device (`dense_features`).
+COMPACT_FEATURES = ("input_ids", "segment_ids", "perm_rank", "target_positions")
+
+
+def dense_features(features: dict, reuse_len: int, order: str = "permutation") -> dict:
+    """The model and loss inputs of a batch of compact features (jit-compatible).
+
+    Args:
+      features: input_ids int [B, L], segment_ids int [B, L] (any integer dtype, e.g. int8),
+        perm_rank int [B, L], target_positions int [B, P] (ascending, padded with -1).
+      reuse_len: R.
+      order: the factorization order, FACTORIZATION_ORDERS (see `two_stream_masks`).
+
+    Returns:
+      dict with input_ids int32 [B, L], segment_ids int32 [B, L] and the outputs of
+      `two_stream_masks` (perm_mask float32 [B, L, L], target_mapping float32 [B, P, L],
+      target int32 [B, P], target_mask float32 [B, P]).
+    """
+    input_ids = tf.cast(features["input_ids"], tf.int32)
+    out = two_stream_masks(input_ids, tf.cast(features["perm_rank"], tf.int32),
+                           tf.cast(features["target_positions"], tf.int32), reuse_len, order)
+    out["input_ids"] = input_ids
+    out["segment_ids"] = tf.cast(features["segment_ids"], tf.int32)
+    return out
 
 
 def target_cross_entropy(logits: tf.Tensor, target: tf.Tensor,

@@ -25,7 +25,6 @@ from xlnet_tf2.config import PRESETS, XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.batch_layout import BatchLayout
 from xlnet_tf2.data.manifest import ManifestError
-from xlnet_tf2.data.masks import COMPACT_FEATURES, dense_features
 from xlnet_tf2.data.pretrain_dataset import DataShape, PretrainData
 from xlnet_tf2.models import XLNetLMHeadModel, memory
 from xlnet_tf2.models.memory import MemoryState
@@ -39,7 +38,7 @@ from xlnet_tf2.training.task import RunSettings, Task
 from xlnet_tf2.training.trainer import Trainer, TrainResult
 
 # Features the model consumes and the loss inputs, both built on the device from the batch's
-# compact features (COMPACT_FEATURES) by masks.dense_features.
+# compact features (COMPACT_FEATURES) by objective.dense_features.
 MODEL_FEATURES = ("input_ids", "segment_ids", "perm_mask", "target_mapping")
 LOSS_FEATURES = ("target", "target_mask")
 # Which stream and direction each row reads: its place in the global batch, independent of
@@ -86,7 +85,7 @@ class PretrainTask(Task):
         runtime = config.model.runtime(reuse_len=shape.reuse_len, bi_data=shape.bi_data)
         self.model_config = XLNetConfig.from_architecture(architecture.architecture(), **runtime)
         loop = config.loop
-        self.step_features = COMPACT_FEATURES + SLOT_FEATURES
+        self.step_features = objective.COMPACT_FEATURES + SLOT_FEATURES
         self.record_features = EXAMPLE_ID_FEATURES if loop.record_steps else ()
         self.eval_every = config.evaluation.eval_steps if eval_data is not None else None
         self.exhausted_hint = ("Prepare more data or passes (data_prep/create_tfrecords.py "
@@ -161,9 +160,10 @@ class PretrainTask(Task):
 
     def model_features(self, features):
         """The dense model and loss inputs of a batch of compact features, built where this
-        runs (on the device inside the step): masks.dense_features at this run's reuse_len."""
-        return dense_features(features, self.data_shape.reuse_len,
-                              self.config.factorization_order)
+        runs (on the device inside the step): objective.dense_features at this run's
+        reuse_len."""
+        return objective.dense_features(features, self.data_shape.reuse_len,
+                                        self.config.factorization_order)
 
     def loss(self, model, features, mems, training: bool = True):
         """(summed cross-entropy over this replica's real targets, new memory); `features`
@@ -219,7 +219,7 @@ class PretrainTask(Task):
     def _eval_loss(self, features, mems):
         """Per replica, no dropout: (new memory, summed cross-entropy, target count)."""
         features = self.replica_features(
-            {k: features[k] for k in COMPACT_FEATURES + ("chunk_index",)},
+            {k: features[k] for k in objective.COMPACT_FEATURES + ("chunk_index",)},
             self._eval_replica_batch)
         ce_sum, new_mems = self.loss(self._model, features, mems, training=False)
         return new_mems, ce_sum, self.loss_count(features)

@@ -21,7 +21,7 @@ from typing import Optional, Tuple
 from xlnet_tf2 import config_flags
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
                                     check_positive, section, setting)
-from xlnet_tf2.data.permutation import FACTORIZATION_ORDERS
+from xlnet_tf2.data.objective_sampling import FACTORIZATION_ORDERS
 from xlnet_tf2.training.run_config import (DistributionConfig, DropoutConfig, LoopConfig,
                                            OptimizerConfig)
 

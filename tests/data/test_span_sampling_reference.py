@@ -12,7 +12,7 @@ import pytest
 
 from xlnet_tf2 import special_ids
 from xlnet_tf2.data import hashrand
-from xlnet_tf2.prep.span_sampling import (draw_span_length, is_start_piece,
+from xlnet_tf2.data.objective_sampling import (draw_span_length, is_start_piece,
                                           sample_span_masks, span_probabilities,
                                           start_piece_table)
 

@@ -1,6 +1,25 @@
-"""Span target sampling for partial prediction (docs/SEMANTICS.md#span-sampling, the
-original's `_sample_mask`), vectorized over examples: `sample_span_masks`, which gives the
-algorithm, its two modes and how the draws are keyed.
+"""The pretraining objective's two random draws per example, keyed by `hashrand`: which
+positions are targets, and the factorization order they are predicted in.
+
+Letters (docs/GLOSSARY.md): L seq_len, R reuse_len, B rows of a batch; `perm_size` has no letter.
+
+Targets (partial prediction, docs/SEMANTICS.md#span-sampling): whole-word spans in each half,
+the original's `_sample_mask` vectorized over examples (`sample_span_masks`, which gives the
+algorithm, its two modes and how the draws are keyed). Drawn once, at data preparation.
+
+Factorization order (docs/SEMANTICS.md#factorization-order): one rank per position, `rank[i]`
+the place of position i in the order. The reused half [0, R) and the new half [R, L) are
+permuted separately and keep their natural order: ranks of the reused half are 0..R-1, of the
+new half R..L-1. Within a half, positions are permuted inside consecutive blocks of perm_size
+positions, blocks in natural order. With perm_size = R (the default and the paper setup) that
+is one uniform permutation per half, as in the original. With a smaller perm_size the original
+applies the *same* shuffle to every block; we draw each block's shuffle independently. Drawn at
+preparation (`sample_ranks_batch`) or again each epoch in the input pipeline (`online_ranks`).
+
+The rank of a position says nothing about whether it is a target; tasks/objective.py
+`two_stream_masks` combines the two inside the step. A rank vector is an [L] int array on disk
+instead of an [L, L] mask. Nothing here imports TensorFlow at module level: data preparation
+runs without it.
 """
 
 from __future__ import annotations
@@ -75,7 +94,7 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
     goal iterations); the k-th span of a half uses draws (tag, 2k) and (tag, 2k + 1) of its
     example key and the j-th top-up candidate draw (tag', j), so the result is a pure function
     of the key, independent of how halves are batched. `reference_sample_mask` in
-    tests/prep/test_span_sampling_reference.py runs the loop above one span at a time on the
+    tests/data/test_span_sampling_reference.py runs the loop above one span at a time on the
     same draws.
 
     Args:
@@ -228,3 +247,51 @@ def sample_span_mask(ids: np.ndarray, starts_word: np.ndarray, goal: int, key: i
                              span_tag=span_tag, topup_tag=topup_tag, alpha=alpha, beta=beta,
                              max_span=max_span, span_mode=span_mode, reverse=reverse,
                              top_up=top_up)[0]
+
+
+# Factorization orders of pretraining (--factorization_order): "permutation" is XLNet's
+# (the stored or online ranks, non-targets visible to all); "left_to_right" is the identity
+# order with every position ranked, i.e. a plain left-to-right (causal) language model
+# predicting the same targets: the objective the permutation one generalizes.
+# tasks/objective.py applies them; they are named here, not there, so flag definitions need
+# no TensorFlow (fast --help).
+FACTORIZATION_ORDERS = ("permutation", "left_to_right")
+
+
+def sample_ranks_batch(keys: np.ndarray, seq_len: int, perm_size: int) -> np.ndarray:
+    """Offline sampling for C examples: int32 [C, L], each row a permutation of 0..L-1 with
+    the block structure above (blocks of perm_size positions never straddle the reused part's
+    end R: perm_size divides R).
+
+    Position i of example c gets the 64-bit key `hashrand.bits(keys[c], TAG_PERM, i)`; the
+    stable argsort of the keys inside each block of perm_size positions is a uniformly random
+    permutation of the block (a pure function of the example key).
+    """
+    keys = np.asarray(keys, np.uint64)
+    draws = hashrand.bits(keys, hashrand.TAG_PERM, np.arange(seq_len))       # [C, L]
+    blocks = draws.reshape(keys.shape[0], seq_len // perm_size, perm_size)
+    # Ties between 64-bit keys have probability ~ perm_size^2 / 2^65; the sort is deterministic
+    # anyway.
+    ranks = np.argsort(blocks, axis=-1).astype(np.int32)
+    ranks += np.arange(0, seq_len, perm_size, dtype=np.int32)[None, :, None]
+    return ranks.reshape(keys.shape[0], seq_len)
+
+
+def online_ranks(row_keys, seq_len: int, perm_size: int):
+    """In-graph re-sampling of the order: int32 [B, L] from string row_keys [B].
+
+    Every position gets a pseudorandom 62-bit key, the fingerprint of (row key, position);
+    sorting the keys inside each block of perm_size positions gives a uniformly random permutation
+    that depends only on the row key, never on the topology or when the row is read.
+    """
+    import tensorflow as tf  # in the input pipeline only; data prep imports no TF
+
+    positions = tf.strings.as_string(tf.range(seq_len))                       # [L]
+    num_rows = tf.shape(row_keys)[0]
+    keys = tf.strings.join([tf.tile(row_keys[:, None], [1, seq_len]),
+                            tf.tile(positions[None, :], [num_rows, 1])], ":")  # [B, L]
+    keys = tf.strings.to_hash_bucket_fast(keys, 2**62)                          # [B, L]
+    keys = tf.reshape(keys, [-1, seq_len // perm_size, perm_size])  # [B, L/perm_size, perm_size]
+    ranks = tf.argsort(tf.argsort(keys, axis=-1, stable=True), axis=-1, stable=True)
+    block_start = tf.range(0, seq_len, perm_size)[None, :, None]               # [1, L/perm_size, 1]
+    return tf.reshape(ranks + block_start, [-1, seq_len])
