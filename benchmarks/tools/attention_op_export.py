@@ -22,7 +22,7 @@ import os
 import tensorflow as tf
 
 from xlnet_tf2 import fileio
-from xlnet_tf2.layers import attention_op, trace_target
+from xlnet_tf2.layers import attention_op, run_time
 from xlnet_tf2.layers.dropout import Dropout
 
 BASE_SHAPE = (16, 12, 597, 896, 64)
@@ -49,7 +49,7 @@ def op_program(shape, implementation: str) -> str:
              tf.TensorSpec([b, n, k, h], tf.bfloat16), tf.TensorSpec([b, n, s, k], tf.bfloat16),
              tf.TensorSpec([b, s, k], tf.bool)]
     args = [tf.zeros(spec.shape, spec.dtype) for spec in specs]
-    with trace_target.tracing_for("gpu"), attention_op.implementation(implementation):
+    with run_time.tracing_for("gpu"), attention_op.implementation(implementation):
         return program.experimental_get_compiler_ir(*args)(stage="hlo")
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf2.layers import attention_op, trace_target
+from xlnet_tf2.layers import attention_op, run_time
 from xlnet_tf2.layers.dropout import Dropout
 
 B, N, S, K, H = 2, 2, 7, 16, 8  # an odd number of query rows: cuDNN's needs a padded row
@@ -41,7 +41,7 @@ def _program(rate=0.0, training=True, jit=True, policy="mixed_bfloat16"):
 
 
 def _hlo(program, operands, target="gpu", implementation="auto"):
-    with trace_target.tracing_for(target), attention_op.implementation(implementation):
+    with run_time.tracing_for(target), attention_op.implementation(implementation):
         return program.experimental_get_compiler_ir(*operands)(stage="hlo")
 
 
@@ -87,7 +87,7 @@ def test_auto_takes_the_reference_where_cudnn_cannot_run_and_forcing_cudnn_says_
                                policy="float32" if case == "float32" else "mixed_bfloat16")
     target = case if case in ("cpu", "tpu") else "gpu"
     if case == "no_xla":  # no custom call can be traced without XLA: the graph is read instead
-        with trace_target.tracing_for(target):
+        with run_time.tracing_for(target):
             graph = program().get_concrete_function(*operands).graph
         assert "XlaCustomCallV2" not in {op.type for op in graph.get_operations()}
     else:
@@ -95,7 +95,7 @@ def test_auto_takes_the_reference_where_cudnn_cannot_run_and_forcing_cudnn_says_
     with pytest.raises(attention_op.AttentionImplementationError,
                        match=re.escape("--attention_implementation=cudnn cannot run here: ")
                        + ".*" + re.escape(reason)):
-        with trace_target.tracing_for(target), attention_op.implementation("cudnn"):
+        with run_time.tracing_for(target), attention_op.implementation("cudnn"):
             program().get_concrete_function(*operands)
 
 

@@ -35,7 +35,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import control_flow_util
 
 from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS
-from xlnet_tf2.layers import trace_target
+from xlnet_tf2.layers import run_time
 
 # Large negative for blocked scores. Scores are masked in float32 (never in float16/bfloat16),
 # so the original's 1e30 constant cannot overflow under mixed precision.
@@ -81,7 +81,7 @@ def masked_softmax(scores: tf.Tensor, mask, scale: float) -> tf.Tensor:
 
 IMPLEMENTATIONS = ATTENTION_IMPLEMENTATIONS
 
-# Process-wide, like layers/trace_target.py: MirroredStrategy traces each replica's step in a
+# Process-wide, like layers/run_time.py: MirroredStrategy traces each replica's step in a
 # thread of its own.
 _chosen = "auto"
 
@@ -116,8 +116,8 @@ def cudnn_unavailable_reason(queries: tf.Tensor, keys: tf.Tensor,
         # would come from cuDNN's generator, not from the keys that make a run's masks a pure
         # function of (seed, step, example) (layers/dropout.py).
         return f"attention dropout is on (rate {dropout_rate:g}; --dropatt)"
-    if trace_target.kind() != "gpu":
-        return f"the step is traced for a {trace_target.kind().upper()}, not a GPU"
+    if run_time.kind() != "gpu":
+        return f"the step is traced for a {run_time.kind().upper()}, not a GPU"
     # The custom calls have no TensorFlow kernel: only an XLA program can hold them. A private
     # API (tensorflow.python): TensorFlow has no public way to ask whether the function being
     # traced is compiled with jit_compile=True.

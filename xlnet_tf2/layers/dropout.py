@@ -72,8 +72,7 @@ from typing import List, Optional, Union
 import keras
 import tensorflow as tf
 
-from xlnet_tf2.layers import trace_target
-from xlnet_tf2.layers.run_time import always_true
+from xlnet_tf2.layers import run_time
 
 _GOLDEN = 0x9E3779B9
 _KEY_MULTIPLIER = 0x85EBCA77
@@ -237,19 +236,19 @@ def _rows_of(example_k1: tf.Tensor, rows: Optional[int]) -> tf.Tensor:
 
 def masks_are_stored_here() -> bool:
     """Whether `store_mask` keeps the mask behind a conditional: only in a step traced for a
-    CPU (see the module docstring and layers/trace_target.py)."""
-    return trace_target.is_cpu()
+    CPU (see the module docstring and layers/run_time.py)."""
+    return run_time.kind() == "cpu"
 
 
 def masks_are_packed_here() -> bool:
     """Whether `store_mask` bit-packs the mask (`_bit_packed`): only in a step traced for a
     GPU, whose compiler stores the mask anyway (module docstring)."""
-    return trace_target.kind() == "gpu"
+    return run_time.kind() == "gpu"
 
 
 def _stored(keep: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
     """`keep` passed through a conditional, so that XLA computes it once (module docstring)."""
-    return tf.cond(always_true(k1), lambda: keep, lambda: tf.zeros_like(keep))
+    return tf.cond(run_time.always_true(k1), lambda: keep, lambda: tf.zeros_like(keep))
 
 
 def _bit_packed(keep: tf.Tensor) -> tf.Tensor:

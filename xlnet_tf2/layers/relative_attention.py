@@ -26,7 +26,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from xlnet_tf2.layers import trace_target
+from xlnet_tf2.layers import run_time
 from xlnet_tf2.layers.attention_op import attention
 from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_position import (content_shift, gather_relative_scores,
@@ -209,12 +209,12 @@ class RelativeAttention(keras.layers.Layer):
 
 def one_attention_here() -> bool:
     """Whether the two streams run as one attention of L + P query rows: only in a step traced
-    for a GPU (layers/trace_target.py). There XLA merges the two streams' products anyway and
+    for a GPU (layers/run_time.py). There XLA merges the two streams' products anyway and
     then concatenates their probabilities; one attention has one softmax and nothing to
     concatenate. A CPU's step was slower with it (the stacked rows are copies its fused loops
     do not need), and so was a TPU's, which makes every slice of a stacked score-sized tensor
     (backward included) a pass of its own (BENCHMARKS.md)."""
-    return trace_target.kind() == "gpu"
+    return run_time.kind() == "gpu"
 
 
 @tf.custom_gradient

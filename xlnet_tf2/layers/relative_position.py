@@ -20,7 +20,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from xlnet_tf2.layers import run_time, trace_target
+from xlnet_tf2.layers import run_time
 
 
 def relative_distances(q_len: int, k_len: int, attn_type: str,
@@ -103,7 +103,7 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
 
     Row p needs the K columns starting at L - i_p: a window whose start depends on the row,
     which no reshape can express. Its form depends on the device the step is traced for
-    (layers/trace_target.py):
+    (layers/run_time.py):
       gpu, tpu  `_take_windows`: a gather over the flattened scores with one index per
            output element, computed in the program from small ranges (XLA fuses it into the
            gather); its gradient is another such gather, not a scatter;
@@ -129,11 +129,11 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
 
 def content_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
     """`rel_shift` of the content rows (row i at segment position i), in the form of the
-    device the step is traced for (layers/trace_target.py): on a GPU the window read of
+    device the step is traced for (layers/run_time.py): on a GPU the window read of
     `gather_relative_scores` with positions 0 .. L - 1, an elementwise read that XLA fuses with
     the bias's sum, where the reshapes of `rel_shift` are a data movement of their own, forward
     and backward; elsewhere `rel_shift`."""
-    if trace_target.kind() != "gpu":
+    if run_time.kind() != "gpu":
         return rel_shift(scores, k_len)
     q_len = scores.shape[2]
     return gather_relative_scores(scores, segment_positions(scores, q_len), q_len, k_len)
@@ -146,12 +146,12 @@ def segment_positions(like: tf.Tensor, q_len: int) -> tf.Tensor:
 
 def coordinate_gather_here() -> bool:
     """Whether the query stream's shift is `tf.gather(batch_dims=3)`: only in a step traced
-    for a CPU (layers/trace_target.py). On the 2-core build machine the window read was not
+    for a CPU (layers/run_time.py). On the 2-core build machine the window read was not
     faster in the pretraining step (BENCHMARKS.md): XLA's CPU fusion puts the element-wise
     chain producing the incoming gradient (the softmax's and dropout's backward) inside the
     gradient's gather, recomputing it per read element, and a CPU has no memory traffic to
     save here."""
-    return trace_target.is_cpu()
+    return run_time.kind() == "cpu"
 
 
 def _flat_index(b, n, p, row_len, columns: tf.Tensor) -> tf.Tensor:

@@ -27,7 +27,7 @@ Which AdamW this is, deliberately:
   training step (`trainer.py`, with `global_norm` of this module), so this optimizer does not
   all-reduce them again.
 
-On an accelerator (layers/trace_target.py) with one replica, the same arithmetic is traced in a
+On an accelerator (layers/run_time.py) with one replica, the same arithmetic is traced in a
 form XLA fuses into a few kernels instead of one or two per variable: the global norm sums the
 squares of a few concatenations of the gradients, and the update computes the gradient's terms
 of the moments on one concatenation per group of equal-sized variables, which each variable's
@@ -43,7 +43,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2.layers import trace_target
+from xlnet_tf2.layers import run_time
 
 # The accelerator form's groups (see the module docstring and `update_groups`). Why these
 # sizes: XLA GPU caps the operands plus outputs of one fused kernel (64, or 96 in newer
@@ -61,8 +61,8 @@ GROUPED_MAX_ELEMENTS = 1 << 20
 
 def accelerator_form() -> bool:
     """Whether the step being traced takes the accelerator's form of the clipping norm and
-    the update (see the module docstring): any device but a CPU (layers/trace_target.py)."""
-    return not trace_target.is_cpu()
+    the update (see the module docstring): any device but a CPU (layers/run_time.py)."""
+    return run_time.kind() != "cpu"
 
 
 def global_norm(tensors: Sequence[Optional[tf.Tensor]]) -> tf.Tensor:
