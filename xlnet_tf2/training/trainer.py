@@ -266,8 +266,14 @@ class Trainer:
         stopped = tf.constant(False)
         for i in tf.range(num_steps):
             # Before each step: a SIGTERM or termination notice that came during the previous
-            # one ends the loop here, on every worker at the same step.
-            if self.preemption.stop_requested():
+            # one (the watcher's flag, preemption.py) ends the loop here, on every worker at the
+            # same step: with several workers the flag is summed over all of them first, a
+            # collective every worker calls at this point.
+            told = self.preemption.flag.read_value()
+            if self.preemption.collective:
+                told = self.strategy.reduce(tf.distribute.ReduceOp.SUM, self.strategy.run(
+                    tf.cast, args=(told, tf.float32)), axis=None)
+            if told > 0:
                 stopped = tf.constant(True)
                 break
             features = next(iterator)
