@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import List, Optional, Union
+from typing import Optional, Union
 
 import keras
 import tensorflow as tf
@@ -98,34 +98,11 @@ def _fmix32_int(h: int) -> int:
     return h ^ (h >> 16)
 
 
-def _dims(shape) -> List[Union[int, tf.Tensor]]:
-    """The sizes of `shape` (a list, TensorShape or int32 [rank] tensor of static length):
-    Python ints where known when the step is traced, int32 scalars otherwise."""
-    if isinstance(shape, (list, tuple, tf.TensorShape)):
-        if any(d is None for d in shape):
-            raise ValueError(f"Dropout got a shape with unknown sizes {shape}: give int32 "
-                             "scalars (tf.shape(x)[i]) for them.")
-        return [d if tf.is_tensor(d) else int(d) for d in shape]
-    static = tf.get_static_value(shape)
-    if static is not None:
-        return [int(d) for d in static]
-    rank = shape.shape[0]
-    if rank is None:
-        raise ValueError("Dropout needs inputs of a known rank.")
-    return [shape[i] for i in range(rank)]
-
-
 def _as_u32(value: Union[int, tf.Tensor]) -> tf.Tensor:
+    """uint32 tensor of `value` mod 2**32 (a Python int or an integer tensor)."""
     if isinstance(value, int):
         return tf.constant(value & _MASK32, tf.uint32)
     return tf.cast(value, tf.uint32)
-
-
-def _mul_u32(a: Union[int, tf.Tensor], b: Union[int, tf.Tensor]) -> Union[int, tf.Tensor]:
-    """a * b mod 2**32: a Python int when both are, else a uint32 tensor."""
-    if isinstance(a, int) and isinstance(b, int):
-        return (a * b) & _MASK32
-    return _as_u32(a) * _as_u32(b)
 
 
 def _hash_input(dims, key_term: tf.Tensor, first_dim_keyed: bool) -> tf.Tensor:
@@ -145,14 +122,19 @@ def _hash_input(dims, key_term: tf.Tensor, first_dim_keyed: bool) -> tf.Tensor:
         h = tf.reshape(key_term, [-1 if first_dim_keyed else 1] + [1] * (rank - 1))
     else:
         h = key_term
+    # The row-major stride of dimension d: a Python int while the sizes after d are, else a
+    # uint32 tensor (both taken mod 2**32 by `_as_u32`).
     stride: Union[int, tf.Tensor] = 1
     for d in reversed(range(1 if first_dim_keyed else 0, rank)):
         size = dims[d]
         if not (isinstance(size, int) and size == 1):
-            step = _as_u32(_mul_u32(stride, _GOLDEN))
+            step = _as_u32(stride * _GOLDEN)
             term = tf.cast(tf.range(size, dtype=tf.int32), tf.uint32) * step          # [size]
             h = h + tf.reshape(term, [1] * d + [-1] + [1] * (rank - d - 1))
-        stride = _mul_u32(stride, size)
+        if isinstance(stride, int) and isinstance(size, int):
+            stride = stride * size
+        else:
+            stride = _as_u32(stride) * _as_u32(size)
     return h  # every dimension got its term (or is 1), or is the key's rows
 
 
@@ -161,7 +143,19 @@ def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
     uint32 [shape[0]] vector giving every row its own key (n then counts within the row).
     `shape`: a list (ints, or int32 scalars for sizes known only at run time), a TensorShape
     or an int32 [rank] tensor."""
-    dims = _dims(shape)
+    # The sizes: Python ints where known when the step is traced, int32 scalars otherwise.
+    if isinstance(shape, (list, tuple, tf.TensorShape)):
+        if any(d is None for d in shape):
+            raise ValueError(f"Dropout got a shape with unknown sizes {shape}: give int32 "
+                             "scalars (tf.shape(x)[i]) for them.")
+        dims = [d if tf.is_tensor(d) else int(d) for d in shape]
+    elif tf.get_static_value(shape) is not None:
+        dims = [int(d) for d in tf.get_static_value(shape)]
+    else:
+        rank = shape.shape[0]
+        if rank is None:
+            raise ValueError("Dropout needs inputs of a known rank.")
+        dims = [shape[i] for i in range(rank)]
     keyed = k1.shape.rank == 1
     key_term = k0 * tf.constant(_KEY_MULTIPLIER, tf.uint32) + k1       # [] or [rows]
     h = _fmix32(_hash_input(dims, key_term, keyed))
@@ -217,23 +211,6 @@ def dropout_keys(seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor] = 
         _local.scope = previous
 
 
-def _current_scope() -> Optional[_KeyScope]:
-    return getattr(_local, "scope", None)
-
-
-def _rows_of(example_k1: tf.Tensor, rows: Optional[int]) -> tf.Tensor:
-    """Per-row keys when a model runs several rows per example (multiple choice: the
-    backbone sees [B * C, L]): row r of example e = r // C gets k1[e] * C + r % C."""
-    examples = example_k1.shape[0]
-    if rows is None or examples is None or rows == examples:
-        return example_k1
-    if rows % examples:
-        raise ValueError(f"Dropout on {rows} rows cannot be keyed by {examples} examples.")
-    per = rows // examples
-    return tf.reshape(example_k1[:, None] * tf.constant(per, tf.uint32)
-                      + tf.cast(tf.range(per), tf.uint32)[None, :], [rows])
-
-
 def masks_are_stored_here() -> bool:
     """Whether `store_mask` keeps the mask behind a conditional: only in a step traced for a
     CPU (see the module docstring and layers/run_time.py)."""
@@ -244,11 +221,6 @@ def masks_are_packed_here() -> bool:
     """Whether `store_mask` bit-packs the mask (`_bit_packed`): only in a step traced for a
     GPU, whose compiler stores the mask anyway (module docstring)."""
     return run_time.kind() == "gpu"
-
-
-def _stored(keep: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
-    """`keep` passed through a conditional, so that XLA computes it once (module docstring)."""
-    return tf.cond(run_time.always_true(k1), lambda: keep, lambda: tf.zeros_like(keep))
 
 
 def _bit_packed(keep: tf.Tensor) -> tf.Tensor:
@@ -307,10 +279,23 @@ class Dropout(keras.layers.Layer):
         config.update(rate=self.rate, seed=self.seed, store_mask=self.store_mask)
         return config
 
-    def _keys(self, shared: bool):
-        scope = _current_scope()
+    def _keys(self, shared: bool, rows: Optional[int]):
+        """(k0, k1) of this call's draw: k1 a scalar, or [rows] (one key per row of a tensor
+        of `rows` rows)."""
+        scope = getattr(_local, "scope", None)
         if scope is not None:
-            return scope.keys(self.salt, shared)
+            k0, k1 = scope.keys(self.salt, shared)
+            examples = k1.shape[0] if k1.shape.rank == 1 else None
+            if examples is None or rows is None or rows == examples:
+                return k0, k1
+            # Several rows per example (multiple choice: the backbone sees [B * C, L]): row r
+            # of example e = r // C gets k1[e] * C + r % C.
+            if rows % examples:
+                raise ValueError(f"Dropout on {rows} rows cannot be keyed by {examples} "
+                                 "examples.")
+            per = rows // examples
+            return k0, tf.reshape(k1[:, None] * tf.constant(per, tf.uint32)
+                                  + tf.cast(tf.range(per), tf.uint32)[None, :], [rows])
         # Outside the training loop: the layer's own stream, a new key per call, with the
         # replica id mixed into k0 so replicas differ.
         key = tf.cast(self.seed_generator.next(), tf.uint32)  # [2]
@@ -342,13 +327,12 @@ class Dropout(keras.layers.Layer):
         threshold = tf.constant(self._threshold, tf.uint32)
         keeps = []
         for part in parts:
-            k0, k1 = self._keys(shared_over_batch)
-            if k1.shape.rank == 1:
-                k1 = _rows_of(k1, inputs.shape[0])
+            k0, k1 = self._keys(shared_over_batch, inputs.shape[0])
             keeps.append(hashed_bits(part, k0, k1) >= threshold)
         keep = keeps[0] if len(keeps) == 1 else tf.concat(keeps, axis=-2)
         if self.store_mask and masks_are_stored_here():
-            keep = _stored(keep, k1)
+            # Through a conditional, so that XLA computes the mask once (module docstring).
+            keep = tf.cond(run_time.always_true(k1), lambda: keep, lambda: tf.zeros_like(keep))
         elif self.store_mask and masks_are_packed_here():
             keep = _bit_packed(keep)
         scaled = inputs / tf.cast(1.0 - self.rate, inputs.dtype)
