@@ -135,20 +135,6 @@ def cudnn_unavailable_reason(queries: tf.Tensor, keys: tf.Tensor,
     return None
 
 
-def resolved_implementation(queries: tf.Tensor, keys: tf.Tensor,
-                            dropout_rate: float = 0.0) -> str:
-    """The implementation `attention` traces for these operands: the forced one, or under
-    "auto" "cudnn" wherever it can run."""
-    reason = cudnn_unavailable_reason(queries, keys, dropout_rate)
-    if _chosen == "cudnn" and reason is not None:
-        raise AttentionImplementationError(
-            f"--attention_implementation=cudnn cannot run here: {reason}; use "
-            "--attention_implementation=auto (or reference).")
-    if _chosen == "reference" or reason is not None:
-        return "reference"
-    return "cudnn"
-
-
 def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.Tensor,
               blocked: Optional[tf.Tensor], *, scale: float, dropout, training,
               dropout_rows: Optional[Sequence[int]] = None) -> tf.Tensor:
@@ -166,13 +152,19 @@ def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.T
     Returns:
       [B, N, S, H] in the compute dtype.
 
-    The implementation is chosen while tracing (module docstring).
+    The implementation is chosen while tracing (module docstring): the forced one, or under
+    "auto" "cudnn" wherever it can run.
     """
-    rate = dropout.rate if training else 0.0
-    if resolved_implementation(queries, keys, rate) == "cudnn":
-        return cudnn_attention(queries, keys, values, bias, blocked, scale=scale)
-    return reference_attention(queries, keys, values, bias, blocked, scale=scale,
-                               dropout=dropout, training=training, dropout_rows=dropout_rows)
+    reason = cudnn_unavailable_reason(queries, keys, dropout.rate if training else 0.0)
+    if _chosen == "cudnn" and reason is not None:
+        raise AttentionImplementationError(
+            f"--attention_implementation=cudnn cannot run here: {reason}; use "
+            "--attention_implementation=auto (or reference).")
+    if _chosen == "reference" or reason is not None:
+        return reference_attention(queries, keys, values, bias, blocked, scale=scale,
+                                   dropout=dropout, training=training,
+                                   dropout_rows=dropout_rows)
+    return cudnn_attention(queries, keys, values, bias, blocked, scale=scale)
 
 
 def reference_attention(queries, keys, values, bias, blocked, *, scale, dropout, training,

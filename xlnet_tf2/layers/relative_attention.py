@@ -96,35 +96,15 @@ class RelativeAttention(keras.layers.Layer):
         return config
 
     # ------------------------------------------------------------------ helpers
-    def _w(self, variable):
-        return tf.cast(variable, self.compute_dtype)
-
+    # Every weight is read cast to the compute dtype (a mixed-precision layer keeps float32
+    # variables).
     def _project(self, x, kernel):
         """[B, S, D] x [D, N, H] -> [B, N, S, H]."""
-        return tf.einsum("bsd,dnh->bnsh", x, self._w(kernel))
-
-    def _position_scores(self, q_r, k_r, n_groups):
-        """(q + r_r) . r for every encoded distance.
-
-        q_r: [B, N, S, H]; k_r: [X, T, N, H]. Returns [B, N, S, T]; with X = 2 the first half
-        of the batch uses group 0 (forward) and the second half group 1 (backward).
-        """
-        b, n, s, h = q_r.shape
-        b = tf.shape(q_r)[0] if b is None else b
-        s = tf.shape(q_r)[2] if s is None else s
-        groups = tf.reshape(q_r, [n_groups, b // n_groups, n, s, h])
-        scores = _grouped_position_product(groups, k_r)
-        # T stays static even when the batch is not (multi-worker input): later steps slice by it.
-        return tf.reshape(scores, [b, n, s, k_r.shape[1]])
-
-    def _segment_scores(self, q_s, different_segment):
-        """(q + r_s) . seg_embed[s_ij]; q_s [B, N, S, H], different_segment bool [B, S, K]."""
-        per_class = tf.einsum("bnsh,cnh->bnsc", q_s, self._w(self.seg_embed))  # [B, N, S, 2]
-        return tf.where(different_segment[:, None], per_class[..., 1:], per_class[..., :1])
+        return tf.einsum("bsd,dnh->bnsh", x, tf.cast(kernel, self.compute_dtype))
 
     def _post_attention(self, residual, attended, training):
         """Output projection, dropout, residual and LayerNorm; attended [B, N, S, H] -> [B, S, D]."""
-        out = tf.einsum("bnsh,dnh->bsd", attended, self._w(self.o))
+        out = tf.einsum("bnsh,dnh->bsd", attended, tf.cast(self.o, self.compute_dtype))
         out = self.output_dropout(out, training=training)
         return self.layer_norm(residual + out)
 
@@ -152,27 +132,39 @@ class RelativeAttention(keras.layers.Layer):
         """
         if self.own_biases:
             biases = (self.r_w_bias, self.r_r_bias, self.r_s_bias)
-        r_w, r_r, r_s = (self._w(b)[:, None, :] for b in biases)  # each [N, 1, H]
+        r_w, r_r, r_s = (tf.cast(b, self.compute_dtype)[:, None, :] for b in biases)  # [N, 1, H]
 
         q_len = h.shape[1]
         keys_in = h if mems is None else tf.concat([tf.cast(mems, h.dtype), h], axis=1)  # [B, K, D]
         k_len = keys_in.shape[1]
         keys = self._project(keys_in, self.k)  # [B, N, K, H]
         values = self._project(keys_in, self.v)  # [B, N, K, H]
-        k_r = tf.einsum("xtd,dnh->xtnh", tf.cast(pos_emb, self.compute_dtype), self._w(self.r))
+        k_r = tf.einsum("xtd,dnh->xtnh", tf.cast(pos_emb, self.compute_dtype),
+                        tf.cast(self.r, self.compute_dtype))
         n_groups = pos_emb.shape[0]
 
         def attend(queries, positions, mismatch, blocked, dropout_rows=None):
             """The attention of query rows [B, N, S, H] at segment positions `positions`
             ([B, S], None for the L content rows in order): the content part (q + r_w) . k by
             the op, the aligned position scores and the segment term as its bias."""
-            scores = self._position_scores(queries + r_r, k_r, n_groups)  # [B, N, S, T]
+            # (q + r_r) . r for every encoded distance, [B, N, S, T]; with X = 2 the first
+            # half of the batch uses group 0 (forward) and the second half group 1 (backward).
+            batch, n, rows, head = queries.shape
+            batch = tf.shape(queries)[0] if batch is None else batch
+            rows = tf.shape(queries)[2] if rows is None else rows
+            scores = _grouped_position_product(
+                tf.reshape(queries + r_r, [n_groups, batch // n_groups, n, rows, head]), k_r)
+            # T stays static even when the batch is not (multi-worker input): later steps
+            # slice by it.
+            scores = tf.reshape(scores, [batch, n, rows, k_r.shape[1]])
             if positions is None:
                 bias = content_shift(scores, k_len)
             else:
                 bias = gather_relative_scores(scores, positions, q_len, k_len)
-            if mismatch is not None:
-                bias += self._segment_scores(queries + r_s, mismatch)
+            if mismatch is not None:  # (q + r_s) . seg_embed[s_ij], s_ij: mismatch [B, S, K]
+                per_class = tf.einsum("bnsh,cnh->bnsc", queries + r_s,
+                                      tf.cast(self.seg_embed, self.compute_dtype))  # [B, N, S, 2]
+                bias += tf.where(mismatch[:, None], per_class[..., 1:], per_class[..., :1])
             return attention(queries + r_w, keys, values, bias, blocked, scale=self.scale,
                              dropout=self.attention_dropout, training=training,
                              dropout_rows=dropout_rows)  # [B, N, S, H]

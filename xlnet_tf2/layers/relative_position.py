@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+import keras
 import tensorflow as tf
 
 from xlnet_tf2.layers import run_time
@@ -81,7 +82,7 @@ def rel_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
     by L - i; reading the rest back as [L, T - 1] and keeping K columns finishes the shift.
     Pure reshapes and a slice: static shapes, no gather, cheap under XLA.
     """
-    b, n, q_len, t_len = _static_or_dynamic_shape(scores)
+    b, n, q_len, t_len = keras.ops.shape(scores)
     x = tf.reshape(scores, [b, n, t_len, q_len])
     x = x[:, :, 1:, :]
     x = tf.reshape(x, [b, n, q_len, t_len - 1])
@@ -118,7 +119,7 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
     if coordinate_gather_here():
         columns = starts[:, :, None] + tf.range(k_len, dtype=tf.int32)[None, None]
         columns = tf.minimum(columns, t_len - 1)  # [B, P, K]
-        b, n, p, _ = _static_or_dynamic_shape(scores)
+        b, n, p, _ = keras.ops.shape(scores)
         columns = tf.broadcast_to(columns[:, None], [b, n, p, k_len])
         return tf.gather(scores, columns, batch_dims=3)
     width = q_len + k_len
@@ -181,7 +182,7 @@ def _take_windows(x: tf.Tensor, starts: tf.Tensor, width: int) -> tf.Tensor:
     incoming gradient (TensorFlow's gradient of a gather is a scatter-add: on a GPU atomic
     read-modify-writes into a zeroed tensor, where a gather writes each element once).
     """
-    b, n, p, w = _static_or_dynamic_shape(x)
+    b, n, p, w = keras.ops.shape(x)
 
     @tf.custom_gradient
     def take(x_in):
@@ -198,9 +199,3 @@ def _take_windows(x: tf.Tensor, starts: tf.Tensor, width: int) -> tf.Tensor:
         return out, grad
 
     return take(x)
-
-
-def _static_or_dynamic_shape(x: tf.Tensor):
-    static = x.shape.as_list()
-    dynamic = tf.shape(x)
-    return [s if s is not None else dynamic[i] for i, s in enumerate(static)]
