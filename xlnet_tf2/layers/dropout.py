@@ -30,7 +30,7 @@ Keras `SeedGenerator`, a new key per call.
 
 The index inside the compiled step. n * 0x9E3779B9 is built as a sum over the dimensions,
 i_d * (stride_d * 0x9E3779B9) mod 2**32, of small 1-D ranges broadcast-added onto the run-time
-key term k0 * 0x85EBCA77 + k1 (`_hash_input`): the same bits as the formula, but no op has
+key term k0 * 0x85EBCA77 + k1 (`hashed_bits`): the same bits as the formula, but no op has
 only constant inputs of the tensor's size. TensorFlow folds such an op into a literal before
 XLA sees the step; a flat index was a u32 array of the tensor's size per dropout call (most
 of the 187 MB of constants of XLNet-Base's step at batch 16, read from memory at every step;
@@ -98,51 +98,20 @@ def _fmix32_int(h: int) -> int:
     return h ^ (h >> 16)
 
 
-def _as_u32(value: Union[int, tf.Tensor]) -> tf.Tensor:
-    """uint32 tensor of `value` mod 2**32 (a Python int or an integer tensor)."""
-    if isinstance(value, int):
-        return tf.constant(value & _MASK32, tf.uint32)
-    return tf.cast(value, tf.uint32)
-
-
-def _hash_input(dims, key_term: tf.Tensor, first_dim_keyed: bool) -> tf.Tensor:
-    """uint32 [dims]: n * GOLDEN + key_term, n the row-major index of an element (within its
-    row when `first_dim_keyed`: key_term is then [rows, 1, ...], one key per row).
-
-    n * GOLDEN = sum_d i_d * (stride_d * GOLDEN) mod 2**32, so the index term is a sum of
-    small per-dimension ranges, each broadcast-added onto the key term, which holds the step
-    (or the layer's seed stream) and so is known only at run time. No op has only constant
-    inputs of a large shape: TensorFlow folds such an op (a flat index) into a literal of the
-    tensor's size in the compiled program, read from memory at every step; this way XLA
-    computes the index in the fusion that hashes it. The sum equals the flat index formula bit
-    for bit (tests).
-    """
-    rank = len(dims)
-    if rank:
-        h = tf.reshape(key_term, [-1 if first_dim_keyed else 1] + [1] * (rank - 1))
-    else:
-        h = key_term
-    # The row-major stride of dimension d: a Python int while the sizes after d are, else a
-    # uint32 tensor (both taken mod 2**32 by `_as_u32`).
-    stride: Union[int, tf.Tensor] = 1
-    for d in reversed(range(1 if first_dim_keyed else 0, rank)):
-        size = dims[d]
-        if not (isinstance(size, int) and size == 1):
-            step = _as_u32(stride * _GOLDEN)
-            term = tf.cast(tf.range(size, dtype=tf.int32), tf.uint32) * step          # [size]
-            h = h + tf.reshape(term, [1] * d + [-1] + [1] * (rank - d - 1))
-        if isinstance(stride, int) and isinstance(size, int):
-            stride = stride * size
-        else:
-            stride = _as_u32(stride) * _as_u32(size)
-    return h  # every dimension got its term (or is 1), or is the key's rows
-
-
 def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
     """uint32 [shape] pseudo-random bits. `k0` is a uint32 scalar; `k1` a uint32 scalar, or a
     uint32 [shape[0]] vector giving every row its own key (n then counts within the row).
     `shape`: a list (ints, or int32 scalars for sizes known only at run time), a TensorShape
-    or an int32 [rank] tensor."""
+    or an int32 [rank] tensor.
+
+    The hash input n * GOLDEN + k0 * KEY_MULTIPLIER + k1 (n the row-major index of an element)
+    is built with n * GOLDEN = sum_d i_d * (stride_d * GOLDEN) mod 2**32: a sum of small
+    per-dimension ranges, each broadcast-added onto the key term, which holds the step (or the
+    layer's seed stream) and so is known only at run time. No op has only constant inputs of a
+    large shape: TensorFlow folds such an op (a flat index) into a literal of the tensor's size
+    in the compiled program, read from memory at every step; this way XLA computes the index
+    in the fusion that hashes it. The sum equals the flat index formula bit for bit (tests).
+    """
     # The sizes: Python ints where known when the step is traced, int32 scalars otherwise.
     if isinstance(shape, (list, tuple, tf.TensorShape)):
         if any(d is None for d in shape):
@@ -156,11 +125,32 @@ def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
         if rank is None:
             raise ValueError("Dropout needs inputs of a known rank.")
         dims = [shape[i] for i in range(rank)]
+    rank = len(dims)
     keyed = k1.shape.rank == 1
-    key_term = k0 * tf.constant(_KEY_MULTIPLIER, tf.uint32) + k1       # [] or [rows]
-    h = _fmix32(_hash_input(dims, key_term, keyed))
+    h = k0 * tf.constant(_KEY_MULTIPLIER, tf.uint32) + k1       # [] or [rows]
+    if rank:
+        h = tf.reshape(h, [-1 if keyed else 1] + [1] * (rank - 1))  # [rows or 1, 1, ...]
+    # The row-major stride of dimension d (within a row when keyed): a Python int while the
+    # sizes after d are, a uint32 tensor from the first size known only at run time on.
+    stride: Union[int, tf.Tensor] = 1
+    for d in reversed(range(1 if keyed else 0, rank)):
+        size = dims[d]
+        if not (isinstance(size, int) and size == 1):
+            if isinstance(stride, int):
+                step = tf.constant(stride * _GOLDEN & _MASK32, tf.uint32)
+            else:
+                step = stride * _GOLDEN
+            term = tf.cast(tf.range(size, dtype=tf.int32), tf.uint32) * step          # [size]
+            h = h + tf.reshape(term, [1] * d + [-1] + [1] * (rank - d - 1))
+        if isinstance(stride, int) and isinstance(size, int):
+            stride = stride * size
+        else:
+            if isinstance(stride, int):
+                stride = tf.constant(stride & _MASK32, tf.uint32)
+            stride = stride * tf.cast(size, tf.uint32)
+    h = _fmix32(h)  # every dimension got its term (or is 1), or is the key's rows
     if keyed:
-        k1 = tf.reshape(k1, [-1] + [1] * (len(dims) - 1))             # [rows, 1, ...]
+        k1 = tf.reshape(k1, [-1] + [1] * (rank - 1))             # [rows, 1, ...]
     return _fmix32(tf.bitwise.bitwise_xor(h, _fmix32(tf.bitwise.bitwise_xor(k1, _fmix32(k0)))))
 
 
@@ -171,7 +161,8 @@ def hashed_uniform_bits(shape, key: tf.Tensor) -> tf.Tensor:
 
 # ---------------------------------------------------------------------------- the key scope
 class _KeyScope:
-    """The keys of the draws of one traced training (micro-)step."""
+    """What the keys of the draws of one traced training (micro-)step are made of (the module
+    docstring; `Dropout._keys` draws them)."""
 
     def __init__(self, seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor],
                  examples_per_step: int):
@@ -183,15 +174,6 @@ class _KeyScope:
             self.example_k1 = (step * tf.constant(examples_per_step & _MASK32, tf.uint32)
                                + tf.cast(example_ids, tf.uint32))          # [b]
         self.calls = {}  # salt -> calls so far in this trace
-
-    def keys(self, salt: int, shared: bool):
-        call = self.calls.get(salt, 0)
-        self.calls[salt] = call + 1
-        k0 = _fmix32_int(self.seed ^ _fmix32_int(salt * _GOLDEN + call * 0x27D4EB2F + 1))
-        k0 = tf.constant(k0, tf.uint32)
-        if shared or self.example_k1 is None:
-            return k0, self.shared_k1
-        return k0, self.example_k1
 
 
 _local = threading.local()
@@ -284,8 +266,14 @@ class Dropout(keras.layers.Layer):
         of `rows` rows)."""
         scope = getattr(_local, "scope", None)
         if scope is not None:
-            k0, k1 = scope.keys(self.salt, shared)
-            examples = k1.shape[0] if k1.shape.rank == 1 else None
+            call = scope.calls.get(self.salt, 0)
+            scope.calls[self.salt] = call + 1
+            k0 = _fmix32_int(scope.seed ^ _fmix32_int(self.salt * _GOLDEN + call * 0x27D4EB2F + 1))
+            k0 = tf.constant(k0, tf.uint32)
+            if shared or scope.example_k1 is None:
+                return k0, scope.shared_k1
+            k1 = scope.example_k1
+            examples = k1.shape[0]
             if examples is None or rows is None or rows == examples:
                 return k0, k1
             # Several rows per example (multiple choice: the backbone sees [B * C, L]): row r
