@@ -19,10 +19,10 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.layers.attention_masks import build_attention_masks, segment_matrix
 from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_attention import normal_initializer
-from xlnet_tf2.layers.relative_position import relative_position_encoding
+from xlnet_tf2.layers.relative_position import (build_attention_masks,
+                                                relative_position_encoding, segment_matrix)
 from xlnet_tf2.layers.xlnet_block import XLNetBlock
 from xlnet_tf2.models import memory, pretrained
 
