@@ -34,7 +34,7 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.layers import dropout, relative_attention, relative_position
-from xlnet_tf2.layers.attention_op import BLOCKED_SCORE
+from xlnet_tf2.layers.relative_attention import BLOCKED_SCORE
 from xlnet_tf2.layers.relative_position import _static_or_dynamic_shape
 from benchmarks.tools.benchmarking import Workload, make_batch, tf_pretrain_step
 

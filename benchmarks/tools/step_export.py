@@ -124,7 +124,7 @@ def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = Fal
     step_fn, args = trainer.first_step()
     # A trace of its own, not the Trainer's: tf.function keeps one trace per input signature,
     # and the validation run below must trace the step for this machine (a GPU's program
-    # can hold calls only a GPU runs: layers/attention_op.py's cuDNN attention).
+    # can hold calls only a GPU runs: layers/relative_attention.py's cuDNN attention).
     step_fn = tf.function(step_fn.python_function, jit_compile=True, reduce_retracing=True)
     start = time.perf_counter()
     if target not in ("gpu", "tpu"):

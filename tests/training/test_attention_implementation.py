@@ -10,7 +10,7 @@ import pytest
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.layers import run_time
-from xlnet_tf2.layers.attention_op import CUDNN_BACKWARD, CUDNN_FORWARD
+from xlnet_tf2.layers.relative_attention import CUDNN_BACKWARD, CUDNN_FORWARD
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.training.trainer import Trainer

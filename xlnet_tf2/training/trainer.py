@@ -19,7 +19,7 @@ from absl import logging
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
-from xlnet_tf2.layers import attention_op
+from xlnet_tf2.layers import relative_attention
 from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
 from xlnet_tf2.training import (checkpointing, determinism, distribution, preemption,
                                 run_record)
@@ -149,7 +149,7 @@ class Trainer:
         """
         with dropout_keys(self.loop_config.seed, step, example_ids,
                           self.loop_config.train_batch_size), \
-                attention_op.implementation(self.loop_config.attention_implementation):
+                relative_attention.implementation(self.loop_config.attention_implementation):
             with tf.GradientTape() as tape:
                 loss_sum, new_state = self.task.loss(self.model, features, state, training=True)
                 loss = loss_sum / global_count
