@@ -22,7 +22,7 @@ from absl import logging
 
 from xlnet_tf2 import fileio
 
-# How the attention op is computed (layers/attention_op.py): "auto" picks cuDNN's flash
+# How the attention op is computed (layers/relative_attention.py): "auto" picks cuDNN's flash
 # attention where it can run and TensorFlow ops elsewhere; the others force one.
 ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "cudnn")
 

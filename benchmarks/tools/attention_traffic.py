@@ -34,8 +34,7 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.layers import dropout, relative_attention, relative_position
-from xlnet_tf2.layers.attention_op import BLOCKED_SCORE
-from xlnet_tf2.layers.relative_position import _static_or_dynamic_shape
+from xlnet_tf2.layers.relative_attention import BLOCKED_SCORE
 from benchmarks.tools.benchmarking import Workload, make_batch, tf_pretrain_step
 
 
@@ -43,7 +42,7 @@ def _old_gather(scores, query_positions, q_len, k_len):
     t_len = scores.shape[-1]
     columns = (q_len - query_positions)[:, :, None] + tf.range(k_len, dtype=tf.int32)[None, None]
     columns = tf.minimum(columns, t_len - 1)
-    b, n, p, _ = _static_or_dynamic_shape(scores)
+    b, n, p, _ = keras.ops.shape(scores)
     columns = tf.broadcast_to(columns[:, None], [b, n, p, k_len])
     return tf.gather(scores, columns, batch_dims=3)
 

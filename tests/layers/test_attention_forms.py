@@ -1,4 +1,4 @@
-"""The attention's program for each device (layers/trace_target.py): one attention of L + P rows
+"""The attention's program for each device (layers/run_time.py): one attention of L + P rows
 with window reads on a GPU, two attentions elsewhere. Every form computes the same values,
 gradients and dropout masks, and the GPU's program keeps the structure that is its reason to
 exist."""
@@ -11,7 +11,7 @@ import tensorflow as tf
 
 from fixtures.layer_harness import global_policy
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
-from xlnet_tf2.layers import RelativeAttention, build_attention_masks, segment_matrix, trace_target
+from xlnet_tf2.layers import RelativeAttention, build_attention_masks, run_time, segment_matrix
 from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
 from xlnet_tf2.layers.relative_attention import one_attention_here
 
@@ -61,7 +61,7 @@ def _layer_step(target: str, seed: int = 3, jit: bool = True):
                 total = tf.reduce_sum(h_out * h_out) + tf.reduce_sum(tf.sin(g_out))
         return [h_out, g_out] + tape.gradient(total, [h, g] + layer.trainable_variables)
 
-    with trace_target.tracing_for(target):
+    with run_time.tracing_for(target):
         fn = tf.function(step, jit_compile=True) if jit else step
         return [t.numpy() for t in fn(inputs["h"], inputs["g"], tf.constant(5, tf.int64))]
 
@@ -85,7 +85,7 @@ def test_other_dropout_keys_move_the_outputs_far_beyond_rounding(cpu_step):
 def test_every_devices_form_computes_what_the_cpus_does(target, cpu_step):
     """Values and gradients of both streams, dropout included: a different dropout mask or a
     misaligned score would move them by far more than rounding (test above)."""
-    with trace_target.tracing_for(target):
+    with run_time.tracing_for(target):
         assert one_attention_here() == (target == "gpu")
     for got, want in zip(_layer_step(target), cpu_step):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
@@ -119,7 +119,7 @@ def _step_hlo(target: str, precision: str = "float32") -> str:
                 loss = tf.reduce_mean(tf.cast(logits, tf.float32) ** 2)
         return tape.gradient(loss, model.trainable_variables)
 
-    with trace_target.tracing_for(target):
+    with run_time.tracing_for(target):
         return step.experimental_get_compiler_ir(features, tf.constant(2, tf.int64))(
             stage="hlo")
 

@@ -1,4 +1,4 @@
-"""layers/attention_op.py: the attention op's implementations and how one is chosen.
+"""layers/relative_attention.py: the attention op's implementations and how one is chosen.
 
 The cuDNN implementation runs only on a GPU; here its program is traced for one (the custom
 calls, their shapes and backend configs), and the choice is checked everywhere it is made.
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf2.layers import attention_op, trace_target
+from xlnet_tf2.layers import relative_attention, run_time
 from xlnet_tf2.layers.dropout import Dropout
 
 B, N, S, K, H = 2, 2, 7, 16, 8  # an odd number of query rows: cuDNN's needs a padded row
@@ -32,7 +32,7 @@ def _program(rate=0.0, training=True, jit=True, policy="mixed_bfloat16"):
     def program(queries, keys, values, bias, blocked):
         with tf.GradientTape() as tape:
             tape.watch([queries, keys, values, bias])
-            out = attention_op.attention(queries, keys, values, bias, blocked, scale=0.3,
+            out = relative_attention.attention(queries, keys, values, bias, blocked, scale=0.3,
                                          dropout=dropout, training=training)
             loss = tf.reduce_sum(tf.cast(out, tf.float32))
         return [out] + tape.gradient(loss, [queries, keys, values, bias])
@@ -41,7 +41,7 @@ def _program(rate=0.0, training=True, jit=True, policy="mixed_bfloat16"):
 
 
 def _hlo(program, operands, target="gpu", implementation="auto"):
-    with trace_target.tracing_for(target), attention_op.implementation(implementation):
+    with run_time.tracing_for(target), relative_attention.implementation(implementation):
         return program.experimental_get_compiler_ir(*operands)(stage="hlo")
 
 
@@ -51,8 +51,9 @@ def _custom_calls(hlo):
 
 def test_traced_for_a_gpu_under_xla_the_op_is_cudnns_forward_and_backward_call():
     hlo = _hlo(_program(), _operands())
-    assert _custom_calls(hlo) == [attention_op.CUDNN_FORWARD, attention_op.CUDNN_BACKWARD]
-    forward = next(l for l in hlo.splitlines() if attention_op.CUDNN_FORWARD + '"' in l)
+    assert _custom_calls(hlo) == [relative_attention.CUDNN_FORWARD,
+                                  relative_attention.CUDNN_BACKWARD]
+    forward = next(l for l in hlo.splitlines() if relative_attention.CUDNN_FORWARD + '"' in l)
     # S = 7 query rows padded to 8; outputs: [B, N, S, H], softmax statistics, workspace.
     assert forward.lstrip().split(" = ")[1].startswith(
         "(bf16[2,2,8,8]{3,2,1,0}, f32[2,2,8]{2,1,0}, u8[0]{0}) custom-call(")
@@ -61,7 +62,7 @@ def test_traced_for_a_gpu_under_xla_the_op_is_cudnns_forward_and_backward_call()
     assert fmha["fmha_scale"] == pytest.approx(0.3) and fmha["dropout_rate"] == 0.0
     assert fmha["intermediate_tensor_shape"]["dimensions"] == ["2", "2", "8", "16"]
     assert fmha["bmm1_dot_dimension_numbers"]["lhs_contracting_dimensions"] == ["3"]
-    backward = next(l for l in hlo.splitlines() if attention_op.CUDNN_BACKWARD + '"' in l)
+    backward = next(l for l in hlo.splitlines() if relative_attention.CUDNN_BACKWARD + '"' in l)
     # d queries, d keys, d values, d bias (the bias has a gradient: the position scores'),
     # then the workspace.
     assert backward.lstrip().split(" = ")[1].startswith(
@@ -87,21 +88,21 @@ def test_auto_takes_the_reference_where_cudnn_cannot_run_and_forcing_cudnn_says_
                                policy="float32" if case == "float32" else "mixed_bfloat16")
     target = case if case in ("cpu", "tpu") else "gpu"
     if case == "no_xla":  # no custom call can be traced without XLA: the graph is read instead
-        with trace_target.tracing_for(target):
+        with run_time.tracing_for(target):
             graph = program().get_concrete_function(*operands).graph
         assert "XlaCustomCallV2" not in {op.type for op in graph.get_operations()}
     else:
         assert _custom_calls(_hlo(program(), operands, target)) == []
-    with pytest.raises(attention_op.AttentionImplementationError,
+    with pytest.raises(relative_attention.AttentionImplementationError,
                        match=re.escape("--attention_implementation=cudnn cannot run here: ")
                        + ".*" + re.escape(reason)):
-        with trace_target.tracing_for(target), attention_op.implementation("cudnn"):
+        with run_time.tracing_for(target), relative_attention.implementation("cudnn"):
             program().get_concrete_function(*operands)
 
 
 def test_dropout_off_at_inference_lets_cudnn_run():
     assert _custom_calls(_hlo(_program(rate=0.1, training=False), _operands())) == [
-        attention_op.CUDNN_FORWARD, attention_op.CUDNN_BACKWARD]
+        relative_attention.CUDNN_FORWARD, relative_attention.CUDNN_BACKWARD]
 
 
 def test_forcing_the_reference_on_a_gpu_keeps_tensorflows_ops():
@@ -111,7 +112,7 @@ def test_forcing_the_reference_on_a_gpu_keeps_tensorflows_ops():
 def test_the_reference_is_softmax_of_scaled_scores_plus_bias_with_blocked_keys_excluded():
     queries, keys, values, bias, blocked = (np.asarray(t, np.float64) for t in
                                             _operands(tf.float32))
-    out = attention_op.attention(*(tf.constant(t, tf.float32) for t in
+    out = relative_attention.attention(*(tf.constant(t, tf.float32) for t in
                                    (queries, keys, values, bias)),
                                  tf.constant(blocked.astype(bool)), scale=0.3,
                                  dropout=Dropout(0.1), training=False)
@@ -125,5 +126,5 @@ def test_the_reference_is_softmax_of_scaled_scores_plus_bias_with_blocked_keys_e
 
 def test_an_unknown_implementation_is_refused_by_name():
     with pytest.raises(ValueError, match="Unknown attention implementation 'flash'"):
-        with attention_op.implementation("flash"):
+        with relative_attention.implementation("flash"):
             pass

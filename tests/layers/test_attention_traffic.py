@@ -9,9 +9,8 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
-from xlnet_tf2.layers import gather_relative_scores, trace_target
-from xlnet_tf2.layers.attention_op import masked_softmax
-from xlnet_tf2.layers.relative_attention import RelativeAttention
+from xlnet_tf2.layers import gather_relative_scores, run_time
+from xlnet_tf2.layers.relative_attention import RelativeAttention, masked_softmax
 
 B, N, P, L, M = 2, 3, 4, 6, 4
 K = M + L
@@ -43,10 +42,10 @@ def _put_back(dy, positions, t_len):
 @pytest.fixture(params=["window_read", "coordinate_gather"])
 def shift_path(request):
     """Both forms of the query stream's shift, each traced for a device that uses it
-    (layers/trace_target.py): the window read (GPU, TPU) and the gather with every element's
+    (layers/run_time.py): the window read (GPU, TPU) and the gather with every element's
     coordinates (CPU)."""
     target = {"window_read": "gpu", "coordinate_gather": "cpu"}
-    with trace_target.tracing_for(target[request.param]):
+    with run_time.tracing_for(target[request.param]):
         yield request.param
 
 
@@ -134,7 +133,7 @@ def _two_stream_step_hlo(target):
             total = tf.reduce_sum(h_out) + tf.reduce_sum(g_out * g_out)
         return tape.gradient(total, [h, g] + layer.trainable_variables)
 
-    with trace_target.tracing_for(target):
+    with run_time.tracing_for(target):
         return step.experimental_get_compiler_ir(h, g)(stage="hlo")
 
 

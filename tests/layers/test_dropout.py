@@ -5,7 +5,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers import Dropout
-from xlnet_tf2.layers import trace_target
+from xlnet_tf2.layers import run_time
 from xlnet_tf2.layers.dropout import (dropout_keys, hashed_bits, hashed_uniform_bits,
                                      masks_are_packed_here, masks_are_stored_here)
 from xlnet_tf2.layers.run_time import always_true
@@ -110,7 +110,7 @@ def test_a_gpus_bit_packed_mask_gives_the_same_values_and_gradients():
     15 elements, int32 up to 31) and reads it back: nothing may change."""
     x = tf.random.stateless_normal([4, 3, 16, 24], seed=[1, 2])
     step = tf.constant(7, tf.int64)
-    with trace_target.tracing_for("gpu"):
+    with run_time.tracing_for("gpu"):
         assert masks_are_packed_here()
         y_packed, g_packed = _keyed_dropout(True)(x, step)
         y_plain, g_plain = _keyed_dropout(False)(x, step)

@@ -227,15 +227,15 @@ def test_held_out_evaluation_matches_an_eager_pass(tmp_path):
 
 @pytest.mark.slow
 def test_the_accelerators_step_on_this_cpu_matches_the_cpus(tmp_path):
-    """The whole step compiled as traced for a GPU (layers/trace_target.py: among others the
+    """The whole step compiled as traced for a GPU (layers/run_time.py: among others the
     grouped clipping norm and AdamW update of training/optimization.py) gives the CPU form's
     losses and gradient norms to float32 rounding, and weights within a few ulps of the
     updates' size (Adam divides small gradients by their own scale)."""
-    from xlnet_tf2.layers import trace_target
+    from xlnet_tf2.layers import run_time
 
     runs = {}
     for target in ("cpu", "gpu"):
-        with trace_target.tracing_for(target):
+        with run_time.tracing_for(target):
             p = make(tmp_path / target, jit_compile=True)
             steps = p.train().steps
         runs[target] = (steps, [v.numpy() for v in p.model.trainable_variables])

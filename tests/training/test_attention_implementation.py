@@ -9,8 +9,8 @@ import re
 import pytest
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.layers import trace_target
-from xlnet_tf2.layers.attention_op import CUDNN_BACKWARD, CUDNN_FORWARD
+from xlnet_tf2.layers import run_time
+from xlnet_tf2.layers.relative_attention import CUDNN_BACKWARD, CUDNN_FORWARD
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.training.trainer import Trainer
@@ -38,7 +38,7 @@ def _step_calls(tmp_path, target, dropatt=0.0, implementation="auto"):
     trainer = Trainer(PretrainTask(config, architecture=model,
                                    data=SyntheticPretrainData(shape, 200, dataset_fn)))
     step_fn, args = trainer.first_step()
-    with trace_target.tracing_for(target):
+    with run_time.tracing_for(target):
         hlo = step_fn.experimental_get_compiler_ir(*args)(stage="hlo")
     return re.findall(r'custom_call_target="([^"]+)"', hlo)
 

@@ -6,7 +6,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.layers import trace_target
+from xlnet_tf2.layers import run_time
 from xlnet_tf2.models import XLNetLMHeadModel
 from xlnet_tf2.training import optimization
 from xlnet_tf2.training.optimization import (GROUPED_MAX_ELEMENTS, NORM_GROUP_SIZE,
@@ -163,7 +163,7 @@ def test_global_norm_on_a_cpu_is_tf_global_norm_and_on_an_accelerator_agrees_to_
     cpu = global_norm(given)
     assert cpu.dtype == tf.float32
     assert float(cpu) == float(tf.linalg.global_norm(tensors + [sliced]))
-    with trace_target.tracing_for("gpu"):
+    with run_time.tracing_for("gpu"):
         accelerator = global_norm(given)
         assert float(global_norm([])) == 0.0
     assert float(accelerator) == pytest.approx(exact, rel=1e-6)
@@ -217,7 +217,7 @@ def test_an_accelerators_grouped_update_is_the_per_variable_update_bit_for_bit(
         groups = list(update_groups(model.trainable_variables))
         assert UPDATE_GROUP_SIZE in [len(g) for g in groups] and sum(len(g) > 1 for g in groups) > 2
         rng = np.random.RandomState(2)
-        with trace_target.tracing_for(target):
+        with run_time.tracing_for(target):
             for _ in range(3):
                 grads = [tf.constant(rng.normal(size=v.shape).astype(np.float32))
                          for v in model.trainable_variables]
@@ -240,7 +240,7 @@ def test_grouped_update_under_loss_scaling():
         scale = float(optimizer.dynamic_scale)
         grads = [tf.constant(rng.normal(size=v.shape).astype(np.float32) * scale)
                  for v in variables]
-        with trace_target.tracing_for(target):
+        with run_time.tracing_for(target):
             optimizer.apply(grads, variables)
             finite = [v.numpy() for v in variables]
             optimizer.apply([g * float("inf") for g in grads], variables)
@@ -267,7 +267,7 @@ def test_grouped_update_compiled_by_xla_is_the_per_variable_update():
         optimizer.set_lr_multipliers({id(variables[0]): 0.5})
         optimizer.build(variables)
         step = tf.function(lambda g: optimizer.apply(g, variables), jit_compile=True)
-        with trace_target.tracing_for(target):
+        with run_time.tracing_for(target):
             for _ in range(2):
                 step(grads)
         results[target] = [v.numpy() for v in variables + list(optimizer.variables)]

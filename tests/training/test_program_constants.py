@@ -72,8 +72,8 @@ def test_the_training_steps_constants_stay_small_as_the_shape_grows(tmp_path):
     large = step_constants(tmp_path, seq_len=32, width=64)
     # Before: the position table f32[2,80,64] (40 KiB) and a u32[1,32,128] index (16 KiB)
     # per feed-forward dropout at the larger shape, and the attention masks' bool [L, K]
-    # patterns (1.5 KiB here; layers/attention_masks.py, tasks/objective.py). What remains are 1-D
-    # ranges: one per dimension of each dropout site, the positions, the frequencies.
+    # patterns (1.5 KiB here; layers/relative_position.py, tasks/objective.py). What remains
+    # are 1-D ranges: one per dimension of each dropout site, the positions, the frequencies.
     assert large[0][0] <= 1024, large[:8]
     total_small, total_large = sum(b for b, _ in small), sum(b for b, _ in large)
     # Every size doubled: constants proportional to one dimension double, the folded

@@ -30,7 +30,7 @@ Keras `SeedGenerator`, a new key per call.
 
 The index inside the compiled step. n * 0x9E3779B9 is built as a sum over the dimensions,
 i_d * (stride_d * 0x9E3779B9) mod 2**32, of small 1-D ranges broadcast-added onto the run-time
-key term k0 * 0x85EBCA77 + k1 (`_hash_input`): the same bits as the formula, but no op has
+key term k0 * 0x85EBCA77 + k1 (`hashed_bits`): the same bits as the formula, but no op has
 only constant inputs of the tensor's size. TensorFlow folds such an op into a literal before
 XLA sees the step; a flat index was a u32 array of the tensor's size per dropout call (most
 of the 187 MB of constants of XLNet-Base's step at batch 16, read from memory at every step;
@@ -67,13 +67,12 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from typing import List, Optional, Union
+from typing import Optional, Union
 
 import keras
 import tensorflow as tf
 
-from xlnet_tf2.layers import trace_target
-from xlnet_tf2.layers.run_time import always_true
+from xlnet_tf2.layers import run_time
 
 _GOLDEN = 0x9E3779B9
 _KEY_MULTIPLIER = 0x85EBCA77
@@ -99,75 +98,59 @@ def _fmix32_int(h: int) -> int:
     return h ^ (h >> 16)
 
 
-def _dims(shape) -> List[Union[int, tf.Tensor]]:
-    """The sizes of `shape` (a list, TensorShape or int32 [rank] tensor of static length):
-    Python ints where known when the step is traced, int32 scalars otherwise."""
-    if isinstance(shape, (list, tuple, tf.TensorShape)):
-        if any(d is None for d in shape):
-            raise ValueError(f"Dropout got a shape with unknown sizes {shape}: give int32 "
-                             "scalars (tf.shape(x)[i]) for them.")
-        return [d if tf.is_tensor(d) else int(d) for d in shape]
-    static = tf.get_static_value(shape)
-    if static is not None:
-        return [int(d) for d in static]
-    rank = shape.shape[0]
-    if rank is None:
-        raise ValueError("Dropout needs inputs of a known rank.")
-    return [shape[i] for i in range(rank)]
-
-
-def _as_u32(value: Union[int, tf.Tensor]) -> tf.Tensor:
-    if isinstance(value, int):
-        return tf.constant(value & _MASK32, tf.uint32)
-    return tf.cast(value, tf.uint32)
-
-
-def _mul_u32(a: Union[int, tf.Tensor], b: Union[int, tf.Tensor]) -> Union[int, tf.Tensor]:
-    """a * b mod 2**32: a Python int when both are, else a uint32 tensor."""
-    if isinstance(a, int) and isinstance(b, int):
-        return (a * b) & _MASK32
-    return _as_u32(a) * _as_u32(b)
-
-
-def _hash_input(dims, key_term: tf.Tensor, first_dim_keyed: bool) -> tf.Tensor:
-    """uint32 [dims]: n * GOLDEN + key_term, n the row-major index of an element (within its
-    row when `first_dim_keyed`: key_term is then [rows, 1, ...], one key per row).
-
-    n * GOLDEN = sum_d i_d * (stride_d * GOLDEN) mod 2**32, so the index term is a sum of
-    small per-dimension ranges, each broadcast-added onto the key term, which holds the step
-    (or the layer's seed stream) and so is known only at run time. No op has only constant
-    inputs of a large shape: TensorFlow folds such an op (a flat index) into a literal of the
-    tensor's size in the compiled program, read from memory at every step; this way XLA
-    computes the index in the fusion that hashes it. The sum equals the flat index formula bit
-    for bit (tests).
-    """
-    rank = len(dims)
-    if rank:
-        h = tf.reshape(key_term, [-1 if first_dim_keyed else 1] + [1] * (rank - 1))
-    else:
-        h = key_term
-    stride: Union[int, tf.Tensor] = 1
-    for d in reversed(range(1 if first_dim_keyed else 0, rank)):
-        size = dims[d]
-        if not (isinstance(size, int) and size == 1):
-            step = _as_u32(_mul_u32(stride, _GOLDEN))
-            term = tf.cast(tf.range(size, dtype=tf.int32), tf.uint32) * step          # [size]
-            h = h + tf.reshape(term, [1] * d + [-1] + [1] * (rank - d - 1))
-        stride = _mul_u32(stride, size)
-    return h  # every dimension got its term (or is 1), or is the key's rows
-
-
 def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
     """uint32 [shape] pseudo-random bits. `k0` is a uint32 scalar; `k1` a uint32 scalar, or a
     uint32 [shape[0]] vector giving every row its own key (n then counts within the row).
     `shape`: a list (ints, or int32 scalars for sizes known only at run time), a TensorShape
-    or an int32 [rank] tensor."""
-    dims = _dims(shape)
+    or an int32 [rank] tensor.
+
+    The hash input n * GOLDEN + k0 * KEY_MULTIPLIER + k1 (n the row-major index of an element)
+    is built with n * GOLDEN = sum_d i_d * (stride_d * GOLDEN) mod 2**32: a sum of small
+    per-dimension ranges, each broadcast-added onto the key term, which holds the step (or the
+    layer's seed stream) and so is known only at run time. No op has only constant inputs of a
+    large shape: TensorFlow folds such an op (a flat index) into a literal of the tensor's size
+    in the compiled program, read from memory at every step; this way XLA computes the index
+    in the fusion that hashes it. The sum equals the flat index formula bit for bit (tests).
+    """
+    # The sizes: Python ints where known when the step is traced, int32 scalars otherwise.
+    if isinstance(shape, (list, tuple, tf.TensorShape)):
+        if any(d is None for d in shape):
+            raise ValueError(f"Dropout got a shape with unknown sizes {shape}: give int32 "
+                             "scalars (tf.shape(x)[i]) for them.")
+        dims = [d if tf.is_tensor(d) else int(d) for d in shape]
+    elif tf.get_static_value(shape) is not None:
+        dims = [int(d) for d in tf.get_static_value(shape)]
+    else:
+        rank = shape.shape[0]
+        if rank is None:
+            raise ValueError("Dropout needs inputs of a known rank.")
+        dims = [shape[i] for i in range(rank)]
+    rank = len(dims)
     keyed = k1.shape.rank == 1
-    key_term = k0 * tf.constant(_KEY_MULTIPLIER, tf.uint32) + k1       # [] or [rows]
-    h = _fmix32(_hash_input(dims, key_term, keyed))
+    h = k0 * tf.constant(_KEY_MULTIPLIER, tf.uint32) + k1       # [] or [rows]
+    if rank:
+        h = tf.reshape(h, [-1 if keyed else 1] + [1] * (rank - 1))  # [rows or 1, 1, ...]
+    # The row-major stride of dimension d (within a row when keyed): a Python int while the
+    # sizes after d are, a uint32 tensor from the first size known only at run time on.
+    stride: Union[int, tf.Tensor] = 1
+    for d in reversed(range(1 if keyed else 0, rank)):
+        size = dims[d]
+        if not (isinstance(size, int) and size == 1):
+            if isinstance(stride, int):
+                step = tf.constant(stride * _GOLDEN & _MASK32, tf.uint32)
+            else:
+                step = stride * _GOLDEN
+            term = tf.cast(tf.range(size, dtype=tf.int32), tf.uint32) * step          # [size]
+            h = h + tf.reshape(term, [1] * d + [-1] + [1] * (rank - d - 1))
+        if isinstance(stride, int) and isinstance(size, int):
+            stride = stride * size
+        else:
+            if isinstance(stride, int):
+                stride = tf.constant(stride & _MASK32, tf.uint32)
+            stride = stride * tf.cast(size, tf.uint32)
+    h = _fmix32(h)  # every dimension got its term (or is 1), or is the key's rows
     if keyed:
-        k1 = tf.reshape(k1, [-1] + [1] * (len(dims) - 1))             # [rows, 1, ...]
+        k1 = tf.reshape(k1, [-1] + [1] * (rank - 1))             # [rows, 1, ...]
     return _fmix32(tf.bitwise.bitwise_xor(h, _fmix32(tf.bitwise.bitwise_xor(k1, _fmix32(k0)))))
 
 
@@ -178,7 +161,8 @@ def hashed_uniform_bits(shape, key: tf.Tensor) -> tf.Tensor:
 
 # ---------------------------------------------------------------------------- the key scope
 class _KeyScope:
-    """The keys of the draws of one traced training (micro-)step."""
+    """What the keys of the draws of one traced training (micro-)step are made of (the module
+    docstring; `Dropout._keys` draws them)."""
 
     def __init__(self, seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor],
                  examples_per_step: int):
@@ -190,15 +174,6 @@ class _KeyScope:
             self.example_k1 = (step * tf.constant(examples_per_step & _MASK32, tf.uint32)
                                + tf.cast(example_ids, tf.uint32))          # [b]
         self.calls = {}  # salt -> calls so far in this trace
-
-    def keys(self, salt: int, shared: bool):
-        call = self.calls.get(salt, 0)
-        self.calls[salt] = call + 1
-        k0 = _fmix32_int(self.seed ^ _fmix32_int(salt * _GOLDEN + call * 0x27D4EB2F + 1))
-        k0 = tf.constant(k0, tf.uint32)
-        if shared or self.example_k1 is None:
-            return k0, self.shared_k1
-        return k0, self.example_k1
 
 
 _local = threading.local()
@@ -218,38 +193,16 @@ def dropout_keys(seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor] = 
         _local.scope = previous
 
 
-def _current_scope() -> Optional[_KeyScope]:
-    return getattr(_local, "scope", None)
-
-
-def _rows_of(example_k1: tf.Tensor, rows: Optional[int]) -> tf.Tensor:
-    """Per-row keys when a model runs several rows per example (multiple choice: the
-    backbone sees [B * C, L]): row r of example e = r // C gets k1[e] * C + r % C."""
-    examples = example_k1.shape[0]
-    if rows is None or examples is None or rows == examples:
-        return example_k1
-    if rows % examples:
-        raise ValueError(f"Dropout on {rows} rows cannot be keyed by {examples} examples.")
-    per = rows // examples
-    return tf.reshape(example_k1[:, None] * tf.constant(per, tf.uint32)
-                      + tf.cast(tf.range(per), tf.uint32)[None, :], [rows])
-
-
 def masks_are_stored_here() -> bool:
     """Whether `store_mask` keeps the mask behind a conditional: only in a step traced for a
-    CPU (see the module docstring and layers/trace_target.py)."""
-    return trace_target.is_cpu()
+    CPU (see the module docstring and layers/run_time.py)."""
+    return run_time.kind() == "cpu"
 
 
 def masks_are_packed_here() -> bool:
     """Whether `store_mask` bit-packs the mask (`_bit_packed`): only in a step traced for a
     GPU, whose compiler stores the mask anyway (module docstring)."""
-    return trace_target.kind() == "gpu"
-
-
-def _stored(keep: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
-    """`keep` passed through a conditional, so that XLA computes it once (module docstring)."""
-    return tf.cond(always_true(k1), lambda: keep, lambda: tf.zeros_like(keep))
+    return run_time.kind() == "gpu"
 
 
 def _bit_packed(keep: tf.Tensor) -> tf.Tensor:
@@ -308,10 +261,29 @@ class Dropout(keras.layers.Layer):
         config.update(rate=self.rate, seed=self.seed, store_mask=self.store_mask)
         return config
 
-    def _keys(self, shared: bool):
-        scope = _current_scope()
+    def _keys(self, shared: bool, rows: Optional[int]):
+        """(k0, k1) of this call's draw: k1 a scalar, or [rows] (one key per row of a tensor
+        of `rows` rows)."""
+        scope = getattr(_local, "scope", None)
         if scope is not None:
-            return scope.keys(self.salt, shared)
+            call = scope.calls.get(self.salt, 0)
+            scope.calls[self.salt] = call + 1
+            k0 = _fmix32_int(scope.seed ^ _fmix32_int(self.salt * _GOLDEN + call * 0x27D4EB2F + 1))
+            k0 = tf.constant(k0, tf.uint32)
+            if shared or scope.example_k1 is None:
+                return k0, scope.shared_k1
+            k1 = scope.example_k1
+            examples = k1.shape[0]
+            if examples is None or rows is None or rows == examples:
+                return k0, k1
+            # Several rows per example (multiple choice: the backbone sees [B * C, L]): row r
+            # of example e = r // C gets k1[e] * C + r % C.
+            if rows % examples:
+                raise ValueError(f"Dropout on {rows} rows cannot be keyed by {examples} "
+                                 "examples.")
+            per = rows // examples
+            return k0, tf.reshape(k1[:, None] * tf.constant(per, tf.uint32)
+                                  + tf.cast(tf.range(per), tf.uint32)[None, :], [rows])
         # Outside the training loop: the layer's own stream, a new key per call, with the
         # replica id mixed into k0 so replicas differ.
         key = tf.cast(self.seed_generator.next(), tf.uint32)  # [2]
@@ -343,13 +315,12 @@ class Dropout(keras.layers.Layer):
         threshold = tf.constant(self._threshold, tf.uint32)
         keeps = []
         for part in parts:
-            k0, k1 = self._keys(shared_over_batch)
-            if k1.shape.rank == 1:
-                k1 = _rows_of(k1, inputs.shape[0])
+            k0, k1 = self._keys(shared_over_batch, inputs.shape[0])
             keeps.append(hashed_bits(part, k0, k1) >= threshold)
         keep = keeps[0] if len(keeps) == 1 else tf.concat(keeps, axis=-2)
         if self.store_mask and masks_are_stored_here():
-            keep = _stored(keep, k1)
+            # Through a conditional, so that XLA computes the mask once (module docstring).
+            keep = tf.cond(run_time.always_true(k1), lambda: keep, lambda: tf.zeros_like(keep))
         elif self.store_mask and masks_are_packed_here():
             keep = _bit_packed(keep)
         scaled = inputs / tf.cast(1.0 - self.rate, inputs.dtype)

@@ -1,4 +1,8 @@
-"""Relative position encoding and the two ways of aligning scores with it.
+"""Where each query stands relative to each key: whether it may see it (the attention masks),
+whether the two lie in different segments (the segment matrix), how far apart they are (the
+relative position encoding), and the two ways of aligning position scores with the keys.
+The masks, the segment matrix and the encoding are built once per forward pass
+(models/xlnet_model.py); every layer aligns its scores (layers/relative_attention.py).
 
 Letters (docs/GLOSSARY.md; used in every shape below):
   B  batch size                       N  attention heads
@@ -9,20 +13,125 @@ Letters (docs/GLOSSARY.md; used in every shape below):
      K + 1 for unidirectional attention (distances K .. 0)
   X  direction groups of the batch: 1, or 2 with bi_data (forward half, backward half)
 
-Index t of the T axis encodes the relative distance `K - t` (forward) or `-(K - t)` (the
-backward half with bi_data). A query at position i of the segment and a key at position j of
-concat(memory, segment) are `M + i - j` apart, which is index `t = L - i + j`.
+Masks. Every mask here is boolean and True means "query i may NOT attend to key j" (the
+original's and HuggingFace's `perm_mask` polarity). Memory keys (the first M columns) are
+visible unless the causal mask of unidirectional attention or a `memory_mask` (empty memory
+slots, e.g. in generation) hides them.
+
+Distances. Index t of the T axis encodes the relative distance `K - t` (forward) or `-(K - t)`
+(the backward half with bi_data). A query at position i of the segment and a key at position j
+of concat(memory, segment) are `M + i - j` apart, which is index `t = L - i + j`.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Tuple
 
+import keras
 import tensorflow as tf
 
-from xlnet_tf2.layers import run_time, trace_target
+from xlnet_tf2.layers import run_time
 
 
+# ---------------------------------------------------------------------------- masks, segments
+def causal_mask(q_len: int, m_len: int, same_length: bool = False,
+                zero: Optional[tf.Tensor] = None) -> tf.Tensor:
+    """Unidirectional mask; bool [L, K], True = blocked.
+
+    Query i sees memory and segment keys up to and including itself: key j is blocked when
+    j > M + i. With `same_length`, query i additionally loses the keys j < i, so every query
+    sees the same number (M + 1) of keys: the window of length K - L + 1 ending at itself.
+    """
+    i, j = _positions(q_len, m_len, zero)
+    blocked = j > m_len + i
+    if same_length:
+        blocked = tf.logical_or(blocked, j < i)
+    return blocked
+
+
+def _positions(q_len: int, m_len: int, zero: Optional[tf.Tensor]):
+    """Query positions i [L, 1] and key positions j [1, K]; with `zero` (an int32 0 known only
+    at run time, layers/run_time.py) the [L, K] patterns built from them are computed in the
+    compiled program instead of being folded into constants of that size."""
+    i, j = tf.range(q_len), tf.range(m_len + q_len)
+    if zero is not None:
+        i, j = i + zero, j + zero
+    return i[:, None], j[None, :]
+
+
+def build_attention_masks(
+    *, batch_size, q_len: int, m_len: int, attn_type: str, same_length: bool,
+    attention_mask: Optional[tf.Tensor] = None, perm_mask: Optional[tf.Tensor] = None,
+    memory_mask: Optional[tf.Tensor] = None, run_time_input: Optional[tf.Tensor] = None,
+) -> Tuple[Optional[tf.Tensor], Optional[tf.Tensor]]:
+    """The content-stream and query-stream masks.
+
+    Args:
+      batch_size: B (int or scalar tensor).
+      attention_mask: [B, L], 1 = real token, 0 = padding; padding keys are blocked.
+      perm_mask: [B, L, L], 1 = query i may not attend to key j (factorization order).
+      memory_mask: [B, M], 1 = a real memory entry, 0 = an empty slot no query may see
+        (same polarity as attention_mask).
+      run_time_input: any integer tensor known only at run time (the model's input ids):
+        the [L, K] patterns (diagonal, causal) are then computed in a compiled program instead
+        of being folded into constants of that size (layers/run_time.py).
+    Returns:
+      (content_mask, query_mask), each bool [B, L, K] with True = blocked, or (None, None)
+      when nothing is masked (bidirectional attention with no padding and no permutation).
+      The query stream never sees its own position through perm_mask; the content stream
+      always may see itself, so its mask is the query mask with the diagonal (j = M + i)
+      cleared.
+    """
+    zero = None if run_time_input is None else run_time.int_zero(run_time_input)
+    blocked = None
+    if attn_type == "uni":
+        blocked = tf.broadcast_to(causal_mask(q_len, m_len, same_length, zero)[None],
+                                  [batch_size, q_len, m_len + q_len])
+    data_blocked = None
+    if attention_mask is not None:
+        padding = tf.equal(tf.cast(attention_mask, tf.int32), 0)[:, None, :]  # [B, 1, L]
+        data_blocked = tf.broadcast_to(padding, [batch_size, q_len, q_len])
+    if perm_mask is not None:
+        perm = tf.cast(perm_mask, tf.float32) > 0.0
+        data_blocked = perm if data_blocked is None else tf.logical_or(data_blocked, perm)
+    if memory_mask is not None and data_blocked is None:
+        data_blocked = tf.zeros([batch_size, q_len, q_len], dtype=tf.bool)
+    if data_blocked is not None:
+        if memory_mask is None:
+            memory_blocked = tf.zeros([batch_size, q_len, m_len], dtype=tf.bool)
+        else:
+            empty = tf.equal(tf.cast(memory_mask, tf.int32), 0)[:, None, :]  # [B, 1, M]
+            memory_blocked = tf.broadcast_to(empty, [batch_size, q_len, m_len])
+        data_blocked = tf.concat([memory_blocked, data_blocked], axis=2)  # [B, L, K]
+        blocked = data_blocked if blocked is None else tf.logical_or(blocked, data_blocked)
+    if blocked is None:
+        return None, None
+    i, j = _positions(q_len, m_len, zero)
+    self_key = tf.equal(j, m_len + i)                                        # [L, K]
+    content_mask = tf.logical_and(blocked, tf.logical_not(self_key)[None])
+    return content_mask, blocked
+
+
+def segment_matrix(segment_ids: tf.Tensor, m_len: int, query_segment_ids=None) -> tf.Tensor:
+    """Whether query and key lie in different segments; bool [B, Lq, K].
+
+    Args:
+      segment_ids: int [B, L] of the current segment. Memory keys count as segment 0.
+      m_len: M.
+      query_segment_ids: int [B, Lq] of the query rows; defaults to `segment_ids` (content
+        stream). The query stream passes the segment ids of its target positions.
+    """
+    segment_ids = tf.cast(segment_ids, tf.int32)
+    if query_segment_ids is None:
+        query_segment_ids = segment_ids
+    key_ids = segment_ids
+    if m_len > 0:
+        memory_ids = tf.zeros([tf.shape(segment_ids)[0], m_len], dtype=tf.int32)
+        key_ids = tf.concat([memory_ids, segment_ids], axis=1)
+    return tf.not_equal(tf.cast(query_segment_ids, tf.int32)[:, :, None], key_ids[:, None, :])
+
+
+# ---------------------------------------------------------------------------- distances
 def relative_distances(q_len: int, k_len: int, attn_type: str,
                        zero: Optional[tf.Tensor] = None) -> tf.Tensor:
     """Relative distances K, K-1, ..., down to -L+1 ("bi") or 0 ("uni"); float32 [T].
@@ -81,7 +190,7 @@ def rel_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
     by L - i; reading the rest back as [L, T - 1] and keeping K columns finishes the shift.
     Pure reshapes and a slice: static shapes, no gather, cheap under XLA.
     """
-    b, n, q_len, t_len = _static_or_dynamic_shape(scores)
+    b, n, q_len, t_len = keras.ops.shape(scores)
     x = tf.reshape(scores, [b, n, t_len, q_len])
     x = x[:, :, 1:, :]
     x = tf.reshape(x, [b, n, q_len, t_len - 1])
@@ -103,7 +212,7 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
 
     Row p needs the K columns starting at L - i_p: a window whose start depends on the row,
     which no reshape can express. Its form depends on the device the step is traced for
-    (layers/trace_target.py):
+    (layers/run_time.py):
       gpu, tpu  `_take_windows`: a gather over the flattened scores with one index per
            output element, computed in the program from small ranges (XLA fuses it into the
            gather); its gradient is another such gather, not a scatter;
@@ -118,7 +227,7 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
     if coordinate_gather_here():
         columns = starts[:, :, None] + tf.range(k_len, dtype=tf.int32)[None, None]
         columns = tf.minimum(columns, t_len - 1)  # [B, P, K]
-        b, n, p, _ = _static_or_dynamic_shape(scores)
+        b, n, p, _ = keras.ops.shape(scores)
         columns = tf.broadcast_to(columns[:, None], [b, n, p, k_len])
         return tf.gather(scores, columns, batch_dims=3)
     width = q_len + k_len
@@ -129,11 +238,11 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
 
 def content_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
     """`rel_shift` of the content rows (row i at segment position i), in the form of the
-    device the step is traced for (layers/trace_target.py): on a GPU the window read of
+    device the step is traced for (layers/run_time.py): on a GPU the window read of
     `gather_relative_scores` with positions 0 .. L - 1, an elementwise read that XLA fuses with
     the bias's sum, where the reshapes of `rel_shift` are a data movement of their own, forward
     and backward; elsewhere `rel_shift`."""
-    if trace_target.kind() != "gpu":
+    if run_time.kind() != "gpu":
         return rel_shift(scores, k_len)
     q_len = scores.shape[2]
     return gather_relative_scores(scores, segment_positions(scores, q_len), q_len, k_len)
@@ -146,12 +255,12 @@ def segment_positions(like: tf.Tensor, q_len: int) -> tf.Tensor:
 
 def coordinate_gather_here() -> bool:
     """Whether the query stream's shift is `tf.gather(batch_dims=3)`: only in a step traced
-    for a CPU (layers/trace_target.py). On the 2-core build machine the window read was not
+    for a CPU (layers/run_time.py). On the 2-core build machine the window read was not
     faster in the pretraining step (BENCHMARKS.md): XLA's CPU fusion puts the element-wise
     chain producing the incoming gradient (the softmax's and dropout's backward) inside the
     gradient's gather, recomputing it per read element, and a CPU has no memory traffic to
     save here."""
-    return trace_target.is_cpu()
+    return run_time.kind() == "cpu"
 
 
 def _flat_index(b, n, p, row_len, columns: tf.Tensor) -> tf.Tensor:
@@ -181,7 +290,7 @@ def _take_windows(x: tf.Tensor, starts: tf.Tensor, width: int) -> tf.Tensor:
     incoming gradient (TensorFlow's gradient of a gather is a scatter-add: on a GPU atomic
     read-modify-writes into a zeroed tensor, where a gather writes each element once).
     """
-    b, n, p, w = _static_or_dynamic_shape(x)
+    b, n, p, w = keras.ops.shape(x)
 
     @tf.custom_gradient
     def take(x_in):
@@ -198,9 +307,3 @@ def _take_windows(x: tf.Tensor, starts: tf.Tensor, width: int) -> tf.Tensor:
         return out, grad
 
     return take(x)
-
-
-def _static_or_dynamic_shape(x: tf.Tensor):
-    static = x.shape.as_list()
-    dynamic = tf.shape(x)
-    return [s if s is not None else dynamic[i] for i, s in enumerate(static)]

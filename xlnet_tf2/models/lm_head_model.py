@@ -42,19 +42,17 @@ class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
     def call(self, inputs, training=None, output_hidden_states=False):
         outputs = dict(self.transformer(inputs, training=training,
                                         output_hidden_states=output_hidden_states))
-        outputs["logits"] = self.lm_logits(outputs["hidden"])
+        # hidden [B, L or P, D] . word_embedding^T + lm_bias, float32 under every policy.
+        hidden = outputs["hidden"]
+        embedding = tf.cast(self.transformer.word_embedding.embeddings, hidden.dtype)
+        logits = tf.einsum("bsd,vd->bsv", hidden, embedding)
+        outputs["logits"] = tf.cast(logits, tf.float32) + tf.cast(self.lm_bias, tf.float32)
         return outputs
 
     def generate(self, input_ids, **kwargs):
         """Text generation with memory: `xlnet_tf2.models.generation.generate(self, input_ids, ...)`
         (greedy, or do_sample with temperature / top_k / top_p); returns int32 [B, P + n]."""
         return generation.generate(self, input_ids, **kwargs)
-
-    def lm_logits(self, hidden):
-        """hidden [B, L, D] -> float32 logits [B, L, n_token]."""
-        embedding = tf.cast(self.transformer.word_embedding.embeddings, hidden.dtype)
-        logits = tf.einsum("bsd,vd->bsv", hidden, embedding)
-        return tf.cast(logits, tf.float32) + tf.cast(self.lm_bias, tf.float32)
 
 
 def from_pretrained(name_or_dir: str, **kwargs) -> XLNetLMHeadModel:

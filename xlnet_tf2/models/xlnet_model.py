@@ -12,17 +12,17 @@ sequence-first [M, B, D]).
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import keras
 import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.layers.attention_masks import build_attention_masks, segment_matrix
 from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.relative_attention import normal_initializer
-from xlnet_tf2.layers.relative_position import relative_position_encoding
+from xlnet_tf2.layers.relative_position import (build_attention_masks,
+                                                relative_position_encoding, segment_matrix)
 from xlnet_tf2.layers.xlnet_block import XLNetBlock
 from xlnet_tf2.models import memory, pretrained
 
@@ -47,39 +47,25 @@ class ModelInputError(ValueError):
 CALL_OPTIONS = ("training", "output_hidden_states", "mask")
 
 
-def keyword_inputs(model_name: str, inputs, kwargs: dict):
-    """(inputs, options) of `model(batch, **options)` or HuggingFace's `model(**batch,
-    **options)`: the keywords that are not CALL_OPTIONS become the input dict (not both)."""
-    keywords = {k: kwargs[k] for k in kwargs if k not in CALL_OPTIONS}
-    options = {k: kwargs[k] for k in kwargs if k in CALL_OPTIONS}
-    if keywords and inputs is not None:
-        raise ModelInputError(f"{model_name} takes its inputs as one dict (model(batch)) or as "
-                              f"keywords (model(**batch)), not both; got a "
-                              f"{type(inputs).__name__} and {sorted(keywords)}.")
-    if inputs is None and not keywords:
-        raise ModelInputError(f"{model_name} needs its inputs: a dict (model(batch)) or keywords "
-                              "(model(**batch)) with input_ids.")
-    return (dict(keywords) if inputs is None else inputs), options
-
-
 class KeywordInputs:
     """Mixin of the models: `model(**batch)` (HuggingFace's call) means `model(batch)`. The
     keywords are gathered before Keras sees the call, so `call` keeps its one input dict (Keras
     builds and traces it from that)."""
 
     def __call__(self, inputs=None, *args, **kwargs):
-        inputs, options = keyword_inputs(type(self).__name__, inputs, kwargs)
+        # The keywords that are not CALL_OPTIONS become the input dict (not both).
+        keywords = {k: kwargs[k] for k in kwargs if k not in CALL_OPTIONS}
+        options = {k: kwargs[k] for k in kwargs if k in CALL_OPTIONS}
+        model_name = type(self).__name__
+        if keywords and inputs is not None:
+            raise ModelInputError(f"{model_name} takes its inputs as one dict (model(batch)) or "
+                                  f"as keywords (model(**batch)), not both; got a "
+                                  f"{type(inputs).__name__} and {sorted(keywords)}.")
+        if inputs is None and not keywords:
+            raise ModelInputError(f"{model_name} needs its inputs: a dict (model(batch)) or "
+                                  "keywords (model(**batch)) with input_ids.")
+        inputs = dict(keywords) if inputs is None else inputs
         return super().__call__(inputs, *args, **options)
-
-
-def _segment_ids(inputs) -> Optional[tf.Tensor]:
-    """`segment_ids`, or HuggingFace's name for them, `token_type_ids` (not both)."""
-    if "token_type_ids" in inputs:
-        if "segment_ids" in inputs:
-            raise ModelInputError("Give segment_ids or token_type_ids (the same input under "
-                             "HuggingFace's name), not both.")
-        return inputs["token_type_ids"]
-    return inputs.get("segment_ids")
 
 
 def check_token_ids(input_ids: tf.Tensor, n_token: int, name: str = "input_ids") -> tf.Tensor:
@@ -235,7 +221,11 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
             perm_mask=inputs.get("perm_mask"), memory_mask=memory_mask,
             run_time_input=input_ids)
 
-        segment_ids = _segment_ids(inputs)
+        # HuggingFace's name for the segment ids is token_type_ids (not both).
+        segment_ids = inputs.get("token_type_ids", inputs.get("segment_ids"))
+        if "token_type_ids" in inputs and "segment_ids" in inputs:
+            raise ModelInputError("Give segment_ids or token_type_ids (the same input under "
+                                  "HuggingFace's name), not both.")
         segment_mismatch = None if segment_ids is None else segment_matrix(segment_ids, m_len)
 
         # Computed in the program from a run-time zero instead of folded into a constant table

@@ -13,7 +13,7 @@ Letters (docs/GLOSSARY.md): B rows of the batch, L seq_len (queries i, keys j), 
 2. Two-stream masks (here): `dense_features` expands a batch of compact features inside the
    step with `two_stream_masks`: perm_mask [B, L, L], target_mapping [B, P, L], target [B, P],
    target_mask [B, P]. docs/SEMANTICS.md#masks.
-3. Two-stream attention: layers/attention_masks.py turns perm_mask into the content and query
+3. Two-stream attention: layers/relative_position.py turns perm_mask into the content and query
    streams' masks; layers/relative_attention.py `RelativeAttention` runs both streams (content
    h, query g), one layer in layers/xlnet_block.py `XLNetBlock`; models/xlnet_model.py
    `XLNetModel` starts g at the target slots and carries the memory (models/memory.py).

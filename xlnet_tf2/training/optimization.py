@@ -27,7 +27,7 @@ Which AdamW this is, deliberately:
   training step (`trainer.py`, with `global_norm` of this module), so this optimizer does not
   all-reduce them again.
 
-On an accelerator (layers/trace_target.py) with one replica, the same arithmetic is traced in a
+On an accelerator (layers/run_time.py) with one replica, the same arithmetic is traced in a
 form XLA fuses into a few kernels instead of one or two per variable: the global norm sums the
 squares of a few concatenations of the gradients, and the update computes the gradient's terms
 of the moments on one concatenation per group of equal-sized variables, which each variable's
@@ -43,7 +43,7 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2.layers import trace_target
+from xlnet_tf2.layers import run_time
 
 # The accelerator form's groups (see the module docstring and `update_groups`). Why these
 # sizes: XLA GPU caps the operands plus outputs of one fused kernel (64, or 96 in newer
@@ -59,12 +59,6 @@ NORM_GROUP_SIZE = 48
 GROUPED_MAX_ELEMENTS = 1 << 20
 
 
-def accelerator_form() -> bool:
-    """Whether the step being traced takes the accelerator's form of the clipping norm and
-    the update (see the module docstring): any device but a CPU (layers/trace_target.py)."""
-    return not trace_target.is_cpu()
-
-
 def global_norm(tensors: Sequence[Optional[tf.Tensor]]) -> tf.Tensor:
     """float32 scalar: sqrt of the sum of squares of every element of `tensors` (None entries
     skipped, `tf.IndexedSlices` by their values), as `tf.linalg.global_norm`.
@@ -75,7 +69,7 @@ def global_norm(tensors: Sequence[Optional[tf.Tensor]]) -> tf.Tensor:
     additions."""
     tensors = [t.values if isinstance(t, tf.IndexedSlices) else t
                for t in tensors if t is not None]
-    if not accelerator_form():
+    if run_time.kind() == "cpu":
         return tf.cast(tf.linalg.global_norm(tensors), tf.float32)
     if not tensors:
         return tf.constant(0.0, tf.float32)
@@ -209,7 +203,8 @@ class XLNetAdamW(keras.optimizers.Optimizer):
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         strategy = self._distribution_strategy
-        if (accelerator_form() and strategy.num_replicas_in_sync == 1
+        # The accelerator's form (module docstring): any device but a CPU, one replica.
+        if (run_time.kind() != "cpu" and strategy.num_replicas_in_sync == 1
                 and not isinstance(strategy, tf.distribute.TPUStrategy)):
             self._grouped_update_step(grads, trainable_variables, learning_rate)
         else:  # Keras' per-variable updates, through the strategy's merge_call

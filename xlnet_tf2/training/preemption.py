@@ -61,8 +61,8 @@ class PreemptionWatcher:
       on GCE GPU VMs) and `instance/preempted` == TRUE. Elsewhere the first request fails (no
       such host) and the thread ends; `GCE_METADATA_IP` (TensorFlow's variable) points it at
       another address.
-    * The training loop's tf.function reads the flag before each step (`stop_requested`) and
-      ends the loop there: the step in flight finishes, no further step starts. Under
+    * The training loop's tf.function reads the flag before each step (`Trainer._train_loop`)
+      and ends the loop there: the step in flight finishes, no further step starts. Under
       MultiWorkerMirroredStrategy the flag is summed over all replicas first, one scalar
       all-reduce per step, so every worker ends its loop after the same step whichever worker
       was told; with one client (one device, mirrored, TPU) one process reads one flag.
@@ -76,7 +76,7 @@ class PreemptionWatcher:
     """
 
     def __init__(self, strategy: tf.distribute.Strategy):
-        self.strategy = strategy
+        # Whether the loop must sum the flag over the workers before reading it.
         self.collective = distribution.num_workers(strategy) > 1
         with tf.device("CPU:0"):
             # int32 [] on the host: 1 once a notice came to this process.
@@ -88,17 +88,7 @@ class PreemptionWatcher:
         # While SIGTERM is caught: (reader thread, its two sockets, previous handler and fd).
         self._signals = None
 
-    # ------------------------------------------------------------------ the loop's side
-    def stop_requested(self):
-        """bool tensor []: whether any process of the run was told to stop (inside the loop's
-        tf.function; under MultiWorkerMirroredStrategy a collective every worker must call at
-        the same point)."""
-        local = self.flag.read_value()
-        if not self.collective:
-            return local > 0
-        told = self.strategy.run(lambda value: tf.cast(value, tf.float32), args=(local,))
-        return self.strategy.reduce(tf.distribute.ReduceOp.SUM, told, axis=None) > 0
-
+    # ------------------------------------------------------------------ the notices' side
     def request(self, reason: str) -> None:
         """Asks the loop to stop after the step in flight (any thread but one tracing a
         tf.function; the signal handler therefore never calls it)."""

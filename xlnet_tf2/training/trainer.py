@@ -19,7 +19,7 @@ from absl import logging
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
-from xlnet_tf2.layers import attention_op
+from xlnet_tf2.layers import relative_attention
 from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
 from xlnet_tf2.training import (checkpointing, determinism, distribution, preemption,
                                 run_record)
@@ -149,7 +149,7 @@ class Trainer:
         """
         with dropout_keys(self.loop_config.seed, step, example_ids,
                           self.loop_config.train_batch_size), \
-                attention_op.implementation(self.loop_config.attention_implementation):
+                relative_attention.implementation(self.loop_config.attention_implementation):
             with tf.GradientTape() as tape:
                 loss_sum, new_state = self.task.loss(self.model, features, state, training=True)
                 loss = loss_sum / global_count
@@ -266,8 +266,14 @@ class Trainer:
         stopped = tf.constant(False)
         for i in tf.range(num_steps):
             # Before each step: a SIGTERM or termination notice that came during the previous
-            # one ends the loop here, on every worker at the same step.
-            if self.preemption.stop_requested():
+            # one (the watcher's flag, preemption.py) ends the loop here, on every worker at the
+            # same step: with several workers the flag is summed over all of them first, a
+            # collective every worker calls at this point.
+            told = self.preemption.flag.read_value()
+            if self.preemption.collective:
+                told = self.strategy.reduce(tf.distribute.ReduceOp.SUM, self.strategy.run(
+                    tf.cast, args=(told, tf.float32)), axis=None)
+            if told > 0:
                 stopped = tf.constant(True)
                 break
             features = next(iterator)
