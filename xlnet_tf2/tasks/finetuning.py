@@ -74,7 +74,7 @@ class FinetuneTask(Task):
 
     ClassificationTask, SquadTask and RaceTask (classification.py, squad.py, race.py) build
     these pieces from their configuration trees (finetune_config.py); their commands run them
-    with `run_task(ClassificationTask, config)` (training/run_task.py). What this class gives
+    with `run_task(ClassificationTask, config)` (training/trainer.py). What this class gives
     the loop: the loss as a mean over the global batch's examples (`loss_count` = examples),
     layer-wise learning-rate decay (training/layer_decay.py, applied by the optimizer's
     per-variable multipliers), `--init_checkpoint` loaded into the backbone, mask_emb left out

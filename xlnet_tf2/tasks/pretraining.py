@@ -2,7 +2,7 @@
 Transformer-XL memory as the carried state (models/memory.py); the generic loop
 (training/trainer.py) does the steps, strategy, optimizer, checkpoints and logs.
 
-    result = run_task(PretrainTask, config)       # the command (training/run_task.py)
+    result = run_task(PretrainTask, config)       # the command (training/trainer.py)
 
 The data decides the example shape and the vocabulary (`PretrainData`, read once from every
 manifest), so data and training cannot disagree. What the task gives the loop, piece by piece:
