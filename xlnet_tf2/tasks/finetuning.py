@@ -20,7 +20,7 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models.saving import restore_weights
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
 from xlnet_tf2.tasks.head_spec import HeadSpec
-from xlnet_tf2.training.flops import pretrain_step_flops
+from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 from xlnet_tf2.training.layer_decay import layer_lr_multipliers
 from xlnet_tf2.training.task import RunSettings, Task
 from xlnet_tf2.training.trainer import TrainResult
@@ -183,8 +183,8 @@ class FinetuneTask(Task):
 
     def flops_per_step(self, global_batch: int, num_replicas: int) -> float:
         sequences = global_batch * max(1, self.tokens_per_example // self.seq_len)
-        return pretrain_step_flops(self._model_config, seq_len=self.seq_len, mem_len=0,
-                                   num_predict=0, global_batch_size=sequences,
+        return pretrain_step_flops(self._model_config, seq_len=self.seq_len, num_predict=0,
+                                   global_batch_size=sequences,
                                    num_replicas=num_replicas).train_per_step
 
     # ------------------------------------------------------------------ evaluation
