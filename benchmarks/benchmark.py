@@ -207,7 +207,7 @@ def _print_table(rows):
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     c = config_from_flags(BenchmarkConfig)
     threads = c.threads or os.cpu_count()
     if c.reference:

@@ -85,7 +85,7 @@ def hf_step(config, batch, dropout=0.1, clip_norm=1.0):
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     c = config_from_flags(BaseStepBenchmarkConfig)
     import tensorflow as tf
 

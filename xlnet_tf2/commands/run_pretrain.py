@@ -23,7 +23,7 @@ define_flags(PretrainConfig)
 
 
 def run(argv):
-    cli.no_arguments(argv)
+    del argv
     config = config_from_flags(PretrainConfig)
     from xlnet_tf2.tasks.pretraining import PretrainTask
     from xlnet_tf2.training.trainer import run_task
