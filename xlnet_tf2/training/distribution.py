@@ -146,11 +146,6 @@ def apply_determinism(loop) -> None:
             f"before running any TensorFlow op in this process ({e}).") from None
 
 
-def strategy_of(config) -> tf.distribute.Strategy:
-    """The strategy of a run configuration's DistributionConfig section (run_config.py)."""
-    return resolve_strategy(config.strategy, config.tpu, config.tpu_timeout)
-
-
 def is_chief(strategy: tf.distribute.Strategy) -> bool:
     """True on the worker that writes checkpoints and summaries."""
     resolver = getattr(strategy, "cluster_resolver", None)

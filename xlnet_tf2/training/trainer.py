@@ -53,7 +53,8 @@ def run_task(task_class, config):
     strategy's scope (so its set-up sees the strategy, e.g. which worker writes the feature
     cache), the Trainer's run, and the task's result (`Task.result`)."""
     distribution.apply_determinism(config.loop)
-    strategy = distribution.strategy_of(config.distribution)
+    where = config.distribution  # run_config.py's DistributionConfig
+    strategy = distribution.resolve_strategy(where.strategy, where.tpu, where.tpu_timeout)
     with strategy.scope():
         task = task_class(config)
     return task.result(Trainer(task, strategy=strategy).train())
