@@ -18,8 +18,8 @@ The directory holds the architecture only; run-time settings (mem_len, dropout, 
 keyword arguments. Release names are also architecture presets: with `load_weights=False`
 they build that architecture with fresh weights and need nothing on disk.
 
-Every loader takes the class to build (`cls`): the model classes' own methods call them
-(`XLNetLMHeadModel.from_pretrained` is `load_lm(XLNetLMHeadModel, ...)`), so nothing here
+Every loader takes the class to build (`cls`): the model classes' own methods are them or
+call them (`XLNetLMHeadModel.from_pretrained` is `classmethod(load_lm)`), so nothing here
 imports a model class. A model says what it is by its `kind` ("backbone", "lm", or task.json's
 task); a task model class lists the kinds it serves in `KINDS`.
 """
@@ -177,7 +177,11 @@ def _built(model):
 def load_lm(cls, name_or_dir: str, *, load_weights: bool = True,
             cache_dir: Optional[str] = None, revision: Optional[str] = None,
             local_files_only: bool = False, **runtime):
-    """A ready model of class `cls` (XLNetLMHeadModel) from `name_or_dir` (module docstring).
+    """`XLNetLMHeadModel.from_pretrained` and `xlnet_tf2.from_pretrained`: a ready model of
+    class `cls` (XLNetLMHeadModel) from `name_or_dir`: a directory (ours, HuggingFace's or the
+    original release's), a hub repository id or a release name (module docstring).
+
+        model = xlnet_tf2.from_pretrained("path/to/dir", mem_len=384)
 
     Args:
       load_weights: False builds the architecture of a release name or of a directory's
