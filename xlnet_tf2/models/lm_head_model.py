@@ -35,7 +35,7 @@ class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
 
     # transformers' name, and `xlnet_tf2.from_pretrained` (below): the loader itself, whose
     # docstring says what `name_or_dir` may be and which keywords it takes.
-    from_pretrained = classmethod(pretrained.load_lm)
+    from_pretrained = classmethod(pretrained.from_pretrained)
 
     def call(self, inputs, training=None, output_hidden_states=False):
         outputs = dict(self.transformer(inputs, training=training,
