@@ -35,7 +35,7 @@ define_flags(AcceleratorCheckConfig)
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     c = config_from_flags(AcceleratorCheckConfig)
     export = c.export_step and os.path.abspath(c.export_step)
     if export and os.path.isfile(export):

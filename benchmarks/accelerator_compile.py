@@ -50,4 +50,4 @@ def main(argv):
 
 
 if __name__ == "__main__":
-    cli.run(main)
+    cli.run(main, takes_arguments=True)

@@ -82,7 +82,7 @@ def _compare(c, title, workload, ours, theirs, flops, peak):
 
 def _pretrain_rows(c, workload, peak):
     from benchmarks.tools.benchmarking import make_batch, tf_pretrain_step
-    from xlnet_tf2.training.flops import pretrain_step_flops
+    from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 
     config = _model_config(c, workload)
     batch = make_batch(workload, config)
@@ -93,7 +93,7 @@ def _pretrain_rows(c, workload, peak):
         from benchmark_reference import hf_pretrain_step
 
         theirs = hf_pretrain_step(config, batch)
-    flops = pretrain_step_flops(config, seq_len=workload.seq_len, mem_len=workload.mem_len,
+    flops = pretrain_step_flops(config, seq_len=workload.seq_len,
                                 num_predict=workload.num_predict,
                                 global_batch_size=workload.batch_size).train_per_step
     title = f"pretrain step L={workload.seq_len} M={workload.mem_len}"
@@ -102,7 +102,7 @@ def _pretrain_rows(c, workload, peak):
 
 def _inference_rows(c, batch_size, peak, export_dir):
     from benchmarks.tools.benchmarking import Workload, make_batch, saved_model_inference, tf_inference
-    from xlnet_tf2.training.flops import pretrain_step_flops
+    from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 
     workload = Workload(batch_size=batch_size, seq_len=c.inference_seq_len)
     config = _model_config(c, workload, c.inference_vocab_size)
@@ -116,7 +116,7 @@ def _inference_rows(c, batch_size, peak, export_dir):
         from benchmark_reference import hf_inference
 
         theirs = hf_inference(config, batch)
-    flops = pretrain_step_flops(config, seq_len=workload.seq_len, mem_len=0, num_predict=0,
+    flops = pretrain_step_flops(config, seq_len=workload.seq_len, num_predict=0,
                                 global_batch_size=batch_size).train_per_step / 3.0
     return _compare(c, f"inference B={batch_size}", workload, ours, theirs, flops, peak)
 
@@ -157,7 +157,7 @@ def _loop_report(c, threads):
     from benchmarks.tools import loop_benchmark
     from benchmarks.tools.loop_contenders import prepare_loop_data
     from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
-    from xlnet_tf2.training.flops import pretrain_step_flops
+    from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 
     workdir = c.loop_workdir or tempfile.mkdtemp(prefix="xlnet_loop_benchmark_")
     spec = loop_benchmark.LoopSpec(
@@ -177,7 +177,7 @@ def _loop_report(c, threads):
         rounds = loop_benchmark.run_rounds(spec, roles, c.loop_repeats, worker,
                                            log=lambda line: print(line, flush=True))
         flops = pretrain_step_flops(spec.xlnet_config(), seq_len=spec.seq_len,
-                                    mem_len=spec.mem_len, num_predict=spec.num_predict,
+                                    num_predict=spec.num_predict,
                                     global_batch_size=spec.batch_size).train_per_step
         # The MFU denominator the training loop itself logs with (device_peak.py).
         peak = device_peak_flops("float32") or measure_matmul_peak()
@@ -207,7 +207,7 @@ def _print_table(rows):
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     c = config_from_flags(BenchmarkConfig)
     threads = c.threads or os.cpu_count()
     if c.reference:

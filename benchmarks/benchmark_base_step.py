@@ -85,13 +85,13 @@ def hf_step(config, batch, dropout=0.1, clip_norm=1.0):
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     c = config_from_flags(BaseStepBenchmarkConfig)
     import tensorflow as tf
 
     from benchmarks.tools.benchmarking import Workload, interleaved, make_batch
     from xlnet_tf2.data.pretrain_dataset import bytes_per_example
-    from xlnet_tf2.training.flops import pretrain_step_flops
+    from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 
     threads = c.threads or os.cpu_count()
     tf.config.threading.set_intra_op_parallelism_threads(threads)
@@ -110,7 +110,7 @@ def main(argv):
             runs["huggingface XLNetLMHeadModel (pytorch)"] = hf_step(
                 config, make_batch(workload, config))
         results = interleaved(runs, warmup=c.warmup, repeats=c.repeats)
-    flops = pretrain_step_flops(config, seq_len=c.seq_len, mem_len=c.mem_len,
+    flops = pretrain_step_flops(config, seq_len=c.seq_len,
                                 num_predict=c.num_predict,
                                 global_batch_size=c.batch_size).train_per_step
     reference = results.get("huggingface XLNetLMHeadModel (pytorch)")

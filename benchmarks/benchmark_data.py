@@ -32,7 +32,7 @@ define_flags(DataBenchmarkConfig)
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     c = config_from_flags(DataBenchmarkConfig)  # a bad setting stops here, before TensorFlow
     from benchmarks.tools.data_throughput import format_report, measure_data_throughput
 

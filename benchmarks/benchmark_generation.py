@@ -81,7 +81,7 @@ def _model_call_time(c, model, prompt, generation, tf):
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     c = config_from_flags(GenerationBenchmarkConfig)
     import numpy as np
     import tensorflow as tf

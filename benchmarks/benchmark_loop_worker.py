@@ -27,7 +27,7 @@ define_flags(LoopWorkerConfig)
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     c = config_from_flags(LoopWorkerConfig)
     from benchmarks.tools.loop_benchmark import LoopSpec
 

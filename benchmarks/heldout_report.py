@@ -36,7 +36,7 @@ def _records(path: str) -> list:
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     c = config_from_flags(HeldOutReportConfig)
     steps = _records(os.path.join(c.model_dir, "steps.jsonl"))
     evals = _records(os.path.join(c.model_dir, "eval_results.jsonl"))

@@ -33,7 +33,7 @@ define_flags(PayoffConfig)
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     from benchmarks.tools.payoff_experiment import Experiment
     Experiment(config_from_flags(PayoffConfig)).run()  # PayoffError: one line from cli.run
     return 0

@@ -26,7 +26,7 @@ define_flags(ScaleReportConfig)
 
 
 def main(argv):
-    cli.no_arguments(argv)
+    del argv
     config = config_from_flags(ScaleReportConfig)  # a bad setting stops here
     from benchmarks.tools.scale_costs import PodSetting, markdown_table, paper_costs
 

@@ -19,9 +19,9 @@ from fixtures.battery_report import (pytest_runtest_logreport,  # noqa: E402,F40
 # fails, unmarked tests over ~20 s are listed at the end. pytester runs the check's own tests.
 pytest_plugins = ("fixtures.slow_tier", "pytester")
 
-# Bit-reproducible execution for every in-process test (xlnet_tf2/training/determinism.py):
-# determinism and resume tests compare runs bit for bit, and the setting must precede the
-# first TensorFlow op of the process.
+# Bit-reproducible execution for every in-process test (training/distribution.py's
+# apply_determinism): determinism and resume tests compare runs bit for bit, and the setting
+# must precede the first TensorFlow op of the process.
 tf.config.threading.set_inter_op_parallelism_threads(1)
 
 

@@ -14,7 +14,6 @@ import warnings
 from typing import Callable, Optional, Sequence
 
 from xlnet_tf2 import fileio
-from xlnet_tf2.config_flags import RunConfigError
 
 VERBOSITY_FLAGS = ("--verbosity", "-verbosity", "--v", "-v")
 # absl's help flags: each prints its text and ends the program while the flags are parsed.
@@ -194,14 +193,6 @@ def user_message(error: BaseException) -> str:
     return " ".join(message.split()) or type(error).__name__
 
 
-def no_arguments(argv: Sequence[str]) -> None:
-    """Refuses words left on the command line after the flags (a value meant for a flag that
-    lost its `=`, a misplaced glob), naming them."""
-    if len(argv) > 1:
-        raise RunConfigError(f"unexpected arguments {' '.join(argv[1:])!r}: every setting is a "
-                             "--flag=value.")
-
-
 def program_name() -> str:
     return os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "xlnet_tf2"
 
@@ -230,15 +221,18 @@ def with_error_lines(main: Callable) -> Callable:
     return wrapped
 
 
-def parse_flags(argv: Sequence[str], *, known_only: bool = False) -> list:
+def parse_flags(argv: Sequence[str], *, known_only: bool = False,
+                takes_arguments: bool = False) -> list:
     """absl's flag parsing, with a value absl cannot parse, an unknown flag or a missing
     required flag printed as one line `<program>: error: <message>` and exit status 2 (absl's
-    own parser writes two lines and exits with 1). `known_only`: arguments that are not the
-    command's flags stay in the returned argv."""
+    own parser writes two lines and exits with 1). Words left after the flags (a value meant
+    for a flag that lost its `=`, a misplaced glob) are refused the same way, naming them,
+    unless `takes_arguments`. `known_only`: arguments that are not the command's flags stay in
+    the returned argv."""
     from absl import flags
 
     try:
-        return flags.FLAGS(list(argv), known_only=known_only)
+        remaining = flags.FLAGS(list(argv), known_only=known_only)
     except flags.Error as e:
         message = " ".join(str(e).split())
         print(f"{program_name()}: error: {message} (--help lists the flags)", file=sys.stderr,
@@ -249,15 +243,21 @@ def parse_flags(argv: Sequence[str], *, known_only: bool = False) -> list:
         if e.code == 1 and help_requested(argv[1:]):
             sys.exit(0)
         raise
+    if len(remaining) > 1 and not (known_only or takes_arguments):
+        print(f"{program_name()}: error: unexpected arguments {' '.join(remaining[1:])!r}: "
+              "every setting is a --flag=value.", file=sys.stderr, flush=True)
+        sys.exit(2)
+    return remaining
 
 
-def run(main: Callable, *, pass_unknown_flags: bool = False,
+def run(main: Callable, *, pass_unknown_flags: bool = False, takes_arguments: bool = False,
         usage: Optional[str] = None) -> None:
     """absl's app.run(main) with user errors printed as one line (exit status 2): bad flags
     (`parse_flags`) and the project's error classes (`with_error_lines`).
 
     pass_unknown_flags: arguments that are not flags of the command reach `main` in argv
     (create_tfrecords.py hands them to Apache Beam, which checks them).
+    takes_arguments: words after the flags reach `main` in argv (otherwise they are refused).
     usage: what `--help` prints above the flags when the program has no docstring of its own
     (absl prints the `__main__` module's: a console script's wrapper has none, a script file
     has its own).
@@ -279,4 +279,5 @@ def run(main: Callable, *, pass_unknown_flags: bool = False,
     if usage and program is not None and not getattr(program, "__doc__", None):
         program.__doc__ = usage
     app.run(with_error_lines(main),
-            flags_parser=lambda argv: parse_flags(argv, known_only=pass_unknown_flags))
+            flags_parser=lambda argv: parse_flags(argv, known_only=pass_unknown_flags,
+                                                  takes_arguments=takes_arguments))

@@ -108,16 +108,12 @@ def section(cls: Type):
 
 
 # ---------------------------------------------------------------------------- introspection
-def _hints(cls: Type) -> Dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _is_section(cls: Type, field: dataclasses.Field) -> bool:
-    return dataclasses.is_dataclass(_hints(cls)[field.name])
-
-
-def _section_class(cls: Type, field: dataclasses.Field) -> Type:
-    return field.metadata.get("section") or _hints(cls)[field.name]
+def _section_class(field: dataclasses.Field, hints: Mapping[str, Any]) -> Optional[Type]:
+    """The config class a section field builds (`section(cls)`'s, else its annotation), or
+    None for a leaf. `hints`: typing.get_type_hints of the field's class."""
+    if not dataclasses.is_dataclass(hints[field.name]):
+        return None
+    return field.metadata.get("section") or hints[field.name]
 
 
 def _base_type(annotation) -> Tuple[type, bool, bool]:
@@ -137,10 +133,11 @@ def _base_type(annotation) -> Tuple[type, bool, bool]:
 def leaves(cls: Type, prefix: Tuple[str, ...] = ()) -> Iterator[Tuple[Tuple[str, ...],
                                                                       dataclasses.Field, Any]]:
     """(path, field, annotation) of every leaf setting of a config class, depth first."""
-    hints = _hints(cls)
+    hints = typing.get_type_hints(cls)
     for field in dataclasses.fields(cls):
-        if _is_section(cls, field):
-            yield from leaves(_section_class(cls, field), prefix + (field.name,))
+        section_class = _section_class(field, hints)
+        if section_class is not None:
+            yield from leaves(section_class, prefix + (field.name,))
         else:
             yield prefix + (field.name,), field, hints[field.name]
 
@@ -189,11 +186,12 @@ def from_flat(cls: Type, values: Optional[Mapping[str, Any]] = None, **kwargs):
 
 
 def _build(cls: Type, flat: Mapping[str, Any]):
-    hints = _hints(cls)
+    hints = typing.get_type_hints(cls)
     args = {}
     for field in dataclasses.fields(cls):
-        if _is_section(cls, field):
-            args[field.name] = _build(_section_class(cls, field), flat)
+        section_class = _section_class(field, hints)
+        if section_class is not None:
+            args[field.name] = _build(section_class, flat)
         elif field.name in flat:
             args[field.name] = _coerce(flat[field.name], hints[field.name], field.name)
     return cls(**args)
@@ -242,7 +240,7 @@ def to_dict(config) -> Dict[str, Any]:
 def from_dict(cls: Type, values: Mapping[str, Any], *, source: str = "config"):
     """Rebuilds a tree from `to_dict` output; leaves missing from `values` take defaults
     (settings added by a later version), unknown keys raise RunConfigError naming `source`."""
-    hints = _hints(cls)
+    hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(values) - known)
     if unknown:
@@ -251,9 +249,9 @@ def from_dict(cls: Type, values: Mapping[str, Any], *, source: str = "config"):
     for field in dataclasses.fields(cls):
         if field.name not in values:
             continue
-        if _is_section(cls, field):
-            args[field.name] = from_dict(_section_class(cls, field), values[field.name],
-                                         source=source)
+        section_class = _section_class(field, hints)
+        if section_class is not None:
+            args[field.name] = from_dict(section_class, values[field.name], source=source)
         else:
             args[field.name] = _coerce(values[field.name], hints[field.name], field.name)
     return cls(**args)

@@ -25,13 +25,17 @@ from typing import IO, Any, List, Optional, Type
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 
 
+def _local(path: str) -> Optional[str]:
+    """The local file name of `path` (a file:// URL's path, or `path` itself), or None when
+    `path` is a remote URL (gs://bucket/x, s3://...): the one test of local against remote."""
+    if path.startswith("file://"):
+        return path[len("file://"):]
+    return None if _URL.match(path) else path
+
+
 def is_remote(path: str) -> bool:
     """Whether `path` is a URL (gs://bucket/x) rather than a local path (file:// counts)."""
-    return bool(_URL.match(path)) and not path.startswith("file://")
-
-
-def _local(path: str) -> str:
-    return path[len("file://"):] if path.startswith("file://") else path
+    return _local(path) is None
 
 
 def _gfile():
@@ -42,37 +46,42 @@ def _gfile():
 
 def open_file(path: str, mode: str = "r") -> IO:
     """open(path, mode) for local paths, tf.io.gfile.GFile for URLs."""
-    if is_remote(path):
+    local = _local(path)
+    if local is None:
         return _gfile().GFile(path, mode)
-    encoding = None if "b" in mode else "utf-8"
-    return open(_local(path), mode, encoding=encoding)
+    return open(local, mode, encoding=None if "b" in mode else "utf-8")
 
 
 def exists(path: str) -> bool:
-    return _gfile().exists(path) if is_remote(path) else os.path.exists(_local(path))
+    local = _local(path)
+    return _gfile().exists(path) if local is None else os.path.exists(local)
 
 
 def isdir(path: str) -> bool:
-    return _gfile().isdir(path) if is_remote(path) else os.path.isdir(_local(path))
+    local = _local(path)
+    return _gfile().isdir(path) if local is None else os.path.isdir(local)
 
 
 def makedirs(path: str) -> None:
-    if is_remote(path):
+    local = _local(path)
+    if local is None:
         _gfile().makedirs(path)
     else:
-        os.makedirs(_local(path), exist_ok=True)
+        os.makedirs(local, exist_ok=True)
 
 
 def listdir(path: str) -> List[str]:
-    return _gfile().listdir(path) if is_remote(path) else os.listdir(_local(path))
+    local = _local(path)
+    return _gfile().listdir(path) if local is None else os.listdir(local)
 
 
 def rename(source: str, target: str) -> None:
     """Renames, replacing `target` (atomic on local file systems)."""
-    if is_remote(source):
+    local = _local(source)
+    if local is None:
         _gfile().rename(source, target, overwrite=True)
     else:
-        os.replace(_local(source), _local(target))
+        os.replace(local, _local(target))
 
 
 def copy_atomically(source: str, target: str) -> None:
@@ -82,10 +91,11 @@ def copy_atomically(source: str, target: str) -> None:
 
 
 def remove(path: str) -> None:
-    if is_remote(path):
+    local = _local(path)
+    if local is None:
         _gfile().remove(path)
     else:
-        os.remove(_local(path))
+        os.remove(local)
 
 
 def remove_path(path: str) -> None:
@@ -105,24 +115,27 @@ def append_line(path: str, line: str) -> None:
 
 def rmtree(path: str) -> None:
     """Removes a directory and everything in it; nothing happens if it does not exist."""
-    if is_remote(path):
+    local = _local(path)
+    if local is None:
         if _gfile().exists(path):
             _gfile().rmtree(path)
     else:
-        shutil.rmtree(_local(path), ignore_errors=True)
+        shutil.rmtree(local, ignore_errors=True)
 
 
 def size(path: str) -> int:
-    return _gfile().stat(path).length if is_remote(path) else os.path.getsize(_local(path))
+    local = _local(path)
+    return _gfile().stat(path).length if local is None else os.path.getsize(local)
 
 
 def glob(pattern: str) -> List[str]:
     """Paths matching `pattern` (*, ?, [...]), unsorted."""
-    if is_remote(pattern):
+    local = _local(pattern)
+    if local is None:
         return _gfile().glob(pattern)
     import glob as _glob
 
-    return [p for p in _glob.glob(_local(pattern)) if os.path.isfile(p)]
+    return [p for p in _glob.glob(local) if os.path.isfile(p)]
 
 
 def temporary_name(path: str) -> str:

@@ -28,7 +28,7 @@ from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from benchmarks.tools.benchmarking import Workload, make_batch, tf_pretrain_step
 from benchmarks.tools.docstring_data import prepare_docstring_data
 from benchmarks.tools.loop_benchmark import LoopSpec, contender_result, time_loops
-from xlnet_tf2.training.run_task import run_task
+from xlnet_tf2.training.trainer import run_task
 
 DENSE_BATCHES_FILE = "dense_batches.json"  # what dense_batches.npz was exported for (reuse)
 

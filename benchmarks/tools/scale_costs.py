@@ -25,8 +25,9 @@ N_l layers (all sizes in bytes):
   parameters, per replica: every weight (formula in `parameter_count`) x 4; Adam keeps two
       float32 moments (x 8) and the step holds one float32 gradient (x 4); data parallelism
       replicates all three on every replica.
-  ideal step time: the step's analytic FLOPs (flops.py) / (chips x 123 TFLOP/s bf16), i.e. the
-      time at 100% MFU, and the host-to-device bandwidth that time would need per host.
+  ideal step time: the step's analytic FLOPs (training/metrics_logger.py) / (chips x 123
+      TFLOP/s bf16), i.e. the time at 100% MFU, and the host-to-device bandwidth that time
+      would need per host.
 
 Activations are not estimated (they depend on XLA's rematerialization).
 """
@@ -39,7 +40,7 @@ from typing import Dict, List
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.training.device_peak import ACCELERATORS
-from xlnet_tf2.training.flops import pretrain_step_flops
+from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 from xlnet_tf2.data.pretrain_dataset import feature_bytes
 from benchmarks.tools.command_configs import ScaleReportConfig
 
@@ -144,7 +145,7 @@ def scale_costs(name: str, config: XLNetConfig, setting: PodSetting = PAPER) -> 
     params = parameter_count(config)
     step_config = dataclasses.replace(config, mem_len=s.mem_len, reuse_len=s.reuse_len,
                                       bi_data=s.bi_data)
-    flops = pretrain_step_flops(step_config, seq_len=s.seq_len, mem_len=s.mem_len,
+    flops = pretrain_step_flops(step_config, seq_len=s.seq_len,
                                 num_predict=s.num_predict, global_batch_size=s.global_batch,
                                 num_replicas=s.replicas).train_per_step
     dense = sum(dense_feature_bytes(s.seq_len, s.num_predict).values())

@@ -10,7 +10,8 @@ its backward pass reads and writes three times as much (dX = dY W^T, dW = X^T dY
 element-wise chain between two matmuls is one fusion that reads its inputs and writes its
 outputs once; activations and scores in bfloat16 (2 bytes), masks 1 byte per (example, row,
 key), shared by the heads; master weights, gradients and AdamW slots in float32. FLOPs as
-xlnet_tf2/training/flops.py counts them, plus the element-wise work it leaves out.
+pretrain_step_flops (xlnet_tf2/training/metrics_logger.py) counts them, plus the element-wise
+work it leaves out.
 """
 
 import argparse

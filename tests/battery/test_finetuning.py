@@ -118,6 +118,8 @@ def predicted(directory: str):
 
 
 CASES = [
+    # --- the command line: a word left after the flags (e.g. a file of a shell glob)
+    Case("classifier/stray-argument", classify("dev2.tsv"), clear("'dev2.tsv'", "--flag=value")),
     # --- classification files
     Case("classifier/train-file-missing", classify(train="{ws}/none.tsv"),
          clear("{ws}/none.tsv", "does not exist")),

@@ -12,7 +12,7 @@ import tensorflow as tf
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import XLNetLMHeadModel
 from xlnet_tf2.training import distribution
-from xlnet_tf2.training.flops import pretrain_step_flops
+from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 
 from fixtures.paths import REPO_ROOT as ROOT
 
@@ -54,7 +54,7 @@ def test_analytic_flops_match_the_traced_graph(bi_data, mem_len):
     if mem_len:
         inputs["mems"] = model.transformer.initial_memory(B)
     graph = tf.function(lambda x: model(x)["logits"]).get_concrete_function(inputs).graph
-    flops = pretrain_step_flops(config, seq_len=L, mem_len=mem_len, num_predict=P,
+    flops = pretrain_step_flops(config, seq_len=L, num_predict=P,
                                 global_batch_size=B)
     counted = _graph_matmul_flops(graph)
     assert counted == flops.forward_per_example * B + flops.per_batch

@@ -18,7 +18,7 @@ define_flags(CorpusConfig)
 
 
 def run(argv):
-    cli.no_arguments(argv)
+    del argv
     config = config_from_flags(CorpusConfig)
     from xlnet_tf2.prep.docstring_corpus import build_stdlib_corpus
 

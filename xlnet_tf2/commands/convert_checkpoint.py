@@ -27,7 +27,7 @@ define_flags(ConvertConfig)
 
 
 def run(argv):
-    cli.no_arguments(argv)
+    del argv
     config = config_from_flags(ConvertConfig)  # a bad setting stops here, before TensorFlow
     from xlnet_tf2.conversion.convert import TaskOptions, describe_report
     from xlnet_tf2.models.directories import convert_checkpoint

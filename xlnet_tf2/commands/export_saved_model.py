@@ -24,7 +24,7 @@ define_flags(ExportConfig)
 
 
 def run(argv):
-    cli.no_arguments(argv)
+    del argv
     config = config_from_flags(ExportConfig)  # a bad setting stops here, before TensorFlow
     from xlnet_tf2.export.saved_model import export_model_dir
 

@@ -30,7 +30,7 @@ define_flags(ExtractConfig)
 
 
 def run(argv):
-    cli.no_arguments(argv)
+    del argv
     config = config_from_flags(ExtractConfig)  # a bad setting stops here, before TensorFlow
     from xlnet_tf2.export.feature_files import extract_to_file
 

@@ -27,7 +27,7 @@ def run(argv):
     del argv
     config = config_from_flags(ClassificationConfig)
     from xlnet_tf2.tasks.classification import ClassificationTask
-    from xlnet_tf2.training.run_task import run_task
+    from xlnet_tf2.training.trainer import run_task
 
     print(run_task(ClassificationTask, config).summary(), flush=True)
 

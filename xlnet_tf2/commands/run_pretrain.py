@@ -23,10 +23,10 @@ define_flags(PretrainConfig)
 
 
 def run(argv):
-    cli.no_arguments(argv)
+    del argv
     config = config_from_flags(PretrainConfig)
     from xlnet_tf2.tasks.pretraining import PretrainTask
-    from xlnet_tf2.training.run_task import run_task
+    from xlnet_tf2.training.trainer import run_task
 
     # A diverged loss or exhausted data stops the run with status 3 (cli.STOPPED_ERRORS).
     print(run_task(PretrainTask, config).summary(), flush=True)

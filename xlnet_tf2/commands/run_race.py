@@ -21,7 +21,7 @@ def run(argv):
     del argv
     config = config_from_flags(RaceConfig)
     from xlnet_tf2.tasks.race import RaceTask
-    from xlnet_tf2.training.run_task import run_task
+    from xlnet_tf2.training.trainer import run_task
 
     print(run_task(RaceTask, config).summary(), flush=True)
 

@@ -29,7 +29,7 @@ def run(argv):
     del argv
     config = config_from_flags(SquadConfig)
     from xlnet_tf2.tasks import squad
-    from xlnet_tf2.training.run_task import run_task
+    from xlnet_tf2.training.trainer import run_task
 
     if not config.do_train:
         print(json.dumps(squad.predict_only(config), indent=2), flush=True)

@@ -20,7 +20,7 @@ define_flags(SentencePieceConfig)
 
 
 def run(argv):
-    cli.no_arguments(argv)
+    del argv
     config = config_from_flags(SentencePieceConfig)
     from xlnet_tf2.prep.vocabulary import train_vocabulary
 

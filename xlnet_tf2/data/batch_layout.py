@@ -43,6 +43,10 @@ class BatchLayout:
     num_replicas: int = 1
     micro_batches: int = 1
     bi_data: bool = False
+    # Derived on construction, once the rules hold:
+    replica_batch: int = dataclasses.field(init=False)  # B: rows per replica and step
+    micro_batch: int = dataclasses.field(init=False)  # m: rows per replica and micro-batch
+    streams_per_step: int = dataclasses.field(init=False)  # S: each read twice with bi_data
 
     def __post_init__(self):
         B, Rp, N = self.global_batch, self.num_replicas, self.micro_batches
@@ -67,21 +71,9 @@ class BatchLayout:
                 f"With bi_data every micro-batch is half forward, half backward, so the "
                 f"micro-batch {b // N} (= --train_batch_size={B} / {Rp} replicas / "
                 f"--grad_accum_steps={N}) must be even.")
-
-    @property
-    def replica_batch(self) -> int:
-        """B: rows per replica and step."""
-        return self.global_batch // self.num_replicas
-
-    @property
-    def micro_batch(self) -> int:
-        """m: rows per replica and micro-batch."""
-        return self.replica_batch // self.micro_batches
-
-    @property
-    def streams_per_step(self) -> int:
-        """S: the streams one step reads (each twice with bi_data)."""
-        return self.global_batch // 2 if self.bi_data else self.global_batch
+        object.__setattr__(self, "replica_batch", b)  # (the class is frozen)
+        object.__setattr__(self, "micro_batch", b // N)
+        object.__setattr__(self, "streams_per_step", B // 2 if self.bi_data else B)
 
     def slot(self, replica: int, row: int) -> Tuple[int, int]:
         """(stream index inside the step's group, direction) of local row `row` of `replica`."""

@@ -33,11 +33,9 @@ class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
 
     kind = "lm"  # what the loaders and writers of models/pretrained.py see
 
-    @classmethod
-    def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetLMHeadModel":
-        """transformers' name: `xlnet_tf2.from_pretrained(name_or_dir, **kwargs)`
-        (models/pretrained.py's load_lm)."""
-        return pretrained.load_lm(cls, name_or_dir, **kwargs)
+    # transformers' name, and `xlnet_tf2.from_pretrained` (below): the loader itself, whose
+    # docstring says what `name_or_dir` may be and which keywords it takes.
+    from_pretrained = classmethod(pretrained.from_pretrained)
 
     def call(self, inputs, training=None, output_hidden_states=False):
         outputs = dict(self.transformer(inputs, training=training,
@@ -55,14 +53,10 @@ class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
         return generation.generate(self, input_ids, **kwargs)
 
 
-def from_pretrained(name_or_dir: str, **kwargs) -> XLNetLMHeadModel:
-    """`xlnet_tf2.from_pretrained`: a ready XLNetLMHeadModel from a directory (ours,
-    HuggingFace's or the original release's), a hub repository id or a release name, with
-    run-time settings as keywords (mem_len=384, ...); see models/pretrained.py's load_lm.
-
-        model = xlnet_tf2.from_pretrained("path/to/dir", mem_len=384)
-    """
-    return XLNetLMHeadModel.from_pretrained(name_or_dir, **kwargs)
+# `xlnet_tf2.from_pretrained(name_or_dir, **kwargs)`: a ready XLNetLMHeadModel from a
+# directory (ours, HuggingFace's or the original release's), a hub repository id or a release
+# name, with run-time settings as keywords (mem_len=384, ...).
+from_pretrained = XLNetLMHeadModel.from_pretrained
 
 
 def load_pretrained(directory: str, **config_overrides) -> XLNetLMHeadModel:

@@ -18,9 +18,9 @@ The directory holds the architecture only; run-time settings (mem_len, dropout, 
 keyword arguments. Release names are also architecture presets: with `load_weights=False`
 they build that architecture with fresh weights and need nothing on disk.
 
-Every loader takes the class to build (`cls`): the model classes' own methods call them
-(`XLNetLMHeadModel.from_pretrained` is `load_lm(XLNetLMHeadModel, ...)`), so nothing here
-imports a model class. A model says what it is by its `kind` ("backbone", "lm", or task.json's
+Every loader takes the class to build (`cls`): the model classes' own methods are them or
+call them (`XLNetLMHeadModel.from_pretrained` is `classmethod(from_pretrained)`), so nothing
+here imports a model class. A model says what it is by its `kind` ("backbone", "lm", or task.json's
 task); a task model class lists the kinds it serves in `KINDS`.
 """
 
@@ -174,10 +174,14 @@ def _built(model):
     return model
 
 
-def load_lm(cls, name_or_dir: str, *, load_weights: bool = True,
-            cache_dir: Optional[str] = None, revision: Optional[str] = None,
-            local_files_only: bool = False, **runtime):
-    """A ready model of class `cls` (XLNetLMHeadModel) from `name_or_dir` (module docstring).
+def from_pretrained(cls, name_or_dir: str, *, load_weights: bool = True,
+                    cache_dir: Optional[str] = None, revision: Optional[str] = None,
+                    local_files_only: bool = False, **runtime):
+    """`XLNetLMHeadModel.from_pretrained` and `xlnet_tf2.from_pretrained`: a ready model of
+    class `cls` (XLNetLMHeadModel) from `name_or_dir`: a directory (ours, HuggingFace's or the
+    original release's), a hub repository id or a release name (module docstring).
+
+        model = xlnet_tf2.from_pretrained("path/to/dir", mem_len=384)
 
     Args:
       load_weights: False builds the architecture of a release name or of a directory's
@@ -217,8 +221,8 @@ def load_lm_directory(cls, directory: str, **config_overrides):
 def load_backbone(cls, name_or_dir: str, *, load_weights: bool = True,
                   cache_dir: Optional[str] = None, revision: Optional[str] = None,
                   local_files_only: bool = False, **runtime):
-    """A model of class `cls` (XLNetModel) with the backbone weights of whatever `load_lm`
-    takes; our task directories too (their head is not read)."""
+    """A model of class `cls` (XLNetModel) with the backbone weights of whatever
+    `from_pretrained` takes; our task directories too (their head is not read)."""
     check_runtime(runtime)
     if not load_weights:
         return _built(cls(_architecture(name_or_dir, runtime)))

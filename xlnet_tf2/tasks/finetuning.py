@@ -20,7 +20,7 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models.saving import restore_weights
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
 from xlnet_tf2.tasks.head_spec import HeadSpec
-from xlnet_tf2.training.flops import pretrain_step_flops
+from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 from xlnet_tf2.training.layer_decay import layer_lr_multipliers
 from xlnet_tf2.training.task import RunSettings, Task
 from xlnet_tf2.training.trainer import TrainResult
@@ -74,7 +74,7 @@ class FinetuneTask(Task):
 
     ClassificationTask, SquadTask and RaceTask (classification.py, squad.py, race.py) build
     these pieces from their configuration trees (finetune_config.py); their commands run them
-    with `run_task(ClassificationTask, config)` (training/run_task.py). What this class gives
+    with `run_task(ClassificationTask, config)` (training/trainer.py). What this class gives
     the loop: the loss as a mean over the global batch's examples (`loss_count` = examples),
     layer-wise learning-rate decay (training/layer_decay.py, applied by the optimizer's
     per-variable multipliers), `--init_checkpoint` loaded into the backbone, mask_emb left out
@@ -183,8 +183,8 @@ class FinetuneTask(Task):
 
     def flops_per_step(self, global_batch: int, num_replicas: int) -> float:
         sequences = global_batch * max(1, self.tokens_per_example // self.seq_len)
-        return pretrain_step_flops(self._model_config, seq_len=self.seq_len, mem_len=0,
-                                   num_predict=0, global_batch_size=sequences,
+        return pretrain_step_flops(self._model_config, seq_len=self.seq_len, num_predict=0,
+                                   global_batch_size=sequences,
                                    num_replicas=num_replicas).train_per_step
 
     # ------------------------------------------------------------------ evaluation

@@ -2,7 +2,7 @@
 Transformer-XL memory as the carried state (models/memory.py); the generic loop
 (training/trainer.py) does the steps, strategy, optimizer, checkpoints and logs.
 
-    result = run_task(PretrainTask, config)       # the command (training/run_task.py)
+    result = run_task(PretrainTask, config)       # the command (training/trainer.py)
 
 The data decides the example shape and the vocabulary (`PretrainData`, read once from every
 manifest), so data and training cannot disagree. What the task gives the loop, piece by piece:
@@ -33,7 +33,7 @@ from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 from xlnet_tf2.tasks.pretraining_eval import HeldOutEvaluator, default_eval_dirs
 from xlnet_tf2.training import checkpointing, distribution
-from xlnet_tf2.training.flops import pretrain_step_flops
+from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 from xlnet_tf2.training.task import RunSettings, Task
 from xlnet_tf2.training.trainer import Trainer, TrainResult
 
@@ -202,7 +202,7 @@ class PretrainTask(Task):
     def flops_per_step(self, global_batch: int, num_replicas: int) -> float:
         shape = self.data_shape
         return pretrain_step_flops(
-            self.model_config, seq_len=shape.seq_len, mem_len=self.model_config.mem_len,
+            self.model_config, seq_len=shape.seq_len,
             num_predict=shape.num_predict, global_batch_size=global_batch,
             num_replicas=num_replicas).train_per_step
 

@@ -43,7 +43,7 @@ from xlnet_tf2.tasks.squad_data import (MODEL_INPUTS, SquadExample, SquadWindow,
                                         stack_windows)
 from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SPIECE_UNDERLINE, SentencePieceTokenizer
-from xlnet_tf2.training import determinism, distribution
+from xlnet_tf2.training import distribution
 from xlnet_tf2.training.inference import predict
 
 BEAM_OUTPUTS = ("start_top_log_probs", "start_top_index", "end_top_log_probs", "end_top_index",
@@ -314,7 +314,7 @@ def predict_only(config: SquadConfig) -> Dict[str, float]:
     training; its task.json settings and spiece.model are used)."""
     if not config.predict_file:
         raise RunConfigError("--nodo_train needs --predict_file.")
-    determinism.apply(config.loop)  # before TensorFlow's runtime starts (training/run_task.py)
+    distribution.apply_determinism(config.loop)  # before TensorFlow's runtime starts
     model_dir = config.model_dir
     model, spec, spm_model = load_task_model(model_dir, "squad", config.checkpoint)
     tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)

@@ -25,17 +25,6 @@ class CheckpointRestoreError(RuntimeError):
     """No checkpoint in model_dir could be restored; the message lists what failed."""
 
 
-class RandomState(tf.Module):
-    """The states of the model's Keras `SeedGenerator`s (dropout outside the training loop's
-    key scope, see layers/dropout.py), checkpointed so a restored model continues their
-    streams. Inside the loop dropout keys come from the seed and the checkpointed step."""
-
-    def __init__(self, model):
-        super().__init__(name="random_state")
-        self.seed_states = [v.value for v in model.variables
-                            if v.path.endswith("seed_generator_state")]
-
-
 class CheckpointKeeper:
     """tf.train.CheckpointManager plus corrupt-checkpoint fallback and multi-worker saving."""
 
@@ -44,7 +33,12 @@ class CheckpointKeeper:
                  is_chief: bool = True, worker_id: int = 0):
         """`extra`: further objects saved under their keys."""
         self.model_dir = model_dir
-        self.random_state = RandomState(model)
+        # The states of the model's Keras `SeedGenerator`s (dropout outside the training loop's
+        # key scope, see layers/dropout.py), so a restored model continues their streams.
+        # Inside the loop dropout keys come from the seed and the checkpointed step.
+        self.random_state = tf.Module(name="random_state")
+        self.random_state.seed_states = [v.value for v in model.variables
+                                         if v.path.endswith("seed_generator_state")]
         self.checkpoint = tf.train.Checkpoint(model=model, optimizer=optimizer,
                                               global_step=global_step,
                                               random_state=self.random_state, **(extra or {}))
@@ -70,18 +64,13 @@ class CheckpointKeeper:
         is written last, and updating the `checkpoint` state file still resumes from N)."""
         listed = {int(os.path.basename(p)[len("ckpt-"):]): p for p in self.reader.checkpoints
                   if os.path.basename(p)[len("ckpt-"):].isdigit()}
-        for step in self.saved_steps():
-            listed.setdefault(step, os.path.join(self.model_dir, f"ckpt-{step}"))
+        for prefix in run_dir.checkpoint_prefixes(self.model_dir):  # read on every worker
+            listed.setdefault(int(prefix.rsplit("-", 1)[1]), prefix)
         return [listed[step] for step in sorted(listed, reverse=True)]
 
     def saved_steps(self) -> List[int]:
         """Steps of the checkpoints in model_dir (read from the directory, on every worker)."""
-        steps = []
-        for path in tf.io.gfile.glob(os.path.join(self.model_dir, "ckpt-*.index")):
-            name = os.path.basename(path)[len("ckpt-"):-len(".index")]
-            if name.isdigit():
-                steps.append(int(name))
-        return sorted(steps)
+        return sorted(int(p.rsplit("-", 1)[1]) for p in run_dir.checkpoint_prefixes(self.model_dir))
 
     def save(self, step: int) -> str:
         path = self.manager.save(checkpoint_number=step)

@@ -1,4 +1,5 @@
-"""Choosing and connecting the `tf.distribute` strategy for a run.
+"""How a run's process executes: its `tf.distribute` strategy and, with --deterministic,
+bit-reproducible execution; both must be set before TensorFlow's runtime starts.
 
 `resolve_strategy("auto")` picks TPU when `--tpu` is given, multi-worker when `TF_CONFIG`
 names more than one worker, mirrored when there are several GPUs, one-device otherwise.
@@ -15,6 +16,8 @@ import threading
 from typing import Optional
 
 import tensorflow as tf
+
+from xlnet_tf2.config_flags import RunConfigError
 
 STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "one_device")
 
@@ -116,9 +119,31 @@ def resolve_strategy(name: str = "auto", tpu: Optional[str] = None,
     return tf.distribute.OneDeviceStrategy(gpus[0].name if gpus else "/cpu:0")
 
 
-def strategy_of(config) -> tf.distribute.Strategy:
-    """The strategy of a run configuration's DistributionConfig section (run_config.py)."""
-    return resolve_strategy(config.strategy, config.tpu, config.tpu_timeout)
+def apply_determinism(loop) -> None:
+    """Turns on deterministic execution for this process when a run's loop settings (a
+    LoopConfig) ask for --deterministic.
+
+    Every kernel being deterministic by itself is not enough: with several inter-op threads the
+    same training step run twice in one process gives losses that part by float rounding after
+    a few steps. With one inter-op thread (ops run one at a time, each still using all cores)
+    the losses and weights of repeated runs, and of a run resumed from any checkpoint, are
+    bit-identical (BENCHMARKS.md#figures-behind-choices-in-the-code). So --deterministic sets
+    one inter-op thread and TensorFlow's op determinism (which also selects deterministic GPU
+    kernels). The thread count can only be set before TensorFlow's runtime starts: `run_task`
+    calls this first thing; in a process that already ran TensorFlow ops it raises unless the
+    setting is already in force."""
+    if not loop.deterministic:
+        return
+    tf.config.experimental.enable_op_determinism()
+    if tf.config.threading.get_inter_op_parallelism_threads() == 1:
+        return
+    try:
+        tf.config.threading.set_inter_op_parallelism_threads(1)
+    except RuntimeError as e:
+        raise RunConfigError(
+            "--deterministic needs one inter-op thread, which can only be set before "
+            "TensorFlow starts: call tf.config.threading.set_inter_op_parallelism_threads(1) "
+            f"before running any TensorFlow op in this process ({e}).") from None
 
 
 def is_chief(strategy: tf.distribute.Strategy) -> bool:

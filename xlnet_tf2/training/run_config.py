@@ -32,13 +32,6 @@ STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "one_device")
 JIT_MIN_STEPS = 300
 
 
-def _rate(config, *names):
-    for name in names:
-        value = getattr(config, name)
-        if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
-            raise RunConfigError(f"--{name} must be in [0, 1), got {value!r}.")
-
-
 @dataclasses.dataclass(frozen=True)
 class DistributionConfig:
     """Where the run executes."""
@@ -194,4 +187,7 @@ class DropoutConfig:
 
     def __post_init__(self):
         check_declared(self)
-        _rate(self, "dropout", "dropatt")
+        for name in ("dropout", "dropatt"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or not 0.0 <= value < 1.0:
+                raise RunConfigError(f"--{name} must be in [0, 1), got {value!r}.")

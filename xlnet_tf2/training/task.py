@@ -2,7 +2,7 @@
 
 A task is a single-replica view of a training procedure (TF Model Garden's `base_task.Task`):
 which model, which inputs, which loss, what to do around the loop. `Trainer` (trainer.py) runs
-it; the commands call `run_task(SomeTask, config)` (run_task.py). Each method's docstring says
+it; the commands call trainer.py's `run_task(SomeTask, config)`. Each method's docstring says
 when the Trainer calls it; docs/ARCHITECTURE.md#the-task-protocol gives the whole protocol.
 In the docstrings `model` is the built model, `features` one replica's batch and `state` the
 task's carried state per replica ([] without one).
@@ -124,7 +124,7 @@ class Task:
         return None
 
     def result(self, trained):
-        """What running this task returns (run_task.py), from the Trainer's TrainResult; it has
+        """What running this task returns (`run_task`), from the Trainer's TrainResult; it has
         a `summary()`, the line the commands print."""
         raise NotImplementedError
 

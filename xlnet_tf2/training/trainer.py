@@ -1,6 +1,7 @@
 """The one training loop of the project: `Trainer(task)` runs any Task (task.py): pretraining
 and every fine-tuning task (xlnet_tf2/tasks/) are tasks; the loop knows nothing of any one.
-How one run goes: `Trainer.train`; what one step computes: `Trainer._replica_step`.
+How every command runs its task: `run_task`; how one run goes: `Trainer.train`; what one step
+computes: `Trainer._replica_step`.
 """
 
 from __future__ import annotations
@@ -21,8 +22,7 @@ from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers import relative_attention
 from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
-from xlnet_tf2.training import (checkpointing, determinism, distribution, preemption,
-                                run_record)
+from xlnet_tf2.training import checkpointing, distribution, preemption, run_record
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
 from xlnet_tf2.training.optimization import (create_optimizer, describe_optimizer,
@@ -38,6 +38,26 @@ class TrainingDivergedError(RuntimeError, FloatingPointError):
 
 class DataExhaustedError(RuntimeError):
     """The input pipeline ran out before --train_steps."""
+
+
+def run_task(task_class, config):
+    """How every command runs its task: trains `task_class(config)` (resuming from its
+    model_dir's checkpoints) on the strategy of `config.distribution` and returns
+    `task.result(...)`, whose `summary()` is what the commands print.
+
+        result = run_task(ClassificationTask, config)     # config: the command's tree
+
+    In order: deterministic execution when --deterministic (before anything starts
+    TensorFlow's runtime: reading TFDS or caching features runs ops), the strategy (before any
+    other op: multi-worker and TPU strategies need a fresh runtime), the task built under the
+    strategy's scope (so its set-up sees the strategy, e.g. which worker writes the feature
+    cache), the Trainer's run, and the task's result (`Task.result`)."""
+    distribution.apply_determinism(config.loop)
+    where = config.distribution  # run_config.py's DistributionConfig
+    strategy = distribution.resolve_strategy(where.strategy, where.tpu, where.tpu_timeout)
+    with strategy.scope():
+        task = task_class(config)
+    return task.result(Trainer(task, strategy=strategy).train())
 
 
 @dataclasses.dataclass
@@ -83,8 +103,7 @@ class Trainer:
         self._changed_settings: list = []
         self._resumed = False
 
-        if loop.deterministic:
-            determinism.enable()
+        distribution.apply_determinism(loop)
         keras.mixed_precision.set_global_policy(loop.precision)
         keras.utils.set_random_seed(loop.seed)
         opt = self.optimizer_config
