@@ -17,7 +17,8 @@ from fixtures.battery_report import (pytest_runtest_logreport,  # noqa: E402,F40
 
 # The two tiers (tests/fixtures/slow_tier.py): an unmarked test that starts a Python process
 # fails, unmarked tests over ~20 s are listed at the end. pytester runs the check's own tests.
-pytest_plugins = ("fixtures.slow_tier", "pytester")
+# The longest files go to the pytest-xdist workers first (tests/fixtures/schedule.py).
+pytest_plugins = ("fixtures.slow_tier", "fixtures.schedule", "pytester")
 
 # Bit-reproducible execution for every in-process test (training/distribution.py's
 # apply_determinism): determinism and resume tests compare runs bit for bit, and the setting

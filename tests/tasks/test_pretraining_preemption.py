@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from fixtures.paths import REPO_ROOT as ROOT
-from fixtures.pretrain_runs import (ENV, TRAIN_FLAGS, final_state, finish_workers, prepare_data,
-                                    run_python, start_workers, steps_by_number)
+from fixtures.pretrain_runs import (ENV, TRAIN_FLAGS, final_state, finish_workers, run_python,
+                                    shared_data, start_workers, steps_by_number)
 
 pytestmark = pytest.mark.slow  # every test starts the command in subprocesses
 
@@ -28,7 +28,7 @@ PREEMPTED_STATUS = 75
 
 @pytest.fixture(scope="module")
 def data_dir(tmp_path_factory):
-    return prepare_data(tmp_path_factory.mktemp("prep"))
+    return shared_data(tmp_path_factory)
 
 
 # run_pretrain.py announcing on stdout what it is doing, so the soak can aim its signals:
