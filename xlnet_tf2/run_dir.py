@@ -121,14 +121,21 @@ def write_checkpoint_state(directory: str, names: list) -> None:
         f'all_model_checkpoint_paths: "{name}"\n' for name in names)
     fileio.write_atomically(os.path.join(directory, CHECKPOINT_STATE), text.encode())
 
+def checkpoint_step(prefix: str, name: str = "ckpt") -> Optional[int]:
+    """N of a checkpoint prefix .../<name>-N, or None when `prefix` is not one."""
+    base = os.path.basename(prefix)
+    step = base[len(name) + 1:]
+    return int(step) if base.startswith(f"{name}-") and step.isdigit() else None
+
+
 def checkpoint_prefixes(directory: str, name: str = "ckpt") -> list:
     """Prefixes DIR/<name>-N of the complete checkpoints in `directory` (their .index exists),
     newest step first; read from the directory, whatever its state file says."""
     steps = []
     for path in fileio.glob(os.path.join(directory, f"{name}-*.index")):
-        step = os.path.basename(path)[len(name) + 1:-len(".index")]
-        if step.isdigit():
-            steps.append(int(step))
+        step = checkpoint_step(path[:-len(".index")], name)
+        if step is not None:
+            steps.append(step)
     return [os.path.join(directory, f"{name}-{step}") for step in sorted(steps, reverse=True)]
 
 

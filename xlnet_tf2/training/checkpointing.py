@@ -62,15 +62,19 @@ class CheckpointKeeper:
         """Checkpoint prefixes, newest first: the ones the state file lists, and any newer
         complete one it does not list yet (a run killed between writing ckpt-N.index, which
         is written last, and updating the `checkpoint` state file still resumes from N)."""
-        listed = {int(os.path.basename(p)[len("ckpt-"):]): p for p in self.reader.checkpoints
-                  if os.path.basename(p)[len("ckpt-"):].isdigit()}
-        for prefix in run_dir.checkpoint_prefixes(self.model_dir):  # read on every worker
-            listed.setdefault(int(prefix.rsplit("-", 1)[1]), prefix)
+        listed = {}  # step -> prefix, the state file's name first
+        # The directory is read on every worker.
+        for prefix in (list(self.reader.checkpoints)
+                       + run_dir.checkpoint_prefixes(self.model_dir)):
+            step = run_dir.checkpoint_step(prefix)
+            if step is not None:
+                listed.setdefault(step, prefix)
         return [listed[step] for step in sorted(listed, reverse=True)]
 
     def saved_steps(self) -> List[int]:
         """Steps of the checkpoints in model_dir (read from the directory, on every worker)."""
-        return sorted(int(p.rsplit("-", 1)[1]) for p in run_dir.checkpoint_prefixes(self.model_dir))
+        return sorted(run_dir.checkpoint_step(p)
+                      for p in run_dir.checkpoint_prefixes(self.model_dir))
 
     def save(self, step: int) -> str:
         path = self.manager.save(checkpoint_number=step)
