@@ -22,7 +22,7 @@ from absl import logging
 
 from xlnet_tf2 import fileio
 
-# How the attention op is computed (layers/relative_attention.py): "auto" picks cuDNN's flash
+# How the attention op is computed (layers/kernels/attention.py, chosen by the step's plan): "auto" picks cuDNN's flash
 # attention where it can run and TensorFlow ops elsewhere; the others force one.
 ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "cudnn")
 
