@@ -32,6 +32,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.layers.dropout import Dropout
+from xlnet_tf2.layers.kernels.angle_scores import angle_position_scores
 from xlnet_tf2.layers.kernels.attention import attention
 from xlnet_tf2.layers.kernels.position_product import grouped_position_product
 from xlnet_tf2.layers.relative_position import (content_shift, gather_relative_scores,
@@ -118,7 +119,8 @@ class RelativeAttention(keras.layers.Layer):
     # ------------------------------------------------------------------ call
     def call(self, h, pos_emb, g=None, mems=None, content_mask=None, query_mask=None,
              segment_mismatch=None, query_segment_mismatch=None, query_positions=None,
-             query_weights=None, biases=None, training=None, plan: Optional[StepPlan] = None):
+             query_weights=None, biases=None, training=None, plan: Optional[StepPlan] = None,
+             angle_table=None, direction_groups: int = 1):
         """Runs both streams of one layer.
 
         Args:
@@ -134,6 +136,9 @@ class RelativeAttention(keras.layers.Layer):
             output is zero, as when the original maps rows through an all-zero target_mapping).
           biases: (r_w, r_r, r_s) shared [N, H] tensors when the layer does not own them.
           plan: the step's plan (layers/step_plan.py); None: this machine's.
+          angle_table: layers/kernels/angle_scores.py's table [2, K, D/2], for the position
+            scores without the shift (then `pos_emb` is unused), with `direction_groups` (1, or
+            2 with bi_data); None: the shift form from `pos_emb`.
         Returns:
           (h_out [B, L, D], g_out [B, P, D]) with a query stream; h_out alone without one (a
           Keras call returns tensors only, so the layer works in a functional model).
@@ -148,28 +153,41 @@ class RelativeAttention(keras.layers.Layer):
         k_len = keys_in.shape[1]
         keys = self._project(keys_in, self.k)  # [B, N, K, H]
         values = self._project(keys_in, self.v)  # [B, N, K, H]
-        k_r = tf.einsum("xtd,dnh->xtnh", tf.cast(pos_emb, self.compute_dtype),
-                        tf.cast(self.r, self.compute_dtype))
-        n_groups = pos_emb.shape[0]
+        if angle_table is None:
+            k_r = tf.einsum("xtd,dnh->xtnh", tf.cast(pos_emb, self.compute_dtype),
+                            tf.cast(self.r, self.compute_dtype))
+            n_groups = pos_emb.shape[0]
 
-        def attend(queries, positions, mismatch, blocked, dropout_rows=None):
-            """The attention of query rows [B, N, S, H] at segment positions `positions`
-            ([B, S], None for the L content rows in order): the content part (q + r_w) . k by
-            the op, the aligned position scores and the segment term as its bias."""
-            # (q + r_r) . r for every encoded distance, [B, N, S, T]; with X = 2 the first
-            # half of the batch uses group 0 (forward) and the second half group 1 (backward).
+        def position_scores(queries, positions):
+            """bd = (q + r_r) . r at the distance of each query row [B, N, S, H] (at segment
+            positions `positions` [B, S], None for the L content rows in order) and key:
+            [B, N, S, K]."""
             batch, n, rows, head = queries.shape
             batch = tf.shape(queries)[0] if batch is None else batch
             rows = tf.shape(queries)[2] if rows is None else rows
+            if angle_table is not None:  # without the shift (layers/kernels/angle_scores.py)
+                u = tf.einsum("bnsh,dnh->bnsd", queries + r_r,
+                              tf.cast(self.r, self.compute_dtype))             # [B, N, S, D]
+                if positions is None:
+                    positions = segment_positions(queries, q_len)
+                places = tf.cast(positions, tf.int32) + (k_len - q_len)          # M + i
+                return angle_position_scores(u, places, angle_table, direction_groups)
+            # (q + r_r) . r for every encoded distance, [B, N, S, T]; with X = 2 the first
+            # half of the batch uses group 0 (forward) and the second half group 1 (backward).
             scores = grouped_position_product(
                 tf.reshape(queries + r_r, [n_groups, batch // n_groups, n, rows, head]), k_r)
             # T stays static even when the batch is not (multi-worker input): later steps
             # slice by it.
             scores = tf.reshape(scores, [batch, n, rows, k_r.shape[1]])
             if positions is None:
-                bias = content_shift(scores, k_len, plan)
-            else:
-                bias = gather_relative_scores(scores, positions, q_len, k_len, plan)
+                return content_shift(scores, k_len, plan)
+            return gather_relative_scores(scores, positions, q_len, k_len, plan)
+
+        def attend(queries, positions, mismatch, blocked, dropout_rows=None):
+            """The attention of query rows [B, N, S, H] at segment positions `positions`
+            ([B, S], None for the L content rows in order): the content part (q + r_w) . k by
+            the op, the aligned position scores and the segment term as its bias."""
+            bias = position_scores(queries, positions)
             if mismatch is not None:  # (q + r_s) . seg_embed[s_ij], s_ij: mismatch [B, S, K]
                 per_class = tf.einsum("bnsh,cnh->bnsc", queries + r_s,
                                       tf.cast(self.seg_embed, self.compute_dtype))  # [B, N, S, 2]

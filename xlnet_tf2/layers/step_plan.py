@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Optional
 
 import tensorflow as tf
 
-from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS
+from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS, POSITION_SCORE_FORMS
 
 if TYPE_CHECKING:  # a type only: layers/dropout.py builds the keys
     from xlnet_tf2.layers.dropout import DropoutKeys
@@ -46,6 +46,8 @@ class StepPlan:
     device: "cpu", "gpu" or "tpu": the device whose program is traced.
     attention: the attention op's implementation, one of config.ATTENTION_IMPLEMENTATIONS
       ("auto" picks per call: layers/kernels/attention.py).
+    position_scores: one of config.POSITION_SCORE_FORMS (`angle_position_scores` says which
+      form is used).
     dropout_keys: the keys of this trace's dropout draws (layers/dropout.py's `DropoutKeys`,
       built per traced training step), or None: each Dropout then draws from its own seed
       generator.
@@ -53,6 +55,7 @@ class StepPlan:
 
     device: str = "cpu"
     attention: str = "auto"
+    position_scores: str = "auto"
     dropout_keys: Optional["DropoutKeys"] = None
 
     def __post_init__(self):
@@ -62,12 +65,16 @@ class StepPlan:
         if self.attention not in ATTENTION_IMPLEMENTATIONS:
             raise ValueError(f"Unknown attention implementation {self.attention!r}; expected "
                              f"one of {', '.join(ATTENTION_IMPLEMENTATIONS)}.")
+        if self.position_scores not in POSITION_SCORE_FORMS:
+            raise ValueError(f"Unknown position-score form {self.position_scores!r}; expected "
+                             f"one of {', '.join(POSITION_SCORE_FORMS)}.")
 
     @classmethod
-    def for_this_machine(cls, attention: str = "auto") -> "StepPlan":
-        """The plan of a call that was given none: this machine's device, asked when the call
-        is traced (a TPU system initialized later in the process changes the answer)."""
-        return cls(device=this_machine(), attention=attention)
+    def for_this_machine(cls, **settings) -> "StepPlan":
+        """This machine's device (asked when the call is traced: a TPU system initialized
+        later in the process changes the answer) with `settings` (attention=...,
+        position_scores=...): the plan of a call that was given none."""
+        return cls(device=this_machine(), **settings)
 
     def on(self, device: str) -> "StepPlan":
         """The same plan traced for `device`."""
@@ -107,6 +114,16 @@ class StepPlan:
         """A `store_mask` Dropout hands XLA its mask bit-packed (GPU, whose compiler stores the
         mask anyway)."""
         return self.device == "gpu"
+
+    @property
+    def angle_position_scores(self) -> bool:
+        """The position scores as a product with an angle table, without the rel-shift
+        (layers/kernels/angle_scores.py): on a TPU, whose compiler makes the shift's reshapes
+        and slices passes of their own; forced by `position_scores`. The model keeps the
+        shift where the table is not exact (clamp_len, dropout on the position embedding)."""
+        if self.position_scores == "auto":
+            return self.device == "tpu"
+        return self.position_scores == "angles"
 
     @property
     def grouped_optimizer(self) -> bool:

@@ -20,6 +20,7 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.layers.dropout import Dropout
+from xlnet_tf2.layers.kernels import angle_scores
 from xlnet_tf2.layers.relative_attention import normal_initializer
 from xlnet_tf2.layers.relative_position import (build_attention_masks,
                                                 relative_position_encoding, segment_matrix)
@@ -233,12 +234,23 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
                                   "HuggingFace's name), not both.")
         segment_mismatch = None if segment_ids is None else segment_matrix(segment_ids, m_len)
 
-        # Computed in the program from a run-time zero instead of folded into a constant table
-        # (layers/relative_position.py).
-        pos_emb = relative_position_encoding(q_len, k_len, c.d_model, c.attn_type, c.bi_data,
-                                             c.clamp_len, run_time_input=input_ids)
-        pos_emb = self.dropout(tf.cast(pos_emb, self.compute_dtype), training=training,
-                               shared_over_batch=True, plan=plan)  # [K, D]: one mask for every example
+        # The position scores' form: the plan's, but the shift wherever the angle table is not
+        # the embedding the scores read (a clamped distance; dropout on the embedding).
+        angles = (plan.angle_position_scores and c.clamp_len <= 0
+                  and not (training and c.dropout > 0))
+        position_kwargs = {}
+        if angles:
+            pos_emb = None
+            position_kwargs = dict(
+                angle_table=angle_scores.angle_table(k_len, c.d_model, run_time_input=input_ids),
+                direction_groups=2 if c.bi_data else 1)
+        else:
+            # Computed in the program from a run-time zero instead of folded into a constant
+            # table (layers/relative_position.py).
+            pos_emb = relative_position_encoding(q_len, k_len, c.d_model, c.attn_type,
+                                                 c.bi_data, c.clamp_len, run_time_input=input_ids)
+            pos_emb = self.dropout(tf.cast(pos_emb, self.compute_dtype), training=training,
+                                   shared_over_batch=True, plan=plan)  # one mask for every example
 
         h = self.dropout(self.word_embedding(input_ids), training=training, plan=plan)
 
@@ -274,7 +286,7 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
             query_hidden_states.append(g)
             out = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
                         segment_mismatch=segment_mismatch, biases=shared_biases,
-                        training=training, plan=plan, **query_kwargs)
+                        training=training, plan=plan, **query_kwargs, **position_kwargs)
             h, g = out if g is not None else (out, None)
 
         output = self.dropout(h if g is None else g, training=training, plan=plan)

@@ -105,8 +105,10 @@ class Trainer:
         self.micro_batches = self.layout.micro_batches
         self.micro_batch = self.layout.micro_batch
         self.is_chief = distribution.is_chief(self.strategy)
-        self.plan = (StepPlan.for_this_machine(loop.attention_implementation) if device is None
-                     else StepPlan(device=device, attention=loop.attention_implementation))
+        settings = dict(attention=loop.attention_implementation,
+                        position_scores=loop.position_scores)
+        self.plan = (StepPlan.for_this_machine(**settings) if device is None
+                     else StepPlan(device=device, **settings))
         self.on_tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
         self.loss_scaling = loop.precision == "mixed_float16"
         self.attempt: Optional[int] = None

@@ -8,6 +8,7 @@ the step's plan (layers/step_plan.py) picks among them.
   cudnn.py             the op as cuDNN's flash attention (XLA custom calls; GPU)
   position_product.py  the position scores' product with its one-layout gradient
   window_read.py       the shift of query rows at arbitrary positions as a gather (GPU, TPU)
+  angle_scores.py      the position scores as a product with an angle table, no shift (TPU)
   dropout_masks.py     the dropout masks' counter hash, stored and bit-packed masks
 
 A new implementation of the op is a module here, a name in config.ATTENTION_IMPLEMENTATIONS and
