@@ -23,10 +23,12 @@ Kernels (separate launches, each output element written by one program, no atomi
                   key reads it, zero elsewhere) and d_seg.
 Both backward kernels compute delta = rowsum(d_out * out) of their rows themselves.
 
-ABI: pointer arguments only (operands, then results), every size and flag a tl.constexpr: the
-ABI of XLA's `__gpu$xla.gpu.triton` custom call. A pointer whose flag is off (seg without
-HAS_SEGMENT, ...) is passed as None: a constexpr, absent from the compiled function's
-arguments; `launch` lists the pointers a kernel takes, in order.
+ABI: pointer arguments only (operands, then results; parameter `<name>_ptr`), every size and
+flag a tl.constexpr: the ABI of XLA's `__gpu$xla.gpu.triton` custom call. A pointer whose flag
+is off (seg without HAS_SEGMENT, ...) is passed as None: a constexpr, absent from the compiled
+function's arguments. `launch(...)` gives a kernel's Triton function, the pointers it takes in
+order, its constexprs, grid, num_warps and num_stages; `kernels(interpret)` the Triton
+functions themselves (triton, the `gpu` extra, is imported there, not by this module).
 
 Tiles per GPU generation (`launch`): the forward keeps a [BLOCK_M, H] accumulator and streams
 K, V and the position-score tile through shared memory, so the tile's depth of pipelining
@@ -40,44 +42,41 @@ half the tile rows there.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import types
 from typing import Dict, Optional, Tuple
-
-import triton
-import triton.language as tl
 
 # The reference's blocked score: finite, so a row whose keys are all blocked gets the
 # reference's uniform softmax over its K keys (not a NaN).
-BLOCKED_SCORE = tl.constexpr(-1e30)
-_GOLDEN = tl.constexpr(0x9E3779B9)               # dropout.py's counter and key multipliers
-_KEY_MULTIPLIER = tl.constexpr(0x85EBCA77)
+BLOCKED_SCORE = -1e30
+_GOLDEN = 0x9E3779B9               # dropout.py's counter and key multipliers
+_KEY_MULTIPLIER = 0x85EBCA77
 
 
+# The kernels' functions below are plain Python until `kernels()` makes them Triton functions
+# (triton is an optional dependency: the `gpu` extra); `tl` is triton.language there.
+#
 # tl.sum, tl.max and tl.zeros are @triton.jit functions of triton.language, decorated when
 # triton is imported: Triton's CPU interpreter runs them only if TRITON_INTERPRET was set before
 # that import. The kernels use these equivalents (the same tt.reduce), which run under the
-# interpreter whenever the kernels themselves were decorated with it set.
-@triton.jit
+# interpreter whatever the environment.
 def _add(a, b):
     return a + b
 
 
-@triton.jit
 def _larger(a, b):
     return tl.maximum(a, b)
 
 
-@triton.jit
 def _row_sum(x, axis):
     return tl.reduce(x, axis, _add)
 
 
-@triton.jit
 def _row_max(x, axis):
     return tl.reduce(x, axis, _larger)
 
 
 
-@triton.jit
 def _fmix32(h):
     """MurmurHash3's finalizer on uint32 values (multiplies wrap mod 2**32, shifts logical)."""
     h = h ^ (h >> 16)
@@ -87,7 +86,6 @@ def _fmix32(h):
     return h ^ (h >> 16)
 
 
-@triton.jit
 def _row_context(b, head, rows, row_ok, row_pos_ptr, seg_ptr, row_seg_ptr, k0s_ptr, k1_ptr,
                  N: tl.constexpr, S: tl.constexpr, K: tl.constexpr, L: tl.constexpr,
                  SPLIT: tl.constexpr, HAS_SEGMENT: tl.constexpr, HAS_DROPOUT: tl.constexpr):
@@ -119,7 +117,6 @@ def _row_context(b, head, rows, row_ok, row_pos_ptr, seg_ptr, row_seg_ptr, k0s_p
     return shift, seg_same, seg_diff, rseg, key_term, key_mix, n_base
 
 
-@triton.jit
 def _keep(cols, key_term, key_mix, n_base, THRESHOLD: tl.constexpr):
     """dropout.py's keep mask of a tile: hashed bits of n = n_base[row] + key >= threshold."""
     n = n_base[:, None] + cols[None, :].to(tl.uint32)
@@ -127,7 +124,6 @@ def _keep(cols, key_term, key_mix, n_base, THRESHOLD: tl.constexpr):
     return bits >= THRESHOLD
 
 
-@triton.jit
 def _scores(q, kt, b, bh, rows, row_ok, cols, col_ok, shift, seg_same, seg_diff, rseg,
             pos_ptr, key_seg_ptr, blocked_bits_ptr,
             S: tl.constexpr, K: tl.constexpr, T: tl.constexpr, W: tl.constexpr,
@@ -158,7 +154,6 @@ def _scores(q, kt, b, bh, rows, row_ok, cols, col_ok, shift, seg_same, seg_diff,
     return score, live, differ, col, reads
 
 
-@triton.jit
 def flash_fwd(q_w_ptr, k_ptr, v_ptr, pos_ptr, row_pos_ptr, seg_ptr, row_seg_ptr, key_seg_ptr,
               blocked_bits_ptr, k0s_ptr, k1_ptr, out_ptr, lse_ptr,
               B: tl.constexpr, N: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
@@ -210,7 +205,6 @@ def flash_fwd(q_w_ptr, k_ptr, v_ptr, pos_ptr, row_pos_ptr, seg_ptr, row_seg_ptr,
     tl.store(lse_ptr + bh * S + rows, m_i + tl.log(l_i), mask=row_ok)
 
 
-@triton.jit
 def _row_tile(q_w_ptr, out_ptr, d_out_ptr, lse_ptr, bh, rows, row_ok, hs,
               S: tl.constexpr, H: tl.constexpr, DOT_F32: tl.constexpr):
     """q_w, d_out, lse and delta = rowsum(d_out * out) of a tile of rows."""
@@ -226,7 +220,6 @@ def _row_tile(q_w_ptr, out_ptr, d_out_ptr, lse_ptr, bh, rows, row_ok, hs,
     return q, d_out, lse, delta
 
 
-@triton.jit
 def _score_grad(q, kt, vt, d_out, lse, delta, b, bh, head, rows, row_ok, cols, col_ok,
                 row_pos_ptr, seg_ptr, row_seg_ptr, key_seg_ptr, blocked_bits_ptr, k0s_ptr, k1_ptr,
                 pos_ptr, N: tl.constexpr, S: tl.constexpr, K: tl.constexpr, T: tl.constexpr,
@@ -257,7 +250,6 @@ def _score_grad(q, kt, vt, d_out, lse, delta, b, bh, head, rows, row_ok, cols, c
     return p_drop, ds, differ, col, reads
 
 
-@triton.jit
 def flash_bwd_dkdv(q_w_ptr, k_ptr, v_ptr, pos_ptr, row_pos_ptr, seg_ptr, row_seg_ptr, key_seg_ptr,
                    blocked_bits_ptr, k0s_ptr, k1_ptr, out_ptr, lse_ptr, d_out_ptr, dk_ptr, dv_ptr,
                    B: tl.constexpr, N: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
@@ -297,7 +289,6 @@ def flash_bwd_dkdv(q_w_ptr, k_ptr, v_ptr, pos_ptr, row_pos_ptr, seg_ptr, row_seg
     tl.store(dv_ptr + kv_at, dv.to(dv_ptr.dtype.element_ty), mask=col_ok[:, None])
 
 
-@triton.jit
 def flash_bwd_dq(q_w_ptr, k_ptr, v_ptr, pos_ptr, row_pos_ptr, seg_ptr, row_seg_ptr, key_seg_ptr,
                  blocked_bits_ptr, k0s_ptr, k1_ptr, out_ptr, lse_ptr, d_out_ptr, dq_w_ptr,
                  d_pos_ptr, d_seg_ptr,
@@ -357,7 +348,31 @@ def flash_bwd_dq(q_w_ptr, k_ptr, v_ptr, pos_ptr, row_pos_ptr, seg_ptr, row_seg_p
         tl.store(d_seg_ptr + d_seg_at + 1, d_diff.to(d_seg_ptr.dtype.element_ty), mask=row_ok)
 
 
-KERNELS = {"flash_fwd": flash_fwd, "flash_bwd_dkdv": flash_bwd_dkdv, "flash_bwd_dq": flash_bwd_dq}
+KERNEL_NAMES = ("flash_fwd", "flash_bwd_dkdv", "flash_bwd_dq")
+_TRITON_FUNCTIONS = (_fmix32, _add, _larger, _row_sum, _row_max, _row_context, _keep, _scores,
+                     flash_fwd, _row_tile, _score_grad, flash_bwd_dkdv, flash_bwd_dq)
+
+
+@functools.lru_cache(maxsize=None)
+def kernels(interpret: bool = False) -> Dict[str, object]:
+    """The kernels by name, as @triton.jit functions (`interpret`: as functions of Triton's CPU
+    interpreter, whatever TRITON_INTERPRET says). Each function gets a namespace of this
+    module's names with `tl` (triton.language), the constants as tl.constexpr (a Triton function
+    reads only constexpr globals) and the other functions as Triton functions."""
+    import triton
+    import triton.language as tl
+    from triton.runtime.interpreter import InterpretedFunction
+
+    namespace = dict(globals())
+    namespace.update(tl=tl, BLOCKED_SCORE=tl.constexpr(BLOCKED_SCORE),
+                     _GOLDEN=tl.constexpr(_GOLDEN), _KEY_MULTIPLIER=tl.constexpr(_KEY_MULTIPLIER))
+    for fn in _TRITON_FUNCTIONS:
+        bound = types.FunctionType(fn.__code__, namespace, fn.__name__, fn.__defaults__)
+        bound.__annotations__ = dict(fn.__annotations__)
+        bound.__doc__, bound.__module__, bound.__qualname__ = fn.__doc__, __name__, fn.__qualname__
+        namespace[fn.__name__] = InterpretedFunction(bound) if interpret else triton.jit(bound)
+    return {name: namespace[name] for name in KERNEL_NAMES}
+
 
 # Every kernel's pointer parameters in signature order, and the flag that drops each optional
 # one (passed as None when its flag is off). The first names are operands, the rest results.
@@ -411,8 +426,8 @@ def launch(name: str, *, batch: int, heads: int, rows: int, keys: int, head_size
     rows of the first dropout part (None: one part), `dtype` of the float operands,
     `generation` "sm_80" or "sm_90". `interpret`: Triton's CPU interpreter (16-bit dots in
     float32); `block`: (BLOCK_M, BLOCK_N) instead of the generation's (tests)."""
-    if name not in KERNELS:
-        raise ValueError(f"unknown flash kernel {name!r}: one of {sorted(KERNELS)}")
+    if name not in KERNEL_NAMES:
+        raise ValueError(f"unknown flash kernel {name!r}: one of {KERNEL_NAMES}")
     if dtype not in DTYPES:
         raise ValueError(f"flash attention dtype {dtype!r}: one of {DTYPES}")
     if generation not in ("sm_80", "sm_90"):
@@ -440,6 +455,6 @@ def launch(name: str, *, batch: int, heads: int, rows: int, keys: int, head_size
         DOT_F32=interpret and dtype != "float32", **flags)
     tiles = -(-keys // block_n) if name == "flash_bwd_dkdv" else -(-rows // block_m)
     n_operands = len([p for p in used if p not in _RESULTS[name]])
-    return Launch(name=name, kernel=KERNELS[name], operands=used[:n_operands],
+    return Launch(name=name, kernel=kernels(interpret)[name], operands=used[:n_operands],
                   results=used[n_operands:], constexprs=constexprs,
                   grid=(tiles, batch * heads, 1), num_warps=num_warps, num_stages=num_stages)
