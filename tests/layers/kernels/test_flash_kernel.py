@@ -206,28 +206,34 @@ def test_dropout_drops_what_the_reference_drops(interpreted):
         assert 0.2 < 1 - keep.mean() < 0.8
 
 
+def _xlnet_base_source(name, dtype, generation):
+    """The launch of kernel `name` at XLNet-Base's attention shape (all flags on) and the
+    Triton source to compile it: pointer types, constexprs, 16-byte aligned pointers."""
+    from triton.compiler import ASTSource
+    launch = flash.launch(
+        name, batch=2, heads=12, rows=597, keys=896, head_size=64, distances=1408,
+        seg_len=512, split=512, scale=0.125, dropout_rate=0.1, has_segment=True,
+        has_mask=True, dtype=dtype, generation=generation)
+    pointer = {"bfloat16": "*bf16", "float16": "*fp16", "float32": "*fp32"}[dtype]
+    kinds = dict(row_pos="*i32", row_seg="*i32", key_seg="*i32", blocked_bits="*i32",
+                 k0s="*i32", k1="*i32", lse="*fp32")
+    pointers = launch.operands + launch.results
+    signature = {p + "_ptr": kinds.get(p, pointer) for p in pointers}
+    signature.update({c: "constexpr" for c in launch.constexprs})
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}
+    return launch, ASTSource(launch.kernel, signature, launch.constexprs, attrs)
+
+
 @pytest.mark.parametrize("generation", ["sm_80", "sm_90"])
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
 def test_kernels_lower_to_ttir(generation, dtype):
     """Every kernel, all flags on, at XLNet-Base's attention shape, lowers to TTIR whose
     function takes exactly the launch's pointers."""
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
     from triton.runtime.jit import JITFunction
-    pointer = {"bfloat16": "*bf16", "float16": "*fp16", "float32": "*fp32"}[dtype]
-    kinds = dict(row_pos="*i32", row_seg="*i32", key_seg="*i32", blocked_bits="*i32",
-                 k0s="*i32", k1="*i32", lse="*fp32")
     for name in flash.KERNEL_NAMES:
-        launch = flash.launch(
-            name, batch=2, heads=12, rows=597, keys=896, head_size=64, distances=1408,
-            seg_len=512, split=512, scale=0.125, dropout_rate=0.1, has_segment=True,
-            has_mask=True, dtype=dtype, generation=generation)
+        launch, source = _xlnet_base_source(name, dtype, generation)
         assert isinstance(launch.kernel, JITFunction)
-        pointers = launch.operands + launch.results
-        signature = {p + "_ptr": kinds.get(p, pointer) for p in pointers}
-        signature.update({c: "constexpr" for c in launch.constexprs})
-        attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}
-        source = ASTSource(launch.kernel, signature, launch.constexprs, attrs)
         target = GPUTarget("cuda", int(generation[3:]), 32)
         backend = triton.compiler.make_backend(target)
         options = backend.parse_options({"num_warps": launch.num_warps,
@@ -242,7 +248,7 @@ def test_kernels_lower_to_ttir(generation, dtype):
         ttir = str(stages["ttir"](module, {}))
         assert f"tt.func public @{name}(" in ttir
         header = ttir[ttir.index(f"@{name}("):].split("\n", 1)[0]
-        assert header.count("!tt.ptr") == len(pointers), (name, header)
+        assert header.count("!tt.ptr") == len(launch.operands + launch.results), (name, header)
         assert "tt.dot" in ttir
 
 
@@ -256,20 +262,9 @@ def test_kernels_compile_to_ptx_within_shared_memory(generation):
     compiles to PTX (Triton's own backend, no GPU), with the generation's tensor-core
     instructions and shared memory that fits one block."""
     from triton.backends.compiler import GPUTarget
-    from triton.compiler import ASTSource
-    kinds = dict(row_pos="*i32", row_seg="*i32", key_seg="*i32", blocked_bits="*i32",
-                 k0s="*i32", k1="*i32", lse="*fp32")
     for name in flash.KERNEL_NAMES:
-        launch = flash.launch(
-            name, batch=2, heads=12, rows=597, keys=896, head_size=64, distances=1408,
-            seg_len=512, split=512, scale=0.125, dropout_rate=0.1, has_segment=True,
-            has_mask=True, dtype="bfloat16", generation=generation)
-        pointers = launch.operands + launch.results
-        signature = {p + "_ptr": kinds.get(p, "*bf16") for p in pointers}
-        signature.update({c: "constexpr" for c in launch.constexprs})
-        attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}
-        kernel = triton.compile(ASTSource(launch.kernel, signature, launch.constexprs, attrs),
-                                target=GPUTarget("cuda", int(generation[3:]), 32),
+        launch, source = _xlnet_base_source(name, "bfloat16", generation)
+        kernel = triton.compile(source, target=GPUTarget("cuda", int(generation[3:]), 32),
                                 options={"num_warps": launch.num_warps,
                                          "num_stages": launch.num_stages})
         ptx = kernel.asm["ptx"]
