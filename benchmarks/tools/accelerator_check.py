@@ -240,9 +240,12 @@ def run_check(c, dry_run: bool = False) -> dict:
 def run_export(c, outdir: str, dry_run: bool = False) -> dict:
     """--export_step=OUTDIR: the step of the check's timed run (same shape, data, precision
     and seed; the real Trainer) written by tools/step_export.py, with progress lines; with
-    `dry_run` (the tiny shape) also the weights and TensorFlow's first step. `c` is an
-    AcceleratorCheckConfig whose workdir is set. Returns export_step's values."""
+    `dry_run` (the tiny shape) also the weights and TensorFlow's first step, unless
+    --attention_implementation forces a GPU-only implementation (cudnn, triton: this CPU cannot
+    run that step). `c` is an AcceleratorCheckConfig whose workdir is set. Returns
+    export_step's values."""
     start = time.perf_counter()
+    validate = dry_run and c.attention_implementation in ("auto", "reference")
     shape = run_shape(c, dry_run)
     prepared, shape = prepare_data(c, shape)
     model_dir = os.path.join(c.workdir, "export_run")
@@ -250,7 +253,7 @@ def run_export(c, outdir: str, dry_run: bool = False) -> dict:
     say(f"export: the Trainer at {_shape_text(shape)}, {c.precision}; tracing its step as on "
         f"a {c.export_target.upper()} and lowering it to XLA"
         + ("; then TensorFlow's first step from the same weights and batch, for validation"
-           if dry_run else ""))
+           if validate else ""))
     trainer = build_trainer(PretrainConfig.flat(
         data_dir=(prepared["data_dir"],), model_config=shape["model_config"],
         train_batch_size=shape["batch_size"], mem_len=shape["mem_len"], steps_per_loop=1,
@@ -259,7 +262,7 @@ def run_export(c, outdir: str, dry_run: bool = False) -> dict:
         position_scores=c.position_scores,
         model_dir=model_dir))
     try:
-        result = step_export.export_step(trainer, outdir, shape, validate=dry_run,
+        result = step_export.export_step(trainer, outdir, shape, validate=validate,
                                            target=c.export_target)
     finally:  # the Trainer sets the global policy; leave float32 behind
         keras.mixed_precision.set_global_policy("float32")
@@ -267,7 +270,7 @@ def run_export(c, outdir: str, dry_run: bool = False) -> dict:
     say(f"export: {step_export.HLO_FILE} {hlo['bytes'] / 1e6:.1f} MB ({hlo['parameters']} "
         f"parameters; {hlo['constants']} constants, {hlo['constant_bytes'] / 1e6:.1f} MB), "
         f"traced and lowered in {result['trace_s']:.0f} s")
-    if dry_run:
+    if validate:
         say(f"export: TensorFlow's first step: loss {result['tf_loss']:.6f}, gradient norm "
             f"{result['tf_grad_norm']:.6f} (meta.json; the weights in "
             f"{step_export.CAPTURED_FILE})")

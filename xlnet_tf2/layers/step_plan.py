@@ -28,6 +28,7 @@ if TYPE_CHECKING:  # a type only: layers/dropout.py builds the keys
     from xlnet_tf2.layers.dropout import DropoutKeys
 
 DEVICES = ("cpu", "gpu", "tpu")
+GPU_GENERATIONS = ("sm_90", "sm_80")
 
 
 def this_machine() -> str:
@@ -51,12 +52,15 @@ class StepPlan:
     dropout_keys: the keys of this trace's dropout draws (layers/dropout.py's `DropoutKeys`,
       built per traced training step), or None: each Dropout then draws from its own seed
       generator.
+    gpu_generation: the GPU generation Triton kernels are lowered for ("sm_90": H100/H200,
+      "sm_80": A100), when `device` is "gpu".
     """
 
     device: str = "cpu"
     attention: str = "auto"
     position_scores: str = "auto"
     dropout_keys: Optional["DropoutKeys"] = None
+    gpu_generation: str = "sm_90"
 
     def __post_init__(self):
         if self.device not in DEVICES:
@@ -68,6 +72,9 @@ class StepPlan:
         if self.position_scores not in POSITION_SCORE_FORMS:
             raise ValueError(f"Unknown position-score form {self.position_scores!r}; expected "
                              f"one of {', '.join(POSITION_SCORE_FORMS)}.")
+        if self.gpu_generation not in GPU_GENERATIONS:
+            raise ValueError(f"Unknown GPU generation {self.gpu_generation!r}; expected one "
+                             f"of {', '.join(GPU_GENERATIONS)}.")
 
     @classmethod
     def for_this_machine(cls, **settings) -> "StepPlan":

@@ -89,10 +89,12 @@ class LoopConfig:
         "CPU), off for shorter runs; pass --nojit_compile for a task whose loss uses ops XLA "
         "cannot compile (tf.print, tf.py_function, string ops).", resume="free")
     attention_implementation: str = setting(
-        "auto", "How the attention op is computed: cudnn is cuDNN's flash attention, only in "
+        "auto", "How the attention op is computed: triton is the project's flash Triton kernels "
+        "(the gpu extra), only in an XLA program (--jit_compile) traced for a GPU, with "
+        "dropout; cudnn is cuDNN's flash attention, only in "
         "an XLA program (--jit_compile) on a GPU in bfloat16 or float16 and without attention "
         "dropout (--dropatt 0, or inference); reference is TensorFlow ops, everywhere; auto "
-        "takes cudnn where it can run and reference elsewhere (docs/PRETRAINING.md, "
+        "takes triton, else cudnn, where it can run and reference elsewhere (docs/PRETRAINING.md, "
         "\"Attention on GPUs\").", choices=ATTENTION_IMPLEMENTATIONS, resume="free")
     position_scores: str = setting(
         "auto", "How the attention's position scores are computed: shift is the original's "

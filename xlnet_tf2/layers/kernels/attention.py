@@ -8,8 +8,12 @@ Its implementations, one module each, chosen by the step's plan (layers/step_pla
                numbers.
   "cudnn"      cuDNN's flash attention as XLA custom calls (kernels/cudnn.py): only inside an
                XLA program traced for a GPU, in bfloat16 / float16, without attention dropout.
+  "triton"     the project's flash Triton kernels as XLA custom calls (kernels/triton_attention.py):
+               only inside an XLA program traced for a GPU, with the `triton` package (the gpu
+               extra); with attention dropout (the reference's bits).
 
-"auto" (the default) takes "cudnn" wherever it can run and "reference" elsewhere; the trainer's
+"auto" (the default) takes "triton" wherever it can run, else "cudnn", and "reference"
+elsewhere; the trainer's
 --attention_implementation forces one (a forced one that cannot run is one clear error).
 """
 
@@ -19,12 +23,12 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from xlnet_tf2.layers.kernels import cudnn, reference
+from xlnet_tf2.layers.kernels import cudnn, reference, triton_attention
 from xlnet_tf2.layers.step_plan import StepPlan
 
 
 class AttentionImplementationError(ValueError):
-    """--attention_implementation=cudnn where cuDNN's attention cannot run."""
+    """--attention_implementation=cudnn or triton where that implementation cannot run."""
 
 
 def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.Tensor,
@@ -46,9 +50,21 @@ def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.T
     Returns:
       [B, N, S, H] in the compute dtype.
 
-    The implementation is the plan's: the one asked for, or under "auto" "cudnn" wherever it
-    can run (module docstring).
+    The implementation is the plan's: the one asked for, or under "auto" "triton", else
+    "cudnn", wherever it can run (module docstring).
     """
+    rate = dropout.rate if training else 0.0
+    if plan.attention in ("auto", "triton"):
+        why_not = triton_attention.triton_unavailable_reason(
+            queries, keys, dropout_rate=rate, dropout_rows=dropout_rows, plan=plan)
+        if plan.attention == "triton" and why_not is not None:
+            raise AttentionImplementationError(
+                f"--attention_implementation=triton cannot run here: {why_not}; use "
+                "--attention_implementation=auto (or reference).")
+        if why_not is None:
+            return triton_attention.triton_attention(
+                queries, keys, values, bias, blocked, scale=scale, dropout=dropout,
+                training=training, plan=plan, dropout_rows=dropout_rows)
     reason = cudnn.cudnn_unavailable_reason(queries, keys, dropout.rate if training else 0.0,
                                             plan.device)
     if plan.attention == "cudnn" and reason is not None:
