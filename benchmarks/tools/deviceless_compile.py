@@ -297,6 +297,12 @@ def format_report(r: dict) -> str:
             f"{h['bandwidth'] / 1e12:.2f} TB/s, FLOPs / {h['peak_flops'] / 1e12:.0f} TFLOP/s) + "
             f"{h['launch_us']:g} us (memory alone {h['memory_only_ms']:.2f} ms, matrices alone "
             f"{h['matrix_only_ms']:.2f} ms, launches {h['launch_ms']:.2f} ms)",
+            *([f"of which {h['triton_kernels']} Triton custom calls {h['triton_ms']:.2f} ms "
+               f"({h['triton_flops'] / 1e12:.3f} TFLOP counted from their shapes, "
+               f"{_gb(h['triton_bytes'])}) at ASSUMED efficiencies "
+               f"{100 * h['triton_flops_share']:.0f}% of peak FLOPs, "
+               f"{100 * h['triton_bandwidth_share']:.0f}% of HBM bandwidth (no GPU has "
+               "measured the kernels)"] if h["triton_kernels"] else []),
             f"predicted H100 step {h['predicted_ms']:.1f} ms (+-{100 * h['error']:.0f}%: "
             f"{low:.1f}-{high:.1f} ms) = {h['ratio']:.3f} x proxy, the ratio of measured to "
             f"proxy time of a calibration step ({h['calibration']}); MFU "

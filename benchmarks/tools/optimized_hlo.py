@@ -30,6 +30,23 @@ _COMPUTATION = re.compile(r"(ENTRY )?%?([\w.\-]+) ")
 _OP_NAME = re.compile(r'op_name="([^"]*)"')
 _CYCLES = re.compile(r'"estimated_cycles":"(\d+)"')
 _TARGET = re.compile(r'custom_call_target="([^"]+)"')
+TRITON_TARGET = "__gpu$xla.gpu.triton"
+TRITON_KIND = "Triton custom call"
+_TRITON_NAME = re.compile(r'\bname = "(\w+)"')  # the backend_config's tt.func name
+# Matrix FLOPs of the project's flash attention kernels (xlnet_tf2/layers/kernels/
+# flash_relative_attention.py) per B * N * S * K * H, 2 per multiply-add, from what each
+# launch computes: the forward q.k and p.v; dk/dv recomputes q.k, then d_out.v, p^T.d_out and
+# ds^T.q; dq recomputes q.k, then d_out.v and ds.k (3.5 x the forward in all).
+FLASH_FLOPS = {"flash_fwd": 4, "flash_bwd_dkdv": 8, "flash_bwd_dq": 6}
+
+
+def flash_flops(name: str, q_dims: Tuple[int, ...], k_dims: Tuple[int, ...]) -> int:
+    """Matrix FLOPs of one launch of flash kernel `name` with q_w [B, N, S, H] and
+    k [B, N, K, H]; 0 for a Triton kernel the table does not know."""
+    if name not in FLASH_FLOPS or len(q_dims) != 4 or len(k_dims) != 4:
+        return 0
+    batch, heads, rows, head = q_dims
+    return FLASH_FLOPS[name] * batch * heads * rows * k_dims[2] * head
 _TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
 # Instructions that launch nothing: they name, alias or wait for buffers (so does every
 # asynchronous `*-done`, e.g. libtpu's slice-done).
@@ -233,6 +250,11 @@ class _Module:
             contracted = math.prod(lhs[int(d)] for d in m.group(1).replace('"', "").split(",")
                                    if d)
             flops = 2 * math.prod(outputs[0][1]) * contracted
+        elif target == TRITON_TARGET:
+            name = _TRITON_NAME.search(i.attrs)
+            q_dims, k_dims = ((arrays(self.shapes.get(o, "")) or [("", ())])[0][1]
+                              for o in i.operands[:2])
+            flops = flash_flops(name.group(1) if name else "", q_dims, k_dims)
         else:
             flops = sum(self.dot_flops(x, shapes) for x in body)
         opcodes = collections.Counter(x.opcode for x in body if x.opcode not in (
@@ -319,7 +341,7 @@ def _kind(i: Instruction, target: str, opcodes: collections.Counter) -> str:
     backend = backend.group(1) if backend else ""
     if target:
         return ("gemm (cuBLAS)" if "cublas" in target else "cuDNN" if "cudnn" in target
-                else f"custom-call {target}")
+                else TRITON_KIND if target == TRITON_TARGET else f"custom-call {target}")
     if "gemm" in backend or (backend.startswith("__triton") and opcodes.get("dot")):
         return "gemm (Triton)"
     if backend.startswith("__triton"):

@@ -181,9 +181,12 @@ def test_export_step_that_is_a_file_is_one_line(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_export(tmp_path_factory):
-    """The command as a newcomer runs it: --cpu_dry_run --export_step into fresh directories."""
+    """The command as a newcomer runs it: --cpu_dry_run --export_step into fresh directories,
+    with the reference attention: the GPU's program under "auto" holds the Triton kernels'
+    custom calls (tests/benchmarks/test_triton_export.py), which JAX's CPU cannot run."""
     root = tmp_path_factory.mktemp("export")
-    run = _run("--cpu_dry_run", f"--workdir={root / 'work'}", f"--export_step={root / 'step'}")
+    run = _run("--cpu_dry_run", f"--workdir={root / 'work'}", f"--export_step={root / 'step'}",
+               "--attention_implementation=reference")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return root / "step", run
 

@@ -1,15 +1,18 @@
 """--attention_implementation: the training step's attention as the Trainer traces it.
 
 A tiny pretraining Trainer's whole compiled step (forward, backward, AdamW) traced for a GPU
-holds cuDNN's flash-attention calls under "auto" when attention dropout is off, none when it
-is on or the reference is forced; the CPU's own trace never holds them."""
+holds the flash Triton kernels' calls under "auto" (triton importable), with attention dropout
+or without; cuDNN's flash-attention calls when forced without attention dropout; neither when
+the reference is forced; the CPU's and the TPU's traces never hold them."""
 
 import re
 
 import pytest
 
 from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.layers.kernels.cudnn import CUDNN_BACKWARD, CUDNN_FORWARD
+from xlnet_tf2.layers.kernels.triton_call import TARGET as TRITON_TARGET
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.training.trainer import Trainer
@@ -18,8 +21,8 @@ from benchmarks.tools.synthetic_data import SyntheticPretrainData, synthetic_pre
 SEQ, LAYERS = 16, 2
 
 
-def _step_calls(tmp_path, target, dropatt=0.0, implementation="auto"):
-    """Custom-call targets of the Trainer's compiled step traced for `target`."""
+def _trainer(tmp_path, target, dropatt=0.0, implementation="auto"):
+    """A tiny pretraining Trainer whose step is traced for `target`."""
     shape = DataShape(seq_len=SEQ, reuse_len=SEQ // 2, num_predict=4, bi_data=True)
 
     def dataset_fn(context, start_step):
@@ -34,22 +37,45 @@ def _step_calls(tmp_path, target, dropatt=0.0, implementation="auto"):
         data_dir=("synthetic",), model_config="tiny", train_batch_size=4, train_steps=1,
         mem_len=SEQ // 2, jit_compile=True, precision="mixed_bfloat16", dropout=0.1,
         dropatt=dropatt, attention_implementation=implementation, peak_tflops=1.0)
-    trainer = Trainer(PretrainTask(config, architecture=model,
-                                   data=SyntheticPretrainData(shape, 200, dataset_fn)))
+    return Trainer(PretrainTask(config, architecture=model,
+                                data=SyntheticPretrainData(shape, 200, dataset_fn)),
+                   device=target)
+
+
+def _step_calls(tmp_path, target, dropatt=0.0, implementation="auto"):
+    """Custom-call targets of the Trainer's compiled step traced for `target`."""
+    trainer = _trainer(tmp_path, target, dropatt, implementation)
     step_fn, args = trainer.first_step(device=target)
     hlo = step_fn.experimental_get_compiler_ir(*args)(stage="hlo")
     return re.findall(r'custom_call_target="([^"]+)"', hlo)
 
 
-@pytest.mark.slow  # five tiny Trainer steps traced to HLO, about 30 s
-def test_the_step_for_a_gpu_holds_cudnn_attention_only_where_it_can_run(tmp_path):
-    calls = _step_calls(tmp_path, "gpu")
+@pytest.mark.slow  # seven tiny Trainer steps traced to HLO, about 60 s
+def test_the_step_for_a_gpu_holds_flash_attention_only_where_it_can_run(tmp_path):
+    pytest.importorskip("triton")
     # On a GPU both streams of a layer are one attention of L + P rows
-    # (layers/step_plan.py): one call forward and one backward per layer.
+    # (layers/step_plan.py): per layer one forward and two backward Triton calls.
+    for dropatt in (0.0, 0.1):
+        calls = _step_calls(tmp_path, "gpu", dropatt=dropatt)
+        assert calls.count(TRITON_TARGET) == 3 * LAYERS
+        assert not any("cudnn" in c for c in calls)
+    calls = _step_calls(tmp_path, "gpu", implementation="cudnn")
     assert calls.count(CUDNN_FORWARD) == LAYERS
     assert calls.count(CUDNN_BACKWARD) == LAYERS
-    assert not any("cudnn" in c for c in _step_calls(tmp_path, "gpu", dropatt=0.1))
+    assert TRITON_TARGET not in calls
     assert not any("cudnn" in c for c in _step_calls(tmp_path, "gpu",
                                                        implementation="reference"))
-    assert not any("cudnn" in c for c in _step_calls(tmp_path, "cpu"))
-    assert not any("cudnn" in c for c in _step_calls(tmp_path, "tpu"))
+    for target in ("cpu", "tpu"):
+        assert not any("cudnn" in c or "triton" in c for c in _step_calls(tmp_path, target))
+
+
+@pytest.mark.slow  # one tiny Trainer step traced and compiled, about 40 s
+def test_an_xla_that_rejects_the_triton_kernels_is_one_line_naming_the_flag(tmp_path):
+    """The step traced for a GPU compiled by an XLA without the Triton custom call (this
+    CPU's): the trainer's first loop says which flag falls back, in one line."""
+    pytest.importorskip("triton")
+    trainer = _trainer(tmp_path, "gpu", dropatt=0.1)
+    with pytest.raises(RunConfigError, match=r"^This GPU's XLA rejected the Triton attention "
+                       r"kernels when it compiled the step; run with "
+                       r"--attention_implementation=reference \(XLA said: .*triton"):
+        trainer.train()

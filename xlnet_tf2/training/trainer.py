@@ -536,6 +536,18 @@ class Trainer:
                     state, stats = self._loop(iterator, state, tf.constant(num_steps, tf.int32))
                     stats = {k: v.numpy() for k, v in stats.items()}
                     stopped = bool(stats.pop("stopped"))
+                except (tf.errors.InternalError, tf.errors.UnimplementedError,
+                        tf.errors.NotFoundError) as e:
+                    # The Triton attention kernels are compiled by the GPU's XLA with the
+                    # first loop: a build whose Triton rejects them fails here.
+                    said = [line for line in str(e).splitlines() if "triton" in line]
+                    if step == start_step and self.plan.device == "gpu" and \
+                            self.plan.attention in ("auto", "triton") and said:
+                        raise RunConfigError(
+                            "This GPU's XLA rejected the Triton attention kernels when it "
+                            "compiled the step; run with --attention_implementation=reference "
+                            f"(XLA said: {said[0].strip()[:300]})") from e
+                    raise
                 except tf.errors.OutOfRangeError as e:
                     raise DataExhaustedError(
                         f"The input data ran out at step {step} of "
