@@ -9,7 +9,6 @@ both run in one process, whatever TRITON_INTERPRET says and whatever imported tr
 
 from __future__ import annotations
 
-import time
 import zlib
 
 import numpy as np
@@ -166,12 +165,8 @@ def test_kernels_match_the_reference(interpreted, name):
             if bf16 else (lambda a: a.astype(np.float32)))
     expected = _reference(c, cast)
     bufs = _buffers(c)
-    start = time.perf_counter()
-    _run(interpreted, c, "flash_fwd", bufs)
-    for kernel in ("flash_bwd_dkdv", "flash_bwd_dq"):
+    for kernel in flash.KERNEL_NAMES:                   # forward, then the two backward
         _run(interpreted, c, kernel, bufs)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 20, f"interpreter run of {elapsed:.1f} s"
     for result in ("out", "dq_w", "dk", "dv", "d_pos") + (("d_seg",) if c["has_segment"]
                                                            else ()):
         got = bufs[result].float().numpy()
