@@ -9,7 +9,6 @@ both run in one process, whatever TRITON_INTERPRET says and whatever imported tr
 
 from __future__ import annotations
 
-import time
 import zlib
 
 import numpy as np
@@ -41,7 +40,7 @@ def _case(name):
         mem, seg_len, p_rows = 20, 16, 5                       # K = 36: two mask words
     elif name == "uni_causal":
         mem, seg_len, p_rows = 8, 12, 0
-    else:                                                      # fine-tuning: no memory
+    else:                                     # fine-tuning, inference: no memory
         mem, seg_len, p_rows = 0, 24, 0
     keys, rows = mem + seg_len, seg_len + p_rows
     dist = keys + 1 if name == "uni_causal" else keys + seg_len
@@ -63,7 +62,8 @@ def _case(name):
     f = lambda *shape: rng.standard_normal(shape)  # noqa: E731
     return dict(
         b=b, n=n, h=h, rows=rows, keys=keys, dist=dist, seg_len=seg_len,
-        split=seg_len if two_stream else None, has_segment=name != "uni_causal",
+        split=seg_len if two_stream else None,
+        has_segment=name not in ("uni_causal", "inference"), has_mask=name != "inference",
         rate={"two_stream": 0.3, "two_stream_bf16": 0.3, "uni_causal": 0.6}.get(name, 0.0),
         dtype="bfloat16" if name.endswith("bf16") else "float32",
         q_w=f(b, n, rows, h), k=f(b, n, keys, h), v=f(b, n, keys, h),
@@ -130,7 +130,8 @@ def _run(module, c, name, buffers, block=(16, 16)):
     launch = module.launch(
         name, batch=c["b"], heads=c["n"], rows=c["rows"], keys=c["keys"], head_size=c["h"],
         distances=c["dist"], seg_len=c["seg_len"], split=c["split"], scale=c["h"] ** -0.5,
-        dropout_rate=c["rate"], has_segment=c["has_segment"], has_mask=True, dtype=c["dtype"],
+        dropout_rate=c["rate"], has_segment=c["has_segment"], has_mask=c["has_mask"],
+        dtype=c["dtype"],
         generation="sm_90", interpret=True, block=block)
     pointers = {x + "_ptr": buffers[x] for x in launch.operands + launch.results}
     launch.kernel[launch.grid](**pointers, **launch.constexprs)
@@ -157,7 +158,8 @@ def _buffers(c):
     return bufs
 
 
-@pytest.mark.parametrize("name", ["two_stream", "uni_causal", "finetune", "two_stream_bf16"])
+@pytest.mark.parametrize("name", ["two_stream", "uni_causal", "finetune", "inference",
+                                  "two_stream_bf16"])
 def test_kernels_match_the_reference(interpreted, name):
     c = _case(name)
     bf16 = c["dtype"] == "bfloat16"
@@ -166,12 +168,8 @@ def test_kernels_match_the_reference(interpreted, name):
             if bf16 else (lambda a: a.astype(np.float32)))
     expected = _reference(c, cast)
     bufs = _buffers(c)
-    start = time.perf_counter()
-    _run(interpreted, c, "flash_fwd", bufs)
-    for kernel in ("flash_bwd_dkdv", "flash_bwd_dq"):
+    for kernel in flash.KERNEL_NAMES:                   # forward, then the two backward
         _run(interpreted, c, kernel, bufs)
-    elapsed = time.perf_counter() - start
-    assert elapsed < 20, f"interpreter run of {elapsed:.1f} s"
     for result in ("out", "dq_w", "dk", "dv", "d_pos") + (("d_seg",) if c["has_segment"]
                                                            else ()):
         got = bufs[result].float().numpy()
