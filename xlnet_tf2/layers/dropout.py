@@ -36,7 +36,7 @@ import tensorflow as tf
 
 from xlnet_tf2.layers.kernels import dropout_masks
 from xlnet_tf2.layers.kernels.dropout_masks import GOLDEN, MASK32, fmix32, fmix32_int
-from xlnet_tf2.layers.step_plan import StepPlan
+from xlnet_tf2.layers.step_plan import StepPlan, plan_or_default
 
 
 class DropoutKeys:
@@ -61,7 +61,7 @@ class DropoutKeys:
 def keyed_plan(seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor] = None,
                examples_per_step: int = 1, plan: Optional[StepPlan] = None) -> StepPlan:
     """`plan` (default: this machine's) with the dropout keys of one traced training step."""
-    plan = plan if plan is not None else StepPlan.for_this_machine()
+    plan = plan_or_default(plan)
     return plan.with_dropout_keys(DropoutKeys(seed, step, example_ids, examples_per_step))
 
 
@@ -161,7 +161,7 @@ class Dropout(keras.layers.Layer):
             keeps.append(dropout_masks.hashed_bits(part, k0, k1) >= threshold)
         keep = keeps[0] if len(keeps) == 1 else tf.concat(keeps, axis=-2)
         if self.store_mask:  # the form the plan's device reads it in (kernels/dropout_masks.py)
-            plan = plan if plan is not None else StepPlan.for_this_machine()
+            plan = plan_or_default(plan)
             if plan.stores_dropout_masks:
                 keep = dropout_masks.stored(keep, k1)
             elif plan.packs_dropout_masks:
