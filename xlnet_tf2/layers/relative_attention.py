@@ -19,9 +19,12 @@ Keys and values come from concat(memory, h) for both streams; queries come from 
 stream, all L rows) or g (query stream, only the P target rows: computing the other L - P rows
 as the original does and discarding them gives the same numbers with more work).
 
-The attention itself (softmax, dropout, values) is one call, `kernels.attention.attention`,
-whose implementations (TensorFlow ops, cuDNN) live in layers/kernels/ and are chosen by the
-step's plan (layers/step_plan.py), passed down from where the step is traced.
+The attention itself (softmax, dropout, values) is one call, whose implementations (TensorFlow
+ops, cuDNN, the project's Triton kernels) live in layers/kernels/ and are chosen by the step's
+plan (layers/step_plan.py), passed down from where the step is traced: `kernels.attention`
+with the position and segment terms assembled into one [B, N, S, K] bias, or, for the Triton
+kernels, `kernels.triton_attention` with the terms as they are made (the position scores
+before their shift, the segment ids), which the kernels combine tile by tile.
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ import tensorflow as tf
 
 from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.kernels.angle_scores import angle_position_scores
-from xlnet_tf2.layers.kernels.attention import attention
+from xlnet_tf2.layers.kernels.attention import attention, chosen_implementation
 from xlnet_tf2.layers.kernels.position_product import grouped_position_product
 from xlnet_tf2.layers.relative_position import (content_shift, gather_relative_scores,
                                                 segment_positions)
+from xlnet_tf2.layers.kernels.triton_attention import triton_attention
 from xlnet_tf2.layers.step_plan import StepPlan, plan_or_default
 
 
@@ -120,7 +124,7 @@ class RelativeAttention(keras.layers.Layer):
     def call(self, h, pos_emb, g=None, mems=None, content_mask=None, query_mask=None,
              segment_mismatch=None, query_segment_mismatch=None, query_positions=None,
              query_weights=None, biases=None, training=None, plan: Optional[StepPlan] = None,
-             angle_table=None, direction_groups: int = 1):
+             angle_table=None, direction_groups: int = 1, segment_ids=None):
         """Runs both streams of one layer.
 
         Args:
@@ -131,6 +135,9 @@ class RelativeAttention(keras.layers.Layer):
           content_mask, query_mask: bool [B, L, K] and [B, P, K], True = blocked, or None.
           segment_mismatch: bool [B, L, K] (content rows) or None for no segment term.
           query_segment_mismatch: bool [B, P, K] (query rows) or None.
+          segment_ids: int [B, K], the keys' segment ids (memory keys 0), from which the
+            mismatches were made, or None: the Triton kernels compare ids instead of reading a
+            [B, S, K] matrix (a row's id is its key's, M + its segment position).
           query_positions: int32 [B, P], the segment position of each query-stream row.
           query_weights: [B, P], 1 for real target rows, 0 for empty ones (their attention
             output is zero, as when the original maps rows through an all-zero target_mapping).
@@ -157,14 +164,26 @@ class RelativeAttention(keras.layers.Layer):
             k_r = tf.einsum("xtd,dnh->xtnh", tf.cast(pos_emb, self.compute_dtype),
                             tf.cast(self.r, self.compute_dtype))
             n_groups = pos_emb.shape[0]
+        if segment_ids is not None:
+            segment_ids = tf.cast(segment_ids, tf.int32)
+
+        def unshifted_scores(queries):
+            """(q + r_r) . r for every encoded distance: [B, N, S, T], column t scoring
+            distance K - t. With X = 2 the first half of the batch uses group 0 (forward) and
+            the second half group 1 (backward)."""
+            batch, n, rows, head = queries.shape
+            batch = tf.shape(queries)[0] if batch is None else batch
+            rows = tf.shape(queries)[2] if rows is None else rows
+            scores = grouped_position_product(
+                tf.reshape(queries + r_r, [n_groups, batch // n_groups, n, rows, head]), k_r)
+            # T stays static even when the batch is not (multi-worker input): later steps
+            # slice by it.
+            return tf.reshape(scores, [batch, n, rows, k_r.shape[1]])
 
         def position_scores(queries, positions):
             """bd = (q + r_r) . r at the distance of each query row [B, N, S, H] (at segment
             positions `positions` [B, S], None for the L content rows in order) and key:
             [B, N, S, K]."""
-            batch, n, rows, head = queries.shape
-            batch = tf.shape(queries)[0] if batch is None else batch
-            rows = tf.shape(queries)[2] if rows is None else rows
             if angle_table is not None:  # without the shift (layers/kernels/angle_scores.py)
                 u = tf.einsum("bnsh,dnh->bnsd", queries + r_r,
                               tf.cast(self.r, self.compute_dtype))             # [B, N, S, D]
@@ -172,29 +191,47 @@ class RelativeAttention(keras.layers.Layer):
                     positions = segment_positions(queries, q_len)
                 places = tf.cast(positions, tf.int32) + (k_len - q_len)          # M + i
                 return angle_position_scores(u, places, angle_table, direction_groups)
-            # (q + r_r) . r for every encoded distance, [B, N, S, T]; with X = 2 the first
-            # half of the batch uses group 0 (forward) and the second half group 1 (backward).
-            scores = grouped_position_product(
-                tf.reshape(queries + r_r, [n_groups, batch // n_groups, n, rows, head]), k_r)
-            # T stays static even when the batch is not (multi-worker input): later steps
-            # slice by it.
-            scores = tf.reshape(scores, [batch, n, rows, k_r.shape[1]])
+            scores = unshifted_scores(queries)
             if positions is None:
                 return content_shift(scores, k_len, plan)
             return gather_relative_scores(scores, positions, q_len, k_len, plan)
 
+        def segment_scores(queries):
+            """(q + r_s) . seg_embed[c] for c = 0 (same segment), 1 (different): [B, N, S, 2]."""
+            return tf.einsum("bnsh,cnh->bnsc", queries + r_s,
+                             tf.cast(self.seg_embed, self.compute_dtype))
+
         def attend(queries, positions, mismatch, blocked, dropout_rows=None):
             """The attention of query rows [B, N, S, H] at segment positions `positions`
             ([B, S], None for the L content rows in order): the content part (q + r_w) . k by
-            the op, the aligned position scores and the segment term as its bias."""
+            the op, the aligned position scores and the segment term as its bias; or, where
+            the step runs the Triton kernels, the terms unassembled
+            (layers/kernels/triton_attention.py)."""
+            implementation = chosen_implementation(
+                queries, keys, dropout=self.attention_dropout, training=training, plan=plan,
+                dropout_rows=dropout_rows, score_terms=_why_no_score_terms(
+                    angle_table, mismatch, segment_ids))
+            if implementation == "triton":
+                if positions is None:
+                    positions = segment_positions(queries, q_len)
+                segments = {}
+                if mismatch is not None:
+                    segments = dict(
+                        segment_scores=segment_scores(queries), key_segments=segment_ids,
+                        row_segments=tf.gather(segment_ids, positions + (k_len - q_len),
+                                               batch_dims=1))
+                return triton_attention(
+                    queries + r_w, keys, values, unshifted_scores(queries), positions, blocked,
+                    seg_len=q_len, scale=self.scale, dropout=self.attention_dropout,
+                    training=training, plan=plan, dropout_rows=dropout_rows, **segments)
             bias = position_scores(queries, positions)
             if mismatch is not None:  # (q + r_s) . seg_embed[s_ij], s_ij: mismatch [B, S, K]
-                per_class = tf.einsum("bnsh,cnh->bnsc", queries + r_s,
-                                      tf.cast(self.seg_embed, self.compute_dtype))  # [B, N, S, 2]
+                per_class = segment_scores(queries)                               # [B, N, S, 2]
                 bias += tf.where(mismatch[:, None], per_class[..., 1:], per_class[..., :1])
             return attention(queries + r_w, keys, values, bias, blocked, scale=self.scale,
                              dropout=self.attention_dropout, training=training, plan=plan,
-                             dropout_rows=dropout_rows)  # [B, N, S, H]
+                             dropout_rows=dropout_rows,
+                             implementation=implementation)  # [B, N, S, H]
 
         q_h = self._project(h, self.q)  # [B, N, L, H]
         if g is None:
@@ -224,6 +261,16 @@ class RelativeAttention(keras.layers.Layer):
         attended_g *= tf.cast(query_weights, attended_g.dtype)[:, None, :, None]
         g_out = self._post_attention(g, attended_g, training, plan)
         return h_out, g_out
+
+
+def _why_no_score_terms(angle_table, mismatch, segment_ids) -> Optional[str]:
+    """Why this layer call cannot give the Triton kernels the score's terms unassembled, or
+    None."""
+    if angle_table is not None:
+        return "the position scores are the angle form's (--position_scores=angles)"
+    if mismatch is not None and segment_ids is None:
+        return "the segment term was given without the segment ids (segment_ids)"
+    return None
 
 
 def _rows(content, query, q_len: int, n_query):

@@ -114,6 +114,16 @@ def build_attention_masks(
     return content_mask, blocked
 
 
+def key_segment_ids(segment_ids: tf.Tensor, m_len: int) -> tf.Tensor:
+    """The keys' segment ids: int32 [B, K], the M memory keys as segment 0, then `segment_ids`
+    [B, L] of the current segment."""
+    segment_ids = tf.cast(segment_ids, tf.int32)
+    if m_len <= 0:
+        return segment_ids
+    memory_ids = tf.zeros([tf.shape(segment_ids)[0], m_len], dtype=tf.int32)
+    return tf.concat([memory_ids, segment_ids], axis=1)
+
+
 def segment_matrix(segment_ids: tf.Tensor, m_len: int, query_segment_ids=None) -> tf.Tensor:
     """Whether query and key lie in different segments; bool [B, Lq, K].
 
@@ -126,10 +136,7 @@ def segment_matrix(segment_ids: tf.Tensor, m_len: int, query_segment_ids=None) -
     segment_ids = tf.cast(segment_ids, tf.int32)
     if query_segment_ids is None:
         query_segment_ids = segment_ids
-    key_ids = segment_ids
-    if m_len > 0:
-        memory_ids = tf.zeros([tf.shape(segment_ids)[0], m_len], dtype=tf.int32)
-        key_ids = tf.concat([memory_ids, segment_ids], axis=1)
+    key_ids = key_segment_ids(segment_ids, m_len)
     return tf.not_equal(tf.cast(query_segment_ids, tf.int32)[:, :, None], key_ids[:, None, :])
 
 

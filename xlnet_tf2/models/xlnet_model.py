@@ -23,7 +23,8 @@ from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.kernels import angle_scores
 from xlnet_tf2.layers.relative_attention import normal_initializer
 from xlnet_tf2.layers.relative_position import (build_attention_masks,
-                                                relative_position_encoding, segment_matrix)
+                                                relative_position_encoding, key_segment_ids,
+                                                segment_matrix)
 from xlnet_tf2.layers.step_plan import StepPlan, plan_or_default
 from xlnet_tf2.layers.xlnet_block import XLNetBlock
 from xlnet_tf2.models import memory, pretrained
@@ -233,6 +234,8 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
             raise ModelInputError("Give segment_ids or token_type_ids (the same input under "
                                   "HuggingFace's name), not both.")
         segment_mismatch = None if segment_ids is None else segment_matrix(segment_ids, m_len)
+        # The keys' ids too: the Triton attention compares ids in its kernel.
+        key_segments = None if segment_ids is None else key_segment_ids(segment_ids, m_len)
 
         # The position scores' form: the plan's, but the shift wherever the angle table is not
         # the embedding the scores read (a clamped distance; dropout on the embedding).
@@ -285,7 +288,8 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
             hidden_states.append(h)
             query_hidden_states.append(g)
             out = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
-                        segment_mismatch=segment_mismatch, biases=shared_biases,
+                        segment_mismatch=segment_mismatch, segment_ids=key_segments,
+                        biases=shared_biases,
                         training=training, plan=plan, **query_kwargs, **position_kwargs)
             h, g = out if g is not None else (out, None)
 

@@ -12,6 +12,7 @@ import tensorflow as tf
 from benchmarks.tools import triton_parse_check
 from xlnet_tf2.layers.dropout import Dropout, DropoutKeys
 from xlnet_tf2.layers.kernels import attention, dropout_masks, triton_attention
+from xlnet_tf2.layers.kernels import flash_relative_attention as flash
 from xlnet_tf2.layers.kernels import triton_call
 from xlnet_tf2.layers.step_plan import StepPlan
 
@@ -87,29 +88,145 @@ def test_backend_config_is_the_dictionary_xla_reads():
 @pytest.mark.slow
 @pytest.mark.parametrize("generation", ["sm_90", "sm_80"])
 def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation):
-    batch, heads, rows, keys, head = 2, 2, 24, 40, 16
-    layer = Dropout(0.1)
-    layer.salt = 3
+    """The layer traced for a GPU under jit_compile, in bfloat16, with both streams, memory,
+    segments and attention dropout: forward, dk/dv and dq calls, the forward fed the
+    unshifted [B, N, S, T] position scores, TTIR that TensorFlow 2.21's own XLA parses and
+    verifies."""
+    from xlnet_tf2.layers.relative_attention import RelativeAttention
+    case = _layer_case("bi", True)
+    layer = RelativeAttention(32, 2, 16, dropatt=0.1, dtype="mixed_bfloat16")
+    layer.attention_dropout.salt = 3
+    batch, q_len, n_query = 2, 12, 4
+    k_len, t_len = case["mems"].shape[1] + q_len, case["pos_emb"].shape[1]
+    extra = {k: v for k, v in case.items() if k not in ("h", "g", "mems", "pos_emb")}
 
     @tf.function(jit_compile=True)
-    def step(q, k, v, bias, blocked):
+    def step(h, g, mems):
         plan = StepPlan(device="gpu", attention="auto", gpu_generation=generation
                         ).with_dropout_keys(DropoutKeys(7, tf.constant(5), tf.range(batch), 2))
         with tf.GradientTape() as tape:
-            tape.watch([q, k, v, bias])
-            out = attention.attention(q, k, v, bias, blocked, scale=0.25, dropout=layer,
-                                      training=True, plan=plan, dropout_rows=(16, 8))
-            loss = tf.reduce_sum(tf.cast(out, tf.float32))
-        return out, tape.gradient(loss, [q, k, v, bias])
+            tape.watch([h, g, mems])
+            h_out, g_out = layer(h, case["pos_emb"], g=g, mems=mems, training=True, plan=plan,
+                                 **extra)
+            loss = tf.reduce_sum(tf.cast(h_out, tf.float32)) + tf.reduce_sum(
+                tf.cast(g_out, tf.float32))
+        return loss, tape.gradient(loss, [h, g, mems] + layer.trainable_weights)
 
-    bf16 = tf.bfloat16
-    args = [tf.zeros([batch, heads, rows, head], bf16), tf.zeros([batch, heads, keys, head], bf16),
-            tf.zeros([batch, heads, keys, head], bf16), tf.zeros([batch, heads, rows, keys], bf16),
-            tf.zeros([batch, rows, keys], tf.bool)]
+    args = [case["h"], case["g"], case["mems"]]
+    hlo = step.experimental_get_compiler_ir(*args)(stage="hlo")
     proto = step.experimental_get_compiler_ir(*args)(stage="hlo_serialized")
     checks = triton_parse_check.check_module(proto)
     assert sorted(c.name for c in checks) == ["flash_bwd_dkdv", "flash_bwd_dq", "flash_fwd"]
     assert all(c.module == "OK" for c in checks), [c.module for c in checks]
     grids = {c.name: c.grid for c in checks}
-    assert grids["flash_fwd"] == (1, batch * heads, 1)       # 24 rows in one 64-row tile
+    assert grids["flash_fwd"] == (1, batch * 2, 1)          # 16 rows in one 64-row tile
     assert all(c.ir_bytes > 10_000 and c.num_warps == 4 for c in checks)
+    # The position scores reach the forward unshifted: a bf16[B, N, S, T] operand.
+    forward = next(line for line in hlo.splitlines()
+                   if "__gpu$xla.gpu.triton" in line and "flash_fwd" in line)
+    assert f"bf16[{batch},2,{q_len + n_query},{t_len}]" in forward.split("custom-call(")[1]
+    assert k_len < t_len
+
+
+# ---------------------------------------------------------------- the layer on the Triton path
+def _interpreted_call(launch, ir, buffers, specs):
+    """triton_attention._call run eagerly by Triton's CPU interpreter instead of emitted as a
+    custom call: the same launch (kernel, pointers, constexprs, grid) on the same buffers."""
+    import torch
+    kernel = flash.kernels(interpret=True)[launch.name]
+    pointers = {p + "_ptr": torch.from_numpy(np.array(buffers[p].numpy()))
+                for p in launch.operands}
+    dtypes = {tf.float32: torch.float32, tf.int32: torch.int32}
+    results = {p: torch.full(specs[p].shape.as_list(), float("nan"), dtype=dtypes[specs[p].dtype])
+               for p in launch.results}
+    kernel[launch.grid](**pointers, **{p + "_ptr": t for p, t in results.items()},
+                        **launch.constexprs)
+    return {p: tf.constant(t.numpy()) for p, t in results.items()}
+
+
+@pytest.fixture
+def interpreted_triton(monkeypatch):
+    """The layer's Triton path on this CPU: the kernels interpreted in place of the custom
+    calls, and the XLA-context condition waived (the interpreter runs eagerly)."""
+    pytest.importorskip("torch")
+    checked = triton_attention.triton_unavailable_reason
+
+    def reason(*args, **kwargs):
+        why = checked(*args, **kwargs)
+        return None if why == "the step is not compiled by XLA (--jit_compile)" else why
+
+    monkeypatch.setattr(triton_attention, "triton_unavailable_reason", reason)
+    monkeypatch.setattr(triton_attention, "_call", _interpreted_call)
+    monkeypatch.setattr(triton_call, "ttir", lambda *args, **kwargs: "")
+
+
+def _layer_case(attn_type, segments):
+    from xlnet_tf2.layers.relative_position import (key_segment_ids,
+                                                    relative_position_encoding, segment_matrix)
+    rng = np.random.default_rng(7)
+    batch, q_len, m_len, n_query, d_model = 2, 12, 6, 4, 32
+    k_len = q_len + m_len
+    case = dict(
+        h=tf.constant(rng.normal(size=[batch, q_len, d_model]), tf.float32),
+        g=tf.constant(rng.normal(size=[batch, n_query, d_model]), tf.float32),
+        mems=tf.constant(rng.normal(size=[batch, m_len, d_model]), tf.float32),
+        pos_emb=relative_position_encoding(q_len, k_len, d_model, attn_type, True, -1))
+    content = rng.random([batch, q_len, k_len]) < 0.2
+    content[1, 3, :] = True                                     # a row that sees nothing
+    positions = np.stack([rng.permutation(q_len)[:n_query] for _ in range(batch)])
+    query = np.take_along_axis(content, positions[:, :, None], 1) | (
+        rng.random([batch, n_query, k_len]) < 0.3)
+    case.update(content_mask=tf.constant(content), query_mask=tf.constant(query),
+                query_positions=tf.constant(positions, tf.int32),
+                query_weights=tf.constant([[1, 1, 1, 0], [1, 1, 1, 1]], tf.float32))
+    if segments:
+        ids = tf.constant(rng.integers(0, 3, [batch, q_len]), tf.int32)  # A, B and <cls>
+        case.update(
+            segment_mismatch=segment_matrix(ids, m_len),
+            query_segment_mismatch=segment_matrix(
+                ids, m_len, query_segment_ids=tf.gather(ids, case["query_positions"],
+                                                        batch_dims=1)),
+            segment_ids=key_segment_ids(ids, m_len))
+    return case
+
+
+@pytest.mark.parametrize("attn_type,segments", [("bi", True), ("uni", False)])
+def test_the_layer_on_the_triton_path_is_the_reference(interpreted_triton, attn_type,
+                                                       segments):
+    """RelativeAttention with both streams, memory, bi_data's two position groups, padding,
+    a row that sees nothing, three segment ids and attention dropout: its outputs and every
+    gradient on the Triton path (the kernels interpreted, fed the unshifted position scores,
+    the row positions and the segment ids the layer hands them) equal the reference's."""
+    from xlnet_tf2.layers.relative_attention import RelativeAttention
+    layer = RelativeAttention(32, 2, 16, dropatt=0.2)
+    layer.attention_dropout.salt = 5
+    case = _layer_case(attn_type, segments)
+    layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
+          query_positions=case["query_positions"], query_weights=case["query_weights"])
+
+    def run(attention_implementation):
+        plan = StepPlan(device="gpu", attention=attention_implementation).with_dropout_keys(
+            DropoutKeys(3, tf.constant(9), tf.constant([4, 1]), 6))
+        inputs = [case["h"], case["g"], case["mems"]]
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            h_out, g_out = layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
+                                 training=True, plan=plan,
+                                 **{k: v for k, v in case.items()
+                                    if k not in ("h", "g", "mems", "pos_emb")})
+            loss = tf.reduce_sum(h_out * h_out) + tf.reduce_sum(g_out * tf.range(32.0))
+        grads = tape.gradient(loss, inputs + layer.trainable_weights)
+        return [h_out, g_out] + grads
+
+    reference, triton = run("reference"), run("triton")
+    names = ["h_out", "g_out", "d_h", "d_g", "d_mems"] + [w.path for w in
+                                                          layer.trainable_weights]
+    for name, want, got in zip(names, reference, triton):
+        if want is None:  # seg_embed without a segment term
+            assert got is None, name
+            continue
+        want, got = np.asarray(want), np.asarray(got)
+        scale = max(1.0, float(np.abs(want).max()))
+        np.testing.assert_allclose(got, want, atol=1e-5 * scale, rtol=0, err_msg=name)
+    assert float(np.abs(np.asarray(reference[0]) - np.asarray(run("reference")[0])).max()) \
+        == 0  # the draws repeat: same keys, same bits

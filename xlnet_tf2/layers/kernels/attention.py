@@ -13,8 +13,11 @@ Its implementations, one module each, chosen by the step's plan (layers/step_pla
                extra); with attention dropout (the reference's bits).
 
 "auto" (the default) takes "triton" wherever it can run, else "cudnn", and "reference"
-elsewhere; the trainer's
---attention_implementation forces one (a forced one that cannot run is one clear error).
+elsewhere (`chosen_implementation`); the trainer's --attention_implementation forces one (a
+forced one that cannot run is one clear error). The Triton kernels read the position scores
+before their shift and the segment ids, not an assembled bias: relative_attention.py asks
+`chosen_implementation` first and calls kernels/triton_attention.py with the score's terms, or
+`attention` with the bias.
 """
 
 from __future__ import annotations
@@ -31,10 +34,42 @@ class AttentionImplementationError(ValueError):
     """--attention_implementation=cudnn or triton where that implementation cannot run."""
 
 
+def chosen_implementation(queries: tf.Tensor, keys: tf.Tensor, *, dropout, training,
+                          plan: StepPlan, dropout_rows: Optional[Sequence[int]] = None,
+                          score_terms: Optional[str] = None) -> str:
+    """The implementation ("triton", "cudnn" or "reference") that computes this attention in
+    the step being traced: the plan's `attention`, or under "auto" the first of triton, cudnn
+    that can run. A forced one that cannot run raises AttentionImplementationError (one line
+    naming the flag). `score_terms`: why the caller cannot give the score's terms unassembled
+    (triton needs them), or None. Arguments as `attention`'s."""
+    rate = dropout.rate if training else 0.0
+    if plan.attention in ("auto", "triton"):
+        why_not = triton_attention.triton_unavailable_reason(
+            queries, keys, dropout_rate=rate, dropout_rows=dropout_rows, plan=plan,
+            score_terms=score_terms)
+        if why_not is None:
+            return "triton"
+        if plan.attention == "triton":
+            raise AttentionImplementationError(
+                f"--attention_implementation=triton cannot run here: {why_not}; use "
+                "--attention_implementation=auto (or reference).")
+    if plan.attention == "reference":
+        return "reference"
+    reason = cudnn.cudnn_unavailable_reason(queries, keys, rate, plan.device)
+    if reason is None:
+        return "cudnn"
+    if plan.attention == "cudnn":
+        raise AttentionImplementationError(
+            f"--attention_implementation=cudnn cannot run here: {reason}; use "
+            "--attention_implementation=auto (or reference).")
+    return "reference"
+
+
 def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.Tensor,
               blocked: Optional[tf.Tensor], *, scale: float, dropout, training, plan: StepPlan,
-              dropout_rows: Optional[Sequence[int]] = None) -> tf.Tensor:
-    """The attention op.
+              dropout_rows: Optional[Sequence[int]] = None,
+              implementation: Optional[str] = None) -> tf.Tensor:
+    """The attention op with the score's bias assembled.
 
     Args:
       queries: [B, N, S, H]; keys, values: [B, N, K, H]; bias: [B, N, S, K] (added to q . k
@@ -47,32 +82,22 @@ def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.T
         implementation asked for.
       dropout_rows: the Dropout's `row_draws` (query rows that stack several attentions, each
         to get the mask of a call of its own), or None.
+      implementation: "reference" or "cudnn", as `chosen_implementation` returned it; None:
+        chosen here. (The Triton kernels take the score's terms unassembled: the caller runs
+        kernels/triton_attention.py itself when `chosen_implementation` says "triton".)
     Returns:
       [B, N, S, H] in the compute dtype.
-
-    The implementation is the plan's: the one asked for, or under "auto" "triton", else
-    "cudnn", wherever it can run (module docstring).
     """
-    rate = dropout.rate if training else 0.0
-    if plan.attention in ("auto", "triton"):
-        why_not = triton_attention.triton_unavailable_reason(
-            queries, keys, dropout_rate=rate, dropout_rows=dropout_rows, plan=plan)
-        if plan.attention == "triton" and why_not is not None:
-            raise AttentionImplementationError(
-                f"--attention_implementation=triton cannot run here: {why_not}; use "
-                "--attention_implementation=auto (or reference).")
-        if why_not is None:
-            return triton_attention.triton_attention(
-                queries, keys, values, bias, blocked, scale=scale, dropout=dropout,
-                training=training, plan=plan, dropout_rows=dropout_rows)
-    reason = cudnn.cudnn_unavailable_reason(queries, keys, dropout.rate if training else 0.0,
-                                            plan.device)
-    if plan.attention == "cudnn" and reason is not None:
-        raise AttentionImplementationError(
-            f"--attention_implementation=cudnn cannot run here: {reason}; use "
-            "--attention_implementation=auto (or reference).")
-    if plan.attention == "reference" or reason is not None:
+    if implementation is None:
+        implementation = chosen_implementation(
+            queries, keys, dropout=dropout, training=training, plan=plan,
+            dropout_rows=dropout_rows,
+            score_terms="the caller gave the assembled [B, N, S, K] bias, not the score's terms")
+    if implementation == "reference":
         return reference.reference_attention(queries, keys, values, bias, blocked, scale=scale,
                                              dropout=dropout, training=training,
                                              dropout_rows=dropout_rows, plan=plan)
-    return cudnn.cudnn_attention(queries, keys, values, bias, blocked, scale=scale)
+    if implementation == "cudnn":
+        return cudnn.cudnn_attention(queries, keys, values, bias, blocked, scale=scale)
+    raise ValueError(f"attention(): implementation {implementation!r} takes an assembled bias "
+                     "only as reference or cudnn")

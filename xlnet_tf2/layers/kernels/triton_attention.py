@@ -1,19 +1,27 @@
-"""The attention op as the flash Triton kernels (kernels/flash_relative_attention.py) inside the
-step's XLA program: three `__gpu$xla.gpu.triton` custom calls (kernels/triton_call.py), the
-forward under a `tf.custom_gradient` whose gradient is the two backward calls.
+"""XLNet's relative attention as the flash Triton kernels (kernels/flash_relative_attention.py)
+inside the step's XLA program: three `__gpu$xla.gpu.triton` custom calls (kernels/triton_call.py),
+the forward under a `tf.custom_gradient` whose gradient is the two backward calls.
 
-What the op gets from the layer, as the kernels take it:
-  bias [B, N, S, K]   the kernels' position scores with T = K distances and every row at
-                      position 0: row s reads column 0 - 0 + j = j, so pos[s, j] = bias[s, j]
-                      and the kernels' d_pos is the bias's gradient, every column written.
-                      The segment term is inside the bias (HAS_SEGMENT off).
-  blocked [B, S, K]   bit-packed: blocked_bits [B, S, W] int32, W = ceil(K / 32), bit j % 32 of
-                      word j // 32 set where blocked.
-  dropout             the Dropout layer's own keys (`Dropout._keys`, one call per row part of
-                      `dropout_rows`, as the reference's draw calls it, so the layer's counter
-                      advances identically): k0s [2] (the parts' k0) and k1 [B] (each
-                      example's key), bit-cast to int32. The kernels hash exactly the
-                      reference's bits (layers/kernels/dropout_masks.py `hashed_bits`).
+Unlike the other implementations of the attention op, the kernels take the score's terms before
+they are assembled into a [B, N, S, K] bias (relative_attention.py's `attend` asks
+kernels/attention.py `chosen_implementation` first, and builds that bias only for the others):
+
+  position_scores [B, N, S, T]  (q + r_r) . k_r for every encoded distance, unshifted; row s
+                                reads column L - row_positions[s] + j for key j, by pointer
+                                arithmetic in the kernel (no shifted copy is made), and the
+                                kernels' d_pos is their gradient at the same columns.
+  row_positions [B, S] int32    each row's segment position i.
+  segment_scores [B, N, S, 2]   (q + r_s) . seg_embed[c] for c = same, different; with
+  row_segments [B, S],          the rows' and keys' segment ids (memory keys are segment 0):
+  key_segments [B, K] int32     the kernel compares the ids, no [B, S, K] matrix is read.
+  blocked [B, S, K]             bit-packed: blocked_bits [B, S, W] int32, W = ceil(K / 32),
+                                bit j % 32 of word j // 32 set where blocked.
+  dropout                       the Dropout layer's own keys (`Dropout._keys`, one call per row
+                                part of `dropout_rows`, as the reference's draw calls it, so the
+                                layer's counter advances identically): k0s [2] (the parts' k0)
+                                and k1 [B] (each example's key), bit-cast to int32. The kernels
+                                hash exactly the reference's bits
+                                (layers/kernels/dropout_masks.py `hashed_bits`).
 
 `triton` (the optional `gpu` extra) is imported only when this implementation is traced.
 """
@@ -32,16 +40,17 @@ from xlnet_tf2.layers.kernels import triton_call
 from xlnet_tf2.layers.step_plan import StepPlan
 
 _DTYPE_NAMES = {tf.bfloat16: "bfloat16", tf.float16: "float16", tf.float32: "float32"}
-_KINDS = {"row_pos": "*i32", "blocked_bits": "*i32", "k0s": "*i32", "k1": "*i32",
-          "lse": "*fp32"}
+_KINDS = {"row_pos": "*i32", "row_seg": "*i32", "key_seg": "*i32", "blocked_bits": "*i32",
+          "k0s": "*i32", "k1": "*i32", "lse": "*fp32"}
 
 
 def triton_unavailable_reason(queries: tf.Tensor, keys: tf.Tensor, *, dropout_rate: float,
-                              dropout_rows: Optional[Sequence[int]],
-                              plan: StepPlan) -> Optional[str]:
+                              dropout_rows: Optional[Sequence[int]], plan: StepPlan,
+                              score_terms: Optional[str] = None) -> Optional[str]:
     """Why the Triton implementation cannot run for these operands in the step being traced,
     or None when it can. `dropout_rate`: the probabilities' dropout in this call (0 when not
-    training)."""
+    training); `score_terms`: why the caller cannot give the score's terms unassembled (the
+    angle form's scores, a segment term without segment ids), or None."""
     if plan.device != "gpu":
         return f"the step is traced for a {plan.device.upper()}, not a GPU"
     # A private API, as for cuDNN (kernels/cudnn.py): the custom calls run only in XLA.
@@ -56,6 +65,8 @@ def triton_unavailable_reason(queries: tf.Tensor, keys: tf.Tensor, *, dropout_ra
         return f"the head size must be a power of two >= 16, not {head}"
     if None in queries.shape or None in keys.shape:
         return "it needs static shapes"
+    if score_terms is not None:
+        return score_terms
     if dropout_rate > 0:
         if dropout_rows is not None and len(dropout_rows) > 2:
             return f"the dropout draws {len(dropout_rows)} row parts (the kernels take two)"
@@ -110,21 +121,30 @@ def _call(launch, ir, buffers: dict, specs: dict):
     return dict(zip(launch.results, results))
 
 
-def triton_attention(queries, keys, values, bias, blocked, *, scale: float, dropout, training,
-                     plan: StepPlan, dropout_rows: Optional[Sequence[int]] = None) -> tf.Tensor:
-    """`attention` (kernels/attention.py) as the flash Triton kernels: queries [B, N, S, H],
-    keys, values [B, N, K, H], bias [B, N, S, K], blocked bool [B, S, K] or None ->
-    [B, N, S, H]. The caller has checked `triton_unavailable_reason`."""
+def triton_attention(queries, keys, values, position_scores, row_positions, blocked, *,
+                     seg_len: int, scale: float, dropout, training, plan: StepPlan,
+                     segment_scores=None, row_segments=None, key_segments=None,
+                     dropout_rows: Optional[Sequence[int]] = None) -> tf.Tensor:
+    """The attention of query rows [B, N, S, H] (already q + r_w) over keys, values
+    [B, N, K, H] with the score's terms unassembled (module docstring): position_scores
+    [B, N, S, T], row_positions int32 [B, S] (`seg_len` = L), segment_scores [B, N, S, 2] with
+    row_segments [B, S] and key_segments [B, K] (or all None: no segment term), blocked bool
+    [B, S, K] or None -> [B, N, S, H]. The caller has checked `triton_unavailable_reason`."""
     batch, heads, rows, head_size = queries.shape
     n_keys = keys.shape[2]
+    distances = position_scores.shape[-1]
     dtype = queries.dtype
     rate = float(dropout.rate) if training else 0.0
     split = dropout_rows[0] if dropout_rows is not None and len(dropout_rows) == 2 else None
+    has_segment = segment_scores is not None
     shapes = dict(batch=batch, heads=heads, rows=rows, keys=n_keys, head_size=head_size,
-                  distances=n_keys, seg_len=0, split=split, scale=scale, dropout_rate=rate,
-                  has_segment=False, has_mask=blocked is not None)
+                  distances=distances, seg_len=seg_len, split=split, scale=scale,
+                  dropout_rate=rate, has_segment=has_segment, has_mask=blocked is not None)
     calls = _calls(shapes, dtype, plan.gpu_generation)
-    fixed = {"row_pos": tf.zeros([batch, rows], tf.int32)}
+    fixed = {"row_pos": tf.cast(row_positions, tf.int32)}
+    if has_segment:
+        fixed["row_seg"] = tf.cast(row_segments, tf.int32)
+        fixed["key_seg"] = tf.cast(key_segments, tf.int32)
     if blocked is not None:
         fixed["blocked_bits"] = bit_packed_blocked(blocked)
     if rate > 0:
@@ -133,11 +153,13 @@ def triton_attention(queries, keys, values, bias, blocked, *, scale: float, drop
     k_spec = tf.TensorSpec([batch, heads, n_keys, head_size], dtype)
     specs = {"out": q_spec, "lse": tf.TensorSpec([batch, heads, rows], tf.float32),
              "dq_w": q_spec, "dk": k_spec, "dv": k_spec,
-             "d_pos": tf.TensorSpec([batch, heads, rows, n_keys], dtype)}
+             "d_pos": tf.TensorSpec([batch, heads, rows, distances], dtype),
+             "d_seg": tf.TensorSpec([batch, heads, rows, 2], dtype)}
 
-    @tf.custom_gradient
-    def flash_attention(q, k, v, pos):
+    def run(q, k, v, pos, seg):
         buffers = dict(fixed, q_w=q, k=k, v=v, pos=pos)
+        if has_segment:
+            buffers["seg"] = seg
         forward = _call(*calls["flash_fwd"], buffers, specs)
 
         def grad(d_out):
@@ -145,8 +167,12 @@ def triton_attention(queries, keys, values, bias, blocked, *, scale: float, drop
                          d_out=tf.cast(d_out, dtype))
             dkdv = _call(*calls["flash_bwd_dkdv"], saved, specs)
             dq = _call(*calls["flash_bwd_dq"], saved, specs)
-            return dq["dq_w"], dkdv["dk"], dkdv["dv"], dq["d_pos"]
+            d_seg = dq["d_seg"] if has_segment else tf.zeros_like(seg)
+            return dq["dq_w"], dkdv["dk"], dkdv["dv"], dq["d_pos"], d_seg
 
         return forward["out"], grad
 
-    return flash_attention(queries, keys, values, tf.cast(bias, dtype))
+    # Without a segment term the kernels take no seg operand; a zero [1] stands in for it in
+    # the custom gradient's signature and gets a zero gradient.
+    seg = (tf.cast(segment_scores, dtype) if has_segment else tf.zeros([1], dtype))
+    return tf.custom_gradient(run)(queries, keys, values, tf.cast(position_scores, dtype), seg)
