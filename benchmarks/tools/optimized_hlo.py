@@ -47,6 +47,23 @@ def flash_flops(name: str, q_dims: Tuple[int, ...], k_dims: Tuple[int, ...]) -> 
         return 0
     batch, heads, rows, head = q_dims
     return FLASH_FLOPS[name] * batch * heads * rows * k_dims[2] * head
+
+
+def flash_unread_bytes(name: str, operands) -> int:
+    """Bytes of a flash kernel's position-score operand that it never loads: the 4th operand,
+    pos [B, N, S, T], of which each row reads the K columns of its window (masked loads at
+    L - row_pos + j), so its operand bytes overstate the read by (T - K) / T. `operands`: the
+    call's first four (dtype, dims). 0 for another kernel or layout."""
+    if name not in FLASH_FLOPS or len(operands) < 4 or len(operands[3][1]) != 4 or \
+            len(operands[1][1]) != 4:
+        return 0
+    dtype, (batch, heads, rows, distances) = operands[3]
+    keys = operands[1][1][2]
+    if distances <= keys:
+        return 0
+    return (distances - keys) * batch * heads * rows * ELEMENT_BYTES.get(dtype, 4)
+
+
 _TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
 # Instructions that launch nothing: they name, alias or wait for buffers (so does every
 # asynchronous `*-done`, e.g. libtpu's slice-done).
@@ -255,6 +272,8 @@ class _Module:
             q_dims, k_dims = ((arrays(self.shapes.get(o, "")) or [("", ())])[0][1]
                               for o in i.operands[:2])
             flops = flash_flops(name.group(1) if name else "", q_dims, k_dims)
+            in_bytes -= flash_unread_bytes(name.group(1) if name else "", [
+                (arrays(self.shapes.get(o, "")) or [("", ())])[0] for o in i.operands[:4]])
         else:
             flops = sum(self.dot_flops(x, shapes) for x in body)
         opcodes = collections.Counter(x.opcode for x in body if x.opcode not in (

@@ -41,3 +41,23 @@ def test_flash_calls_are_counted_from_their_shapes_at_the_stated_efficiency():
     assert summary["triton_kernels"] == 4
     assert summary["triton_flops"] == 18 * unit
     assert summary["triton_ms"] == pytest.approx(summary["proxy_ms"])
+
+
+def test_a_flash_kernel_is_counted_reading_each_rows_window_of_the_position_scores():
+    """pos [B, N, S, T]: each row loads its K columns, not T (the kernel's masked loads)."""
+    T = K + 512
+    program = (
+        f"HloModule m\n\nENTRY %main (q: bf16[{B},{N},{S},{H}], k: bf16[{B},{N},{K},{H}], "
+        f"p: bf16[{B},{N},{S},{T}]) -> (bf16[{B},{N},{S},{H}], f32[{B},{N},{S}]) {{\n"
+        f"  %q = bf16[{B},{N},{S},{H}]{{3,2,1,0}} parameter(0)\n"
+        f"  %k = bf16[{B},{N},{K},{H}]{{3,2,1,0}} parameter(1)\n"
+        f"  %p = bf16[{B},{N},{S},{T}]{{3,2,1,0}} parameter(2)\n"
+        f"  ROOT %c = (bf16[{B},{N},{S},{H}]{{3,2,1,0}}, f32[{B},{N},{S}]{{2,1,0}}) "
+        f"custom-call(%q, %k, %k, %p), custom_call_target=\"__gpu$xla.gpu.triton\", "
+        f"backend_config={{debug = false, grid_x = 10 : i32, grid_y = 24 : i32, grid_z = 1 : "
+        f"i32, ir = \"x\", name = \"flash_fwd\", num_stages = 3 : i32, num_warps = 4 : i32}}\n}}\n")
+    (fwd,) = optimized_hlo.kernels(program)
+    window = 2 * B * N * S * K
+    # q, k (v is k: read once), the window of pos; written out and lse
+    assert fwd.in_bytes == 2 * B * N * S * H + 2 * B * N * K * H + window
+    assert fwd.out_bytes == 2 * B * N * S * H + 4 * B * N * S

@@ -1,7 +1,9 @@
 """The attention's program for each device (layers/step_plan.py): one attention of L + P rows
 with window reads on a GPU, two attentions elsewhere. Every form computes the same values,
 gradients and dropout masks, and the GPU's program keeps the structure that is its reason to
-exist."""
+exist. These are the reference implementation's forms, forced in the GPU plans (under "auto" a
+GPU step with triton installed runs the Triton kernels: tests/layers/kernels/
+test_triton_attention.py)."""
 
 import re
 
@@ -54,7 +56,8 @@ def _layer_step(target: str, seed: int = 3, jit: bool = True):
 
     def step(h, g, global_step):
         plan = keyed_plan(seed=seed, step=global_step, example_ids=tf.range(B),
-                          examples_per_step=B, plan=StepPlan(device=target))
+                          examples_per_step=B,
+                          plan=StepPlan(device=target, attention="reference"))
         with tf.GradientTape() as tape:
             tape.watch([h, g])
             h_out, g_out = layer(**dict(inputs, h=h, g=g), training=True, plan=plan)
@@ -111,7 +114,8 @@ def _step_hlo(target: str, precision: str = "float32") -> str:
     @tf.function(jit_compile=True)
     def step(features, global_step):  # a run-time step: else the masks fold into constants
         plan = keyed_plan(seed=1, step=global_step, example_ids=tf.range(B),
-                          examples_per_step=B, plan=StepPlan(device=target))
+                          examples_per_step=B,
+                          plan=StepPlan(device=target, attention="reference"))
         with tf.GradientTape() as tape:
             logits = model(features, training=True, plan=plan)["logits"]
             loss = tf.reduce_mean(tf.cast(logits, tf.float32) ** 2)

@@ -55,7 +55,8 @@ def test_two_plans_traced_in_one_process_give_two_programs():
         @tf.function(jit_compile=True)
         def step(features, global_step):
             plan = keyed_plan(seed=1, step=global_step, example_ids=tf.range(batch),
-                              examples_per_step=batch, plan=StepPlan(device=device))
+                              examples_per_step=batch,
+                              plan=StepPlan(device=device, attention="reference"))
             with tf.GradientTape() as tape:
                 logits = model(features, training=True, plan=plan)["logits"]
                 loss = tf.reduce_mean(logits ** 2)

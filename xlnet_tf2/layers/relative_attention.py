@@ -37,7 +37,8 @@ import tensorflow as tf
 from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.kernels.angle_scores import angle_position_scores
 from xlnet_tf2.layers.kernels.attention import attention, chosen_implementation
-from xlnet_tf2.layers.kernels.position_product import grouped_position_product
+from xlnet_tf2.layers.kernels.position_product import (example_position_product,
+                                                       grouped_position_product)
 from xlnet_tf2.layers.relative_position import (content_shift, gather_relative_scores,
                                                 segment_positions)
 from xlnet_tf2.layers.kernels.triton_attention import triton_attention
@@ -220,8 +221,10 @@ class RelativeAttention(keras.layers.Layer):
                         segment_scores=segment_scores(queries), key_segments=segment_ids,
                         row_segments=tf.gather(segment_ids, positions + (k_len - q_len),
                                                batch_dims=1))
+                # The scores in the kernels' row-major [B, N, S, T], with no transpose.
+                scores = example_position_product(queries + r_r, k_r)
                 return triton_attention(
-                    queries + r_w, keys, values, unshifted_scores(queries), positions, blocked,
+                    queries + r_w, keys, values, scores, positions, blocked,
                     seg_len=q_len, scale=self.scale, dropout=self.attention_dropout,
                     training=training, plan=plan, dropout_rows=dropout_rows, **segments)
             bias = position_scores(queries, positions)
