@@ -8,12 +8,12 @@ import tensorflow as tf
 
 from xlnet_tf2.export.export_config import ExportConfig
 from xlnet_tf2.export.saved_model import export_model_dir
-from xlnet_tf2.export.token_classification_serving import layout_words
 from xlnet_tf2.models.xlnet_token_classifier import TokenClassifier
 from xlnet_tf2.tasks.finetuned_model import load_task_model
 from xlnet_tf2.tasks.token_classification import Sentence, build_features, word_tags
 from xlnet_tf2.tokenizers.in_graph_tokenizer import InGraphTokenizer
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
+from xlnet_tf2.tokenizers.xlnet_word_preprocessor import layout_words
 
 from fixtures.task_files import train_tiny_spm
 from fixtures.tf1_checkpoints import tiny_config
@@ -45,7 +45,8 @@ def _offline(model_dir):
 
 def test_in_graph_layout_is_the_offline_layout(model_dir):
     spm, features, _ = _offline(model_dir)
-    inputs, words, first = layout_words(InGraphTokenizer(spm), tf.constant(TEXTS), SEQ_LEN)
+    inputs, first = layout_words(InGraphTokenizer(spm).encode_ids,
+                                 tf.strings.split(tf.constant(TEXTS)), SEQ_LEN)
     for name, value in inputs.items():
         np.testing.assert_array_equal(value.numpy(), features[name], err_msg=name)
     # Each kept word's first piece is where the offline label sits; the cut words are -1.
