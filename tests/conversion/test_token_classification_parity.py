@@ -60,3 +60,43 @@ def test_token_classifier_matches_transformers_both_ways():
     missing, unexpected = back.load_state_dict(state, strict=False)
     assert not unexpected and all("lm_loss" not in m for m in missing) and not missing
     np.testing.assert_allclose(_hf_logits(back, inputs), expected, atol=1e-5, rtol=0)
+
+
+def test_directories_convert_both_ways(tmp_path):
+    """transformers' saved directory -> xlnet-convert's task directory (task.json with the
+    id2label tags) -> our save_pretrained(format="huggingface") -> transformers loads it; the
+    logits agree with the first model's at every step."""
+    from xlnet_tf2.conversion import TaskOptions
+    from xlnet_tf2.models.directories import convert_checkpoint, load_task_directory
+
+    config = tiny_config()
+    tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
+    hf = random_hf_model(config, seed=5, architecture="XLNetForTokenClassification",
+                         num_labels=LABELS)
+    hf.config.id2label = dict(enumerate(tags))
+    hf.config.label2id = {t: i for i, t in enumerate(tags)}
+    hf.save_pretrained(str(tmp_path / "hf"))
+    report = convert_checkpoint("huggingface", str(tmp_path / "hf"), str(tmp_path / "ours"),
+                                task=TaskOptions("token_classification", seq_len=L))
+    assert report["unused"] == [] and report["initialized"] == []
+    ours, settings = load_task_directory(str(tmp_path / "ours"))
+    assert isinstance(ours, TokenClassifier) and settings["label_list"] == tags
+    inputs = _inputs(config.n_token)
+    expected = _hf_logits(hf, inputs)
+    np.testing.assert_allclose(ours(inputs)["logits"].numpy(), expected, atol=1e-5, rtol=0)
+    ours.save_pretrained(str(tmp_path / "back"), format="huggingface", label_list=tags)
+    back = transformers.XLNetForTokenClassification.from_pretrained(str(tmp_path / "back"))
+    assert back.config.id2label[1] == "B-PER"
+    np.testing.assert_allclose(_hf_logits(back.eval(), inputs), expected, atol=1e-5, rtol=0)
+
+
+def test_a_sequence_classifier_is_refused_as_a_token_classifier(tmp_path):
+    from xlnet_tf2.conversion import TaskOptions, WeightMismatchError
+    from xlnet_tf2.models.directories import convert_checkpoint
+
+    hf = random_hf_model(tiny_config(), architecture="XLNetForSequenceClassification",
+                         num_labels=3)
+    hf.save_pretrained(str(tmp_path / "hf"))
+    with pytest.raises(WeightMismatchError, match="needs a XLNetForTokenClassification"):
+        convert_checkpoint("huggingface", str(tmp_path / "hf"), str(tmp_path / "ours"),
+                           task=TaskOptions("token_classification"))

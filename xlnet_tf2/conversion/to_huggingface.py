@@ -24,6 +24,7 @@ ARCHITECTURES = {
     "classification": "XLNetForSequenceClassification",
     "regression": "XLNetForSequenceClassification",
     "race": "XLNetForMultipleChoice", "squad": "XLNetForQuestionAnswering",
+    "token_classification": "XLNetForTokenClassification",
 }
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
@@ -61,8 +62,7 @@ def huggingface_config(model, label_list: Optional[Sequence[str]] = None) -> dic
     kind = model.kind
     c = model.config
     values = {
-        "architectures": [getattr(model, "HUGGINGFACE_ARCHITECTURE", None)
-                          or ARCHITECTURES[kind]], "model_type": "xlnet",
+        "architectures": [ARCHITECTURES[kind]], "model_type": "xlnet",
         "vocab_size": c.n_token, "d_model": c.d_model, "n_layer": c.n_layer,
         "n_head": c.n_head, "d_head": c.d_head, "d_inner": c.d_inner,
         "ff_activation": _ACTIVATIONS[c.ff_activation], "untie_r": c.untie_r,

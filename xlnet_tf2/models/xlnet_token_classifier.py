@@ -44,7 +44,6 @@ class TokenClassifier(HeadModel):
 
     KINDS = (TASK,)
     kind = TASK
-    HUGGINGFACE_ARCHITECTURE = "XLNetForTokenClassification"
 
     def __init__(self, config, num_labels: int, head_dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
