@@ -18,6 +18,9 @@ from xlnet_tf2.tokenizers.xlnet_word_preprocessor import layout_words
 from fixtures.task_files import train_tiny_spm
 from fixtures.tf1_checkpoints import tiny_config
 
+# A SavedModel written and loaded (about 35 s on 2 cores), and the module fixture's model.
+pytestmark = pytest.mark.slow
+
 TAGS = ["O", "B-LOC", "B-PER", "I-PER"]
 SEQ_LEN = 16
 TEXTS = ["Peter lives in Paris", "Anna  lives in Berlin today with Maria and her friends",
