@@ -22,9 +22,13 @@ from absl import logging
 
 from xlnet_tf2 import fileio
 
-# How the attention op is computed (layers/relative_attention.py): "auto" picks cuDNN's flash
+# How the attention op is computed (layers/kernels/attention.py, chosen by the step's plan): "auto" picks cuDNN's flash
 # attention where it can run and TensorFlow ops elsewhere; the others force one.
 ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "cudnn")
+# The position scores' form (layers/step_plan.py): with the rel-shift of the T-wide scores
+# ("shift"), or as a product with an angle table ("angles", layers/kernels/angle_scores.py);
+# "auto": angles in a program traced for a TPU.
+POSITION_SCORE_FORMS = ("auto", "shift", "angles")
 
 _ACTIVATIONS = ("gelu", "relu")
 _ATTN_TYPES = ("bi", "uni")

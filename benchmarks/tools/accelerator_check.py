@@ -178,7 +178,9 @@ def run_check(c, dry_run: bool = False) -> dict:
     common = dict(data_dir=(prepared["data_dir"],), model_config=shape["model_config"],
                   train_batch_size=shape["batch_size"], mem_len=shape["mem_len"],
                   steps_per_loop=shape["steps_per_loop"], jit_compile=True, seed=c.seed,
-                  dropatt=c.dropatt, attention_implementation=c.attention_implementation)
+                  dropout=c.dropout, dropatt=c.dropatt,
+                  attention_implementation=c.attention_implementation,
+                  position_scores=c.position_scores)
     say(f"initial weights: a fresh model ({_shape_text(shape)}) written to "
         f"{os.path.join(c.workdir, 'initial')}; both runs start from it")
     initial = _write_initial_weights(
@@ -253,7 +255,8 @@ def run_export(c, outdir: str, dry_run: bool = False) -> dict:
         data_dir=(prepared["data_dir"],), model_config=shape["model_config"],
         train_batch_size=shape["batch_size"], mem_len=shape["mem_len"], steps_per_loop=1,
         jit_compile=True, seed=c.seed, train_steps=1, precision=c.precision,
-        dropatt=c.dropatt, attention_implementation=c.attention_implementation,
+        dropout=c.dropout, dropatt=c.dropatt, attention_implementation=c.attention_implementation,
+        position_scores=c.position_scores,
         model_dir=model_dir))
     try:
         result = step_export.export_step(trainer, outdir, shape, validate=dry_run,

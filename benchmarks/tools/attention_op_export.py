@@ -1,11 +1,11 @@
-"""The attention op (`attention` in xlnet_tf2/layers/relative_attention.py) alone, forward and
+"""The attention op (`attention` in xlnet_tf2/layers/kernels/attention.py) alone, forward and
 backward, as XLA programs traced for a GPU: one per implementation, for a GPU machine without
 TensorFlow to compare and time (benchmarks/gpu/attention_op_check.py).
 
     python -m benchmarks.tools.attention_op_export OUTDIR [--shape B,N,S,K,H]
 
 Writes OUTDIR/reference.hlo.txt, OUTDIR/cudnn.hlo.txt and OUTDIR/meta.json (no attention
-dropout: the cuDNN implementation runs without it, layers/relative_attention.py). Each
+dropout: the cuDNN implementation runs without it, layers/kernels/cudnn.py). Each
 program takes (queries [B, N, S, H], keys [B, N, K, H], values [B, N, K, H], bias [B, N, S, K]
 in bfloat16, blocked bool [B, S, K]) and returns (out, d queries, d keys, d values, d bias) for the loss sum(out * cotangent),
 cotangent = cos(1 + index of the output element) (fixed, so two programs see the same one).
@@ -22,8 +22,9 @@ import os
 import tensorflow as tf
 
 from xlnet_tf2 import fileio
-from xlnet_tf2.layers import relative_attention, run_time
 from xlnet_tf2.layers.dropout import Dropout
+from xlnet_tf2.layers.kernels.attention import attention
+from xlnet_tf2.layers.step_plan import StepPlan
 
 BASE_SHAPE = (16, 12, 597, 896, 64)
 
@@ -40,8 +41,8 @@ def op_program(shape, implementation: str) -> str:
                                             [b, n, s, h]))
         with tf.GradientTape() as tape:
             tape.watch([queries, keys, values, bias])
-            out = relative_attention.attention(queries, keys, values, bias, blocked, scale=scale,
-                                         dropout=dropout, training=True)
+            out = attention(queries, keys, values, bias, blocked, scale=scale, dropout=dropout,
+                            training=True, plan=StepPlan(device="gpu", attention=implementation))
             loss = tf.reduce_sum(tf.cast(out, tf.float32) * cotangent)
         return [out] + tape.gradient(loss, [queries, keys, values, bias])
 
@@ -49,8 +50,7 @@ def op_program(shape, implementation: str) -> str:
              tf.TensorSpec([b, n, k, h], tf.bfloat16), tf.TensorSpec([b, n, s, k], tf.bfloat16),
              tf.TensorSpec([b, s, k], tf.bool)]
     args = [tf.zeros(spec.shape, spec.dtype) for spec in specs]
-    with run_time.tracing_for("gpu"), relative_attention.implementation(implementation):
-        return program.experimental_get_compiler_ir(*args)(stage="hlo")
+    return program.experimental_get_compiler_ir(*args)(stage="hlo")
 
 
 def export(outdir: str, shape=BASE_SHAPE) -> dict:

@@ -345,8 +345,10 @@ class AcceleratorCheckConfig:
     precision: str = setting(
         "mixed_bfloat16", "Precision of the timed run; its first-step loss is checked against "
         "a float32 run from the same weights on the same batch.", choices=PRECISIONS[1:])
+    dropout: float = setting_like(DropoutConfig, "dropout")
     dropatt: float = setting_like(DropoutConfig, "dropatt")
     attention_implementation: str = setting_like(LoopConfig, "attention_implementation")
+    position_scores: str = setting_like(LoopConfig, "position_scores")
     loss_tolerance: float = setting(
         0.01, "Largest accepted |first-step loss (--precision) - first-step loss (float32)| "
         "relative to the float32 loss (benchmarks/tools/accelerator_check.py says why 1%).")

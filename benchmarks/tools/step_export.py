@@ -30,7 +30,8 @@ a runner to compare with its own.
 The step is traced as TensorFlow traces it on the export's target, a GPU or a TPU
 (`target`), whatever devices this machine has: every switch of the project between a CPU's
 and an accelerator's program (the stored attention-dropout masks, the query stream's shift)
-asks layers/run_time.py, which the export forces to the target.
+is a property of the step's plan (layers/step_plan.py), which the export traces for the
+target (`Trainer.first_step(device=target)`).
 """
 
 from __future__ import annotations
@@ -46,7 +47,6 @@ from tensorflow.compiler.xla import xla_data_pb2
 from tensorflow.compiler.xla.service import hlo_pb2
 
 from xlnet_tf2 import fileio
-from xlnet_tf2.layers import run_time
 from xlnet_tf2.training.trainer import Trainer
 
 HLO_FILE = "step.hlo.pb"
@@ -121,17 +121,15 @@ def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = Fal
     if validate and trainer.loop_config.train_steps != 1:
         raise ValueError(f"validate runs one step of the Trainer; its train_steps is "
                          f"{trainer.loop_config.train_steps}.")
-    step_fn, args = trainer.first_step()
-    # A trace of its own, not the Trainer's: tf.function keeps one trace per input signature,
-    # and the validation run below must trace the step for this machine (a GPU's program
-    # can hold calls only a GPU runs: layers/relative_attention.py's cuDNN attention).
-    step_fn = tf.function(step_fn.python_function, jit_compile=True, reduce_retracing=True)
-    start = time.perf_counter()
     if target not in ("gpu", "tpu"):
         raise ValueError(f"export_step traces for an accelerator, 'gpu' or 'tpu'; got {target!r}.")
-    with run_time.tracing_for(target):
-        concrete = step_fn.get_concrete_function(*args)
-        hlo = step_fn.experimental_get_compiler_ir(*args)(stage="hlo_serialized")
+    # A step function of its own, traced with the target's plan; the validation run below
+    # traces the Trainer's own step for this machine (a GPU's program can hold calls only a
+    # GPU runs: layers/kernels/cudnn.py's attention).
+    step_fn, args = trainer.first_step(device=target)
+    start = time.perf_counter()
+    concrete = step_fn.get_concrete_function(*args)
+    hlo = step_fn.experimental_get_compiler_ir(*args)(stage="hlo_serialized")
     trace_s = time.perf_counter() - start
     summary = hlo_summary(hlo)
     explicit = tf.nest.flatten(args)

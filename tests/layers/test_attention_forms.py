@@ -1,4 +1,4 @@
-"""The attention's program for each device (layers/run_time.py): one attention of L + P rows
+"""The attention's program for each device (layers/step_plan.py): one attention of L + P rows
 with window reads on a GPU, two attentions elsewhere. Every form computes the same values,
 gradients and dropout masks, and the GPU's program keeps the structure that is its reason to
 exist."""
@@ -11,9 +11,9 @@ import tensorflow as tf
 
 from fixtures.layer_harness import global_policy
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
-from xlnet_tf2.layers import RelativeAttention, build_attention_masks, run_time, segment_matrix
-from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
-from xlnet_tf2.layers.relative_attention import one_attention_here
+from xlnet_tf2.layers import RelativeAttention, build_attention_masks, segment_matrix
+from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
+from xlnet_tf2.layers.step_plan import StepPlan
 
 B, L, M, P, D, N, H = 4, 6, 4, 3, 16, 2, 8
 K = M + L
@@ -53,17 +53,16 @@ def _layer_step(target: str, seed: int = 3, jit: bool = True):
     assign_dropout_salts(layer)
 
     def step(h, g, global_step):
-        with dropout_keys(seed=seed, step=global_step, example_ids=tf.range(B),
-                          examples_per_step=B):
-            with tf.GradientTape() as tape:
-                tape.watch([h, g])
-                h_out, g_out = layer(**dict(inputs, h=h, g=g), training=True)
-                total = tf.reduce_sum(h_out * h_out) + tf.reduce_sum(tf.sin(g_out))
+        plan = keyed_plan(seed=seed, step=global_step, example_ids=tf.range(B),
+                          examples_per_step=B, plan=StepPlan(device=target))
+        with tf.GradientTape() as tape:
+            tape.watch([h, g])
+            h_out, g_out = layer(**dict(inputs, h=h, g=g), training=True, plan=plan)
+            total = tf.reduce_sum(h_out * h_out) + tf.reduce_sum(tf.sin(g_out))
         return [h_out, g_out] + tape.gradient(total, [h, g] + layer.trainable_variables)
 
-    with run_time.tracing_for(target):
-        fn = tf.function(step, jit_compile=True) if jit else step
-        return [t.numpy() for t in fn(inputs["h"], inputs["g"], tf.constant(5, tf.int64))]
+    fn = tf.function(step, jit_compile=True) if jit else step
+    return [t.numpy() for t in fn(inputs["h"], inputs["g"], tf.constant(5, tf.int64))]
 
 
 def _weights(layer):
@@ -85,8 +84,7 @@ def test_other_dropout_keys_move_the_outputs_far_beyond_rounding(cpu_step):
 def test_every_devices_form_computes_what_the_cpus_does(target, cpu_step):
     """Values and gradients of both streams, dropout included: a different dropout mask or a
     misaligned score would move them by far more than rounding (test above)."""
-    with run_time.tracing_for(target):
-        assert one_attention_here() == (target == "gpu")
+    assert StepPlan(device=target).one_attention_for_both_streams == (target == "gpu")
     for got, want in zip(_layer_step(target), cpu_step):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 
@@ -112,16 +110,14 @@ def _step_hlo(target: str, precision: str = "float32") -> str:
 
     @tf.function(jit_compile=True)
     def step(features, global_step):  # a run-time step: else the masks fold into constants
-        with dropout_keys(seed=1, step=global_step, example_ids=tf.range(B),
-                          examples_per_step=B):
-            with tf.GradientTape() as tape:
-                logits = model(features, training=True)["logits"]
-                loss = tf.reduce_mean(tf.cast(logits, tf.float32) ** 2)
+        plan = keyed_plan(seed=1, step=global_step, example_ids=tf.range(B),
+                          examples_per_step=B, plan=StepPlan(device=target))
+        with tf.GradientTape() as tape:
+            logits = model(features, training=True, plan=plan)["logits"]
+            loss = tf.reduce_mean(tf.cast(logits, tf.float32) ** 2)
         return tape.gradient(loss, model.trainable_variables)
 
-    with run_time.tracing_for(target):
-        return step.experimental_get_compiler_ir(features, tf.constant(2, tf.int64))(
-            stage="hlo")
+    return step.experimental_get_compiler_ir(features, tf.constant(2, tf.int64))(stage="hlo")
 
 
 def _ops_of_shape(hlo: str, opcode: str, dims) -> int:
@@ -174,15 +170,15 @@ def test_a_gpus_window_reads_fold_no_index_into_a_constant():
 
 
 def test_the_position_products_gradient_is_the_einsums():
-    """`_grouped_position_product` changes only the order of the backward products."""
-    from xlnet_tf2.layers.relative_attention import _grouped_position_product
+    """`grouped_position_product` changes only the order of the backward products."""
+    from xlnet_tf2.layers.kernels.position_product import grouped_position_product
 
     rng = np.random.default_rng(6)
     queries = tf.constant(rng.normal(size=(2, 3, N, 5, H)))           # [X, B/X, N, S, H]
     k_r = tf.constant(rng.normal(size=(2, 7, N, H)))                  # [X, T, N, H]
     upstream = tf.constant(rng.normal(size=(2, 3, N, 5, 7)))
     grads = []
-    for product in (_grouped_position_product,
+    for product in (grouped_position_product,
                     lambda q, k: tf.einsum("xbnsh,xtnh->xbnst", q, k)):
         with tf.GradientTape() as tape:
             tape.watch([queries, k_r])

@@ -1,4 +1,4 @@
-"""layers/relative_attention.py: the attention op's implementations and how one is chosen.
+"""layers/kernels/attention.py: the attention op's implementations and how one is chosen.
 
 The cuDNN implementation runs only on a GPU; here its program is traced for one (the custom
 calls, their shapes and backend configs), and the choice is checked everywhere it is made.
@@ -12,8 +12,10 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from xlnet_tf2.layers import relative_attention, run_time
 from xlnet_tf2.layers.dropout import Dropout
+from xlnet_tf2.layers.kernels.attention import AttentionImplementationError, attention
+from xlnet_tf2.layers.kernels.cudnn import CUDNN_BACKWARD, CUDNN_FORWARD
+from xlnet_tf2.layers.step_plan import StepPlan
 
 B, N, S, K, H = 2, 2, 7, 16, 8  # an odd number of query rows: cuDNN's needs a padded row
 
@@ -25,24 +27,25 @@ def _operands(dtype=tf.bfloat16, head=H):
             tf.constant(rng.random((B, S, K)) < 0.3))
 
 
-def _program(rate=0.0, training=True, jit=True, policy="mixed_bfloat16"):
+def _program(rate=0.0, training=True, jit=True, policy="mixed_bfloat16", target="gpu",
+             implementation="auto"):
     dropout = Dropout(rate, dtype=policy)
+    plan = StepPlan(device=target, attention=implementation)
 
     @tf.function(jit_compile=jit, autograph=False)
     def program(queries, keys, values, bias, blocked):
         with tf.GradientTape() as tape:
             tape.watch([queries, keys, values, bias])
-            out = relative_attention.attention(queries, keys, values, bias, blocked, scale=0.3,
-                                         dropout=dropout, training=training)
+            out = attention(queries, keys, values, bias, blocked, scale=0.3, dropout=dropout,
+                            training=training, plan=plan)
             loss = tf.reduce_sum(tf.cast(out, tf.float32))
         return [out] + tape.gradient(loss, [queries, keys, values, bias])
 
     return program
 
 
-def _hlo(program, operands, target="gpu", implementation="auto"):
-    with run_time.tracing_for(target), relative_attention.implementation(implementation):
-        return program.experimental_get_compiler_ir(*operands)(stage="hlo")
+def _hlo(program, operands):
+    return program.experimental_get_compiler_ir(*operands)(stage="hlo")
 
 
 def _custom_calls(hlo):
@@ -51,9 +54,9 @@ def _custom_calls(hlo):
 
 def test_traced_for_a_gpu_under_xla_the_op_is_cudnns_forward_and_backward_call():
     hlo = _hlo(_program(), _operands())
-    assert _custom_calls(hlo) == [relative_attention.CUDNN_FORWARD,
-                                  relative_attention.CUDNN_BACKWARD]
-    forward = next(l for l in hlo.splitlines() if relative_attention.CUDNN_FORWARD + '"' in l)
+    assert _custom_calls(hlo) == [CUDNN_FORWARD,
+                                  CUDNN_BACKWARD]
+    forward = next(l for l in hlo.splitlines() if CUDNN_FORWARD + '"' in l)
     # S = 7 query rows padded to 8; outputs: [B, N, S, H], softmax statistics, workspace.
     assert forward.lstrip().split(" = ")[1].startswith(
         "(bf16[2,2,8,8]{3,2,1,0}, f32[2,2,8]{2,1,0}, u8[0]{0}) custom-call(")
@@ -62,7 +65,7 @@ def test_traced_for_a_gpu_under_xla_the_op_is_cudnns_forward_and_backward_call()
     assert fmha["fmha_scale"] == pytest.approx(0.3) and fmha["dropout_rate"] == 0.0
     assert fmha["intermediate_tensor_shape"]["dimensions"] == ["2", "2", "8", "16"]
     assert fmha["bmm1_dot_dimension_numbers"]["lhs_contracting_dimensions"] == ["3"]
-    backward = next(l for l in hlo.splitlines() if relative_attention.CUDNN_BACKWARD + '"' in l)
+    backward = next(l for l in hlo.splitlines() if CUDNN_BACKWARD + '"' in l)
     # d queries, d keys, d values, d bias (the bias has a gradient: the position scores'),
     # then the workspace.
     assert backward.lstrip().split(" = ")[1].startswith(
@@ -84,38 +87,37 @@ def test_auto_takes_the_reference_where_cudnn_cannot_run_and_forcing_cudnn_says_
                          head=12 if case == "head" else H)
     # A new function per trace: tf.function keeps a trace per input signature, whatever
     # the target or implementation it was traced with.
-    program = lambda: _program(rate=0.1 if case == "dropout" else 0.0, jit=case != "no_xla",
-                               policy="float32" if case == "float32" else "mixed_bfloat16")
     target = case if case in ("cpu", "tpu") else "gpu"
+    program = lambda implementation: _program(
+        rate=0.1 if case == "dropout" else 0.0, jit=case != "no_xla",
+        policy="float32" if case == "float32" else "mixed_bfloat16", target=target,
+        implementation=implementation)
     if case == "no_xla":  # no custom call can be traced without XLA: the graph is read instead
-        with run_time.tracing_for(target):
-            graph = program().get_concrete_function(*operands).graph
+        graph = program("auto").get_concrete_function(*operands).graph
         assert "XlaCustomCallV2" not in {op.type for op in graph.get_operations()}
     else:
-        assert _custom_calls(_hlo(program(), operands, target)) == []
-    with pytest.raises(relative_attention.AttentionImplementationError,
+        assert _custom_calls(_hlo(program("auto"), operands)) == []
+    with pytest.raises(AttentionImplementationError,
                        match=re.escape("--attention_implementation=cudnn cannot run here: ")
                        + ".*" + re.escape(reason)):
-        with run_time.tracing_for(target), relative_attention.implementation("cudnn"):
-            program().get_concrete_function(*operands)
+        program("cudnn").get_concrete_function(*operands)
 
 
 def test_dropout_off_at_inference_lets_cudnn_run():
     assert _custom_calls(_hlo(_program(rate=0.1, training=False), _operands())) == [
-        relative_attention.CUDNN_FORWARD, relative_attention.CUDNN_BACKWARD]
+        CUDNN_FORWARD, CUDNN_BACKWARD]
 
 
 def test_forcing_the_reference_on_a_gpu_keeps_tensorflows_ops():
-    assert _custom_calls(_hlo(_program(), _operands(), implementation="reference")) == []
+    assert _custom_calls(_hlo(_program(implementation="reference"), _operands())) == []
 
 
 def test_the_reference_is_softmax_of_scaled_scores_plus_bias_with_blocked_keys_excluded():
     queries, keys, values, bias, blocked = (np.asarray(t, np.float64) for t in
                                             _operands(tf.float32))
-    out = relative_attention.attention(*(tf.constant(t, tf.float32) for t in
-                                   (queries, keys, values, bias)),
-                                 tf.constant(blocked.astype(bool)), scale=0.3,
-                                 dropout=Dropout(0.1), training=False)
+    out = attention(*(tf.constant(t, tf.float32) for t in (queries, keys, values, bias)),
+                    tf.constant(blocked.astype(bool)), scale=0.3, dropout=Dropout(0.1),
+                    training=False, plan=StepPlan())
     scores = 0.3 * (np.einsum("bnsh,bnkh->bnsk", queries, keys) + bias)
     scores = np.where(blocked[:, None].astype(bool), -np.inf, scores)
     probs = np.exp(scores - scores.max(-1, keepdims=True))
@@ -126,5 +128,9 @@ def test_the_reference_is_softmax_of_scaled_scores_plus_bias_with_blocked_keys_e
 
 def test_an_unknown_implementation_is_refused_by_name():
     with pytest.raises(ValueError, match="Unknown attention implementation 'flash'"):
-        with relative_attention.implementation("flash"):
-            pass
+        StepPlan(attention="flash")
+
+
+def test_an_unknown_device_is_refused_by_name():
+    with pytest.raises(ValueError, match="Unknown device 'npu'"):
+        StepPlan(device="npu")

@@ -9,8 +9,10 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
-from xlnet_tf2.layers import gather_relative_scores, run_time
-from xlnet_tf2.layers.relative_attention import RelativeAttention, masked_softmax
+from xlnet_tf2.layers import gather_relative_scores
+from xlnet_tf2.layers.kernels.reference import masked_softmax
+from xlnet_tf2.layers.relative_attention import RelativeAttention
+from xlnet_tf2.layers.step_plan import StepPlan
 
 B, N, P, L, M = 2, 3, 4, 6, 4
 K = M + L
@@ -42,11 +44,10 @@ def _put_back(dy, positions, t_len):
 @pytest.fixture(params=["window_read", "coordinate_gather"])
 def shift_path(request):
     """Both forms of the query stream's shift, each traced for a device that uses it
-    (layers/run_time.py): the window read (GPU, TPU) and the gather with every element's
-    coordinates (CPU)."""
+    (layers/step_plan.py): the window read (GPU, TPU) and the gather with every element's
+    coordinates (CPU); the plan that picks it."""
     target = {"window_read": "gpu", "coordinate_gather": "cpu"}
-    with run_time.tracing_for(target[request.param]):
-        yield request.param
+    return StepPlan(device=target[request.param])
 
 
 @pytest.mark.parametrize("t_len", [K + L, K + 1], ids=["bi", "uni"])
@@ -63,7 +64,8 @@ def test_query_stream_shift_values_and_gradient(t_len, jit, shift_path):
     def run(x):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            out = gather_relative_scores(x, tf.constant(POSITIONS), q_len=L, k_len=K)
+            out = gather_relative_scores(x, tf.constant(POSITIONS), q_len=L, k_len=K,
+                                         plan=shift_path)
             total = tf.reduce_sum(out * upstream)
         return out, tape.gradient(total, x)
 
@@ -84,7 +86,7 @@ def test_query_stream_shift_with_an_unknown_batch(shift_path):
     def run(x, positions):
         with tf.GradientTape() as tape:
             tape.watch(x)
-            out = gather_relative_scores(x, positions, q_len=L, k_len=K)
+            out = gather_relative_scores(x, positions, q_len=L, k_len=K, plan=shift_path)
             total = tf.reduce_sum(out * upstream)
         return out, tape.gradient(total, x)
 
@@ -96,7 +98,8 @@ def test_query_stream_shift_with_an_unknown_batch(shift_path):
 def test_query_stream_shift_in_bfloat16_is_exact(shift_path):
     rng = np.random.default_rng(1)
     scores = tf.cast(tf.constant(rng.normal(size=(B, N, P, K + L)), tf.float32), tf.bfloat16)
-    out = gather_relative_scores(scores, tf.constant(POSITIONS), q_len=L, k_len=K)
+    out = gather_relative_scores(scores, tf.constant(POSITIONS), q_len=L, k_len=K,
+                                 plan=shift_path)
     assert out.dtype == tf.bfloat16
     np.testing.assert_array_equal(tf.cast(out, tf.float32).numpy(),
                                   _windows(tf.cast(scores, tf.float32).numpy(), POSITIONS, K))
@@ -129,12 +132,12 @@ def _two_stream_step_hlo(target):
             tape.watch([h, g])
             h_out, g_out = layer(h, pos_emb, g=g, mems=mems, content_mask=content_mask,
                                  query_mask=query_mask, query_positions=tf.constant(POSITIONS),
-                                 query_weights=tf.ones([B, P]), training=True)
+                                 query_weights=tf.ones([B, P]), training=True,
+                                 plan=StepPlan(device=target))
             total = tf.reduce_sum(h_out) + tf.reduce_sum(g_out * g_out)
         return tape.gradient(total, [h, g] + layer.trainable_variables)
 
-    with run_time.tracing_for(target):
-        return step.experimental_get_compiler_ir(h, g)(stage="hlo")
+    return step.experimental_get_compiler_ir(h, g)(stage="hlo")
 
 
 def test_two_stream_step_compiles_without_score_sized_gather_index():

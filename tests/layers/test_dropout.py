@@ -5,10 +5,10 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers import Dropout
-from xlnet_tf2.layers import run_time
-from xlnet_tf2.layers.dropout import (dropout_keys, hashed_bits, hashed_uniform_bits,
-                                     masks_are_packed_here, masks_are_stored_here)
+from xlnet_tf2.layers.dropout import keyed_plan
+from xlnet_tf2.layers.kernels.dropout_masks import hashed_bits, hashed_uniform_bits
 from xlnet_tf2.layers.run_time import always_true
+from xlnet_tf2.layers.step_plan import StepPlan
 
 
 def test_inference_is_identity_and_training_drops_and_rescales():
@@ -57,18 +57,20 @@ def test_same_seed_same_stream_and_zero_rate_is_free():
 
 
 # ------------------------------------------------------------------ stored masks (store_mask)
-def _keyed_dropout(store_mask: bool):
-    """A jit-compiled training call of Dropout(0.3, store_mask) inside the training loop's key
-    scope (the step is a run-time value, as in the trainer), with its gradient."""
+def _keyed_dropout(store_mask: bool, device: str = "cpu"):
+    """A jit-compiled training call of Dropout(0.3, store_mask) with the training loop's keys
+    (the step is a run-time value, as in the trainer), traced for `device`, with its
+    gradient."""
     layer = Dropout(0.3, store_mask=store_mask)
 
     @tf.function(jit_compile=True)
     def call(x, step):
-        with dropout_keys(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4):
-            with tf.GradientTape() as tape:
-                tape.watch(x)
-                y = layer(x, training=True)
-                loss = tf.reduce_sum(y * y)
+        plan = keyed_plan(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4,
+                          plan=StepPlan(device=device))
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x, training=True, plan=plan)
+            loss = tf.reduce_sum(y * y)
         return y, tape.gradient(loss, x)
     return call
 
@@ -91,8 +93,6 @@ def test_stored_mask_gives_the_same_values_and_gradients():
 def test_stored_mask_is_a_conditional_that_xla_keeps_on_a_cpu():
     """The mask is stored only if XLA keeps the conditional: a condition it could prove true
     would be folded away, and the speed-up lost without any other sign."""
-    if not masks_are_stored_here():
-        pytest.skip("an accelerator is visible: masks are recomputed there by design")
     x = tf.ones([4, 3, 16, 24])
     step = tf.constant(7, tf.int64)
 
@@ -110,17 +110,18 @@ def test_a_gpus_bit_packed_mask_gives_the_same_values_and_gradients():
     15 elements, int32 up to 31) and reads it back: nothing may change."""
     x = tf.random.stateless_normal([4, 3, 16, 24], seed=[1, 2])
     step = tf.constant(7, tf.int64)
-    with run_time.tracing_for("gpu"):
-        assert masks_are_packed_here()
-        y_packed, g_packed = _keyed_dropout(True)(x, step)
-        y_plain, g_plain = _keyed_dropout(False)(x, step)
-        wide = tf.random.stateless_normal([2, 20, 8, 8], seed=[3, 4])  # the int32 form
-        wide_packed = Dropout(0.3, seed=6, store_mask=True)(wide, training=True)
-        wide_plain = Dropout(0.3, seed=6)(wide, training=True)
+    gpu = StepPlan(device="gpu")
+    assert gpu.packs_dropout_masks and not StepPlan(device="cpu").packs_dropout_masks
+    y_packed, g_packed = _keyed_dropout(True, "gpu")(x, step)
+    y_plain, g_plain = _keyed_dropout(False, "gpu")(x, step)
+    wide = tf.random.stateless_normal([2, 20, 8, 8], seed=[3, 4])  # the int32 form
+    wide_packed = Dropout(0.3, seed=6, store_mask=True)(wide, training=True, plan=gpu)
+    wide_plain = Dropout(0.3, seed=6)(wide, training=True, plan=gpu)
     np.testing.assert_array_equal(y_packed.numpy(), y_plain.numpy())
     np.testing.assert_array_equal(g_packed.numpy(), g_plain.numpy())
     np.testing.assert_array_equal(wide_packed.numpy(), wide_plain.numpy())
-    assert not masks_are_packed_here()  # this CPU stores it behind a conditional instead
+    assert "s16[" in _keyed_dropout(True, "gpu").experimental_get_compiler_ir(x, step)(
+        stage="hlo")  # packed: the three heads' bits in one int16
 
 
 def test_row_draws_give_each_part_the_mask_of_a_call_of_its_own():
@@ -133,10 +134,11 @@ def test_row_draws_give_each_part_the_mask_of_a_call_of_its_own():
 
     @tf.function(jit_compile=True)
     def calls(a, b, step):
-        with dropout_keys(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4):
-            separate = tf.concat([layer(a, training=True), layer(b, training=True)], axis=2)
-        with dropout_keys(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4):
-            stacked = layer(tf.concat([a, b], axis=2), training=True, row_draws=(5, 2))
+        plan = keyed_plan(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4)
+        separate = tf.concat([layer(a, training=True, plan=plan),
+                              layer(b, training=True, plan=plan)], axis=2)
+        plan = keyed_plan(seed=5, step=step, example_ids=tf.range(4), examples_per_step=4)
+        stacked = layer(tf.concat([a, b], axis=2), training=True, row_draws=(5, 2), plan=plan)
         return separate, stacked
 
     separate, stacked = calls(a, b, tf.constant(3, tf.int64))
@@ -213,9 +215,9 @@ def _layout_masks(layer, rows_of_calls, step, jit):
     are split over calls (replicas or micro-batches, each traced on its own) holding the
     example ids `rows_of_calls`, each call also drawing a batch-shared mask."""
     def call(ids, step):
-        with dropout_keys(seed=11, step=step, example_ids=ids, examples_per_step=8):
-            batch = layer(tf.ones([len(rows_of_calls[0]), 6, 10]), training=True)
-            shared = layer(tf.ones([5, 7]), training=True, shared_over_batch=True)
+        plan = keyed_plan(seed=11, step=step, example_ids=ids, examples_per_step=8)
+        batch = layer(tf.ones([len(rows_of_calls[0]), 6, 10]), training=True, plan=plan)
+        shared = layer(tf.ones([5, 7]), training=True, shared_over_batch=True, plan=plan)
         return batch, shared
 
     call = tf.function(call, jit_compile=True) if jit else call

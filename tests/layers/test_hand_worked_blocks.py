@@ -6,6 +6,7 @@ import tensorflow as tf
 from xlnet_tf2.layers import (build_attention_masks, causal_mask, gather_relative_scores,
                               rel_shift, relative_position_encoding, segment_matrix)
 from xlnet_tf2.layers.relative_position import relative_distances
+from xlnet_tf2.layers.step_plan import StepPlan
 
 
 def _scores(rows, t_len, row_scale=10):
@@ -30,7 +31,8 @@ def test_rel_shift_unidirectional_visible_entries():
 def test_gather_relative_scores_matches_positions():
     # Query rows sit at segment positions 1 and 0: row p uses column t = L - pos_p + j.
     scores = _scores(2, 5, row_scale=100)
-    out = gather_relative_scores(scores, tf.constant([[1, 0]]), q_len=2, k_len=3).numpy()[0, 0]
+    out = gather_relative_scores(scores, tf.constant([[1, 0]]), q_len=2, k_len=3,
+                                 plan=StepPlan()).numpy()[0, 0]
     np.testing.assert_array_equal(out, [[1, 2, 3], [102, 103, 104]])
 
 
@@ -39,7 +41,7 @@ def test_gather_agrees_with_rel_shift_on_every_row():
     scores = tf.constant(rng.normal(size=(2, 3, 6, 6 + 10)), tf.float32)  # L=6, M=4, K=10
     shifted = rel_shift(scores, k_len=10)
     positions = tf.constant([list(range(6))] * 2, tf.int32)
-    gathered = gather_relative_scores(scores, positions, q_len=6, k_len=10)
+    gathered = gather_relative_scores(scores, positions, q_len=6, k_len=10, plan=StepPlan())
     np.testing.assert_array_equal(shifted.numpy(), gathered.numpy())
 
 

@@ -25,9 +25,9 @@ def dataset_fn(context, start_step):
                                       start_step=start_step, seed=3)
 
 
-def make(model_dir, **overrides):
+def make(model_dir, device=None, **overrides):
     """A pretraining Trainer at the paper's run-time settings (dropout 0.1, bi_data, memory) unless
-    `overrides` say otherwise."""
+    `overrides` say otherwise; its step traced for `device` (default: this machine)."""
     values = dict(model_dir=str(model_dir), data_dir=("synthetic",), model_config="tiny",
                   train_batch_size=4, train_steps=2, steps_per_loop=2, learning_rate=1e-2,
                   warmup_steps=0, mem_len=8, save_steps=100, log_steps=100, seed=7,
@@ -35,7 +35,8 @@ def make(model_dir, **overrides):
                   peak_tflops=1.0)
     values.update(overrides)
     return Trainer(PretrainTask(PretrainConfig.flat(**values), architecture=MODEL,
-                                data=SyntheticPretrainData(SHAPE, 200, dataset_fn)))
+                                data=SyntheticPretrainData(SHAPE, 200, dataset_fn)),
+                   device=device)
 
 
 def eager_loss(pretrainer, batch, mems):
@@ -227,17 +228,14 @@ def test_held_out_evaluation_matches_an_eager_pass(tmp_path):
 
 @pytest.mark.slow
 def test_the_accelerators_step_on_this_cpu_matches_the_cpus(tmp_path):
-    """The whole step compiled as traced for a GPU (layers/run_time.py: among others the
+    """The whole step compiled as traced for a GPU (layers/step_plan.py: among others the
     grouped clipping norm and AdamW update of training/optimization.py) gives the CPU form's
     losses and gradient norms to float32 rounding, and weights within a few ulps of the
     updates' size (Adam divides small gradients by their own scale)."""
-    from xlnet_tf2.layers import run_time
-
     runs = {}
     for target in ("cpu", "gpu"):
-        with run_time.tracing_for(target):
-            p = make(tmp_path / target, jit_compile=True)
-            steps = p.train().steps
+        p = make(tmp_path / target, device=target, jit_compile=True)
+        steps = p.train().steps
         runs[target] = (steps, [v.numpy() for v in p.model.trainable_variables])
     (cpu_steps, cpu_weights), (gpu_steps, gpu_weights) = runs["cpu"], runs["gpu"]
     for key in ("loss", "grad_norm"):

@@ -9,8 +9,7 @@ import re
 import pytest
 
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.layers import run_time
-from xlnet_tf2.layers.relative_attention import CUDNN_BACKWARD, CUDNN_FORWARD
+from xlnet_tf2.layers.kernels.cudnn import CUDNN_BACKWARD, CUDNN_FORWARD
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.training.trainer import Trainer
@@ -37,9 +36,8 @@ def _step_calls(tmp_path, target, dropatt=0.0, implementation="auto"):
         dropatt=dropatt, attention_implementation=implementation, peak_tflops=1.0)
     trainer = Trainer(PretrainTask(config, architecture=model,
                                    data=SyntheticPretrainData(shape, 200, dataset_fn)))
-    step_fn, args = trainer.first_step()
-    with run_time.tracing_for(target):
-        hlo = step_fn.experimental_get_compiler_ir(*args)(stage="hlo")
+    step_fn, args = trainer.first_step(device=target)
+    hlo = step_fn.experimental_get_compiler_ir(*args)(stage="hlo")
     return re.findall(r'custom_call_target="([^"]+)"', hlo)
 
 
@@ -47,7 +45,7 @@ def _step_calls(tmp_path, target, dropatt=0.0, implementation="auto"):
 def test_the_step_for_a_gpu_holds_cudnn_attention_only_where_it_can_run(tmp_path):
     calls = _step_calls(tmp_path, "gpu")
     # On a GPU both streams of a layer are one attention of L + P rows
-    # (layers/relative_attention.py): one call forward and one backward per layer.
+    # (layers/step_plan.py): one call forward and one backward per layer.
     assert calls.count(CUDNN_FORWARD) == LAYERS
     assert calls.count(CUDNN_BACKWARD) == LAYERS
     assert not any("cudnn" in c for c in _step_calls(tmp_path, "gpu", dropatt=0.1))

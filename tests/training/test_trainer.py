@@ -64,8 +64,10 @@ def test_pretraining_and_finetuning_are_tasks_of_one_trainer(tmp_path):
     from xlnet_tf2.tasks.finetuning import FinetuneTask
     from xlnet_tf2.tasks.pretraining import PretrainTask
 
-    # The loop takes a task, its loop settings and a strategy; nothing else.
-    assert list(inspect.signature(Trainer).parameters) == ["task", "loop_config", "strategy"]
+    # The loop takes a task, its loop settings, a strategy and the device to trace the step
+    # for (layers/step_plan.py); nothing else.
+    assert list(inspect.signature(Trainer).parameters) == ["task", "loop_config", "strategy",
+                                                           "device"]
     assert issubclass(PretrainTask, Task) and issubclass(FinetuneTask, Task)
     trainer, _ = finetune(str(tmp_path / "x"), eval_fn=lambda m: {"lsum": 0.0})
     assert type(trainer) is Trainer and type(trainer.task) is FinetuneTask

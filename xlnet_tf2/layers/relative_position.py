@@ -31,6 +31,8 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.layers import run_time
+from xlnet_tf2.layers.kernels.window_read import take_windows
+from xlnet_tf2.layers.step_plan import StepPlan
 
 
 # ---------------------------------------------------------------------------- masks, segments
@@ -198,7 +200,7 @@ def rel_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
 
 
 def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len: int,
-                           k_len: int) -> tf.Tensor:
+                           k_len: int, plan: StepPlan) -> tf.Tensor:
     """Like `rel_shift`, for query rows at arbitrary segment positions (the query stream).
 
     Args:
@@ -211,20 +213,17 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
       values; the attention mask must hide them.
 
     Row p needs the K columns starting at L - i_p: a window whose start depends on the row,
-    which no reshape can express. Its form depends on the device the step is traced for
-    (layers/run_time.py):
-      gpu, tpu  `_take_windows`: a gather over the flattened scores with one index per
-           output element, computed in the program from small ranges (XLA fuses it into the
-           gather); its gradient is another such gather, not a scatter;
-      cpu  `tf.gather(batch_dims=3)` (`coordinate_gather_here`), whose index holds all four
-           coordinates of every element ([B, N, P, K, 4]: 234 MB per layer at XLNet-Base with
-           batch 16) and whose gradient is a scatter-add.
+    which no reshape can express. Its form is the plan's (layers/step_plan.py):
+      gpu, tpu  `take_windows` (layers/kernels/window_read.py): a gather with one index per
+           output element, computed in the program; its gradient is another gather;
+      cpu  `tf.gather(batch_dims=3)` (`plan.coordinate_gather`), whose index holds all four
+           coordinates of every element and whose gradient is a scatter-add.
     """
     t_len = scores.shape[-1]
     if t_len is None:
         raise ValueError("gather_relative_scores needs a static number of encoded positions T.")
     starts = q_len - tf.cast(query_positions, tf.int32)  # [B, P], each in [1, L]
-    if coordinate_gather_here():
+    if plan.coordinate_gather:
         columns = starts[:, :, None] + tf.range(k_len, dtype=tf.int32)[None, None]
         columns = tf.minimum(columns, t_len - 1)  # [B, P, K]
         b, n, p, _ = keras.ops.shape(scores)
@@ -233,77 +232,20 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
     width = q_len + k_len
     if t_len < width:  # unidirectional: T = K + 1; the columns past T are never visible
         scores = tf.pad(scores, [[0, 0], [0, 0], [0, 0], [0, width - t_len]])
-    return _take_windows(scores, starts, k_len)
+    return take_windows(scores, starts, k_len)
 
 
-def content_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
-    """`rel_shift` of the content rows (row i at segment position i), in the form of the
-    device the step is traced for (layers/run_time.py): on a GPU the window read of
-    `gather_relative_scores` with positions 0 .. L - 1, an elementwise read that XLA fuses with
-    the bias's sum, where the reshapes of `rel_shift` are a data movement of their own, forward
-    and backward; elsewhere `rel_shift`."""
-    if run_time.kind() != "gpu":
+def content_shift(scores: tf.Tensor, k_len: int, plan: StepPlan) -> tf.Tensor:
+    """`rel_shift` of the content rows (row i at segment position i), in the plan's form: with
+    `plan.content_window_read` (GPU) the window read of `gather_relative_scores` with positions
+    0 .. L - 1, an elementwise read that XLA fuses with the bias's sum, where the reshapes of
+    `rel_shift` are a data movement of their own, forward and backward; else `rel_shift`."""
+    if not plan.content_window_read:
         return rel_shift(scores, k_len)
     q_len = scores.shape[2]
-    return gather_relative_scores(scores, segment_positions(scores, q_len), q_len, k_len)
+    return gather_relative_scores(scores, segment_positions(scores, q_len), q_len, k_len, plan)
 
 
 def segment_positions(like: tf.Tensor, q_len: int) -> tf.Tensor:
     """int32 [B, L]: the content rows' positions 0 .. L - 1, for every row of `like` [B, ...]."""
     return tf.broadcast_to(tf.range(q_len, dtype=tf.int32)[None], [tf.shape(like)[0], q_len])
-
-
-def coordinate_gather_here() -> bool:
-    """Whether the query stream's shift is `tf.gather(batch_dims=3)`: only in a step traced
-    for a CPU (layers/run_time.py). On the 2-core build machine the window read was not
-    faster in the pretraining step (BENCHMARKS.md): XLA's CPU fusion puts the element-wise
-    chain producing the incoming gradient (the softmax's and dropout's backward) inside the
-    gradient's gather, recomputing it per read element, and a CPU has no memory traffic to
-    save here."""
-    return run_time.kind() == "cpu"
-
-
-def _flat_index(b, n, p, row_len, columns: tf.Tensor) -> tf.Tensor:
-    """Index into a flattened [B, N, P, row_len] tensor of elements (b, n, p, columns[b, p, c]):
-    [B, N, P, C]. The row starts are three 1-D ranges broadcast-added onto the run-time
-    `columns` one at a time: no op has only constant inputs of the rows' size, which
-    TensorFlow would fold into a literal (of [B, N, P] int32 per layer and direction) that the
-    compiled step reads from memory; XLA fuses the sums into the gather reading them. int32
-    unless the tensor is too large for it (or of unknown size)."""
-    known = all(isinstance(d, int) for d in (b, n, p))
-    dtype = tf.int32 if known and b * n * p * row_len < 2 ** 31 else tf.int64
-    index = tf.cast(columns, dtype)[:, None]                                  # [B, 1, P, C]
-    stride = row_len
-    for axis, size in reversed(list(enumerate((b, n, p)))):
-        shape = [1, 1, 1, 1]
-        shape[axis] = -1
-        index += tf.reshape(tf.range(size, dtype=dtype) * tf.cast(stride, dtype), shape)
-        stride = stride * size
-    return index
-
-
-def _take_windows(x: tf.Tensor, starts: tf.Tensor, width: int) -> tf.Tensor:
-    """x [B, N, P, W] (W static), starts int32 [B, P] with 0 <= starts <= W - width ->
-    [B, N, P, width], out[b, n, p, j] = x[b, n, p, starts[b, p] + j].
-
-    Gradient: the windows put back in place and zeros elsewhere, itself a gather from the
-    incoming gradient (TensorFlow's gradient of a gather is a scatter-add: on a GPU atomic
-    read-modify-writes into a zeroed tensor, where a gather writes each element once).
-    """
-    b, n, p, w = keras.ops.shape(x)
-
-    @tf.custom_gradient
-    def take(x_in):
-        columns = starts[:, :, None] + tf.range(width)[None, None]  # [B, P, width]
-        out = tf.gather(tf.reshape(x_in, [-1]), _flat_index(b, n, p, w, columns))
-
-        def grad(dy):
-            offset = tf.range(w)[None, None] - starts[:, :, None]  # [B, P, W]: dy's column
-            inside = (offset >= 0) & (offset < width)
-            read = tf.gather(tf.reshape(dy, [-1]),
-                             _flat_index(b, n, p, width, tf.clip_by_value(offset, 0, width - 1)))
-            return tf.where(inside[:, None], read, tf.zeros_like(read))
-
-        return out, grad
-
-    return take(x)

@@ -59,11 +59,11 @@ class PositionwiseFeedForward(keras.layers.Layer):
                       layer_norm_epsilon=self.layer_norm_epsilon)
         return config
 
-    def call(self, x, training=None):
+    def call(self, x, training=None, plan=None):
         out = self._activation(self.layer_1(x))
-        out = self.dropout(out, training=training)
+        out = self.dropout(out, training=training, plan=plan)
         out = self.layer_2(out)
-        out = self.dropout(out, training=training)
+        out = self.dropout(out, training=training, plan=plan)
         return self.layer_norm(x + out)
 
 
@@ -106,11 +106,16 @@ class XLNetBlock(keras.layers.Layer):
         config.update(self._config)
         return config
 
-    def call(self, h, pos_emb, g=None, training=None, **attention_kwargs):
+    def call(self, h, pos_emb, g=None, training=None, plan=None, angle_table=None,
+             direction_groups: int = 1, **attention_kwargs):
         """Returns (h_out [B, L, D], g_out [B, P, D]) with a query stream g, h_out alone
-        without one (as RelativeAttention.call)."""
+        without one (as RelativeAttention.call, which takes the other arguments). `plan`: the
+        step's (layers/step_plan.py)."""
+        position = dict(angle_table=angle_table, direction_groups=direction_groups)
         if g is None:
-            h = self.rel_attn(h, pos_emb, training=training, **attention_kwargs)
-            return self.ff(h, training=training)
-        h, g = self.rel_attn(h, pos_emb, g=g, training=training, **attention_kwargs)
-        return self.ff(h, training=training), self.ff(g, training=training)
+            h = self.rel_attn(h, pos_emb, training=training, plan=plan, **position,
+                              **attention_kwargs)
+            return self.ff(h, training=training, plan=plan)
+        h, g = self.rel_attn(h, pos_emb, g=g, training=training, plan=plan, **position,
+                             **attention_kwargs)
+        return self.ff(h, training=training, plan=plan), self.ff(g, training=training, plan=plan)

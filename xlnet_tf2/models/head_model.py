@@ -73,9 +73,10 @@ class HeadModel(KeywordInputs, keras.Model):
         self.config = XLNetConfig.coerce(config)
         self.transformer = XLNetModel(self.config)
 
-    def _backbone(self, inputs, training):
-        """The backbone's outputs on the token inputs (token_inputs(inputs))."""
-        outputs = self.transformer(inputs, training=training)
+    def _backbone(self, inputs, training, plan=None):
+        """The backbone's outputs on the token inputs (token_inputs(inputs)); `plan`: the
+        step's (layers/step_plan.py)."""
+        outputs = self.transformer(inputs, training=training, plan=plan)
         # mask_emb feeds only pretraining's query stream, which no task model runs: left
         # trainable, Keras' fit would warn on every step that no gradient reaches it
         # (fine-tuning leaves it out of its variables the same way, tasks/finetuning.py).

@@ -37,9 +37,9 @@ class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
     # docstring says what `name_or_dir` may be and which keywords it takes.
     from_pretrained = classmethod(pretrained.from_pretrained)
 
-    def call(self, inputs, training=None, output_hidden_states=False):
+    def call(self, inputs, training=None, output_hidden_states=False, plan=None):
         outputs = dict(self.transformer(inputs, training=training,
-                                        output_hidden_states=output_hidden_states))
+                                        output_hidden_states=output_hidden_states, plan=plan))
         # hidden [B, L or P, D] . word_embedding^T + lm_bias, float32 under every policy.
         hidden = outputs["hidden"]
         embedding = tf.cast(self.transformer.word_embedding.embeddings, hidden.dtype)

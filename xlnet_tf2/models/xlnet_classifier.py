@@ -79,11 +79,11 @@ class SequenceClassifier(HeadModel):
                 "summary_type": self.summary_type, "head_dropout": self.head_dropout,
                 "name": self.name}
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, plan=None):
         inputs = token_inputs(inputs)
-        hidden = self._backbone(inputs, training)["hidden"]
+        hidden = self._backbone(inputs, training, plan)["hidden"]
         logits, pooled = self.head(hidden, attention_mask=inputs["attention_mask"],
-                                   training=training)
+                                   training=training, plan=plan)
         return {"logits": logits, "pooled": pooled, "hidden": hidden}
 
 

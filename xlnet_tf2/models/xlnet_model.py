@@ -12,7 +12,7 @@ sequence-first [M, B, D]).
 
 from __future__ import annotations
 
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 import keras
 import numpy as np
@@ -20,9 +20,11 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.layers.dropout import Dropout
+from xlnet_tf2.layers.kernels import angle_scores
 from xlnet_tf2.layers.relative_attention import normal_initializer
 from xlnet_tf2.layers.relative_position import (build_attention_masks,
                                                 relative_position_encoding, segment_matrix)
+from xlnet_tf2.layers.step_plan import StepPlan, plan_or_default
 from xlnet_tf2.layers.xlnet_block import XLNetBlock
 from xlnet_tf2.models import memory, pretrained
 
@@ -44,7 +46,7 @@ class ModelInputError(ValueError):
 
 
 # Keyword arguments of a model call that are not inputs.
-CALL_OPTIONS = ("training", "output_hidden_states", "mask")
+CALL_OPTIONS = ("training", "output_hidden_states", "mask", "plan")
 
 
 class KeywordInputs:
@@ -179,8 +181,12 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
         return pretrained.load_backbone(cls, name_or_dir, **kwargs)
 
     # ------------------------------------------------------------------ call
-    def call(self, inputs: Dict[str, tf.Tensor], training=None, output_hidden_states=False):
+    def call(self, inputs: Dict[str, tf.Tensor], training=None, output_hidden_states=False,
+             plan: Optional[StepPlan] = None):
+        """`plan`: how the step is traced (layers/step_plan.py: the device, the attention
+        implementation, the dropout keys); None: this machine's plan."""
         c = self.config
+        plan = plan_or_default(plan)
         unknown = sorted(set(inputs) - set(INPUT_KEYS))
         if unknown:
             raise ModelInputError(f"XLNetModel got unknown input key(s) {unknown}; valid keys: "
@@ -228,14 +234,25 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
                                   "HuggingFace's name), not both.")
         segment_mismatch = None if segment_ids is None else segment_matrix(segment_ids, m_len)
 
-        # Computed in the program from a run-time zero instead of folded into a constant table
-        # (layers/relative_position.py).
-        pos_emb = relative_position_encoding(q_len, k_len, c.d_model, c.attn_type, c.bi_data,
-                                             c.clamp_len, run_time_input=input_ids)
-        pos_emb = self.dropout(tf.cast(pos_emb, self.compute_dtype), training=training,
-                               shared_over_batch=True)  # [K, D]: one mask for every example
+        # The position scores' form: the plan's, but the shift wherever the angle table is not
+        # the embedding the scores read (a clamped distance; dropout on the embedding).
+        angles = (plan.angle_position_scores and c.clamp_len <= 0
+                  and not (training and c.dropout > 0))
+        position_kwargs = {}
+        if angles:
+            pos_emb = None
+            position_kwargs = dict(
+                angle_table=angle_scores.angle_table(k_len, c.d_model, run_time_input=input_ids),
+                direction_groups=2 if c.bi_data else 1)
+        else:
+            # Computed in the program from a run-time zero instead of folded into a constant
+            # table (layers/relative_position.py).
+            pos_emb = relative_position_encoding(q_len, k_len, c.d_model, c.attn_type,
+                                                 c.bi_data, c.clamp_len, run_time_input=input_ids)
+            pos_emb = self.dropout(tf.cast(pos_emb, self.compute_dtype), training=training,
+                                   shared_over_batch=True, plan=plan)  # one mask for every example
 
-        h = self.dropout(self.word_embedding(input_ids), training=training)
+        h = self.dropout(self.word_embedding(input_ids), training=training, plan=plan)
 
         g = None
         query_kwargs = {}
@@ -247,7 +264,7 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
             query_weights = tf.reduce_sum(tf.cast(target_mapping, tf.float32), axis=-1)  # [B, P]
             mask_emb = tf.cast(self.mask_emb, self.compute_dtype)
             g = self.dropout(tf.broadcast_to(mask_emb, [batch_size, n_predict, c.d_model]),
-                             training=training)
+                             training=training, plan=plan)
             query_kwargs = dict(
                 query_positions=query_positions,
                 query_weights=query_weights,
@@ -269,10 +286,10 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
             query_hidden_states.append(g)
             out = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
                         segment_mismatch=segment_mismatch, biases=shared_biases,
-                        training=training, **query_kwargs)
+                        training=training, plan=plan, **query_kwargs, **position_kwargs)
             h, g = out if g is not None else (out, None)
 
-        output = self.dropout(h if g is None else g, training=training)
+        output = self.dropout(h if g is None else g, training=training, plan=plan)
         outputs = {"hidden": output, "last_hidden_state": output, "content_hidden": h,
                    "new_mems": new_mems, "mems": new_mems}
         if output_hidden_states:

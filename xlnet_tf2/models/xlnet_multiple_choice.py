@@ -59,12 +59,13 @@ class MultipleChoiceModel(HeadModel):
         flat = super().dummy_inputs(seq_len, batch_size * self.num_choices)
         return {k: tf.reshape(v, [batch_size, self.num_choices, seq_len]) for k, v in flat.items()}
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, plan=None):
         inputs = token_inputs(inputs)
         seq_len = inputs["input_ids"].shape[-1]
         flat = {k: tf.reshape(v, [-1, seq_len]) for k, v in inputs.items()}  # [Q*C, L]
-        hidden = self._backbone(flat, training)["hidden"]
-        logits = self.head(hidden, attention_mask=flat["attention_mask"], training=training)
+        hidden = self._backbone(flat, training, plan)["hidden"]
+        logits = self.head(hidden, attention_mask=flat["attention_mask"], training=training,
+                           plan=plan)
         return {"logits": logits}
 
 

@@ -80,15 +80,16 @@ class SquadModel(HeadModel):
                       cls_index=tf.fill([batch_size], seq_len - 1))
         return inputs
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, plan=None):
         missing = sorted({"p_mask", "cls_index"} - set(inputs if isinstance(inputs, dict) else ()))
         if missing:
             raise ModelInputError(f"SquadModel needs {missing} besides the token inputs: p_mask "
                                   "[B, L] (1 = not part of an answer) and cls_index [B] (where "
                                   "<cls> is), as the SQuAD features hold them.")
-        hidden = self._backbone(token_inputs(inputs), training)["hidden"]
+        hidden = self._backbone(token_inputs(inputs), training, plan)["hidden"]
         return self.head(hidden, inputs["p_mask"], inputs["cls_index"],
-                         start_positions=inputs.get("start_positions"), training=training)
+                         start_positions=inputs.get("start_positions"), training=training,
+                         plan=plan)
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")

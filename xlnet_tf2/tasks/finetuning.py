@@ -155,8 +155,8 @@ class FinetuneTask(Task):
         first = next(iter(features.values()))
         return tf.cast(tf.shape(first)[0], tf.float32)
 
-    def loss(self, model, features, state, training: bool = True):
-        outputs = model(features, training=training)
+    def loss(self, model, features, state, training: bool = True, plan=None):
+        outputs = model(features, training=training, plan=plan)
         per_example = tf.cast(self.loss_fn(outputs, features), tf.float32)
         return tf.reduce_sum(per_example), state
 

@@ -165,7 +165,7 @@ class PretrainTask(Task):
         return objective.dense_features(features, self.data_shape.reuse_len,
                                         self.config.factorization_order)
 
-    def loss(self, model, features, mems, training: bool = True):
+    def loss(self, model, features, mems, training: bool = True, plan=None):
         """(summed cross-entropy over this replica's real targets, new memory); `features`
         are compact, the dense masks are built here (inside the compiled step)."""
         chunk_index = features["chunk_index"]
@@ -173,7 +173,7 @@ class PretrainTask(Task):
         inputs = {k: features[k] for k in MODEL_FEATURES}
         if self.model_config.mem_len:
             inputs["mems"] = memory.reset_at_stream_start(list(mems), chunk_index)
-        outputs = model(inputs, training=training)
+        outputs = model(inputs, training=training, plan=plan)
         ce_sum = objective.target_cross_entropy(outputs["logits"], features["target"],
                                                 features["target_mask"])
         return ce_sum, list(outputs["new_mems"])

@@ -3,14 +3,15 @@ behind its MFU (`pretrain_step_flops`).
 
 Every `--log_steps` steps: train/loss, train/learning_rate, train/grad_norm (means over the
 steps since the last line), perf/tokens_per_sec, perf/step_time, perf/mfu; the console line
-has the same numbers and an ETA. Throughput excludes the first loop (tracing and compilation).
+has the same numbers and an ETA. Speed counts only compiled loops: a line after nothing but the
+first loop of a run or of a restart (tracing and compilation) says how long that took instead.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import List
+from typing import List, Optional
 
 import tensorflow as tf
 from tensorflow.core.framework import summary_pb2
@@ -101,10 +102,13 @@ class MetricsLogger:
             self._timed_steps += len(records)
             self._timed_seconds += seconds
 
-    def step_time(self) -> float:
+    def step_time(self) -> Optional[float]:
+        """Seconds per step of the compiled loops since the last line; None when every loop
+        since then included tracing and compilation (the first loop of a run or of a restart),
+        whose time says nothing of a step's."""
         if self._timed_steps:
             return self._timed_seconds / self._timed_steps
-        return self._all_steps_seconds / max(len(self._pending), 1)
+        return None
 
     def write(self, step: int) -> dict:
         if not self._pending:
@@ -115,18 +119,23 @@ class MetricsLogger:
             "train/loss": sum(r["loss"] for r in self._pending) / n,
             "train/learning_rate": self._pending[-1]["learning_rate"],
             "train/grad_norm": sum(r["grad_norm"] for r in self._pending) / n,
-            "perf/step_time": step_time,
-            "perf/tokens_per_sec": self.tokens_per_step / step_time,
-            "perf/mfu": self.flops_per_step / step_time / self.peak_flops,
         }
+        if step_time is not None:
+            values.update({"perf/step_time": step_time,
+                           "perf/tokens_per_sec": self.tokens_per_step / step_time,
+                           "perf/mfu": self.flops_per_step / step_time / self.peak_flops})
+            speed = (f"{values['perf/tokens_per_sec']:,.0f} tok/s | step "
+                     f"{step_time * 1000:.1f} ms | MFU {100 * values['perf/mfu']:.2f}% | ETA "
+                     f"{format_eta((self.total_steps - step) * step_time)}")
+        else:
+            speed = (f"start-up and compilation {self._all_steps_seconds:.1f} s (speed from the "
+                     "next line)")
         self._pending = []
         self._timed_steps, self._timed_seconds = 0, 0.0
         self._all_steps_seconds = 0.0
-        eta = format_eta((self.total_steps - step) * step_time)
         line = (f"step {step:>7d}/{self.total_steps} | loss {values['train/loss']:.4f} | "
                 f"lr {values['train/learning_rate']:.3g} | grad_norm {values['train/grad_norm']:.3f} | "
-                f"{values['perf/tokens_per_sec']:,.0f} tok/s | step {step_time * 1000:.1f} ms | "
-                f"MFU {100 * values['perf/mfu']:.2f}% | ETA {eta}")
+                f"{speed}")
         self.last_line = line
         if self.enabled:
             print(line, flush=True)

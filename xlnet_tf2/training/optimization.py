@@ -27,7 +27,8 @@ Which AdamW this is, deliberately:
   training step (`trainer.py`, with `global_norm` of this module), so this optimizer does not
   all-reduce them again.
 
-On an accelerator (layers/run_time.py) with one replica, the same arithmetic is traced in a
+On an accelerator with one replica (the step's plan, layers/step_plan.py, passed by the trainer
+as `grouped`), the same arithmetic is traced in a
 form XLA fuses into a few kernels instead of one or two per variable: the global norm sums the
 squares of a few concatenations of the gradients, and the update computes the gradient's terms
 of the moments on one concatenation per group of equal-sized variables, which each variable's
@@ -43,8 +44,6 @@ import keras
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2.layers import run_time
-
 # The accelerator form's groups (see the module docstring and `update_groups`). Why these
 # sizes: XLA GPU caps the operands plus outputs of one fused kernel (64, or 96 in newer
 # versions); a group's update kernel has seven per variable (gradient, weight, m, v in; weight,
@@ -59,17 +58,17 @@ NORM_GROUP_SIZE = 48
 GROUPED_MAX_ELEMENTS = 1 << 20
 
 
-def global_norm(tensors: Sequence[Optional[tf.Tensor]]) -> tf.Tensor:
+def global_norm(tensors: Sequence[Optional[tf.Tensor]], grouped: bool = False) -> tf.Tensor:
     """float32 scalar: sqrt of the sum of squares of every element of `tensors` (None entries
     skipped, `tf.IndexedSlices` by their values), as `tf.linalg.global_norm`.
 
-    A CPU computes it with `tf.linalg.global_norm` itself (one reduction per tensor); an
-    accelerator sums the squares of concatenations of up to NORM_GROUP_SIZE flattened tensors,
-    which XLA fuses into one reduction each: the same value up to the order of the float32
-    additions."""
+    Without `grouped` (a CPU's step) it is `tf.linalg.global_norm` itself (one reduction per
+    tensor); with it (an accelerator's) the sum of the squares of concatenations of up to
+    NORM_GROUP_SIZE flattened tensors, which XLA fuses into one reduction each: the same value
+    up to the order of the float32 additions."""
     tensors = [t.values if isinstance(t, tf.IndexedSlices) else t
                for t in tensors if t is not None]
-    if run_time.kind() == "cpu":
+    if not grouped:
         return tf.cast(tf.linalg.global_norm(tensors), tf.float32)
     if not tensors:
         return tf.constant(0.0, tf.float32)
@@ -151,6 +150,7 @@ class XLNetAdamW(keras.optimizers.Optimizer):
         self.bias_correction = bool(bias_correction)
         self._multiplier_by_id: Dict[int, float] = {}
         self._multipliers: List[float] = []
+        self._grouped = False  # the form of the `apply_gradients` call under way
 
     def set_lr_multipliers(self, multipliers: Dict[int, float]) -> None:
         """{id(variable): multiplier} of the learning rate; must precede `build`."""
@@ -202,10 +202,8 @@ class XLNetAdamW(keras.optimizers.Optimizer):
         self.assign_sub(variable, lr * m / (tf.sqrt(v) + tf.cast(self.epsilon, dtype)))
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
-        strategy = self._distribution_strategy
-        # The accelerator's form (module docstring): any device but a CPU, one replica.
-        if (run_time.kind() != "cpu" and strategy.num_replicas_in_sync == 1
-                and not isinstance(strategy, tf.distribute.TPUStrategy)):
+        # The form `apply_gradients` was asked for (module docstring).
+        if self._grouped:
             self._grouped_update_step(grads, trainable_variables, learning_rate)
         else:  # Keras' per-variable updates, through the strategy's merge_call
             super()._backend_update_step(grads, trainable_variables, learning_rate)
@@ -306,6 +304,19 @@ def warmup_warning(learning_rate: float, warmup_steps: int, train_steps: int) ->
             f"the learning rate only rises, to {last:.3g} at the last step, and never reaches "
             f"--learning_rate={learning_rate:g}; about a tenth of --train_steps is a usual "
             "warmup for a short run.")
+
+
+def apply_gradients(optimizer, grads, variables, grouped: bool) -> None:
+    """`optimizer.apply(grads, variables)` (an XLNetAdamW, alone or inside Keras'
+    LossScaleOptimizer), its update in the accelerator's grouped form when `grouped` (the
+    trainer's choice from the step's plan: an accelerator, one replica). Keras' `apply` takes no
+    such argument: the AdamW holds the form for the length of this call only."""
+    adamw = getattr(optimizer, "inner_optimizer", optimizer)
+    adamw._grouped = bool(grouped)  # noqa: SLF001
+    try:
+        optimizer.apply(grads, variables)
+    finally:
+        adamw._grouped = False  # noqa: SLF001
 
 
 def create_optimizer(model: keras.Model, *, learning_rate: float, warmup_steps: int,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
-from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS
+from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS, POSITION_SCORE_FORMS
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
                                     check_positive, setting)
 
@@ -94,6 +94,14 @@ class LoopConfig:
         "dropout (--dropatt 0, or inference); reference is TensorFlow ops, everywhere; auto "
         "takes cudnn where it can run and reference elsewhere (docs/PRETRAINING.md, "
         "\"Attention on GPUs\").", choices=ATTENTION_IMPLEMENTATIONS, resume="free")
+    position_scores: str = setting(
+        "auto", "How the attention's position scores are computed: shift is the original's "
+        "product with every encoded distance and its rel-shift; angles is the same scores as a "
+        "product with a sine/cosine table of the key positions, without the shift (exact for "
+        "the sinusoid embedding, so the shift stays with --clamp_len or dropout on the "
+        "position embedding, i.e. training with --dropout > 0); auto takes angles in a step "
+        "compiled for a TPU and shift elsewhere (docs/PRETRAINING.md, \"Position scores on "
+        "TPUs\").", choices=POSITION_SCORE_FORMS, resume="free")
     seed: int = setting(
         0, "Seed of the weight initialization, dropout and online permutations; the same "
         "seed, data and flags give the same run, across restarts and topologies (bit for bit "

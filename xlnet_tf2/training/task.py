@@ -17,6 +17,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.data.batch_layout import BatchLayout
+from xlnet_tf2.layers.step_plan import StepPlan
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +96,10 @@ class Task:
         raise NotImplementedError
 
     def loss(self, model: keras.Model, features: Dict[str, tf.Tensor], state: Sequence,
-             training: bool = True):
-        """Per replica, under the tape: (float32 loss summed over the batch, new state)."""
+             training: bool = True, plan: Optional[StepPlan] = None):
+        """Per replica, under the tape: (float32 loss summed over the batch, new state).
+        `plan`: how the step is traced (layers/step_plan.py: device, attention implementation,
+        dropout keys), to hand to the model's call: `model(inputs, training=..., plan=plan)`."""
         raise NotImplementedError
 
     def example_ids(self, features: Dict[str, tf.Tensor]) -> Optional[tf.Tensor]:

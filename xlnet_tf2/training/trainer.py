@@ -20,13 +20,13 @@ from absl import logging
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
-from xlnet_tf2.layers import relative_attention
-from xlnet_tf2.layers.dropout import assign_dropout_salts, dropout_keys
+from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
+from xlnet_tf2.layers.step_plan import StepPlan
 from xlnet_tf2.training import checkpointing, distribution, preemption, run_record
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
-from xlnet_tf2.training.optimization import (create_optimizer, describe_optimizer,
-                                             global_norm, warmup_warning)
+from xlnet_tf2.training.optimization import (apply_gradients, create_optimizer,
+                                             describe_optimizer, global_norm, warmup_warning)
 from xlnet_tf2.training.run_config import LoopConfig
 from xlnet_tf2.training.task import RunSettings, Task  # noqa: F401 (RunSettings: re-export)
 
@@ -81,10 +81,17 @@ class Trainer:
       task: the Task to run.
       loop_config: the loop settings (default: `task.config.loop`).
       strategy: a tf.distribute strategy (distribution.resolve_strategy); default: current.
+      device: the device the step is traced for ("cpu", "gpu", "tpu"); default: this
+        machine's. Another one traces that device's program here (tests, tools).
+
+    The step is traced with `self.plan` (layers/step_plan.py): the device and the loop's
+    --attention_implementation, with each trace's dropout keys added where the step is
+    traced (`_forward_backward`). `first_step(device)` traces it for another device.
     """
 
     def __init__(self, task: Task, loop_config: Optional[LoopConfig] = None,
-                 strategy: Optional[tf.distribute.Strategy] = None):
+                 strategy: Optional[tf.distribute.Strategy] = None,
+                 device: Optional[str] = None):
         self.task = task
         loop = self.loop_config = loop_config or task.config.loop
         if fileio.exists(loop.model_dir) and not fileio.isdir(loop.model_dir):
@@ -98,6 +105,11 @@ class Trainer:
         self.micro_batches = self.layout.micro_batches
         self.micro_batch = self.layout.micro_batch
         self.is_chief = distribution.is_chief(self.strategy)
+        settings = dict(attention=loop.attention_implementation,
+                        position_scores=loop.position_scores)
+        self.plan = (StepPlan.for_this_machine(**settings) if device is None
+                     else StepPlan(device=device, **settings))
+        self.on_tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
         self.loss_scaling = loop.precision == "mixed_float16"
         self.attempt: Optional[int] = None
         self._changed_settings: list = []
@@ -142,8 +154,7 @@ class Trainer:
         # stays outside XLA as before: the cross-replica sum and the optimizer's distributed
         # update (merge_call) have not been checked under jit_compile. A TPU compiles
         # everything anyway.
-        self.whole_step_compiled = loop.jit_compile and self.num_replicas == 1 and not isinstance(
-            self.strategy, tf.distribute.TPUStrategy)
+        self.whole_step_compiled = loop.jit_compile and self.num_replicas == 1 and not self.on_tpu
         self._step_fn = (tf.function(self._replica_step, jit_compile=True, reduce_retracing=True)
                          if self.whole_step_compiled else self._replica_step)
         # The gradients are a function of their own only when the step is not compiled as a
@@ -158,22 +169,23 @@ class Trainer:
         self._loop = tf.function(self._train_loop)
 
     # ------------------------------------------------------------------ the step
-    def _forward_backward(self, features, state, global_count, step, example_ids):
+    def _forward_backward(self, features, state, global_count, step, example_ids, plan):
         """One replica's gradients for one (micro-)batch; pure computation (XLA-compilable
-        with static shapes). The dropout masks are keyed by the run's seed, the step and each
-        row's place in the global batch, `example_ids` int32 [rows] (layers/dropout.py).
+        with static shapes), traced with `plan` (layers/step_plan.py). The dropout masks are
+        keyed by the run's seed, the step and each row's place in the global batch,
+        `example_ids` int32 [rows] (layers/dropout.py): the keys join the plan here.
 
         Returns (grads, new_state, loss_sum); the gradients are of loss_sum / global_count
         (times the loss scale under mixed_float16).
         """
-        with dropout_keys(self.loop_config.seed, step, example_ids,
-                          self.loop_config.train_batch_size), \
-                relative_attention.implementation(self.loop_config.attention_implementation):
-            with tf.GradientTape() as tape:
-                loss_sum, new_state = self.task.loss(self.model, features, state, training=True)
-                loss = loss_sum / global_count
-                if self.loss_scaling:
-                    loss = self.optimizer.scale_loss(loss)
+        plan = keyed_plan(self.loop_config.seed, step, example_ids,
+                          self.loop_config.train_batch_size, plan=plan)
+        with tf.GradientTape() as tape:
+            loss_sum, new_state = self.task.loss(self.model, features, state, training=True,
+                                                 plan=plan)
+            loss = loss_sum / global_count
+            if self.loss_scaling:
+                loss = self.optimizer.scale_loss(loss)
         grads = tape.gradient(loss, self._trainable)
         return grads, new_state, loss_sum
 
@@ -186,7 +198,7 @@ class Trainer:
         return (tf.cast(replica, tf.int32) * self.replica_batch + micro * self.micro_batch
                 + tf.range(self.micro_batch, dtype=tf.int32))
 
-    def _accumulated_gradients(self, features, state, global_count, step, replica):
+    def _accumulated_gradients(self, features, state, global_count, step, replica, plan):
         """Gradients summed over `micro_batches` consecutive slices of the replica batch.
 
         Micro-batch i holds rows [i * mb, (i + 1) * mb) of every feature and of the carried
@@ -209,7 +221,7 @@ class Trainer:
             micro_state = [rows(s, i) for s in state]
             g, new_state, l_sum = self._compute_grads(
                 micro_features, micro_state, global_count, step,
-                self._example_ids(micro_features, replica, i))
+                self._example_ids(micro_features, replica, i), plan)
             grads = [a if b is None else a + tf.convert_to_tensor(b) for a, b in zip(grads, g)]
             parts = [p.write(i, s) for p, s in zip(parts, new_state)]
             return i + 1, grads, loss_sum + l_sum, parts
@@ -229,6 +241,10 @@ class Trainer:
         return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
 
     def _replica_step(self, features, state, step):
+        """One replica's share of a step, traced with the Trainer's plan (`_planned_step`)."""
+        return self._planned_step(features, state, step, self.plan)
+
+    def _planned_step(self, features, state, step, plan: StepPlan):
         """One replica's share of a step:
 
           count    = all-reduced sum of `task.loss_count(features)` (real targets, or
@@ -244,7 +260,7 @@ class Trainer:
         So each replica's gradient is its share of the global token- (or example-) weighted
         mean and their sum is the gradient of that mean, whatever the replica count. Under
         mixed_float16 the loss is scaled by the LossScaleOptimizer's dynamic scale before
-        differentiation.
+        differentiation. `plan`: how the step is traced (layers/step_plan.py).
         """
         features = self.task.replica_features(features)
         context = tf.distribute.get_replica_context()
@@ -253,13 +269,17 @@ class Trainer:
         global_count = tf.maximum(self._sum_over_replicas(context, local_count), 1.0)
         if self.micro_batches == 1:
             grads, new_state, loss_sum = self._compute_grads(
-                features, state, global_count, step, self._example_ids(features, replica, 0))
+                features, state, global_count, step, self._example_ids(features, replica, 0),
+                plan)
         else:
             grads, new_state, loss_sum = self._accumulated_gradients(
-                features, state, global_count, step, replica)
+                features, state, global_count, step, replica, plan)
         # The global gradient: every replica's share of the global mean, summed.
         grads = self._sum_over_replicas(context, grads)
-        scaled_norm = global_norm(grads)
+        # The accelerator's fused form of the norm and the update: one replica, not under
+        # TPUStrategy (training/optimization.py).
+        grouped = plan.grouped_optimizer and self.num_replicas == 1 and not self.on_tpu
+        scaled_norm = global_norm(grads, grouped)
         # Under mixed_float16 the gradients carry the loss scale: clip them at the scaled
         # threshold and report the unscaled norm. Overflowed steps (inf norm) are skipped by
         # the LossScaleOptimizer, which then lowers the scale.
@@ -267,7 +287,7 @@ class Trainer:
                  else tf.constant(1.0, tf.float32))
         grads, _ = tf.clip_by_global_norm(grads, self.optimizer_config.clip_norm * scale,
                                           use_norm=scaled_norm)
-        self.optimizer.apply(grads, self._trainable)
+        apply_gradients(self.optimizer, grads, self._trainable, grouped)
         return new_state, loss_sum / global_count, scaled_norm / scale
 
     def _train_loop(self, iterator, state, num_steps):
@@ -321,7 +341,7 @@ class Trainer:
         keys = self.task.step_features
         return features if keys is None else {k: features[k] for k in keys}
 
-    def first_step(self):
+    def first_step(self, device: Optional[str] = None):
         """The compiled step and its arguments for the first batch `train` would run from the
         current global step: `(step_fn, (features, state, step))`. `step_fn(*args)` runs that
         step (forward, backward, clipping, the optimizer's update of the variables) and
@@ -329,7 +349,11 @@ class Trainer:
         elsewhere (tools/step_export.py); needs `whole_step_compiled` (jit_compile, one
         replica, not a TPU), where the step is one XLA computation. The optimizer is built
         first, so that its slots are variables outside the step, as after `train`'s first
-        trace."""
+        trace.
+
+        `device` ("cpu", "gpu" or "tpu"): a step function of its own, traced with the plan of
+        that device (the program that device would run, whatever this machine is); None: the
+        Trainer's own compiled step."""
         if not self.whole_step_compiled:
             raise RunConfigError(
                 "The step is one XLA computation only with --jit_compile and one replica "
@@ -341,8 +365,16 @@ class Trainer:
         dataset = distribution.distribute_inputs(
             self.strategy, lambda context: self.task.build_inputs(context, start_step))
         features = next(iter(dataset))
-        return self._step_fn, (self._step_features(features), self.distribute_state(),
-                               self.global_step.read_value())
+        step_fn = self._step_fn
+        if device is not None:
+            plan = self.plan.on(device)
+
+            def planned_step(features, state, step):
+                return self._planned_step(features, state, step, plan)
+
+            step_fn = tf.function(planned_step, jit_compile=True, reduce_retracing=True)
+        return step_fn, (self._step_features(features), self.distribute_state(),
+                         self.global_step.read_value())
 
     # ------------------------------------------------------------------ carried state
     def distribute_state(self):

@@ -46,6 +46,6 @@ class ClassificationHead(keras.layers.Layer):
                       dropout=self.dropout_rate, initializer_range=self.initializer_range)
         return config
 
-    def call(self, hidden, attention_mask=None, training=None):
-        pooled = self.summary(hidden, attention_mask=attention_mask, training=training)
+    def call(self, hidden, attention_mask=None, training=None, plan=None):
+        pooled = self.summary(hidden, attention_mask=attention_mask, training=training, plan=plan)
         return tf.cast(self.logits(pooled), tf.float32), pooled

@@ -29,6 +29,7 @@ class MultipleChoiceHead(ClassificationHead):
         config["num_choices"] = self.num_choices
         return config
 
-    def call(self, hidden, attention_mask=None, training=None):
-        scores, _ = super().call(hidden, attention_mask=attention_mask, training=training)  # [Q*C, 1]
+    def call(self, hidden, attention_mask=None, training=None, plan=None):
+        scores, _ = super().call(hidden, attention_mask=attention_mask, training=training,
+                                 plan=plan)                                          # [Q*C, 1]
         return tf.reshape(scores, [-1, self.num_choices])                                   # [Q, C]

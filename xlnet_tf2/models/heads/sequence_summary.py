@@ -65,7 +65,7 @@ class SequenceSummary(keras.layers.Layer):
                       dropout=self.dropout_rate, initializer_range=self.initializer_range)
         return config
 
-    def call(self, hidden, attention_mask=None, training=None):
+    def call(self, hidden, attention_mask=None, training=None, plan=None):
         if self.summary_type == "last":
             pooled = hidden[:, -1]                                        # [B, D]
         elif self.summary_type == "first":
@@ -82,4 +82,4 @@ class SequenceSummary(keras.layers.Layer):
                 query = tf.broadcast_to(tf.cast(self.query, hidden.dtype), [batch, 1, self.d_model])
                 pooled = self.attention(query, hidden, attention_mask=tf.cast(
                     mask[:, None, :], tf.bool), training=training)[:, 0]  # [B, D]
-        return self.dropout(self.proj(pooled), training=training)
+        return self.dropout(self.proj(pooled), training=training, plan=plan)

@@ -86,7 +86,7 @@ class SquadHead(keras.layers.Layer):
         logits = tf.cast(self.end_logit(x)[..., 0], tf.float32)       # [B, k, L]
         return _masked(logits, p_mask[:, None, :])
 
-    def call(self, hidden, p_mask, cls_index, start_positions=None, training=None):
+    def call(self, hidden, p_mask, cls_index, start_positions=None, training=None, plan=None):
         """Returns a dict of float32 tensors:
 
         always: start_logits [B, L] (masked), cls_logits [B];
@@ -114,6 +114,6 @@ class SquadHead(keras.layers.Layer):
         cls_feature = tf.gather(hidden, cls_index, batch_dims=1)                # [B, D]
         start_weighted = tf.einsum("bld,bl->bd", hidden, tf.cast(start_probs, hidden.dtype))
         x = self.answer_hidden(tf.concat([start_weighted, cls_feature], axis=-1))
-        x = self.dropout(x, training=training)
+        x = self.dropout(x, training=training, plan=plan)
         outputs["cls_logits"] = tf.cast(self.answer_logit(x)[:, 0], tf.float32)
         return outputs

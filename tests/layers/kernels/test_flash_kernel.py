@@ -1,0 +1,272 @@
+"""The flash relative attention kernels (layers/kernels/flash_relative_attention.py) under
+Triton's CPU interpreter, against an independent float64 TensorFlow implementation of
+the kernel module's formulas (gradients by TF's autodiff, dropout bits from layers/kernels/dropout_masks.py's
+hashed_bits), and their lowering to TTIR for sm_80 and sm_90 (no GPU needed).
+
+The module makes its kernels interpreted or compiled on request (`kernels(interpret=...)`), so
+both run in one process, whatever TRITON_INTERPRET says and whatever imported triton first.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+torch = pytest.importorskip("torch")
+triton = pytest.importorskip("triton")
+
+from xlnet_tf2.layers import Dropout  # noqa: E402
+from xlnet_tf2.layers.kernels import dropout_masks  # noqa: E402
+from xlnet_tf2.layers.kernels import flash_relative_attention as flash  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def interpreted():
+    """The kernel module, its kernels checked to be the CPU interpreter's."""
+    from triton.runtime.interpreter import InterpretedFunction
+    for kernel in flash.kernels(interpret=True).values():
+        assert isinstance(kernel, InterpretedFunction)
+    return flash
+
+
+def _case(name):
+    """Inputs of one attention (numpy) and its settings."""
+    rng = np.random.default_rng(zlib.crc32(name.encode()))
+    two_stream = name in ("two_stream", "two_stream_bf16")
+    b, n, h = 2, 2, 16
+    if two_stream:
+        mem, seg_len, p_rows = 20, 16, 5                       # K = 36: two mask words
+    elif name == "uni_causal":
+        mem, seg_len, p_rows = 8, 12, 0
+    else:                                     # fine-tuning, inference: no memory
+        mem, seg_len, p_rows = 0, 24, 0
+    keys, rows = mem + seg_len, seg_len + p_rows
+    dist = keys + 1 if name == "uni_causal" else keys + seg_len
+    row_pos = np.concatenate([np.tile(np.arange(seg_len), (b, 1)),
+                              rng.integers(0, seg_len, (b, p_rows))], axis=1).astype(np.int32)
+    row_pos[1, seg_len:] = row_pos[1, seg_len:][::-1]         # per-example query positions
+    blocked = np.zeros((b, rows, keys), bool)
+    if name == "uni_causal":
+        blocked |= np.arange(keys)[None, None, :] > mem + row_pos[:, :, None]
+    if two_stream:
+        blocked[:, seg_len:, :] = rng.random((b, p_rows, keys)) < 0.3
+        blocked[0, :, keys - 3:] = True                        # padding of example 0
+        blocked[1, 2, :] = True                                # rows that see nothing
+        blocked[0, seg_len + 1, :] = True
+    if name == "finetune":
+        blocked[1, :, :5] = True                               # left padding
+    row_seg = rng.integers(0, 2, (b, rows)).astype(np.int32)
+    key_seg = np.concatenate([np.zeros((b, mem), np.int32), row_seg[:, :seg_len]], axis=1)
+    f = lambda *shape: rng.standard_normal(shape)  # noqa: E731
+    return dict(
+        b=b, n=n, h=h, rows=rows, keys=keys, dist=dist, seg_len=seg_len,
+        split=seg_len if two_stream else None,
+        has_segment=name not in ("uni_causal", "inference"), has_mask=name != "inference",
+        rate={"two_stream": 0.3, "two_stream_bf16": 0.3, "uni_causal": 0.6}.get(name, 0.0),
+        dtype="bfloat16" if name.endswith("bf16") else "float32",
+        q_w=f(b, n, rows, h), k=f(b, n, keys, h), v=f(b, n, keys, h),
+        pos=f(b, n, rows, dist), seg=f(b, n, rows, 2), d_out=f(b, n, rows, h),
+        row_pos=row_pos, row_seg=row_seg, key_seg=key_seg, blocked=blocked,
+        k0s=np.array([0x9E3779B9 ^ 12345, 0xDEADBEEF], np.uint32),
+        k1=np.array([7, 0xFFFFFFF0], np.uint32))
+
+
+def _keep(c):
+    """The keep mask [B,N,S,K] of the reference: dropout_masks.hashed_bits of each row part."""
+    parts = [(0, c["rows"])] if c["split"] is None else [(0, c["split"]),
+                                                         (c["split"], c["rows"])]
+    threshold = tf.constant(Dropout(c["rate"])._threshold, tf.uint32)
+    keeps = [dropout_masks.hashed_bits([c["b"], c["n"], stop - start, c["keys"]],
+                                 tf.constant(c["k0s"][i]), tf.constant(c["k1"])) >= threshold
+             for i, (start, stop) in enumerate(parts)]
+    return tf.concat(keeps, axis=2)
+
+
+def _reference(c, cast):
+    """Output and gradients (float64 TF, autodiff) of the kernel module's formulas."""
+    t = {name: tf.constant(cast(c[name]), tf.float64)
+         for name in ("q_w", "k", "v", "pos", "seg", "d_out")}
+    col = c["seg_len"] - c["row_pos"][:, :, None] + np.arange(c["keys"])[None, None, :]
+    col = np.broadcast_to(col[:, None], (c["b"], c["n"], c["rows"], c["keys"]))
+    differ = (c["row_seg"][:, :, None] != c["key_seg"][:, None, :])[:, None]
+    with tf.GradientTape() as tape:
+        tape.watch(list(t.values()))
+        padded = tf.pad(t["pos"], [[0, 0], [0, 0], [0, 0], [0, c["keys"] + c["seg_len"]]])
+        bd = tf.gather(padded, col, batch_dims=3)
+        ac = tf.einsum("bnsh,bnkh->bnsk", t["q_w"], t["k"])
+        score = ac + bd
+        if c["has_segment"]:
+            score += tf.where(differ, t["seg"][..., 1:], t["seg"][..., :1])
+        score *= c["h"] ** -0.5
+        score = tf.where(c["blocked"][:, None], tf.constant(-1e30, tf.float64), score)
+        prob = tf.nn.softmax(score, axis=-1)
+        if c["rate"]:
+            prob = tf.where(_keep(c), prob / (1.0 - c["rate"]), tf.zeros_like(prob))
+        out = tf.einsum("bnsk,bnkh->bnsh", prob, t["v"])
+    lse = tf.reduce_logsumexp(score, axis=-1)
+    names = ("q_w", "k", "v", "pos", "seg")
+    grads = tape.gradient(out, [t[x] for x in names], output_gradients=t["d_out"])
+    result = {"out": out.numpy(), "lse": lse.numpy()}
+    result.update({"d" + x if x != "q_w" else "dq_w": g.numpy()
+                   for x, g in zip(names, grads) if g is not None})
+    result["d_pos"] = result.pop("dpos")
+    if c["has_segment"]:
+        result["d_seg"] = result.pop("dseg")
+    return result
+
+
+def _packed(blocked):
+    """[B,S,K] bool -> [B,S,ceil(K/32)] int32 words, bit j % 32 of word j // 32 = key j."""
+    b, s, k = blocked.shape
+    words = np.zeros((b, s, -(-k // 32)), np.uint64)
+    for j in range(k):
+        words[:, :, j // 32] |= blocked[:, :, j].astype(np.uint64) << np.uint64(j % 32)
+    return words.astype(np.uint32).view(np.int32)
+
+
+def _run(module, c, name, buffers, block=(16, 16)):
+    launch = module.launch(
+        name, batch=c["b"], heads=c["n"], rows=c["rows"], keys=c["keys"], head_size=c["h"],
+        distances=c["dist"], seg_len=c["seg_len"], split=c["split"], scale=c["h"] ** -0.5,
+        dropout_rate=c["rate"], has_segment=c["has_segment"], has_mask=c["has_mask"],
+        dtype=c["dtype"],
+        generation="sm_90", interpret=True, block=block)
+    pointers = {x + "_ptr": buffers[x] for x in launch.operands + launch.results}
+    launch.kernel[launch.grid](**pointers, **launch.constexprs)
+    return launch
+
+
+def _buffers(c):
+    dt = {"float32": torch.float32, "bfloat16": torch.bfloat16}[c["dtype"]]
+    b, n, s, k, h, t = c["b"], c["n"], c["rows"], c["keys"], c["h"], c["dist"]
+    bufs = {x: torch.from_numpy(c[x].astype(np.float32)).to(dt)
+            for x in ("q_w", "k", "v", "pos", "seg", "d_out")}
+    bufs.update(row_pos=torch.from_numpy(c["row_pos"]), row_seg=torch.from_numpy(c["row_seg"]),
+                key_seg=torch.from_numpy(c["key_seg"]),
+                blocked_bits=torch.from_numpy(_packed(c["blocked"])),
+                k0s=torch.from_numpy(c["k0s"].view(np.int32).copy()),
+                k1=torch.from_numpy(c["k1"].view(np.int32).copy()),
+                out=torch.full((b, n, s, h), float("nan"), dtype=dt),
+                lse=torch.full((b, n, s), float("nan")),
+                dq_w=torch.full((b, n, s, h), float("nan"), dtype=dt),
+                dk=torch.full((b, n, k, h), float("nan"), dtype=dt),
+                dv=torch.full((b, n, k, h), float("nan"), dtype=dt),
+                d_pos=torch.full((b, n, s, t), float("nan"), dtype=dt),
+                d_seg=torch.full((b, n, s, 2), float("nan"), dtype=dt))
+    return bufs
+
+
+@pytest.mark.parametrize("name", ["two_stream", "uni_causal", "finetune", "inference",
+                                  "two_stream_bf16"])
+def test_kernels_match_the_reference(interpreted, name):
+    c = _case(name)
+    bf16 = c["dtype"] == "bfloat16"
+    # The reference sees the operands the kernel sees (rounded to bf16 in the bf16 case).
+    cast = ((lambda a: torch.from_numpy(a.astype(np.float32)).bfloat16().float().numpy())
+            if bf16 else (lambda a: a.astype(np.float32)))
+    expected = _reference(c, cast)
+    bufs = _buffers(c)
+    for kernel in flash.KERNEL_NAMES:                   # forward, then the two backward
+        _run(interpreted, c, kernel, bufs)
+    for result in ("out", "dq_w", "dk", "dv", "d_pos") + (("d_seg",) if c["has_segment"]
+                                                           else ()):
+        got = bufs[result].float().numpy()
+        want = expected[result]
+        scale = max(1.0, float(np.abs(want).max()))
+        tol = 1.25e-2 * scale if bf16 else 1e-5
+        assert np.isfinite(got).all(), result
+        np.testing.assert_allclose(got, want, atol=tol, rtol=0, err_msg=result)
+    # lse: the log-sum-exp of each row's scaled, blocked scores (a dead row's: -1e30 + log K).
+    np.testing.assert_allclose(bufs["lse"].numpy(), expected["lse"], rtol=1e-6,
+                               atol=1e-2 if bf16 else 1e-5)
+
+
+def test_dropout_drops_what_the_reference_drops(interpreted):
+    """With v = identity rows, out = p_drop exactly: zero exactly where the reference's bits
+    drop, for both row parts and a threshold above 2**31."""
+    for rate, name in ((0.3, "two_stream"), (0.6, "uni_causal")):
+        c = _case(name)
+        c["rate"] = rate
+        c["keys"], c["h"] = 16, 16
+        c["k"] = c["k"][:, :, :16]
+        c["v"] = np.broadcast_to(np.eye(16), c["k"].shape).copy()
+        c["blocked"] = np.zeros((c["b"], c["rows"], 16), bool)
+        c["key_seg"] = c["key_seg"][:, :16]
+        c["dist"] = 16 + c["seg_len"]
+        c["pos"] = np.zeros((c["b"], c["n"], c["rows"], c["dist"]))
+        bufs = _buffers(c)
+        _run(interpreted, c, "flash_fwd", bufs)
+        got = bufs["out"].numpy()
+        keep = _keep(c).numpy()
+        assert (got[~keep] == 0).all() and (got[keep] > 0).all()
+        assert 0.2 < 1 - keep.mean() < 0.8
+
+
+def _xlnet_base_source(name, dtype, generation):
+    """The launch of kernel `name` at XLNet-Base's attention shape (all flags on) and the
+    Triton source to compile it: pointer types, constexprs, 16-byte aligned pointers."""
+    from triton.compiler import ASTSource
+    launch = flash.launch(
+        name, batch=2, heads=12, rows=597, keys=896, head_size=64, distances=1408,
+        seg_len=512, split=512, scale=0.125, dropout_rate=0.1, has_segment=True,
+        has_mask=True, dtype=dtype, generation=generation)
+    pointer = {"bfloat16": "*bf16", "float16": "*fp16", "float32": "*fp32"}[dtype]
+    kinds = dict(row_pos="*i32", row_seg="*i32", key_seg="*i32", blocked_bits="*i32",
+                 k0s="*i32", k1="*i32", lse="*fp32")
+    pointers = launch.operands + launch.results
+    signature = {p + "_ptr": kinds.get(p, pointer) for p in pointers}
+    signature.update({c: "constexpr" for c in launch.constexprs})
+    attrs = {(i,): [["tt.divisibility", 16]] for i in range(len(pointers))}
+    return launch, ASTSource(launch.kernel, signature, launch.constexprs, attrs)
+
+
+@pytest.mark.parametrize("generation", ["sm_80", "sm_90"])
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16", "float32"])
+def test_kernels_lower_to_ttir(generation, dtype):
+    """Every kernel, all flags on, at XLNet-Base's attention shape, lowers to TTIR whose
+    function takes exactly the launch's pointers."""
+    from triton.backends.compiler import GPUTarget
+    from triton.runtime.jit import JITFunction
+    for name in flash.KERNEL_NAMES:
+        launch, source = _xlnet_base_source(name, dtype, generation)
+        assert isinstance(launch.kernel, JITFunction)
+        target = GPUTarget("cuda", int(generation[3:]), 32)
+        backend = triton.compiler.make_backend(target)
+        options = backend.parse_options({"num_warps": launch.num_warps,
+                                         "num_stages": launch.num_stages})
+        context = triton._C.libtriton.ir.context()
+        triton._C.libtriton.ir.load_dialects(context)
+        backend.load_dialects(context)
+        codegen = backend.get_codegen_implementation(options)
+        module = source.make_ir(target, options, codegen, backend.get_module_map(), context)
+        stages = {}
+        backend.add_stages(stages, options, source.language)
+        ttir = str(stages["ttir"](module, {}))
+        assert f"tt.func public @{name}(" in ttir
+        header = ttir[ttir.index(f"@{name}("):].split("\n", 1)[0]
+        assert header.count("!tt.ptr") == len(launch.operands + launch.results), (name, header)
+        assert "tt.dot" in ttir
+
+
+# The most shared memory one block may use (opt-in): 227 KiB on sm_90, 163 KiB on sm_80.
+_SHARED_LIMIT = {"sm_90": 227 * 1024, "sm_80": 163 * 1024}
+
+
+@pytest.mark.parametrize("generation", ["sm_80", "sm_90"])
+def test_kernels_compile_to_ptx_within_shared_memory(generation):
+    """At XLNet-Base's attention shape in bf16, with the generation's tiles, every kernel
+    compiles to PTX (Triton's own backend, no GPU), with the generation's tensor-core
+    instructions and shared memory that fits one block."""
+    from triton.backends.compiler import GPUTarget
+    for name in flash.KERNEL_NAMES:
+        launch, source = _xlnet_base_source(name, "bfloat16", generation)
+        kernel = triton.compile(source, target=GPUTarget("cuda", int(generation[3:]), 32),
+                                options={"num_warps": launch.num_warps,
+                                         "num_stages": launch.num_stages})
+        ptx = kernel.asm["ptx"]
+        assert ("wgmma.mma_async" if generation == "sm_90" else "mma.sync") in ptx, name
+        assert 0 < kernel.metadata.shared <= _SHARED_LIMIT[generation], (name,
+                                                                         kernel.metadata.shared)

@@ -1,0 +1,76 @@
+"""layers/step_plan.py: how a step is traced is a value handed down the calls, not a global."""
+
+import re
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
+from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
+from xlnet_tf2.layers.step_plan import StepPlan
+
+
+def test_this_machine_traces_for_a_cpu():
+    plan = StepPlan.for_this_machine()
+    assert plan.device == "cpu" and plan.attention == "auto" and plan.dropout_keys is None
+    assert plan.stores_dropout_masks and plan.coordinate_gather
+    assert not (plan.grouped_optimizer or plan.one_attention_for_both_streams)
+
+
+@pytest.mark.parametrize("device", ["gpu", "tpu"])
+def test_an_accelerators_plan_turns_every_cpu_form_off(device):
+    plan = StepPlan(device=device)
+    assert not plan.stores_dropout_masks and not plan.coordinate_gather
+    assert plan.grouped_optimizer
+    assert plan.one_attention_for_both_streams == plan.content_window_read == (device == "gpu")
+    assert plan.packs_dropout_masks == (device == "gpu")
+    assert plan.on("cpu").stores_dropout_masks and plan.device == device  # frozen: a copy
+
+
+def test_bad_settings_are_refused_by_name():
+    with pytest.raises(ValueError, match="Unknown device 'npu'"):
+        StepPlan(device="npu")
+    with pytest.raises(ValueError, match="Unknown attention implementation 'flash'"):
+        StepPlan(attention="flash")
+
+
+def test_two_plans_traced_in_one_process_give_two_programs():
+    """The same training step traced with a CPU's plan, a GPU's, then a CPU's again: the GPU's
+    program differs (one attention of L + P rows, bit-packed masks), and the second CPU trace is
+    the first one's program exactly: nothing of the GPU's trace stayed behind."""
+    config = XLNetConfig.preset("tiny", n_token=40, n_layer=1, mem_len=0, dropout=0.1,
+                                dropatt=0.1)
+    model = XLNetLMHeadModel(config)
+    model.build()
+    assign_dropout_salts(model)
+    batch, length, predict = 2, 6, 2
+    mapping = np.zeros((batch, predict, length), np.float32)
+    mapping[:, 0, 1] = mapping[:, 1, 4] = 1.0
+    features = {"input_ids": np.arange(12, 24, dtype=np.int32).reshape(batch, length),
+                "perm_mask": np.triu(np.ones((batch, length, length), np.float32)),
+                "target_mapping": mapping}
+
+    def program(device):
+        @tf.function(jit_compile=True)
+        def step(features, global_step):
+            plan = keyed_plan(seed=1, step=global_step, example_ids=tf.range(batch),
+                              examples_per_step=batch, plan=StepPlan(device=device))
+            with tf.GradientTape() as tape:
+                logits = model(features, training=True, plan=plan)["logits"]
+                loss = tf.reduce_mean(logits ** 2)
+            return tape.gradient(loss, model.trainable_variables)
+        text = step.experimental_get_compiler_ir(features, tf.constant(3, tf.int64))(
+            stage="hlo")
+        # Each instruction as its result's type and shape and its opcode, sorted: the names
+        # are numbered per trace.
+        return sorted(re.findall(r"= (\S+\[[\d,]*\])\S* (\w+)\(", text))
+
+    cpu, gpu, cpu_again = program("cpu"), program("gpu"), program("cpu")
+    assert cpu == cpu_again
+    assert gpu != cpu
+    opcodes = lambda program: {opcode for _, opcode in program}
+    assert "conditional" in opcodes(cpu) and "conditional" not in opcodes(gpu)  # stored masks
+    stacked = f"f32[{batch},{config.n_head},{length + predict},{length}]"
+    shapes = lambda program: {shape for shape, _ in program}
+    assert stacked in shapes(gpu) and stacked not in shapes(cpu)  # both streams as one

@@ -1,0 +1,137 @@
+"""How one step is traced: the plan handed down from where the step is traced to every layer.
+
+A few layers trace a different, numerically equivalent program for each kind of device (the
+forms themselves live in `layers/kernels/`). Which one is not read from any global: the
+caller that traces the step (the trainer, a step export, a test) builds one `StepPlan` and
+passes it down the model's calls, `model(inputs, training=..., plan=plan)` ->
+`XLNetModel` -> `XLNetBlock` -> `RelativeAttention` -> the attention op and `Dropout`. A call
+without a plan (eager use, inference, Keras' own `fit`) gets `StepPlan.for_this_machine()`.
+
+    plan = StepPlan(device="gpu", attention="auto")          # a step traced for a GPU
+    plan = plan.with_dropout_keys(DropoutKeys(seed, step, example_ids, examples_per_step))
+
+Every device switch of the project is a property of this class, so forcing `device` traces
+exactly the program that device would run, on any machine: that is how a step is exported
+for an accelerator from a CPU-only machine (benchmarks/tools/step_export.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Optional
+
+import tensorflow as tf
+
+from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS, POSITION_SCORE_FORMS
+
+if TYPE_CHECKING:  # a type only: layers/dropout.py builds the keys
+    from xlnet_tf2.layers.dropout import DropoutKeys
+
+DEVICES = ("cpu", "gpu", "tpu")
+
+
+def this_machine() -> str:
+    """"tpu" when TensorFlow sees a TPU, "gpu" when it sees a GPU, "cpu" otherwise."""
+    if tf.config.list_logical_devices("TPU"):
+        return "tpu"
+    if tf.config.list_logical_devices("GPU"):
+        return "gpu"
+    return "cpu"
+
+
+@dataclasses.dataclass(frozen=True)
+class StepPlan:
+    """What a traced step is traced for.
+
+    device: "cpu", "gpu" or "tpu": the device whose program is traced.
+    attention: the attention op's implementation, one of config.ATTENTION_IMPLEMENTATIONS
+      ("auto" picks per call: layers/kernels/attention.py).
+    position_scores: one of config.POSITION_SCORE_FORMS (`angle_position_scores` says which
+      form is used).
+    dropout_keys: the keys of this trace's dropout draws (layers/dropout.py's `DropoutKeys`,
+      built per traced training step), or None: each Dropout then draws from its own seed
+      generator.
+    """
+
+    device: str = "cpu"
+    attention: str = "auto"
+    position_scores: str = "auto"
+    dropout_keys: Optional["DropoutKeys"] = None
+
+    def __post_init__(self):
+        if self.device not in DEVICES:
+            raise ValueError(f"Unknown device {self.device!r} to trace a step for; expected "
+                             f"one of {', '.join(DEVICES)}.")
+        if self.attention not in ATTENTION_IMPLEMENTATIONS:
+            raise ValueError(f"Unknown attention implementation {self.attention!r}; expected "
+                             f"one of {', '.join(ATTENTION_IMPLEMENTATIONS)}.")
+        if self.position_scores not in POSITION_SCORE_FORMS:
+            raise ValueError(f"Unknown position-score form {self.position_scores!r}; expected "
+                             f"one of {', '.join(POSITION_SCORE_FORMS)}.")
+
+    @classmethod
+    def for_this_machine(cls, **settings) -> "StepPlan":
+        """This machine's device (asked when the call is traced: a TPU system initialized
+        later in the process changes the answer) with `settings` (attention=...,
+        position_scores=...): the plan of a call that was given none."""
+        return cls(device=this_machine(), **settings)
+
+    def on(self, device: str) -> "StepPlan":
+        """The same plan traced for `device`."""
+        return dataclasses.replace(self, device=device)
+
+    def with_dropout_keys(self, keys: Optional["DropoutKeys"]) -> "StepPlan":
+        return dataclasses.replace(self, dropout_keys=keys)
+
+    # ---------------------------------------------------------------- the device switches
+    @property
+    def one_attention_for_both_streams(self) -> bool:
+        """Both streams as one attention of L + P query rows (one score product, one softmax,
+        nothing to concatenate): on a GPU only. A CPU's fused loops do not need the stacked
+        copies, and a TPU makes every slice of a stacked score-sized tensor a pass of its own."""
+        return self.device == "gpu"
+
+    @property
+    def content_window_read(self) -> bool:
+        """The content rows' rel-shift as the window read of the query stream's, which XLA
+        fuses with the bias's sum (GPU); elsewhere the reshapes of `rel_shift`."""
+        return self.device == "gpu"
+
+    @property
+    def coordinate_gather(self) -> bool:
+        """The query stream's shift as `tf.gather(batch_dims=3)` (CPU), where XLA's CPU fusion
+        would recompute the incoming gradient's elementwise chain per read element of the
+        window read; elsewhere the window read."""
+        return self.device == "cpu"
+
+    @property
+    def stores_dropout_masks(self) -> bool:
+        """A `store_mask` Dropout keeps its mask behind a conditional, computed once (CPU)."""
+        return self.device == "cpu"
+
+    @property
+    def packs_dropout_masks(self) -> bool:
+        """A `store_mask` Dropout hands XLA its mask bit-packed (GPU, whose compiler stores the
+        mask anyway)."""
+        return self.device == "gpu"
+
+    @property
+    def angle_position_scores(self) -> bool:
+        """The position scores as a product with an angle table, without the rel-shift
+        (layers/kernels/angle_scores.py): on a TPU, whose compiler makes the shift's reshapes
+        and slices passes of their own; forced by `position_scores`. The model keeps the
+        shift where the table is not exact (clamp_len, dropout on the position embedding)."""
+        if self.position_scores == "auto":
+            return self.device == "tpu"
+        return self.position_scores == "angles"
+
+    @property
+    def grouped_optimizer(self) -> bool:
+        """The clipping norm and the AdamW update over groups of gradients, fused into a few
+        kernels (accelerators); one variable at a time on a CPU."""
+        return self.device != "cpu"
+
+
+def plan_or_default(plan: Optional[StepPlan]) -> StepPlan:
+    """`plan`, or this machine's plan for a call given none."""
+    return plan if plan is not None else StepPlan.for_this_machine()
