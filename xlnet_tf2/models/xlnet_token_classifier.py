@@ -56,9 +56,10 @@ class TokenClassifier(HeadModel):
             num_labels, kernel_initializer=keras.initializers.TruncatedNormal(
                 stddev=self.config.initializer_range), name="classifier")
 
-    def call(self, inputs, training=None):
+    def call(self, inputs, training=None, plan=None):
+        """`plan`: the step's (layers/step_plan.py); None: this machine's."""
         tokens = token_inputs(inputs)
-        hidden = self._backbone(tokens, training)["hidden"]
+        hidden = self._backbone(tokens, training, plan)["hidden"]
         logits = self.classifier(self.dropout(hidden, training=training))
         return {"logits": logits, "hidden": hidden}
 
