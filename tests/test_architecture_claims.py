@@ -167,3 +167,23 @@ def test_every_write_goes_through_fileio():
                 source = f.read()
             offenders += [f"{relative}:{line}: {call}" for line, call in direct_writes(source, path)]
     assert offenders == [], "write through xlnet_tf2/fileio.py (or allow-list with a reason)"
+
+
+def test_every_task_is_in_every_table_of_the_tasks():
+    """Until one declaration feeds them, a task of task.json (run_dir.TASKS) must be told to
+    each table that maps tasks (docs/ARCHITECTURE.md, "Where a new fine-tuning task goes"):
+    a task missing from one fails here instead of at a user's load, conversion or export."""
+    from xlnet_tf2 import run_dir
+    from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN
+    from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES
+    from xlnet_tf2.export.export_config import EXPORT_TASKS
+    from xlnet_tf2.models.directories import MODEL_CLASSES
+
+    tables = {"models/directories.MODEL_CLASSES": MODEL_CLASSES,
+              "conversion/to_huggingface.ARCHITECTURES": ARCHITECTURES,
+              "conversion/convert_config.DEFAULT_SEQ_LEN": DEFAULT_SEQ_LEN,
+              "export/export_config.EXPORT_TASKS": EXPORT_TASKS}
+    missing = {name: sorted(set(run_dir.TASKS) - set(table)) for name, table in tables.items()}
+    assert not any(missing.values()), missing
+    for task, model_class in MODEL_CLASSES.items():
+        assert task in model_class.KINDS, (task, model_class.__name__)

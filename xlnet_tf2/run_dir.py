@@ -34,7 +34,7 @@ TASK_FILE = "task.json"
 RUN_CONFIG_FILE = "run_config.json"
 # What a fine-tuned directory's task.json may say it is (tasks/head_spec.py, models/saving.py,
 # conversion's --task).
-TASKS = ("classification", "regression", "race", "squad")
+TASKS = ("classification", "regression", "race", "squad", "token_classification")
 # A fine-tuning run's best evaluation: BEST_DIR/ckpt-N (a checkpoint directory with its own
 # `checkpoint` state file) and BEST_EVAL_FILE, whose "checkpoint" is "best/ckpt-N".
 BEST_DIR = "best"

@@ -1,4 +1,5 @@
-"""Bad input to fine-tuning (run_classifier.py, run_squad.py, run_race.py): task files,
+"""Bad input to fine-tuning (run_classifier.py, run_squad.py, run_race.py, run_tagger.py):
+task files,
 --init_checkpoint directories, flags, damaged, moved or killed runs; see
 tests/fixtures/battery.py."""
 
@@ -19,6 +20,11 @@ pytestmark = pytest.mark.slow
 
 CLASSIFIER, SQUAD, RACE = ("experiments/run_classifier.py", "experiments/run_squad.py",
                            "experiments/run_race.py")
+TAGGER = "experiments/run_tagger.py"
+TAGGER_FLAGS = ("--seq_len=32", "--train_batch_size=4", "--eval_every=2", "--log_steps=2",
+                "--eval_batch_size=8", "--warmup_steps=1")
+# A CoNLL file: a word and its tag per line, a blank line between sentences.
+CONLL = "-DOCSTART- O\n\n" + "Peter B-PER\nlives O\nin O\nParis B-LOC\n\n" * 6
 
 
 def classify(*argv, train="{train.tsv}", dev="{dev.tsv}", init="{pretrain}", model_dir="{ws}/run",
@@ -49,6 +55,12 @@ def race(*argv, train="{race_train}", dev="{race_dev}", model_dir="{ws}/run"):
     return command(RACE, "--init_checkpoint={pretrain}", f"--model_dir={model_dir}",
                    f"--train_path={train}", f"--eval_path={dev}", "--train_steps=2",
                    *RACE_FLAGS, *argv)
+
+
+def tagger(*argv, train="{ws}/train.txt", dev="{ws}/dev.txt", model_dir="{ws}/run"):
+    return command(TAGGER, "--init_checkpoint={pretrain}", f"--model_dir={model_dir}",
+                   f"--train_file={train}", f"--eval_file={dev}", "--train_steps=2",
+                   *TAGGER_FLAGS, *argv)
 
 
 def with_bytes(source: str, line: bytes, at: int):
@@ -280,6 +292,18 @@ CASES = [
     Case("race/directory-without-files", race(train="{ws}/r"), clear("{ws}/r", "no .json/.txt"),
          put("{ws}/r/readme.md", "none here")),
     Case("race/train-path-missing", race(train="{ws}/none"), clear("{ws}/none", "does not exist")),
+    # --- token classification's CoNLL files
+    Case("tagger/works", tagger(), works(),
+         faults(put("{ws}/train.txt", CONLL), put("{ws}/dev.txt", CONLL))),
+    Case("tagger/train-line-without-tag", tagger(), clear("{ws}/train.txt", "line 4", "no tag"),
+         faults(put("{ws}/train.txt", "Peter B-PER\nlives O\n\nParis\n"),
+                put("{ws}/dev.txt", CONLL))),
+    Case("tagger/eval-unknown-tag", tagger(), clear("{ws}/dev.txt", "line 2", "B-ORG"),
+         faults(put("{ws}/train.txt", CONLL), put("{ws}/dev.txt", "EU O\nCommission B-ORG\n"))),
+    Case("tagger/train-file-empty", tagger(), clear("{ws}/train.txt", "no sentence"),
+         faults(put("{ws}/train.txt", b""), put("{ws}/dev.txt", CONLL))),
+    Case("tagger/train-file-missing", tagger(train="{ws}/none.txt"),
+         clear("{ws}/none.txt", "does not exist"), put("{ws}/dev.txt", CONLL)),
     Case("race/flag-max-qa-length-zero", race("--max_qa_length=0"), clear("--max_qa_length")),
     # Question and option as long as seq_len leave no room for the article: refused before
     # any file is read (the train path need not exist).

@@ -22,6 +22,7 @@ from xlnet_tf2.export.export_config import ExportConfig, ExtractConfig
 from xlnet_tf2.prep.prep_config import CorpusConfig, PrepConfig, SentencePieceConfig
 from xlnet_tf2.tasks.finetune_config import ClassificationConfig, RaceConfig, SquadConfig
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+from xlnet_tf2.tasks.token_classification_config import TokenClassificationConfig
 from benchmarks.tools.command_configs import (AcceleratorCheckConfig, BaseStepBenchmarkConfig,
                                               BenchmarkConfig, DataBenchmarkConfig,
                                               GenerationBenchmarkConfig, HeldOutReportConfig,
@@ -234,6 +235,7 @@ TREES = {
     ClassificationConfig: dict(model_dir="m"),
     SquadConfig: dict(model_dir="m"),
     RaceConfig: dict(model_dir="m", train_path="t"),
+    TokenClassificationConfig: dict(model_dir="m", train_file="t"),
     AcceleratorCheckConfig: dict(),
     BenchmarkConfig: dict(),
     BaseStepBenchmarkConfig: dict(),

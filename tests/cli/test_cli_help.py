@@ -23,7 +23,8 @@ ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
 # The fine-tuning and pretraining commands get their task flags from task config trees that are
 # being written; their --help may miss flags until then.
 TASK_COMMANDS = ("experiments/run_classifier.py", "experiments/run_squad.py",
-                 "experiments/run_race.py", "experiments/run_pretrain.py")
+                 "experiments/run_race.py", "experiments/run_tagger.py",
+                 "experiments/run_pretrain.py")
 # absl's own flags, which every command has but --help (the command's key flags) leaves out.
 ABSL_FLAGS = {"help", "helpfull", "helpshort", "helpxml", "verbosity", "v", "flagfile"}
 # The console scripts (pyproject.toml) and the script files that run the same command:
@@ -132,7 +133,7 @@ def test_every_command_is_covered():
             "data_prep/build_corpus.py", "benchmarks/benchmark.py"} <= set(commands)
     assert set(TASK_COMMANDS) <= set(commands)
     assert "benchmarks/benchmark_reference.py" not in commands  # a module, not a command
-    assert len(CONSOLE) == 10 and set(CONSOLE.values()) <= set(commands)
+    assert len(CONSOLE) == 11 and set(CONSOLE.values()) <= set(commands)
     assert CONSOLE["xlnet-pretrain"] == "experiments/run_pretrain.py"
     module = ast.get_docstring(ast.parse((ROOT / "xlnet_tf2" / "commands" / "run_pretrain.py")
                                          .read_text(encoding="utf-8")))

@@ -9,6 +9,7 @@ the script file that runs it from a checkout:
     xlnet-classify              experiments/run_classifier.py      run_classifier.py
     xlnet-squad                 experiments/run_squad.py           run_squad.py
     xlnet-race                  experiments/run_race.py            run_race.py
+    xlnet-tag                   experiments/run_tagger.py          run_tagger.py
     xlnet-convert               experiments/convert_checkpoint.py  convert_checkpoint.py
     xlnet-export                experiments/export_saved_model.py  export_saved_model.py
     xlnet-extract-features      experiments/extract_features.py    extract_features.py

@@ -186,6 +186,18 @@ def _task_settings(source, task: TaskOptions, tensors, hf_config, checkpoint):
                 "layout": "cls_last"}
     scope = None
     where = f"{source} checkpoint {checkpoint}"
+    if task.task == "token_classification":  # a dense layer per position, no summary
+        if source != "huggingface":
+            raise WeightMismatchError(f"{where}: the original release has no token-"
+                                      "classification head; convert HuggingFace's "
+                                      "XLNetForTokenClassification.")
+        found = hf_config.get("architectures") or []
+        if found and ARCHITECTURES[task.task] not in found:
+            raise WeightMismatchError(f"{where} is a {found} (config.json architectures); "
+                                      f"--task={task.task} needs a {ARCHITECTURES[task.task]}.")
+        n = head_maps.output_count(tensors, "classifier.weight", 0)
+        settings["label_list"] = _label_list(task.label_list, hf_config, n, where)
+        return settings, scope
     if source == "huggingface":
         expected = ARCHITECTURES[task.task]
         found = hf_config.get("architectures") or []

@@ -15,7 +15,8 @@ TARGETS = ("xlnet_tf2", "huggingface")
 HEAD_TASKS = run_dir.TASKS
 # The original's default max_seq_length of each runner (run_classifier.py, run_squad.py,
 # run_race.py): task.json's seq_len when none is given.
-DEFAULT_SEQ_LEN = {"classification": 128, "regression": 128, "squad": 512, "race": 512}
+DEFAULT_SEQ_LEN = {"classification": 128, "regression": 128, "squad": 512, "race": 512,
+                   "token_classification": 128}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -41,6 +41,8 @@ def huggingface_head_map(model) -> List[WeightSource]:
     `sequence_summary.summary.*` and `logits_proj.*` (XLNetForSequenceClassification,
     XLNetForMultipleChoice); `start_logits.dense.*`, `end_logits.{dense_0,LayerNorm,dense_1}.*`,
     `answer_class.{dense_0,dense_1}.*` (XLNetForQuestionAnswering)."""
+    if hasattr(model, "huggingface_head_map"):  # a head that declares its own names
+        return model.huggingface_head_map()
     head = model.head
     if model.kind == "squad":
         return [

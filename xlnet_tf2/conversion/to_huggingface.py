@@ -24,6 +24,7 @@ ARCHITECTURES = {
     "classification": "XLNetForSequenceClassification",
     "regression": "XLNetForSequenceClassification",
     "race": "XLNetForMultipleChoice", "squad": "XLNetForQuestionAnswering",
+    "token_classification": "XLNetForTokenClassification",
 }
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
@@ -78,15 +79,15 @@ def huggingface_config(model, label_list: Optional[Sequence[str]] = None) -> dic
         values.update(summary_type=head.summary_type, summary_use_proj=True,
                       summary_activation="tanh", summary_last_dropout=head.dropout_rate,
                       summary_proj_to_labels=False)
-    if kind == "classification":
-        labels = list(label_list) if label_list else [f"LABEL_{i}"
-                                                      for i in range(model.num_outputs)]
-        if len(labels) != model.num_outputs:
-            raise ValueError(f"label_list has {len(labels)} labels, the model "
-                             f"{model.num_outputs} outputs.")
+    if kind == "classification" or hasattr(model, "num_labels"):  # num_labels: per token
+        count = getattr(model, "num_labels", None) or model.num_outputs
+        labels = list(label_list) if label_list else [f"LABEL_{i}" for i in range(count)]
+        if len(labels) != count:
+            raise ValueError(f"label_list has {len(labels)} labels, the model {count} outputs.")
         values.update(id2label={str(i): label for i, label in enumerate(labels)},
-                      label2id={label: i for i, label in enumerate(labels)},
-                      problem_type="single_label_classification")
+                      label2id={label: i for i, label in enumerate(labels)})
+        if kind == "classification":
+            values.update(problem_type="single_label_classification")
     elif kind == "regression":
         values.update(id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0},
                       problem_type="regression")

@@ -18,7 +18,8 @@ from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_ne
                                     check_positive, section, setting, setting_like)
 from xlnet_tf2.training.run_config import DistributionConfig, LoopConfig
 
-EXPORT_TASKS = ("classification", "regression", "race", "squad", "features")
+EXPORT_TASKS = ("classification", "regression", "race", "squad", "token_classification",
+                "features")
 FEATURE_FORMATS = (".npz", ".jsonl")
 MIN_SEQ_LEN = 3  # a text's features need one token besides <sep> and <cls>
 

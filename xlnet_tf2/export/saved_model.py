@@ -22,6 +22,7 @@ from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tokenizers.in_graph_tokenizer import require_utf8
 from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
 from xlnet_tf2.export import serving_tasks
+from xlnet_tf2.export.token_classification_serving import token_classification_signatures
 
 
 def _ids_spec(name, rank=2):
@@ -138,6 +139,8 @@ class ServingModule(tf.Module):
                     "serve_token_ids": serve_token_ids.get_concrete_function()}
         if self.task == "squad":
             return serving_tasks.squad_signatures(self)
+        if self.task == "token_classification":
+            return token_classification_signatures(self)
         return serving_tasks.race_signatures(self)
 
 
@@ -194,7 +197,7 @@ def _write_version(module: ServingModule, signatures, path: str) -> None:
                 signatures={k: {"inputs": sorted(s.structured_input_signature[1]),
                                 "outputs": sorted(s.structured_outputs)}
                             for k, s in signatures.items()})
-    if module.task == "classification":
+    if module.task in ("classification", "token_classification"):
         info["label_list"] = list(module.spec.label_list)
     if module.task == "squad":
         info.update(doc_stride=module.spec.doc_stride,

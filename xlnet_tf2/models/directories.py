@@ -29,10 +29,12 @@ from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
 from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
 from xlnet_tf2.models.xlnet_multiple_choice import MultipleChoiceModel
 from xlnet_tf2.models.xlnet_question_answerer import SquadModel
+from xlnet_tf2.models.xlnet_token_classifier import TASK as TOKEN_TASK, TokenClassifier
 
 # The model class of each task a task.json (or xlnet-convert's --task) names.
 MODEL_CLASSES = {"classification": SequenceClassifier, "regression": SequenceClassifier,
-                 "race": MultipleChoiceModel, "squad": SquadModel}
+                 "race": MultipleChoiceModel, "squad": SquadModel,
+                 TOKEN_TASK: TokenClassifier}
 
 
 def build_task_model(config, settings: dict, head_dropout: float = 0.1):
