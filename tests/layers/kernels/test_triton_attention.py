@@ -40,7 +40,8 @@ def test_blocked_mask_is_bit_packed_as_the_kernels_read_it():
 
 def test_dropout_keys_are_the_reference_draws_and_the_kernels_hash_its_bits():
     """The keys advance the Dropout's call counter as the reference's two-part draw does, and
-    the kernels' per-example hash of those keys (flash_relative_attention.py, written out below) gives dropout_masks.hashed_bits' bits."""
+    the kernels' per-example hash of those keys (flash_relative_attention.py, written out
+    below) gives dropout_masks.hashed_bits' bits."""
     batch, heads, rows, keys, split = 3, 2, 7, 5, 4
     layer = Dropout(0.1)
     layer.salt = 11
