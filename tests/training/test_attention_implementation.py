@@ -21,7 +21,7 @@ from benchmarks.tools.synthetic_data import SyntheticPretrainData, synthetic_pre
 SEQ, LAYERS = 16, 2
 
 
-def _trainer(tmp_path, target, dropatt=0.0, implementation="auto"):
+def _trainer(tmp_path, target, dropatt=0.0, implementation="auto", jit_compile=True):
     """A tiny pretraining Trainer whose step is traced for `target`."""
     shape = DataShape(seq_len=SEQ, reuse_len=SEQ // 2, num_predict=4, bi_data=True)
 
@@ -35,7 +35,7 @@ def _trainer(tmp_path, target, dropatt=0.0, implementation="auto"):
     config = PretrainConfig.flat(
         model_dir=str(tmp_path / f"run-{target}-{dropatt}-{implementation}"),
         data_dir=("synthetic",), model_config="tiny", train_batch_size=4, train_steps=1,
-        mem_len=SEQ // 2, jit_compile=True, precision="mixed_bfloat16", dropout=0.1,
+        mem_len=SEQ // 2, jit_compile=jit_compile, precision="mixed_bfloat16", dropout=0.1,
         dropatt=dropatt, attention_implementation=implementation, peak_tflops=1.0)
     return Trainer(PretrainTask(config, architecture=model,
                                 data=SyntheticPretrainData(shape, 200, dataset_fn)),
@@ -79,3 +79,24 @@ def test_an_xla_that_rejects_the_triton_kernels_is_one_line_naming_the_flag(tmp_
                        r"kernels when it compiled the step; run with "
                        r"--attention_implementation=reference \(XLA said: .*triton"):
         trainer.train()
+
+
+@pytest.mark.parametrize("target,jit_compile,said", [
+    ("cpu", True, "--attention_implementation=triton runs only in a step traced for a GPU, "
+                  "and this machine's step is traced for a CPU; use "
+                  "--attention_implementation=auto (or reference)."),
+    ("gpu", False, "--attention_implementation=triton cannot run here: the step is not "
+                   "compiled by XLA (--jit_compile); use --attention_implementation=auto (or "
+                   "reference)."),
+])
+def test_a_forced_implementation_that_cannot_run_is_one_line(tmp_path, target, jit_compile,
+                                                            said):
+    """Before anything is written on a machine that is no GPU; else when the first loop
+    traces the step, the attention op's own line out of Keras' and AutoGraph's wrappers."""
+    pytest.importorskip("triton")
+    trainer = _trainer(tmp_path, target, implementation="triton", jit_compile=jit_compile)
+    with pytest.raises(RunConfigError) as raised:
+        trainer.train()
+    assert str(raised.value) == said
+    if target == "cpu":  # refused before the run directory was made
+        assert not (tmp_path / "run-cpu-0.0-triton").exists()

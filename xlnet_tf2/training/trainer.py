@@ -21,6 +21,8 @@ from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
+from xlnet_tf2.layers.kernels.attention import (GPU_ONLY_IMPLEMENTATIONS,
+                                                attention_implementation_error_line)
 from xlnet_tf2.layers.step_plan import StepPlan
 from xlnet_tf2.training import checkpointing, distribution, preemption, run_record
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
@@ -485,6 +487,11 @@ class Trainer:
 
     def _train(self) -> TrainResult:
         cfg = self.loop_config
+        if self.plan.attention in GPU_ONLY_IMPLEMENTATIONS and self.plan.device != "gpu":
+            raise RunConfigError(
+                f"--attention_implementation={self.plan.attention} runs only in a step traced "
+                f"for a GPU, and this machine's step is traced for a {self.plan.device.upper()}; "
+                "use --attention_implementation=auto (or reference).")
         if self.is_chief:
             run_record.clean_stale_files(cfg.model_dir)
         restored = self.restore()
@@ -559,6 +566,14 @@ class Trainer:
                     if translated is None:
                         raise
                     raise translated from e
+                except Exception as e:  # noqa: BLE001 - only the attention's own error is read
+                    # A forced implementation that cannot run (kernels/attention.py) raises
+                    # while the first loop traces the step, inside Keras' and AutoGraph's
+                    # wrappers: its line, alone.
+                    line = attention_implementation_error_line(e)
+                    if line is None or step != start_step:
+                        raise
+                    raise RunConfigError(line) from e
                 elapsed = time.perf_counter() - t0
                 records = self._step_records(step, stats)
                 loops.append({"first_step": step + 1, "steps": len(records), "seconds": elapsed,

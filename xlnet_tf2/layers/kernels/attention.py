@@ -22,6 +22,7 @@ before their shift and the segment ids, not an assembled bias: relative_attentio
 
 from __future__ import annotations
 
+import re
 from typing import Optional, Sequence
 
 import tensorflow as tf
@@ -30,8 +31,26 @@ from xlnet_tf2.layers.kernels import cudnn, reference, triton_attention
 from xlnet_tf2.layers.step_plan import StepPlan
 
 
+# The implementations that run only inside an XLA program traced for a GPU.
+GPU_ONLY_IMPLEMENTATIONS = ("cudnn", "triton")
+_FORCED_LINE = re.compile(r"--attention_implementation=\w+ cannot run here: [^\n\x1b]*")
+
+
 class AttentionImplementationError(ValueError):
     """--attention_implementation=cudnn or triton where that implementation cannot run."""
+
+
+def attention_implementation_error_line(error: BaseException) -> Optional[str]:
+    """The one line of an AttentionImplementationError raised while a step was traced, found
+    in `error` or what it was raised from (Keras and AutoGraph re-raise it as their own
+    exceptions with the line inside their text); None for any other error."""
+    seen = 0
+    while error is not None and seen < 8:
+        match = _FORCED_LINE.search(str(error))
+        if match:
+            return match.group(0).strip()
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return None
 
 
 def chosen_implementation(queries: tf.Tensor, keys: tf.Tensor, *, dropout, training,
