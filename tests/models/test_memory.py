@@ -100,9 +100,9 @@ def test_generation_memory_is_a_right_aligned_window():
     hidden = [tf.fill([2, 4, 4], float(i + 1)) + tf.range(4, dtype=tf.float32)[None, :, None]
               for i in range(2)]
     mask = tf.constant([[1, 1, 1], [0, 1, 1]])
-    window, window_mask = memory.prompt_memory(hidden, mask, slots=4)
+    window, window_mask = memory.prompt_memory(hidden, mask, memory_len=4)
     assert [w.shape for w in window] == [(2, 4, 4)] * 2
-    np.testing.assert_array_equal(window[1].numpy()[0, :, 0], [0, 0, 2, 3])  # 2 empty slots
+    np.testing.assert_array_equal(window[1].numpy()[0, :, 0], [0, 0, 2, 3])  # 2 empty entries
     np.testing.assert_array_equal(window_mask, [[0, 0, 1, 1], [0, 0, 0, 1]])
     step = [tf.fill([2, 3, 4], 9.0)] * 2
     window, window_mask = memory.push_memory(window, window_mask, step)

@@ -88,7 +88,7 @@ class _Settings:
     use_cache: bool = True
     output_scores: bool = False
     streaming: bool = False
-    n_slots: int = 8            # the bucket of max_new_tokens: buffer sizes
+    new_tokens_room: int = 8    # max_new_tokens bucketed: the buffers' room for new tokens
 
 
 def bucket_length(n: int) -> int:
@@ -170,9 +170,10 @@ def _batch_size(input_ids):
     return input_ids.shape[0] if input_ids.shape[0] is not None else tf.shape(input_ids)[0]
 
 
-def _prefill(model, input_ids, attention_mask, slots: int):
-    """Logits [B, V] after the prompt, and the memory: a right-aligned buffer of `slots`
-    entries per layer ([B, slots, D]) holding the prompt but its last token, and its mask."""
+def _prefill(model, input_ids, attention_mask, memory_len: int):
+    """Logits [B, V] after the prompt, and the memory: a right-aligned buffer of `memory_len`
+    entries per layer ([B, memory_len, D]) holding the prompt but its last token, and its
+    mask."""
     c = model.config
     batch, p_len = _batch_size(input_ids), input_ids.shape[1]
     dummy = tf.fill([batch, 1], DUMMY_ID)
@@ -182,13 +183,13 @@ def _prefill(model, input_ids, attention_mask, slots: int):
                  "perm_mask": hide, "target_mapping": target},
                 training=False, output_hidden_states=True)
     memory, memory_mask = mem.prompt_memory(out["hidden_states"][:c.n_layer], attention_mask,
-                                            slots)
+                                            memory_len)
     return out["logits"][:, 0], memory, memory_mask
 
 
 def _advance(model, previous, newest, memory, memory_mask):
     """One three-position step: the logits after `newest`; `previous` (settled now that it
-    has seen `newest`) joins the memory, the oldest slot leaves."""
+    has seen `newest`) joins the memory, the oldest entry leaves."""
     batch = _batch_size(previous)
     hide, target = _predict_last(batch, 3)
     out = model({"input_ids": tf.stack([previous, newest, tf.fill([batch], DUMMY_ID)], 1),
@@ -210,8 +211,8 @@ class _Picker:
         batch = _batch_size(input_ids)
         seen = (_seen_in_prompt(input_ids, attention_mask, self.vocab)
                 if self.s.repetition_penalty != 1.0 else tf.zeros([batch, 0], tf.bool))
-        tokens = tf.fill([self.s.n_slots, batch], self.s.pad_token_id)
-        scores = tf.zeros([self.s.n_slots if self.s.output_scores else 0, batch, self.vocab])
+        tokens = tf.fill([self.s.new_tokens_room, batch], self.s.pad_token_id)
+        scores = tf.zeros([self.s.new_tokens_room if self.s.output_scores else 0, batch, self.vocab])
         return seen, tf.zeros([batch], tf.bool), tokens, scores
 
     def __call__(self, k, logits, seen, finished, tokens, scores):
@@ -234,8 +235,8 @@ class _Picker:
 def _cached_loop(model, input_ids, attention_mask, seed, n_new, s: _Settings):
     """Prefill, then one three-position step per new token (see the module doc)."""
     pick = _Picker(s, seed, model.config.n_token)
-    slots = input_ids.shape[1] + s.n_slots - 3    # the most memory a step reads
-    logits, memory, memory_mask = _prefill(model, input_ids, attention_mask, slots)
+    memory_len = input_ids.shape[1] + s.new_tokens_room - 3    # the most memory a step reads
+    logits, memory, memory_mask = _prefill(model, input_ids, attention_mask, memory_len)
     seen, finished, tokens, scores = pick.initial(input_ids, attention_mask)
 
     def step(k, logits, last, memory, memory_mask, seen, finished, tokens, scores):
@@ -258,12 +259,12 @@ def _full_sequence_loop(model, input_ids, attention_mask, seed, n_new, s: _Setti
     (module doc); static shapes [B, p_len + n_max] with unused positions hidden."""
     pick = _Picker(s, seed, model.config.n_token)
     batch, p_len = _batch_size(input_ids), input_ids.shape[1]
-    total = p_len + s.n_slots
+    total = p_len + s.new_tokens_room
     i = tf.range(total)[:, None]
     j = tf.range(total)[None, :]
     pattern = tf.where(i < p_len - 1, j >= p_len, j > i + 1)  # [total, total]: True = hidden
-    ids = tf.concat([input_ids, tf.fill([batch, s.n_slots], DUMMY_ID)], 1)
-    mask = tf.concat([tf.cast(attention_mask, tf.int32), tf.ones([batch, s.n_slots], tf.int32)],
+    ids = tf.concat([input_ids, tf.fill([batch, s.new_tokens_room], DUMMY_ID)], 1)
+    mask = tf.concat([tf.cast(attention_mask, tf.int32), tf.ones([batch, s.new_tokens_room], tf.int32)],
                      1)
     seen, finished, tokens, scores = pick.initial(input_ids, attention_mask)
 
@@ -287,7 +288,7 @@ def _full_sequence_loop(model, input_ids, attention_mask, seed, n_new, s: _Setti
 def _beam_loop(model, input_ids, attention_mask, n_new, s: _Settings):
     """HF's beam search (module doc) on the memory cache. Returns the finished hypotheses
     (tokens [B, beams, n_max], scores [B, beams], lengths [B, beams]), best first."""
-    beams, vocab, n = s.num_beams, model.config.n_token, s.n_slots
+    beams, vocab, n = s.num_beams, model.config.n_token, s.new_tokens_room
     batch = _batch_size(input_ids)
     keep = max(2, 1 + len(s.eos_ids)) * beams   # continuations kept per step
     fill = (s.pad_token_id or s.eos_ids[0]) if s.eos_ids else -1   # HF's output_fill_value

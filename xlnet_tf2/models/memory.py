@@ -3,8 +3,11 @@ computing the next one from a layer's input, resetting it where a stream starts,
 it across steps, loops and restarts as host variables saved per worker (`MemoryState`).
 
 Letters (docs/GLOSSARY.md): B rows per replica, M mem_len, D d_model, R reuse_len, L seq_len.
-Memories are batch-major, n_layer x [B, M, D]; M is the model's `XLNetConfig.mem_len` and
-nothing else (docs/SEMANTICS.md#memory).
+Memories are batch-major, n_layer x [B, M, D]. In training and evaluation M is the model's
+`XLNetConfig.mem_len` (docs/SEMANTICS.md#memory); generation's memory is a buffer sized from
+the prompt and the new tokens (`prompt_memory`'s `memory_len`), whatever mem_len says. A
+"slot" is a training row's place in the data schedule (`MemoryState`, data/batch_layout.py),
+nothing of generation's buffer.
 """
 
 from __future__ import annotations
@@ -60,16 +63,17 @@ def reset_at_stream_start(mems: Sequence[tf.Tensor], chunk_index: tf.Tensor) -> 
 
 
 # ---------------------------------------------------------------------------- generation
-def prompt_memory(hidden_states: Sequence[tf.Tensor], attention_mask: tf.Tensor, slots: int):
-    """Generation's memory after the prompt: a right-aligned buffer of `slots` entries per
+def prompt_memory(hidden_states: Sequence[tf.Tensor], attention_mask: tf.Tensor,
+                  memory_len: int):
+    """Generation's memory after the prompt: a right-aligned buffer of `memory_len` entries per
     layer holding each layer's input of the prompt but its last token, and its mask.
 
     hidden_states: n_layer x [B, P + 1, D], the layers' inputs of [prompt, dummy];
-    attention_mask: [B, P], 1 = real prompt token. Returns (n_layer x [B, slots, D],
-    int32 [B, slots]: 1 = a real entry, 0 = an empty slot or prompt padding)."""
+    attention_mask: [B, P], 1 = real prompt token. Returns (n_layer x [B, memory_len, D],
+    int32 [B, memory_len]: 1 = a real entry, 0 = an empty entry or prompt padding)."""
     p_len = attention_mask.shape[1]
     batch = _rows(hidden_states[0])
-    empty = slots - (p_len - 1)
+    empty = memory_len - (p_len - 1)
     memory = [tf.concat([tf.zeros([batch, empty, h.shape[-1]], h.dtype), h[:, :p_len - 1]], 1)
               for h in hidden_states]
     memory_mask = tf.concat([tf.zeros([batch, empty], tf.int32),
@@ -80,7 +84,7 @@ def prompt_memory(hidden_states: Sequence[tf.Tensor], attention_mask: tf.Tensor,
 def push_memory(memory: Sequence[tf.Tensor], memory_mask: tf.Tensor,
                 hidden_states: Sequence[tf.Tensor]):
     """One generation step's memory: the first position of `hidden_states` (n_layer x
-    [B, 3, D], the token settled in this step) joins each layer's buffer, the oldest slot
+    [B, 3, D], the token settled in this step) joins each layer's buffer, the oldest entry
     leaves. Returns (memory, memory_mask) of the same shapes as given."""
     batch = _rows(memory_mask)
     memory = [tf.concat([m[:, 1:], h[:, :1]], 1) for m, h in zip(memory, hidden_states)]
