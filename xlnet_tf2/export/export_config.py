@@ -14,12 +14,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from xlnet_tf2 import task_registry
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
                                     check_positive, section, setting, setting_like)
 from xlnet_tf2.training.run_config import DistributionConfig, LoopConfig
 
-EXPORT_TASKS = ("classification", "regression", "race", "squad", "token_classification",
-                "features")
+# What xlnet-export computes: a declared task's head (task_registry.py), or "features" of the
+# backbone.
+EXPORT_TASKS = task_registry.names() + ("features",)
 FEATURE_FORMATS = (".npz", ".jsonl")
 MIN_SEQ_LEN = 3  # a text's features need one token besides <sep> and <cls>
 

@@ -25,24 +25,17 @@ from xlnet_tf2.conversion.convert import TaskOptions, fill, read_foreign
 from xlnet_tf2.conversion.convert_config import SOURCES, TARGETS
 from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES, save_huggingface
 from xlnet_tf2.models import pretrained, saving
+from xlnet_tf2.models.head_model import head_model_class
 from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
-from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
-from xlnet_tf2.models.xlnet_multiple_choice import MultipleChoiceModel
-from xlnet_tf2.models.xlnet_question_answerer import SquadModel
-from xlnet_tf2.models.xlnet_token_classifier import TASK as TOKEN_TASK, TokenClassifier
-
-# The model class of each task a task.json (or xlnet-convert's --task) names.
-MODEL_CLASSES = {"classification": SequenceClassifier, "regression": SequenceClassifier,
-                 "race": MultipleChoiceModel, "squad": SquadModel,
-                 TOKEN_TASK: TokenClassifier}
 
 
 def build_task_model(config, settings: dict, head_dropout: float = 0.1):
-    """The task model task.json `settings` describe, built (weights fresh)."""
+    """The task model task.json `settings` describe, built (weights fresh): the class its
+    task's declaration names (task_registry.py, head_model.head_model_class)."""
     task = settings.get("task")
-    if task not in MODEL_CLASSES:
+    if task not in run_dir.TASKS:
         raise ValueError(f"task.json: task must be one of {run_dir.TASKS}, got {task!r}.")
-    return MODEL_CLASSES[task].from_settings(config, settings, head_dropout)
+    return head_model_class(task).from_settings(config, settings, head_dropout)
 
 
 def load_task_directory(directory: str, which: str = "best", head_dropout: float = 0.1,

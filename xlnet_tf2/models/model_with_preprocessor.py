@@ -25,6 +25,7 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
+from xlnet_tf2 import task_registry
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.conversion.to_huggingface import save_huggingface
 from xlnet_tf2.models import pretrained, saving
@@ -61,16 +62,30 @@ def head_setting(name: str, held_as: str = "") -> property:
 
 
 class ModelWithPreprocessor(keras.Model):
-    """Subclasses set TASK (one of saving.TASKS) and CONFIG_KEYS, build `task_model` in
-    their constructor (then call `_finish_init`), define `from_task_settings` and
-    `make_preprocessor` (models/pretrained.py's load_preset_model), and may override
-    `main_output`, `task_settings`, `default_loss`, `default_metrics` and `prepare_labels`."""
+    """A subclass is named by its task's declaration (xlnet_tf2/task_registry.py's
+    `keras_hub_model`), which sets its `TASK` when the class is defined; it sets CONFIG_KEYS,
+    builds `task_model` in its constructor (then calls `_finish_init`), defines
+    `from_task_settings` and `make_preprocessor` (models/pretrained.py's load_preset_model),
+    and may override `main_output`, `task_settings`, `default_loss`, `default_metrics` and
+    `prepare_labels`."""
 
+    # The task whose declaration names this class (set by __init_subclass__).
     TASK: str = ""
     # Constructor arguments get_config echoes, besides config; those of the head are
     # `head_setting`s, read from the task model.
     CONFIG_KEYS: tuple = ()
     presets = pretrained.ClassProperty(pretrained.presets)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        path = f"{cls.__module__}.{cls.__qualname__}"
+        tasks = tuple(d.name for d in task_registry.declared_tasks()
+                      if d.keras_hub_model == path)
+        if len(tasks) > 1:
+            raise ValueError(f"{path} is the keras_hub_model of several tasks {tasks}; one "
+                             "keras-hub-style class serves one task.")
+        if tasks:
+            cls.TASK = tasks[0]
 
     def __init__(self, task_model, preprocessor=None, **kwargs):
         # "xlnet_classifier", not Keras' "xl_net_classifier".
@@ -228,8 +243,7 @@ class ModelWithPreprocessor(keras.Model):
         settings = {"task": self.TASK, "layout": "cls_last"}
         if self.preprocessor is not None:
             settings.update(seq_len=self.preprocessor.seq_len, lower=self.preprocessor.lower)
-            if hasattr(self.preprocessor, "layout") and self.TASK in ("classification",
-                                                                      "regression"):
+            if hasattr(self.preprocessor, "layout"):  # the text tasks' is chosen
                 settings["layout"] = self.preprocessor.layout
         return settings
 

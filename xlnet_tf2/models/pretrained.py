@@ -30,10 +30,9 @@ import logging
 import os
 from typing import Callable, Dict, Optional
 
-from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2 import fileio, run_dir, task_registry
 from xlnet_tf2.config import RUNTIME_KEYS, XLNetConfig
 from xlnet_tf2.conversion.convert import TaskOptions, fill, huggingface_task, read_foreign
-from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN
 from xlnet_tf2.conversion.to_huggingface import save_huggingface
 from xlnet_tf2.locate import ORIGINAL_PREFIX, PRETRAINED, PretrainedNotFoundError, resolve
 from xlnet_tf2.models import saving
@@ -304,8 +303,8 @@ def load_preset_model(cls, preset: str, *, seq_len=None, preprocessor="auto",
         backbone with a new head, built from the constructor's arguments (e.g. num_classes).
 
     kwargs: the class's constructor arguments; `seq_len` for the preprocessor (task
-    directories know theirs; default DEFAULT_SEQ_LEN of the task); `preprocessor` to use
-    instead of the one built from the preset's spiece.model (None: token dicts only);
+    directories know theirs; default the task's declared default_seq_len); `preprocessor` to
+    use instead of the one built from the preset's spiece.model (None: token dicts only);
     `load_weights=False` for the architecture with fresh weights (release names need nothing
     on disk); run-time settings (dropout, dropatt, ...); cache_dir / revision /
     local_files_only for the hub."""
@@ -334,7 +333,8 @@ def load_preset_model(cls, preset: str, *, seq_len=None, preprocessor="auto",
                           foreign.settings)
             fill(model.task_model, foreign, _log)
             return model
-    settings = {"seq_len": seq_len or DEFAULT_SEQ_LEN[cls.TASK], **kwargs}
+    settings = {"seq_len": seq_len or task_registry.declared(cls.TASK).default_seq_len,
+                **kwargs}
     source = _Source(resolved, runtime) if load_weights else None
     config = source.config if load_weights else _architecture(preset, runtime)
     model = cls(config, preprocessor=_preprocessor(cls, preprocessor, spm, settings, preset),
