@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 import tensorflow as tf
 
@@ -17,7 +17,7 @@ from xlnet_tf2.export import feature_extraction
 from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
 from xlnet_tf2.models.xlnet_model import check_token_ids
 from xlnet_tf2.tokenizers.packing import LAYOUTS
-from xlnet_tf2.tasks.finetuned_model import load_task_model
+from xlnet_tf2.tasks.finetuned_model import FeatureSpec, load_task_model
 from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
 from xlnet_tf2.export import serving_tasks
@@ -67,7 +67,9 @@ class ServingModule(tf.Module):
                       prediction (xlnet_tf2.tasks.squad); see serving_tasks.squad_signatures
     """
 
-    def __init__(self, task: str, model, spec: HeadSpec, spm_model: str):
+    def __init__(self, task: str, model, spec: Union[HeadSpec, FeatureSpec], spm_model: str):
+        """`model`: the task model, or for task "features" the backbone (XLNetModel); `spec`:
+        its task.json (HeadSpec), or the features' FeatureSpec."""
         super().__init__(name="xlnet_serving")
         if task not in EXPORT_TASKS:
             raise ValueError(f"--task must be one of {EXPORT_TASKS}, got {task!r}.")

@@ -136,8 +136,12 @@ class HeadModel(KeywordInputs, keras.Model):
     # ------------------------------------------------------------------ task.json
     @classmethod
     def from_settings(cls, config, settings: dict, head_dropout: float = 0.1):
-        """The model task.json `settings` describe, its weights built (fresh)."""
-        raise NotImplementedError
+        """The model task.json `settings` describe, its weights built (fresh). On HeadModel
+        itself: a model of the class its task's declaration names (head_model_class)."""
+        if cls is not HeadModel:
+            raise NotImplementedError(f"{cls.__name__} does not say how task.json builds it.")
+        return head_model_class(settings.get("task")).from_settings(config, settings,
+                                                                    head_dropout)
 
     def task_settings(self, label_list=None, seq_len: Optional[int] = None) -> dict:
         """task.json of this model (saving.py's task directory format): `seq_len` default
@@ -174,17 +178,19 @@ class HeadModel(KeywordInputs, keras.Model):
     # ------------------------------------------------------------------ HuggingFace's names
     @classmethod
     def from_pretrained(cls, name_or_dir: str, **kwargs):
-        """A task model of this class from `name_or_dir` (models/pretrained.py's
-        `load_head_model`):
+        """A task model of this class from `name_or_dir` (models/pretrained.py's `load`, the
+        one loader):
           - our task directory (task.json: a fine-tuning run, a converted fine-tuned
-            checkpoint, `save_pretrained` output) of this class's task, with its head;
+            checkpoint, `save_pretrained` output) of this class's task, with its head (its
+            `which` checkpoint: "best", the default, or "latest"); on HeadModel itself, a task
+            directory of any task, as the model class its task declares;
           - transformers' directory (or hub id) of the matching XLNetFor... class, with its
             head;
           - any other model directory, hub id or release name: its backbone with a new head
             from the constructor's arguments in `kwargs` (num_outputs=..., ...).
-        Also takes load_weights, cache_dir, revision, local_files_only and run-time settings
-        (dropout=..., ...)."""
-        return pretrained.load_head_model(cls, name_or_dir, **kwargs)
+        Also takes load_weights, cache_dir, revision, local_files_only, run-time settings
+        (dropout=..., ...) and head_dropout."""
+        return pretrained.load(cls, name_or_dir, **kwargs)
 
     def save_pretrained(self, output_dir: str, spm_model: Optional[str] = None, *,
                         format: str = "xlnet_tf2", label_list=None,  # noqa: A002 - HF's

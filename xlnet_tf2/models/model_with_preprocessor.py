@@ -13,7 +13,7 @@ token dicts out) and the task's default loss and metrics:
 - `call` returns the task's main output alone (logits, scores), so `compile(metrics=[...])`
   applies to it; `compile()` with no arguments (done at construction) picks the task's
   loss, metrics and Adam(5e-5).
-- `from_preset(preset)` (models/pretrained.py's load_preset_model) and `save_to_preset(dir)`;
+- `from_preset(preset)` (models/pretrained.py's `load`) and `save_to_preset(dir)`;
   `.keras` files carry the SentencePiece model (XLNetPreprocessor.save_assets) and load after
   `import xlnet_tf2`.
 """
@@ -282,8 +282,9 @@ class ModelWithPreprocessor(keras.Model):
         """keras-hub's constructor: a task directory (ours, or a HuggingFace one of the
         matching class, converted with its head) gives the fine-tuned task; any backbone
         preset (XLNetLMHeadModel.presets names, hub ids, LM directories) gives a fresh head
-        on its weights. See models/pretrained.py's load_preset_model for the arguments."""
-        return pretrained.load_preset_model(cls, preset, **kwargs)
+        on its weights. models/pretrained.py's `load`, the one loader (its load_preset_model
+        says the arguments)."""
+        return pretrained.load(cls, preset, **kwargs)
 
 
 def _snake(name: str) -> str:
