@@ -1,6 +1,8 @@
 """The claims of docs/ARCHITECTURE.md that code can check: the Task protocol it lists is the one
-training/task.py defines, every module it names exists, and every file the library writes
-goes through xlnet_tf2/fileio.py (an AST scan for direct writes)."""
+training/task.py defines, every module it names exists, every file the library writes goes
+through xlnet_tf2/fileio.py (an AST scan for direct writes), the tasks are declared once
+(xlnet_tf2/task_registry.py: no other table of them, every derived view holds each) and every
+loader goes down one path (models/pretrained.py's `load`)."""
 
 import ast
 import os
@@ -273,3 +275,36 @@ def test_every_view_of_the_registry_holds_every_declared_task():
         assert d.command in scripts, (d.name, d.command)
         spec = HeadSpec(task=d.name, seq_len=d.default_seq_len)
         assert spec.task == d.name
+
+
+def test_every_loader_goes_down_one_path(monkeypatch):
+    """docs/ARCHITECTURE.md's floor 4: every class's from_pretrained / from_preset is, or
+    calls, models/pretrained.py's `load` with the class itself, and the commands' loader of a
+    trained model_dir (tasks/finetuned_model.py) goes through the classes' from_pretrained."""
+    import importlib
+
+    import xlnet_tf2
+    from xlnet_tf2 import task_registry
+    from xlnet_tf2.models import pretrained
+    from xlnet_tf2.models.head_model import HeadModel, head_model_class
+    from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
+    from xlnet_tf2.models.xlnet_model import XLNetModel
+    from xlnet_tf2.tasks import finetuned_model
+
+    assert XLNetLMHeadModel.from_pretrained.__func__ is pretrained.load
+    assert xlnet_tf2.from_pretrained.__func__ is pretrained.load
+    calls = []
+    monkeypatch.setattr(pretrained, "load",
+                        lambda cls, name, **kwargs: calls.append((cls, name)) or cls)
+    keras_hub = [getattr(importlib.import_module(module), name) for module, _, name in
+                 (d.keras_hub_model.rpartition(".") for d in task_registry.declared_tasks())]
+    classes = [XLNetModel, HeadModel] + [head_model_class(n) for n in task_registry.names()]
+    for cls in classes:
+        assert cls.from_pretrained("dir") is cls
+    for cls in [XLNetModel, XLNetLMHeadModel] + keras_hub:
+        assert cls.from_preset("dir") is cls
+    assert calls == [(cls, "dir") for cls in classes + [XLNetModel, XLNetLMHeadModel]
+                     + keras_hub]
+    source = open(finetuned_model.__file__, encoding="utf-8").read()
+    assert "XLNetModel.from_pretrained(" in source and "HeadModel.from_pretrained(" in source
+    assert "SequenceClassifier" not in source and "restore_" not in source
