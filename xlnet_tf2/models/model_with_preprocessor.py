@@ -65,7 +65,7 @@ class ModelWithPreprocessor(keras.Model):
     """A subclass is named by its task's declaration (xlnet_tf2/task_registry.py's
     `keras_hub_model`), which sets its `TASK` when the class is defined; it sets CONFIG_KEYS,
     builds `task_model` in its constructor (then calls `_finish_init`), defines
-    `from_task_settings` and `make_preprocessor` (models/pretrained.py's load_preset_model),
+    `from_task_settings` and `make_preprocessor` (models/pretrained.py's _load_preset_model),
     and may override `main_output`, `task_settings`, `default_loss`, `default_metrics` and
     `prepare_labels`."""
 
@@ -282,7 +282,7 @@ class ModelWithPreprocessor(keras.Model):
         """keras-hub's constructor: a task directory (ours, or a HuggingFace one of the
         matching class, converted with its head) gives the fine-tuned task; any backbone
         preset (XLNetLMHeadModel.presets names, hub ids, LM directories) gives a fresh head
-        on its weights. models/pretrained.py's `load`, the one loader (its load_preset_model
+        on its weights. models/pretrained.py's `load`, the one loader (its _load_preset_model
         says the arguments)."""
         return pretrained.load(cls, preset, **kwargs)
 

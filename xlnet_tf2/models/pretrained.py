@@ -152,10 +152,10 @@ def load(cls, name_or_dir: str, *, load_weights: bool = True, which: str = "best
                                         its head; transformers' directory of the matching
                                         XLNetFor... class with its head; any other model's
                                         backbone with a new head from `cls`'s constructor
-                                        arguments in `kwargs` (`load_head_model`)
+                                        arguments in `kwargs` (`_load_head_model`)
       HeadModel itself                  our task directory of any task, as the class its
                                         task.json's task declares (HeadModel.from_settings)
-      a ModelWithPreprocessor subclass  the keras-hub-style model (`load_preset_model`)
+      a ModelWithPreprocessor subclass  the keras-hub-style model (`_load_preset_model`)
 
     Args:
       load_weights: False builds the architecture of a release name or of a directory's
@@ -171,9 +171,9 @@ def load(cls, name_or_dir: str, *, load_weights: bool = True, which: str = "best
         raise ValueError(f"which must be 'best' or 'latest', got {which!r}.")
     hub = {"cache_dir": cache_dir, "revision": revision, "local_files_only": local_files_only}
     if hasattr(cls, "from_task_settings"):
-        return load_preset_model(cls, name_or_dir, load_weights, which, hub, **kwargs)
+        return _load_preset_model(cls, name_or_dir, load_weights, which, hub, **kwargs)
     if hasattr(cls, "from_settings"):
-        return load_head_model(cls, name_or_dir, load_weights, which, hub, kwargs)
+        return _load_head_model(cls, name_or_dir, load_weights, which, hub, kwargs)
     runtime = check_runtime(kwargs)
     if not load_weights:
         return _built(cls(_architecture(name_or_dir, runtime)))
@@ -231,8 +231,8 @@ def _built(model):
     return model
 
 
-def load_head_model(cls, name_or_dir: str, load_weights: bool, which: str, hub: dict,
-                    kwargs: dict):
+def _load_head_model(cls, name_or_dir: str, load_weights: bool, which: str, hub: dict,
+                     kwargs: dict):
     """`load` of a task model class (SequenceClassifier, MultipleChoiceModel, SquadModel,
     TokenClassifier, or HeadModel for any task directory):
       - our task directory (task.json) of one of `cls.KINDS` (HeadModel: any), with its head;
@@ -252,8 +252,8 @@ def load_head_model(cls, name_or_dir: str, load_weights: bool, which: str, hub: 
                                  f"task.json says; {sorted(extra)} apply to a new head only.")
             return cls.from_settings(config, settings, head_dropout)
 
-        return read_task_directory(build, resolved.directory, cls.KINDS or None,
-                                   cls.__name__, runtime, which)
+        return _read_task_directory(build, resolved.directory, cls.KINDS or None,
+                                    cls.__name__, runtime, which)
     if not cls.KINDS:
         raise ValueError(f"{name_or_dir} is not a task directory (no {run_dir.TASK_FILE}): "
                          f"{cls.__name__}.from_pretrained reads one of any task; a new head on "
@@ -280,9 +280,9 @@ def load_head_model(cls, name_or_dir: str, load_weights: bool, which: str, hub: 
     return model
 
 
-def read_task_directory(build: Callable, directory: str, kinds=None, reader: str = "",
-                        runtime: Optional[dict] = None, which: str = "best",
-                        head_model_of: Callable = lambda model: model):
+def _read_task_directory(build: Callable, directory: str, kinds=None, reader: str = "",
+                         runtime: Optional[dict] = None, which: str = "best",
+                         head_model_of: Callable = lambda model: model):
     """The model `build(config, settings)` makes of one of our task directories'
     xlnet_config.json (with `runtime`) and task.json, with the weights of its `which`
     checkpoint ("best", else "latest") read into its task model (`head_model_of(model)`).
@@ -298,8 +298,8 @@ def read_task_directory(build: Callable, directory: str, kinds=None, reader: str
     return model
 
 
-def load_preset_model(cls, preset: str, load_weights: bool, which: str, hub: dict, *,
-                      seq_len=None, preprocessor="auto", **kwargs):
+def _load_preset_model(cls, preset: str, load_weights: bool, which: str, hub: dict, *,
+                       seq_len=None, preprocessor="auto", **kwargs):
     """`load` of a model with a preprocessor (keras-hub's `from_preset` of XLNetClassifier,
     ...):
 
@@ -332,8 +332,8 @@ def load_preset_model(cls, preset: str, load_weights: bool, which: str, hub: dic
 
     if resolved is not None and load_weights:
         if fileio.exists(os.path.join(resolved.directory, run_dir.TASK_FILE)):
-            return read_task_directory(build, resolved.directory, (cls.TASK,), cls.__name__,
-                                       runtime, which, head_model_of=lambda m: m.task_model)
+            return _read_task_directory(build, resolved.directory, (cls.TASK,), cls.__name__,
+                                        runtime, which, head_model_of=lambda m: m.task_model)
         if resolved.kind == "huggingface" and huggingface_task(resolved.directory,
                                                                (cls.TASK,)):
             foreign = foreign_checkpoint(resolved.kind, resolved.directory, TaskOptions(
