@@ -100,3 +100,25 @@ def test_an_old_task_json_of_every_key_still_reads(tmp_path):
     (tmp_path / "task.json").write_text(json.dumps(old))
     spec = HeadSpec.read(str(tmp_path))
     assert dataclasses.asdict(spec) == old
+
+
+def test_headmodel_from_pretrained_reads_any_task_directory_and_only_one(tmp_path):
+    """HeadModel.from_pretrained builds the class task.json's task declares (the one loader,
+    models/pretrained.py's load); a directory without task.json is one line saying which
+    class makes a new head."""
+    from xlnet_tf2.config import XLNetConfig
+    from xlnet_tf2.models import HeadModel, MultipleChoiceModel, XLNetLMHeadModel
+
+    config = XLNetConfig.preset("tiny")
+    race = MultipleChoiceModel(config, num_choices=3).build_weights()
+    race.save_pretrained(str(tmp_path / "race"))
+    loaded = HeadModel.from_pretrained(str(tmp_path / "race"))
+    assert type(loaded) is MultipleChoiceModel and loaded.kind == "race"
+    assert loaded.num_choices == 3
+    lm = XLNetLMHeadModel(config)
+    lm.build()
+    lm.save_pretrained(str(tmp_path / "lm"))
+    with pytest.raises(ValueError, match=r"holds no task.json; a new head .* "
+                                         r"SequenceClassifier.from_pretrained") as error:
+        HeadModel.from_pretrained(str(tmp_path / "lm"))
+    assert "\n" not in str(error.value)

@@ -1,8 +1,8 @@
 """Serving signatures of the exports: the text tasks' (classification, regression and the
-backbone's features), multiple choice's (RACE) and SQuAD's; the other tasks' in their own
-modules (token_classification_serving.py). A task's declaration (xlnet_tf2/task_registry.py)
-names its builder (`serving`); a builder is marked `signature_builder`, and saved_model.py's
-`signatures_of` finds a task's by that name.
+backbone's features), multiple choice's (RACE) and SQuAD's; the other tasks' in modules of
+their own. A task's declaration (xlnet_tf2/task_registry.py) names its builder (`serving`);
+a builder is marked `signature_builder`, and saved_model.py's `signatures_of` finds a task's
+by that name.
 
 Letters (docs/GLOSSARY.md): B request rows, Q questions and C options of multiple choice, Wn
 windows of a SQuAD context, L seq_len.

@@ -5,8 +5,8 @@ xlnet_classifier.py (classification, regression), xlnet_multiple_choice.py (RACE
 xlnet_question_answerer.py (SQuAD), xlnet_token_classifier.py (token classification). Each
 is named by its task's declaration (xlnet_tf2/task_registry.py), and importing this package
 defines every class a declaration names. Loading and saving by directory, release name or hub id:
-pretrained.py (our format on disk: saving.py; task directories of any kind and xlnet-convert:
-directories.py)."""
+pretrained.py, whose `load` is every class's from_pretrained / from_preset (our format on disk:
+saving.py; xlnet-convert's directory job: directories.py)."""
 
 from xlnet_tf2.models.head_model import HeadModel
 from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel

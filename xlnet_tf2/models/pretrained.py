@@ -233,8 +233,8 @@ def _built(model):
 
 def _load_head_model(cls, name_or_dir: str, load_weights: bool, which: str, hub: dict,
                      kwargs: dict):
-    """`load` of a task model class (SequenceClassifier, MultipleChoiceModel, SquadModel,
-    TokenClassifier, or HeadModel for any task directory):
+    """`load` of a task model class (SequenceClassifier, MultipleChoiceModel, SquadModel, ...:
+    a class a task's declaration names; or HeadModel for any task directory):
       - our task directory (task.json) of one of `cls.KINDS` (HeadModel: any), with its head;
       - transformers' directory (or hub id) of the matching XLNetFor... class, with its head;
       - any other model directory, hub id or release name: its backbone with a new head from
@@ -255,10 +255,11 @@ def _load_head_model(cls, name_or_dir: str, load_weights: bool, which: str, hub:
         return _read_task_directory(build, resolved.directory, cls.KINDS or None,
                                     cls.__name__, runtime, which)
     if not cls.KINDS:
-        raise ValueError(f"{name_or_dir} is not a task directory (no {run_dir.TASK_FILE}): "
-                         f"{cls.__name__}.from_pretrained reads one of any task; a new head on "
-                         "a model's backbone needs the task model's class (e.g. "
-                         "SequenceClassifier.from_pretrained(name, num_outputs=2)).")
+        why = ("load_weights=False reads no task.json" if resolved is None
+               else f"{resolved.directory} holds no {run_dir.TASK_FILE}")
+        raise ValueError(f"{cls.__name__}.from_pretrained reads a task directory of any task "
+                         f"and {why}; a new head on a model's backbone needs the task model's "
+                         "class (e.g. SequenceClassifier.from_pretrained(name, num_outputs=2)).")
     if resolved is None:
         return cls(_architecture(name_or_dir, runtime), **kwargs).build_weights()
     task = (huggingface_task(resolved.directory, cls.KINDS)
