@@ -39,9 +39,10 @@ class ExportConfig:
     """Which model directory to export as a SavedModel for TF Serving, and where to."""
 
     model_dir: str = setting(
-        None, "A directory written by run_classifier.py, run_race.py or run_squad.py, or for "
-        "--task=features any model directory (pretraining run, fine-tuning run or converted "
-        "release).", required=True)
+        None, "A directory written by a fine-tuning command ("
+        f"{', '.join(sorted({d.command for d in task_registry.declared_tasks()}))}) or by "
+        "xlnet-convert --task, or for --task=features any model directory (pretraining run, "
+        "fine-tuning run or converted release).", required=True)
     task: str = setting(
         None, "What the exported model computes; must match the model_dir's task.json (except "
         "features).", choices=EXPORT_TASKS, required=True)
