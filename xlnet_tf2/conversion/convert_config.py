@@ -55,8 +55,8 @@ class ConvertConfig:
         choices=HEAD_TASKS)
     seq_len: Optional[int] = setting(
         None, "With --task: the sequence length the head was fine-tuned with (written to "
-        "task.json). Default: the original's max_seq_length for the task (128 for "
-        "classification and regression, 512 for squad and race).")
+        "task.json). Default: the task's declared default ("
+        f"{', '.join(f'{task} {n}' for task, n in DEFAULT_SEQ_LEN.items())}).")
     label_list: Optional[Tuple[str, ...]] = setting(
         None, "With --task=classification: the label names in id order, e.g. "
         "negative,positive. Default: the HuggingFace config's id2label, else 0,1,...")
