@@ -166,13 +166,6 @@ def task_settings() -> Tuple[TaskSetting, ...]:
     return tuple(seen.values())
 
 
-def tasks_of(dotted_name: str) -> Tuple[str, ...]:
-    """The tasks whose declaration names `dotted_name` as a class or function of theirs (its
-    head model, keras-hub-style model or signature builder)."""
-    return tuple(d.name for d in _DECLARED.values()
-                 if dotted_name in (d.head_model, d.keras_hub_model, d.serving))
-
-
 # ---------------------------------------------------------------------------- the tasks
 _PAIRED = TaskSetting("paired", bool, False, "the inputs are text pairs (a second text input)")
 
