@@ -11,7 +11,7 @@ declarations registered here:
                                    each model class's task(s) (`KINDS`, `kind`, `TASK`), read
                                    from the declaration that names the class
   export/export_config             EXPORT_TASKS (the declared tasks and "features")
-  export/serving_tasks             each task's SavedModel signatures (`serving`)
+  export/saved_model.signatures_of each task's SavedModel signatures (`serving`)
 
 This module is on the lowest floor, so every floor reads it; it names the classes of the
 floors above as strings and imports none of them. Each floor attaches its own part when its
