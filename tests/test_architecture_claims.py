@@ -1,6 +1,8 @@
 """The claims of docs/ARCHITECTURE.md that code can check: the Task protocol it lists is the one
-training/task.py defines, every module it names exists, and every file the library writes
-goes through xlnet_tf2/fileio.py (an AST scan for direct writes)."""
+training/task.py defines, every module it names exists, every file the library writes goes
+through xlnet_tf2/fileio.py (an AST scan for direct writes), the tasks are declared once
+(xlnet_tf2/task_registry.py: no other table of them, every derived view holds each) and every
+loader goes down one path (models/pretrained.py's `load`)."""
 
 import ast
 import os
@@ -169,21 +171,140 @@ def test_every_write_goes_through_fileio():
     assert offenders == [], "write through xlnet_tf2/fileio.py (or allow-list with a reason)"
 
 
-def test_every_task_is_in_every_table_of_the_tasks():
-    """Until one declaration feeds them, a task of task.json (run_dir.TASKS) must be told to
-    each table that maps tasks (docs/ARCHITECTURE.md, "Where a new fine-tuning task goes"):
-    a task missing from one fails here instead of at a user's load, conversion or export."""
-    from xlnet_tf2 import run_dir
-    from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN
-    from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES
-    from xlnet_tf2.export.export_config import EXPORT_TASKS
-    from xlnet_tf2.models.directories import MODEL_CLASSES
+# The one module that may list the tasks: their declarations.
+REGISTRY = "xlnet_tf2/task_registry.py"
 
-    tables = {"models/directories.MODEL_CLASSES": MODEL_CLASSES,
-              "conversion/to_huggingface.ARCHITECTURES": ARCHITECTURES,
-              "conversion/convert_config.DEFAULT_SEQ_LEN": DEFAULT_SEQ_LEN,
-              "export/export_config.EXPORT_TASKS": EXPORT_TASKS}
-    missing = {name: sorted(set(run_dir.TASKS) - set(table)) for name, table in tables.items()}
-    assert not any(missing.values()), missing
-    for task, model_class in MODEL_CLASSES.items():
-        assert task in model_class.KINDS, (task, model_class.__name__)
+
+def task_tables(source: str, path: str, task_names) -> list:
+    """(line, the tasks it names) of each literal tuple, list, set or dict of `source` that
+    names three or more of `task_names` as string constants (as keys, for a dict): a table of
+    the tasks written by hand. Two names (a class's pair of tasks, a flag's choices of one
+    command) are a task's own code, not a table."""
+    found = []
+    for node in ast.walk(ast.parse(source, filename=path)):
+        if isinstance(node, ast.Dict):
+            items = node.keys
+        elif isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            items = node.elts
+        else:
+            continue
+        named = {item.value for item in items if isinstance(item, ast.Constant)
+                 and isinstance(item.value, str) and item.value in task_names}
+        if len(named) >= 3:
+            found.append((node.lineno, sorted(named)))
+    return found
+
+
+def test_the_scan_finds_a_table_of_the_tasks():
+    names = ("classification", "regression", "race", "squad")
+    source = ('SEQ = {"classification": 128, "race": 512, "squad": 512}\n'
+              'CHOICES = ("classification", "regression")\n'
+              'def f(task):\n    return task in ["race", "squad", "regression"]\n')
+    assert task_tables(source, "x.py", names) == [
+        (1, ["classification", "race", "squad"]), (4, ["race", "regression", "squad"])]
+
+
+def test_no_table_of_the_tasks_outside_the_registry():
+    """Every table of the tasks derives from xlnet_tf2/task_registry.py: a new literal table
+    naming three or more declared tasks anywhere else in the package fails here."""
+    from xlnet_tf2 import task_registry
+
+    offenders = []
+    for dirpath, _, filenames in os.walk(PACKAGE):
+        for filename in sorted(filenames):
+            if not filename.endswith(".py"):
+                continue
+            path = os.path.join(dirpath, filename)
+            relative = os.path.relpath(path, REPO_ROOT).replace(os.sep, "/")
+            if relative == REGISTRY:
+                continue
+            with open(path, encoding="utf-8") as f:
+                source = f.read()
+            offenders += [f"{relative}:{line}: {named}"
+                          for line, named in task_tables(source, path, task_registry.names())]
+    assert offenders == [], ("a table of the tasks outside xlnet_tf2/task_registry.py: derive "
+                             "it from the declarations")
+
+
+def test_every_view_of_the_registry_holds_every_declared_task():
+    """Each table the declarations feed (task_registry.py's docstring) holds exactly the
+    declared tasks, with the declared values, and every class, function and command a
+    declaration names exists and serves its task."""
+    import dataclasses
+    import importlib
+    import tomllib
+
+    from xlnet_tf2 import run_dir, task_registry
+    from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN, HEAD_TASKS, ConvertConfig
+    from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES
+    from xlnet_tf2.export.saved_model import signatures_of
+    from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
+    from xlnet_tf2.models.head_model import head_model_class
+    from xlnet_tf2.tasks.finetuning import FinetuneTask
+    from xlnet_tf2.tasks.head_spec import HeadSpec
+
+    declarations = task_registry.declared_tasks()
+    names = tuple(d.name for d in declarations)
+    assert names == task_registry.names() and len(set(names)) == len(names) >= 5
+    assert run_dir.TASKS == names and HEAD_TASKS == names
+    assert EXPORT_TASKS == names + ("features",)
+    assert DEFAULT_SEQ_LEN == {d.name: d.default_seq_len for d in declarations}
+    assert {k: v for k, v in ARCHITECTURES.items() if k not in ("lm", "backbone")} == {
+        d.name: d.huggingface_architecture for d in declarations}
+    choices = {f.name: f.metadata.get("choices") for f in dataclasses.fields(ConvertConfig)}
+    assert tuple(choices["task"]) == names
+    export_choices = {f.name: f.metadata.get("choices") for f in dataclasses.fields(ExportConfig)}
+    assert tuple(export_choices["task"]) == EXPORT_TASKS
+    spec_keys = {f.name for f in dataclasses.fields(HeadSpec)}
+    assert spec_keys == set(task_registry.SHARED_SETTINGS) | {
+        s.name for d in declarations for s in d.settings}
+    with open(os.path.join(REPO_ROOT, "pyproject.toml"), "rb") as f:
+        scripts = tomllib.load(f)["project"]["scripts"]
+
+    def named(dotted):
+        module, _, attribute = dotted.rpartition(".")
+        return getattr(importlib.import_module(module), attribute)
+
+    for d in declarations:
+        head_model = head_model_class(d.name)
+        assert f"{head_model.__module__}.{head_model.__qualname__}" == d.head_model
+        assert d.name in head_model.KINDS, (d.name, head_model.KINDS)
+        assert named(d.keras_hub_model).TASK == d.name
+        assert issubclass(named(d.finetune_task), FinetuneTask), d.finetune_task
+        assert signatures_of(d.name) is named(d.serving)
+        assert d.command in scripts, (d.name, d.command)
+        spec = HeadSpec(task=d.name, seq_len=d.default_seq_len)
+        assert spec.task == d.name
+
+
+def test_every_loader_goes_down_one_path(monkeypatch):
+    """docs/ARCHITECTURE.md's floor 4: every class's from_pretrained / from_preset is, or
+    calls, models/pretrained.py's `load` with the class itself, and the commands' loader of a
+    trained model_dir (tasks/finetuned_model.py) goes through the classes' from_pretrained."""
+    import importlib
+
+    import xlnet_tf2
+    from xlnet_tf2 import task_registry
+    from xlnet_tf2.models import pretrained
+    from xlnet_tf2.models.head_model import HeadModel, head_model_class
+    from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
+    from xlnet_tf2.models.xlnet_model import XLNetModel
+    from xlnet_tf2.tasks import finetuned_model
+
+    assert XLNetLMHeadModel.from_pretrained.__func__ is pretrained.load
+    assert xlnet_tf2.from_pretrained.__func__ is pretrained.load
+    calls = []
+    monkeypatch.setattr(pretrained, "load",
+                        lambda cls, name, **kwargs: calls.append((cls, name)) or cls)
+    keras_hub = [getattr(importlib.import_module(module), name) for module, _, name in
+                 (d.keras_hub_model.rpartition(".") for d in task_registry.declared_tasks())]
+    classes = [XLNetModel, HeadModel] + [head_model_class(n) for n in task_registry.names()]
+    for cls in classes:
+        assert cls.from_pretrained("dir") is cls
+    for cls in [XLNetModel, XLNetLMHeadModel] + keras_hub:
+        assert cls.from_preset("dir") is cls
+    assert calls == [(cls, "dir") for cls in classes + [XLNetModel, XLNetLMHeadModel]
+                     + keras_hub]
+    source = open(finetuned_model.__file__, encoding="utf-8").read()
+    assert "XLNetModel.from_pretrained(" in source and "HeadModel.from_pretrained(" in source
+    assert "SequenceClassifier" not in source and "restore_" not in source

@@ -22,8 +22,9 @@ _LAZY = {
     "ConfigError": "xlnet_tf2.config",
     "XLNetConfig": "xlnet_tf2.config",
     "load_pretrained": "xlnet_tf2.models.lm_head_model",
-    "restore_weights": "xlnet_tf2.models.saving",
+    "restore_weights": "xlnet_tf2.models.pretrained",
     "save_pretrained": "xlnet_tf2.models.pretrained",
+    "HeadModel": "xlnet_tf2.models",
     "XLNetLMHeadModel": "xlnet_tf2.models",
     "XLNetModel": "xlnet_tf2.models",
     "XLNetTokenizer": "xlnet_tf2.tokenizers.xlnet_tokenizer",
@@ -39,7 +40,7 @@ _LAZY = {
     "generate": "xlnet_tf2.models.generation",
 }
 
-__all__ = ["ConfigError", "XLNetClassifier", "XLNetConfig", "XLNetLMHeadModel", "XLNetModel",
+__all__ = ["ConfigError", "HeadModel", "XLNetClassifier", "XLNetConfig", "XLNetLMHeadModel", "XLNetModel",
            "XLNetMultipleChoice", "XLNetMultipleChoicePreprocessor", "XLNetPreprocessor",
            "XLNetQuestionAnswerer", "XLNetQuestionAnsweringPreprocessor", "XLNetRegressor",
            "XLNetTokenizer", "__version__", "from_pretrained", "generate", "load_pretrained",

@@ -5,8 +5,9 @@ download.
     resolve("xlnet-base-cased")     -> the hub copy of a release name (cache, else download)
     resolve("owner/name")           -> the hub copy of a repository id
 
-Kinds (`KINDS`): "converted" (this project's layout: xlnet_config.json with model.ckpt.* or
-training checkpoints: a converted release, a pretraining or fine-tuning model_dir),
+Kinds (`KINDS`): "converted" (this project's layout: xlnet_config.json with model.ckpt.*,
+training checkpoints or task.json: a converted release, a pretraining or fine-tuning
+model_dir; a task directory's checkpoint is looked for when it is read),
 "huggingface" (config.json with model.safetensors or pytorch_model.bin), "original" (the
 zihangdai/xlnet release: xlnet_model.ckpt.*, xlnet_config.json, spiece.model).
 
@@ -72,7 +73,9 @@ def detect_kind(directory: str) -> Optional[str]:
     if has(run_dir.ARCH_FILE) and has(ORIGINAL_PREFIX + ".index"):
         return "original"
     if has(run_dir.ARCH_FILE) and (has(run_dir.SAVED_CHECKPOINT_PREFIX + ".index")
-                                       or run_dir.latest_checkpoint(directory)):
+                                       or has(run_dir.TASK_FILE)
+                                       or run_dir.latest_checkpoint(directory)
+                                       or run_dir.checkpoint_prefixes(directory)):
         return "converted"
     if has(HF_CONFIG) and any(has(w) for w in HF_WEIGHTS):
         return "huggingface"

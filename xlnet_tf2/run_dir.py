@@ -24,7 +24,7 @@ import os
 import re
 from typing import Optional
 
-from xlnet_tf2 import fileio
+from xlnet_tf2 import fileio, task_registry
 
 ARCH_FILE = "xlnet_config.json"
 SPM_FILE = "spiece.model"
@@ -33,8 +33,8 @@ SAVED_CHECKPOINT_PREFIX = "model.ckpt"
 TASK_FILE = "task.json"
 RUN_CONFIG_FILE = "run_config.json"
 # What a fine-tuned directory's task.json may say it is (tasks/head_spec.py, models/saving.py,
-# conversion's --task).
-TASKS = ("classification", "regression", "race", "squad", "token_classification")
+# conversion's --task): the declared tasks (task_registry.py).
+TASKS = task_registry.names()
 # A fine-tuning run's best evaluation: BEST_DIR/ckpt-N (a checkpoint directory with its own
 # `checkpoint` state file) and BEST_EVAL_FILE, whose "checkpoint" is "best/ckpt-N".
 BEST_DIR = "best"

@@ -45,7 +45,7 @@ def loads(directory: str, hf: bool = False):
                 assert json.load(f)["architectures"]
             assert os.path.exists(os.path.join(path, "model.safetensors"))
         else:
-            model = xlnet_tf2.load_pretrained(path)
+            model = xlnet_tf2.from_pretrained(path)
             assert model.config.n_layer == 2
         parent = os.path.dirname(path)
         assert not [n for n in os.listdir(parent) if n.startswith(f".{os.path.basename(path)}.")]

@@ -1,4 +1,4 @@
-"""Bad input to the public Python API: from_pretrained / load_pretrained / save_pretrained,
+"""Bad input to the public Python API: from_pretrained / save_pretrained,
 XLNetTokenizer, XLNetConfig and the keras-hub-style task classes; see
 tests/fixtures/battery.py (an API case is clear when it raises an error of the project's
 or Python's input kinds whose message names what is wrong)."""
@@ -66,7 +66,7 @@ def same_backbone_as(name):
     def check(ws, result):
         import xlnet_tf2
 
-        reference = xlnet_tf2.load_pretrained(artefact(name)).transformer
+        reference = xlnet_tf2.from_pretrained(artefact(name)).transformer
         for got, want in zip(result.value.weights, reference.weights):
             np.testing.assert_array_equal(got.numpy(), want.numpy())
     return check
@@ -153,7 +153,7 @@ def encodes(ws, result):
 
 CONFIG = {"n_layer": 2, "d_model": 32, "n_head": 4, "d_head": 8, "d_inner": 64, "n_token": 100}
 CASES = [
-    # --- from_pretrained / load_pretrained / save_pretrained
+    # --- from_pretrained / save_pretrained
     Case("api/from-pretrained-missing-directory", api(from_pretrained("{ws}/none")),
          clear("{ws}/none")),
     Case("api/from-pretrained-empty-directory", api(from_pretrained("{ws}/empty")),

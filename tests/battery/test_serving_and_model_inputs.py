@@ -35,7 +35,7 @@ def lm():
     if "lm" not in _LOADED:
         import xlnet_tf2
 
-        _LOADED["lm"] = xlnet_tf2.load_pretrained(artefact("converted"))
+        _LOADED["lm"] = xlnet_tf2.from_pretrained(artefact("converted"))
     return _LOADED["lm"]
 
 

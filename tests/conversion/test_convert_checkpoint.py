@@ -45,7 +45,7 @@ def test_original_tf1_checkpoint_converts_and_matches(tmp_path, untie_r):
                                          "model/transformer/layer_0/ff/layer_1/kernel/adam_m"]
     assert report["unused"] == ["model/sequnece_summary/summary/kernel"]
     assert (tmp_path / "out" / "spiece.model").read_bytes() == b"not checked here"
-    model = xlnet_tf2.load_pretrained(str(tmp_path / "out"))
+    model = xlnet_tf2.from_pretrained(str(tmp_path / "out"))
     assert model.config.untie_r is untie_r
     print("original max abs diff", _assert_matches_hf(model, hf_model))
 
@@ -56,7 +56,7 @@ def test_huggingface_directory_converts_and_matches(tmp_path, file_format):
     hf_model = random_hf_model(config, seed=5)
     hf_model.save_pretrained(str(tmp_path / "hf"), safe_serialization=(file_format == "safetensors"))
     convert_checkpoint("huggingface", str(tmp_path / "hf"), str(tmp_path / "out"))
-    model = xlnet_tf2.load_pretrained(str(tmp_path / "out"))
+    model = xlnet_tf2.from_pretrained(str(tmp_path / "out"))
     print("huggingface max abs diff", _assert_matches_hf(model, hf_model))
 
 
@@ -70,7 +70,7 @@ def test_safetensors_converts_without_torch(tmp_path):
         "from xlnet_tf2.models.directories import convert_checkpoint\n"
         f"convert_checkpoint('huggingface', {str(tmp_path / 'hf')!r}, {str(tmp_path / 'out')!r})\n"
         "import xlnet_tf2\n"
-        f"m = xlnet_tf2.load_pretrained({str(tmp_path / 'out')!r})\n"
+        f"m = xlnet_tf2.from_pretrained({str(tmp_path / 'out')!r})\n"
         "print('layers', m.config.n_layer)\n")
     result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
                             timeout=300, env={**os.environ, "TF_CPP_MIN_LOG_LEVEL": "3"})
@@ -122,7 +122,7 @@ def test_fine_tuned_original_checkpoint_converts_its_backbone(tmp_path):
     assert report["unused"] == ["model/classification_finetune/logit/kernel",
                                 "model/sequnece_summary/summary/kernel"]
     assert any("mask_emb" in n and "pretraining" in n for n in report["notes"])
-    model = xlnet_tf2.load_pretrained(str(tmp_path / "out"))
+    model = xlnet_tf2.from_pretrained(str(tmp_path / "out"))
     # The content stream (what fine-tuning uses) equals HuggingFace's on the same weights.
     rng = np.random.default_rng(1)
     inputs = {"input_ids": rng.integers(0, 97, size=(2, 10)).astype(np.int32)}
@@ -178,7 +178,7 @@ def test_huggingface_run_time_fields_are_reported_not_stored(tmp_path):
     stored = json.loads((tmp_path / "out" / "xlnet_config.json").read_text())
     assert sorted(stored) == sorted(xlnet_tf2.config.ARCHITECTURE_KEYS)
     # Loaded with the run-time settings the user asks for, not those of the HF config.
-    model = xlnet_tf2.load_pretrained(str(tmp_path / "out"), mem_len=16, reuse_len=4)
+    model = xlnet_tf2.from_pretrained(str(tmp_path / "out"), mem_len=16, reuse_len=4)
     assert model.config.mem_len == 16 and model.config.bi_data is False
 
 

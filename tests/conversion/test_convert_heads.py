@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 from xlnet_tf2.conversion import TaskOptions, WeightMismatchError
-from xlnet_tf2.models import directories
+from xlnet_tf2.models import HeadModel
 from xlnet_tf2.models.directories import convert_checkpoint
+from xlnet_tf2.models.saving import read_task_settings
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -136,7 +137,8 @@ def test_original_head_converts_and_computes_the_original_math(tmp_path, hf, tas
     assert report["unused"] == []
     assert report["initialized"] == ["model/transformer/mask_emb/mask_emb"]
     assert any(name.endswith("/adam_m") for name in report["skipped"])
-    model, settings = directories.load_task_directory(str(tmp_path / "ours"))
+    model = HeadModel.from_pretrained(str(tmp_path / "ours"))
+    settings = read_task_settings(str(tmp_path / "ours"))
     assert settings["task"] == task and settings["seq_len"] == L
     if task == "squad":
         inputs = _inputs(7)

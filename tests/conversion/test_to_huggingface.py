@@ -14,8 +14,9 @@ import pytest
 
 import xlnet_tf2
 from xlnet_tf2.conversion import TaskOptions, WeightMismatchError
-from xlnet_tf2.models import directories
+from xlnet_tf2.models import HeadModel
 from xlnet_tf2.models.directories import convert_checkpoint
+from xlnet_tf2.models.saving import read_task_settings
 
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
@@ -64,7 +65,7 @@ def test_lm_round_trip_is_bit_exact_and_transformers_loads_it(tmp_path, untie_r)
     hf = random_hf_model(_config(untie_r=untie_r), seed=11)
     hf.save_pretrained(str(tmp_path / "hf"))
     convert_checkpoint("huggingface", str(tmp_path / "hf"), str(tmp_path / "ours"))
-    model = xlnet_tf2.load_pretrained(str(tmp_path / "ours"))
+    model = xlnet_tf2.from_pretrained(str(tmp_path / "ours"))
     xlnet_tf2.save_pretrained(model, str(tmp_path / "back"), format="huggingface")
     _assert_same_tensors(tmp_path / "hf" / "model.safetensors",
                          tmp_path / "back" / "model.safetensors")
@@ -118,8 +119,8 @@ def hf_tasks(tmp_path_factory):
 @pytest.mark.parametrize("task", ["classification", "regression", "race"])
 def test_hf_task_heads_convert_and_come_back(hf_tasks, task, tmp_path):
     hf, directory, settings = hf_tasks[task]
-    model, read = directories.load_task_directory(str(directory / "ours"))
-    assert read == settings and settings["seq_len"] == L
+    model = HeadModel.from_pretrained(str(directory / "ours"))
+    assert read_task_settings(str(directory / "ours")) == settings and settings["seq_len"] == L
     if task == "classification":
         assert settings["label_list"] == ["neg", "neutral", "pos"]
     inputs = _inputs(3, choices=4 if task == "race" else None)
@@ -146,7 +147,7 @@ def test_squad_head_matches_xlnet_for_question_answering(hf_tasks, tmp_path):
     inference HF's *_log_probs are probabilities and its end beam is end-rank major."""
     hf, directory, settings = hf_tasks["squad"]
     assert settings["n_best_size"] == 5
-    model, _ = directories.load_task_directory(str(directory / "ours"))
+    model = HeadModel.from_pretrained(str(directory / "ours"))
     inputs = _inputs(4)
     p_mask = np.zeros((B, L), np.int32)
     p_mask[:, 6:] = 1
@@ -196,7 +197,7 @@ def test_converted_task_directory_is_an_export_model_dir(hf_tasks, tmp_path):
     shutil.copytree(directory / "ours", model_dir)
     shutil.copy(train_tiny_spm(str(tmp_path)), model_dir / "spiece.model")
     model, spec, _ = load_task_model(str(model_dir), "classification")
-    ours, _ = directories.load_task_directory(str(directory / "ours"))
+    ours = HeadModel.from_pretrained(str(directory / "ours"))
     inputs = _inputs(5)
     assert spec.label_list == ["neg", "neutral", "pos"] and spec.seq_len == L
     np.testing.assert_array_equal(model(inputs)["logits"].numpy(), ours(inputs)["logits"].numpy())

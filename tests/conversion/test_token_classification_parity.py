@@ -67,7 +67,9 @@ def test_directories_convert_both_ways(tmp_path):
     id2label tags) -> our save_pretrained(format="huggingface") -> transformers loads it; the
     logits agree with the first model's at every step."""
     from xlnet_tf2.conversion import TaskOptions
-    from xlnet_tf2.models.directories import convert_checkpoint, load_task_directory
+    from xlnet_tf2.models import HeadModel
+    from xlnet_tf2.models.directories import convert_checkpoint
+    from xlnet_tf2.models.saving import read_task_settings
 
     config = tiny_config()
     tags = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
@@ -79,7 +81,8 @@ def test_directories_convert_both_ways(tmp_path):
     report = convert_checkpoint("huggingface", str(tmp_path / "hf"), str(tmp_path / "ours"),
                                 task=TaskOptions("token_classification", seq_len=L))
     assert report["unused"] == [] and report["initialized"] == []
-    ours, settings = load_task_directory(str(tmp_path / "ours"))
+    ours = HeadModel.from_pretrained(str(tmp_path / "ours"))
+    settings = read_task_settings(str(tmp_path / "ours"))
     assert isinstance(ours, TokenClassifier) and settings["label_list"] == tags
     inputs = _inputs(config.n_token)
     expected = _hf_logits(hf, inputs)

@@ -142,13 +142,21 @@ def test_tf_checkpoint_saves_every_variable(tmp_path):
     saved = {name for name, _ in tf.train.list_variables(prefix)}
     weights = [n for n in saved if n.endswith("VARIABLE_VALUE")]
     assert len(weights) == len(model.weights)
-    loaded = xlnet_tf2.load_pretrained(str(tmp_path / "out"))
+    loaded = xlnet_tf2.from_pretrained(str(tmp_path / "out"))
     for a, b in zip(model.weights, loaded.weights):
         np.testing.assert_array_equal(a.numpy(), b.numpy())
-    # A bare backbone restores from the same LM checkpoint.
-    backbone = xlnet_tf2.XLNetModel(model.config)
-    xlnet_tf2.restore_weights(backbone, str(tmp_path / "out"))
+    # A bare backbone loads from the same LM directory, through the same loader.
+    backbone = xlnet_tf2.XLNetModel.from_pretrained(str(tmp_path / "out"))
     np.testing.assert_array_equal(backbone.layer_1.rel_attn.q.numpy(),
+                                  model.transformer.layer_1.rel_attn.q.numpy())
+    # The old names still work, each with one DeprecationWarning naming its replacement.
+    with pytest.warns(DeprecationWarning, match="use xlnet_tf2.from_pretrained"):
+        old = xlnet_tf2.load_pretrained(str(tmp_path / "out"))
+    np.testing.assert_array_equal(old.lm_bias.numpy(), loaded.lm_bias.numpy())
+    bare = xlnet_tf2.XLNetModel(model.config)
+    with pytest.warns(DeprecationWarning, match="XLNetModel.from_pretrained"):
+        xlnet_tf2.restore_weights(bare, str(tmp_path / "out"))
+    np.testing.assert_array_equal(bare.layer_1.rel_attn.q.numpy(),
                                   model.transformer.layer_1.rel_attn.q.numpy())
 
 

@@ -39,8 +39,8 @@ def test_tagger_fine_tunes_evaluates_and_reloads(tmp_path):
     best = json.loads((run / "best_eval.json").read_text())
     assert best["f1"] > 0.5 and 0.0 <= best["token_accuracy"] <= 1.0, best
 
-    from xlnet_tf2.models.directories import load_task_directory
-    model, settings = load_task_directory(str(run))
+    from xlnet_tf2.models import HeadModel
+    model = HeadModel.from_pretrained(str(run))
     assert type(model).__name__ == "TokenClassifier" and model.num_labels == 3
 
 

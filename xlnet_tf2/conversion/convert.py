@@ -21,13 +21,12 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from xlnet_tf2 import run_dir
+from xlnet_tf2 import run_dir, task_registry
 from xlnet_tf2.config import ConfigError, XLNetConfig
 from xlnet_tf2.conversion import head_maps
-from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN
 from xlnet_tf2.conversion.readers import (read_huggingface_directory, read_json,
                                           read_original_checkpoint)
-from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES, HF_CONFIG
+from xlnet_tf2.conversion.to_huggingface import HF_CONFIG
 from xlnet_tf2.conversion.weight_maps import (WeightMismatchError, assign_weights, extra_layers,
                                               huggingface_backbone_map, huggingface_weight_map,
                                               original_backbone_map, original_weight_map)
@@ -45,7 +44,7 @@ _LAYER_PATTERNS = {"original": r"model/transformer/layer_(\d+)/",
 class TaskOptions:
     """What a fine-tuned checkpoint's head is and how its inputs were laid out (task.json).
 
-    task: one of run_dir.TASKS. seq_len: default DEFAULT_SEQ_LEN[task]. label_list:
+    task: one of run_dir.TASKS. seq_len: default its declared default_seq_len. label_list:
     classification label names in id order (default: the HuggingFace config's id2label, else
     "0".."n-1"). summary_type: the original's --summary_type (HuggingFace configs say theirs).
     cls_scope: the original's classification_<scope> / regression_<scope> (default: the only
@@ -120,7 +119,8 @@ def huggingface_task(directory: str, tasks: tuple) -> Optional[str]:
     """Which of `tasks` (those of one model class) a HuggingFace directory's config.json says
     it holds, by its `architectures` (None: none of them, e.g. a bare XLNetLMHeadModel)."""
     config = read_json(os.path.join(directory, HF_CONFIG))
-    if ARCHITECTURES[tasks[0]] not in (config.get("architectures") or []):
+    if task_registry.declared(tasks[0]).huggingface_architecture not in (
+            config.get("architectures") or []):
         return None
     if "regression" in tasks and (config.get("problem_type") == "regression" or
                                   len(config.get("id2label") or {0: 0, 1: 1}) == 1):
@@ -182,28 +182,25 @@ def fill(model, foreign: ForeignCheckpoint, log=logging.info) -> dict:
 def _task_settings(source, task: TaskOptions, tensors, hf_config, checkpoint):
     """(task.json settings, original classification/regression scope) of a fine-tuned
     checkpoint; checks what the checkpoint says against what was asked."""
-    settings = {"task": task.task, "seq_len": task.seq_len or DEFAULT_SEQ_LEN[task.task],
+    declaration = task_registry.declared(task.task)
+    settings = {"task": task.task, "seq_len": task.seq_len or declaration.default_seq_len,
                 "layout": "cls_last"}
     scope = None
     where = f"{source} checkpoint {checkpoint}"
-    if task.task == "token_classification":  # a dense layer per position, no summary
-        if source != "huggingface":
-            raise WeightMismatchError(f"{where}: the original release has no token-"
-                                      "classification head; convert HuggingFace's "
-                                      "XLNetForTokenClassification.")
-        found = hf_config.get("architectures") or []
-        if found and ARCHITECTURES[task.task] not in found:
-            raise WeightMismatchError(f"{where} is a {found} (config.json architectures); "
-                                      f"--task={task.task} needs a {ARCHITECTURES[task.task]}.")
-        n = head_maps.output_count(tensors, "classifier.weight", 0)
-        settings["label_list"] = _label_list(task.label_list, hf_config, n, where)
-        return settings, scope
+    if source != "huggingface" and not declaration.original_release:
+        raise WeightMismatchError(f"{where}: the original release has no {task.task} head; "
+                                  f"convert HuggingFace's {declaration.huggingface_architecture}.")
     if source == "huggingface":
-        expected = ARCHITECTURES[task.task]
+        expected = declaration.huggingface_architecture
         found = hf_config.get("architectures") or []
         if found and expected not in found:
             raise WeightMismatchError(f"{where} is a {found} (config.json architectures); "
                                       f"--task={task.task} needs a {expected}.")
+    if declaration.huggingface_label_tensor is not None:  # its labels alone, no summary
+        n = head_maps.output_count(tensors, declaration.huggingface_label_tensor, 0)
+        settings["label_list"] = _label_list(task.label_list, hf_config, n, where)
+        return settings, scope
+    if source == "huggingface":
         summary_type = hf_config.get("summary_type", "last")
         # Without a cls_index input (sequence classification passes none) "cls_index" is
         # the last token.
@@ -211,7 +208,7 @@ def _task_settings(source, task: TaskOptions, tensors, hf_config, checkpoint):
         if task.summary_type and task.summary_type != summary_type:
             raise WeightMismatchError(f"{where}: config.json says summary_type "
                                       f"{summary_type!r}, --summary_type={task.summary_type}.")
-        if task.task != "squad" and (not hf_config.get("summary_use_proj", True) or
+        if declaration.summary and (not hf_config.get("summary_use_proj", True) or
                                      hf_config.get("summary_activation") != "tanh"):
             raise WeightMismatchError(
                 f"{where}: its summary (summary_use_proj={hf_config.get('summary_use_proj')}, "
@@ -220,11 +217,11 @@ def _task_settings(source, task: TaskOptions, tensors, hf_config, checkpoint):
         outputs_name, axis = "logits_proj.weight", 0
     else:
         summary_type = task.summary_type or "last"
-        if task.task != "squad" and head_maps.original_summary_is_attention(tensors):
+        if declaration.summary and head_maps.original_summary_is_attention(tensors):
             summary_type = "attn"  # rejected below with the reason
         scope = head_maps.original_scope(sorted(tensors), task.task, task.cls_scope, checkpoint)
         outputs_name, axis = f"model/{task.task}_{scope}/logit/kernel", 1
-    if task.task != "squad":
+    if declaration.summary:
         head_maps.check_summary_maps(summary_type, where)
         settings["summary_type"] = summary_type
     if task.task in ("classification", "regression"):

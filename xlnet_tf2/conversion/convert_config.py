@@ -7,16 +7,15 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple
 
-from xlnet_tf2 import run_dir
+from xlnet_tf2 import task_registry
 from xlnet_tf2.config_flags import RunConfigError, check_declared, check_positive, setting
 
 SOURCES = ("original", "huggingface", "xlnet_tf2")
 TARGETS = ("xlnet_tf2", "huggingface")
-HEAD_TASKS = run_dir.TASKS
-# The original's default max_seq_length of each runner (run_classifier.py, run_squad.py,
-# run_race.py): task.json's seq_len when none is given.
-DEFAULT_SEQ_LEN = {"classification": 128, "regression": 128, "squad": 512, "race": 512,
-                   "token_classification": 128}
+HEAD_TASKS = task_registry.names()
+# task.json's seq_len when none is given, per task: each declaration's default_seq_len (the
+# original's max_seq_length of its runner: run_classifier.py, run_squad.py, run_race.py).
+DEFAULT_SEQ_LEN = {d.name: d.default_seq_len for d in task_registry.declared_tasks()}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -56,8 +55,8 @@ class ConvertConfig:
         choices=HEAD_TASKS)
     seq_len: Optional[int] = setting(
         None, "With --task: the sequence length the head was fine-tuned with (written to "
-        "task.json). Default: the original's max_seq_length for the task (128 for "
-        "classification and regression, 512 for squad and race).")
+        "task.json). Default: the task's declared default ("
+        f"{', '.join(f'{task} {n}' for task, n in DEFAULT_SEQ_LEN.items())}).")
     label_list: Optional[Tuple[str, ...]] = setting(
         None, "With --task=classification: the label names in id order, e.g. "
         "negative,positive. Default: the HuggingFace config's id2label, else 0,1,...")

@@ -14,18 +14,15 @@ from typing import Dict, List, Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2 import fileio, run_dir, task_registry
 from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.conversion.head_maps import huggingface_head_map
 from xlnet_tf2.conversion.weight_maps import huggingface_backbone_map, huggingface_weight_map
 
-ARCHITECTURES = {
-    "lm": "XLNetLMHeadModel", "backbone": "XLNetModel",
-    "classification": "XLNetForSequenceClassification",
-    "regression": "XLNetForSequenceClassification",
-    "race": "XLNetForMultipleChoice", "squad": "XLNetForQuestionAnswering",
-    "token_classification": "XLNetForTokenClassification",
-}
+# transformers' class of each model kind: the backbone, the LM model, and each declared
+# task's huggingface_architecture (task_registry.py).
+ARCHITECTURES = {"lm": "XLNetLMHeadModel", "backbone": "XLNetModel",
+                 **{d.name: d.huggingface_architecture for d in task_registry.declared_tasks()}}
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
 _ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu"}  # ours -> HuggingFace's name
@@ -73,7 +70,7 @@ def huggingface_config(model, label_list: Optional[Sequence[str]] = None) -> dic
         "pad_token_id": sid.PAD_ID, "bos_token_id": sid.BOS_ID, "eos_token_id": sid.EOS_ID,
         "tie_word_embeddings": True, "dtype": "float32",
     }
-    if kind in ("classification", "regression", "race"):
+    if kind in task_registry.names() and task_registry.declared(kind).summary:
         head = model.head
         # summary_proj_to_labels False: the summary keeps width d_model, logits_proj maps it.
         values.update(summary_type=head.summary_type, summary_use_proj=True,

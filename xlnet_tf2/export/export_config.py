@@ -14,12 +14,14 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from xlnet_tf2 import task_registry
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
                                     check_positive, section, setting, setting_like)
 from xlnet_tf2.training.run_config import DistributionConfig, LoopConfig
 
-EXPORT_TASKS = ("classification", "regression", "race", "squad", "token_classification",
-                "features")
+# What xlnet-export computes: a declared task's head (task_registry.py), or "features" of the
+# backbone.
+EXPORT_TASKS = task_registry.names() + ("features",)
 FEATURE_FORMATS = (".npz", ".jsonl")
 MIN_SEQ_LEN = 3  # a text's features need one token besides <sep> and <cls>
 
@@ -37,9 +39,10 @@ class ExportConfig:
     """Which model directory to export as a SavedModel for TF Serving, and where to."""
 
     model_dir: str = setting(
-        None, "A directory written by run_classifier.py, run_race.py or run_squad.py, or for "
-        "--task=features any model directory (pretraining run, fine-tuning run or converted "
-        "release).", required=True)
+        None, "A directory written by a fine-tuning command ("
+        f"{', '.join(sorted({d.command for d in task_registry.declared_tasks()}))}) or by "
+        "xlnet-convert --task, or for --task=features any model directory (pretraining run, "
+        "fine-tuning run or converted release).", required=True)
     task: str = setting(
         None, "What the exported model computes; must match the model_dir's task.json (except "
         "features).", choices=EXPORT_TASKS, required=True)

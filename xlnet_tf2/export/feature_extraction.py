@@ -28,12 +28,11 @@ def mean_pool(hidden: tf.Tensor, attention_mask: tf.Tensor) -> tf.Tensor:
         tf.reduce_sum(mask, axis=1, keepdims=True), 1.0)
 
 
-def feature_outputs(model, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
+def feature_outputs(backbone, inputs: Dict[str, tf.Tensor]) -> Dict[str, tf.Tensor]:
     """token_features [B, L, D] float32, pooled [B, D], and the input_ids / attention_mask that
-    say which positions are real. `model` is any task model (its backbone's `hidden`)."""
-    hidden = model.transformer({k: inputs[k] for k in ("input_ids", "segment_ids",
-                                                        "attention_mask")},
-                               training=False)["hidden"]
+    say which positions are real. `backbone`: an XLNetModel (its `hidden`)."""
+    hidden = backbone({k: inputs[k] for k in ("input_ids", "segment_ids", "attention_mask")},
+                      training=False)["hidden"]
     return {"token_features": tf.cast(hidden, tf.float32),
             "pooled": mean_pool(hidden, inputs["attention_mask"]),
             "input_ids": inputs["input_ids"], "attention_mask": inputs["attention_mask"]}
@@ -45,10 +44,11 @@ def encode_texts(texts: Sequence[str], tokenizer, seq_len: int) -> Dict[str, np.
                                                          "attention_mask")}
 
 
-def extract(model, tokenizer, texts: Sequence[str], seq_len: int,
+def extract(backbone, tokenizer, texts: Sequence[str], seq_len: int,
             batch_size: int = 32) -> Dict[str, np.ndarray]:
-    """Features of `texts` in fixed-size batches (the last padded, so shapes stay static):
-    token_features [E, L, D], pooled [E, D], input_ids / attention_mask [E, L]."""
+    """Features of `texts` from `backbone` (an XLNetModel) in fixed-size batches (the last
+    padded, so shapes stay static): token_features [E, L, D], pooled [E, D], input_ids /
+    attention_mask [E, L]."""
     inputs = encode_texts(texts, tokenizer, seq_len)
-    return batched_outputs(lambda batch: feature_outputs(model, batch), inputs, batch_size,
+    return batched_outputs(lambda batch: feature_outputs(backbone, batch), inputs, batch_size,
                            label="extracting features", unit="texts")

@@ -47,10 +47,10 @@ def extract_to_file(config: ExtractConfig) -> Tuple[int, int]:
     dist = config.distribution
     strategy = resolve_strategy(dist.strategy, dist.tpu, dist.tpu_timeout)
     with strategy.scope():
-        model, spec, spm_model = load_task_model(config.model_dir, "features")
+        backbone, spec, spm_model = load_task_model(config.model_dir, "features")
         seq_len = config.seq_len or spec.seq_len
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-        features = extract(model, tokenizer, texts, seq_len, config.batch_size)
+        features = extract(backbone, tokenizer, texts, seq_len, config.batch_size)
     for leftover in fileio.leftover_temporaries(config.output_file):
         print(f"[extract] found {leftover}, an incomplete output left by a killed run; "
               "removing it.", file=sys.stderr, flush=True)

@@ -8,25 +8,34 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Optional
+from typing import Callable, Optional, Union
 
 import tensorflow as tf
 
-from xlnet_tf2 import fileio
+from xlnet_tf2 import fileio, task_registry
 from xlnet_tf2.export import feature_extraction
 from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
 from xlnet_tf2.models.xlnet_model import check_token_ids
 from xlnet_tf2.tokenizers.packing import LAYOUTS
-from xlnet_tf2.tasks.finetuned_model import load_task_model
+from xlnet_tf2.tasks.finetuned_model import FeatureSpec, load_task_model
 from xlnet_tf2.tasks.head_spec import HeadSpec
-from xlnet_tf2.tokenizers.in_graph_tokenizer import require_utf8
 from xlnet_tf2.tokenizers.xlnet_preprocessor import XLNetPreprocessor
 from xlnet_tf2.export import serving_tasks
-from xlnet_tf2.export.token_classification_serving import token_classification_signatures
+# Each module of a declared task's signature builder (task_registry's `serving`) besides
+# serving_tasks, imported so `signatures_of` finds it.
+from xlnet_tf2.export import token_classification_serving  # noqa: F401
 
 
-def _ids_spec(name, rank=2):
-    return tf.TensorSpec([None] * rank, tf.int32, name=name)
+def signatures_of(task: str) -> Callable:
+    """The signature builder of `task` ("features": the text signatures, on the backbone):
+    the function its declaration names; an undeclared task, or one whose builder no imported
+    module defines, raises ValueError."""
+    path = ("xlnet_tf2.export.serving_tasks.text_signatures" if task == "features"
+            else task_registry.declared(task).serving)
+    if path not in serving_tasks.BUILDERS:
+        raise ValueError(f"task {task!r} declares serving {path}, which no imported module "
+                         "defines: import its module in xlnet_tf2/export/saved_model.py.")
+    return serving_tasks.BUILDERS[path]
 
 
 class ServingModule(tf.Module):
@@ -58,7 +67,9 @@ class ServingModule(tf.Module):
                       prediction (xlnet_tf2.tasks.squad); see serving_tasks.squad_signatures
     """
 
-    def __init__(self, task: str, model, spec: HeadSpec, spm_model: str):
+    def __init__(self, task: str, model, spec: Union[HeadSpec, FeatureSpec], spm_model: str):
+        """`model`: the task model, or for task "features" the backbone (XLNetModel); `spec`:
+        its task.json (HeadSpec), or the features' FeatureSpec."""
         super().__init__(name="xlnet_serving")
         if task not in EXPORT_TASKS:
             raise ValueError(f"--task must be one of {EXPORT_TASKS}, got {task!r}.")
@@ -113,35 +124,8 @@ class ServingModule(tf.Module):
 
     # ------------------------------------------------------------------ signatures
     def signatures(self):
-        L = self.seq_len
-        if self.task in ("classification", "regression", "features"):
-            @tf.function(input_signature=[_ids_spec("input_ids"), _ids_spec("segment_ids"),
-                                          _ids_spec("attention_mask")])
-            def serve_token_ids(input_ids, segment_ids, attention_mask):
-                input_ids, segment_ids, attention_mask = self._checked_lengths(
-                    input_ids, segment_ids, attention_mask)
-                inputs = {"input_ids": tf.ensure_shape(input_ids, [None, L]),
-                          "segment_ids": tf.ensure_shape(segment_ids, [None, L]),
-                          "attention_mask": tf.ensure_shape(attention_mask, [None, L])}
-                return self._outputs(inputs)
-
-            if self.task != "features" and self.spec.paired:
-                @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
-                                              tf.TensorSpec([None], tf.string, name="text_b")])
-                def serve_text(text, text_b):
-                    text, text_b = require_utf8(text, "text"), require_utf8(text_b, "text_b")
-                    return self._outputs(self.preprocessor(text, text_b))
-            else:
-                @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
-                def serve_text(text):
-                    return self._outputs(self.preprocessor(require_utf8(text, "text")))
-            return {"serving_default": serve_text.get_concrete_function(),
-                    "serve_token_ids": serve_token_ids.get_concrete_function()}
-        if self.task == "squad":
-            return serving_tasks.squad_signatures(self)
-        if self.task == "token_classification":
-            return token_classification_signatures(self)
-        return serving_tasks.race_signatures(self)
+        """The signatures of the task's builder (its declaration's `serving`: signatures_of)."""
+        return signatures_of(self.task)(self)
 
 
 def next_version(export_base: str) -> int:
@@ -197,7 +181,7 @@ def _write_version(module: ServingModule, signatures, path: str) -> None:
                 signatures={k: {"inputs": sorted(s.structured_input_signature[1]),
                                 "outputs": sorted(s.structured_outputs)}
                             for k, s in signatures.items()})
-    if module.task in ("classification", "token_classification"):
+    if module.task in task_registry.names() and task_registry.declared(module.task).min_labels:
         info["label_list"] = list(module.spec.label_list)
     if module.task == "squad":
         info.update(doc_stride=module.spec.doc_stride,

@@ -1,5 +1,8 @@
-"""Serving signatures of the multiple-choice (RACE) and SQuAD exports; see saved_model.py for
-the rest.
+"""Serving signatures of the exports: the text tasks' (classification, regression and the
+backbone's features), multiple choice's (RACE) and SQuAD's; the other tasks' in modules of
+their own. A task's declaration (xlnet_tf2/task_registry.py) names its builder (`serving`);
+a builder is marked `signature_builder`, and saved_model.py's `signatures_of` finds a task's
+by that name.
 
 Letters (docs/GLOSSARY.md): B request rows, Q questions and C options of multiple choice, Wn
 windows of a SQuAD context, L seq_len.
@@ -7,14 +10,61 @@ windows of a SQuAD context, L seq_len.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Dict, Optional
 
 import tensorflow as tf
 
+from xlnet_tf2 import task_registry
 from xlnet_tf2.tokenizers import in_graph_packing
 from xlnet_tf2.tokenizers.in_graph_tokenizer import require_utf8
 
+# The builders marked `signature_builder`, by dotted name (a declaration's `serving`).
+BUILDERS: Dict[str, Callable] = {}
 
+
+def signature_builder(function: Callable) -> Callable:
+    """Marks `function(module) -> {signature name: concrete function}` as the signature
+    builder a task's declaration may name (its `serving`); returns it."""
+    BUILDERS[f"{function.__module__}.{function.__qualname__}"] = function
+    return function
+
+
+def _ids_spec(name, rank=2):
+    return tf.TensorSpec([None] * rank, tf.int32, name=name)
+
+
+@signature_builder
+def text_signatures(module):
+    """serving_default (text [B], and text_b [B] for a paired task) and serve_token_ids
+    (input_ids, segment_ids, attention_mask [B, L]), both returning the module's outputs
+    (ServingModule._outputs): classification, regression and features."""
+    L = module.seq_len
+
+    @tf.function(input_signature=[_ids_spec("input_ids"), _ids_spec("segment_ids"),
+                                  _ids_spec("attention_mask")])
+    def serve_token_ids(input_ids, segment_ids, attention_mask):
+        input_ids, segment_ids, attention_mask = module._checked_lengths(
+            input_ids, segment_ids, attention_mask)
+        inputs = {"input_ids": tf.ensure_shape(input_ids, [None, L]),
+                  "segment_ids": tf.ensure_shape(segment_ids, [None, L]),
+                  "attention_mask": tf.ensure_shape(attention_mask, [None, L])}
+        return module._outputs(inputs)
+
+    if module.task != "features" and module.spec.paired:
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
+                                      tf.TensorSpec([None], tf.string, name="text_b")])
+        def serve_text(text, text_b):
+            text, text_b = require_utf8(text, "text"), require_utf8(text_b, "text_b")
+            return module._outputs(module.preprocessor(text, text_b))
+    else:
+        @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+        def serve_text(text):
+            return module._outputs(module.preprocessor(require_utf8(text, "text")))
+    return {"serving_default": serve_text.get_concrete_function(),
+            "serve_token_ids": serve_token_ids.get_concrete_function()}
+
+
+@signature_builder
 def race_signatures(module):
     spec, L, C = module.spec, module.seq_len, module.spec.num_choices
 
@@ -76,6 +126,7 @@ def best_span(outputs, doc_length: tf.Tensor, max_answer_length: int,
             tf.where(found, pick(scores), -float("inf")))
 
 
+@signature_builder
 def squad_signatures(module):
     """serving_default(question [B], context [B]): every document window of the context
     (doc_stride as in fine-tuning), answered as the offline prediction

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import tensorflow as tf
 
+from xlnet_tf2.export.serving_tasks import signature_builder
 from xlnet_tf2.tokenizers.in_graph_tokenizer import require_utf8
 from xlnet_tf2.tokenizers.xlnet_word_preprocessor import layout_words
 
 
+@signature_builder
 def token_classification_signatures(module):
     """serving_default: text [B] string -> words [B, W] string, tags [B, W] string (both ""
     past a row's words), tag_ids [B, W] int32 (-1 there), num_words [B] int32."""

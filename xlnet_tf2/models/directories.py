@@ -1,6 +1,6 @@
-"""Our task directories of any kind, and converting a checkpoint into a directory
-(`xlnet-convert`): where the model class comes from what a directory's task.json (or
---task) says rather than from the caller (models/pretrained.py loads into a given class).
+"""Converting a checkpoint into a directory (`xlnet-convert`): the model class comes from
+what --task (or a directory's task.json) says, through its task's declaration
+(HeadModel.from_settings, HeadModel.from_pretrained; models/pretrained.py is the one loader).
 
   source original / huggingface, target xlnet_tf2: a pretrained model -> our LM directory
     (saving.py); with `task`, a fine-tuned one -> a task directory, head included
@@ -17,47 +17,16 @@ import os
 import shutil
 import sys
 import tempfile
-from typing import Optional, Tuple
+from typing import Optional
 
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.conversion.convert import TaskOptions, fill, read_foreign
 from xlnet_tf2.conversion.convert_config import SOURCES, TARGETS
 from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES, save_huggingface
-from xlnet_tf2.models import pretrained, saving
+from xlnet_tf2.models import saving
+from xlnet_tf2.models.head_model import HeadModel
 from xlnet_tf2.models.lm_head_model import XLNetLMHeadModel
-from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
-from xlnet_tf2.models.xlnet_multiple_choice import MultipleChoiceModel
-from xlnet_tf2.models.xlnet_question_answerer import SquadModel
-from xlnet_tf2.models.xlnet_token_classifier import TASK as TOKEN_TASK, TokenClassifier
-
-# The model class of each task a task.json (or xlnet-convert's --task) names.
-MODEL_CLASSES = {"classification": SequenceClassifier, "regression": SequenceClassifier,
-                 "race": MultipleChoiceModel, "squad": SquadModel,
-                 TOKEN_TASK: TokenClassifier}
-
-
-def build_task_model(config, settings: dict, head_dropout: float = 0.1):
-    """The task model task.json `settings` describe, built (weights fresh)."""
-    task = settings.get("task")
-    if task not in MODEL_CLASSES:
-        raise ValueError(f"task.json: task must be one of {run_dir.TASKS}, got {task!r}.")
-    return MODEL_CLASSES[task].from_settings(config, settings, head_dropout)
-
-
-def load_task_directory(directory: str, which: str = "best", head_dropout: float = 0.1,
-                        **config_overrides) -> Tuple[object, dict]:
-    """(task model with its weights, task.json settings) of a task directory;
-    `config_overrides` set run-time fields (e.g. dropout=0.0)."""
-    read = {}
-
-    def build(config, settings):
-        read.update(settings)
-        return build_task_model(config, settings, head_dropout)
-
-    model = pretrained.read_head_directory(build, directory, runtime=config_overrides,
-                                           which=which)
-    return model, read
 
 
 # Files that make a directory a training run or prepared data: conversion never writes there.
@@ -133,7 +102,7 @@ def _convert(source: str, checkpoint: str, output_dir: str, config_path: Optiona
         model = XLNetLMHeadModel(foreign.config)
         model.build()
     else:
-        model = build_task_model(foreign.config, foreign.settings)
+        model = HeadModel.from_settings(foreign.config, foreign.settings)
     report = fill(model, foreign, log)
     if foreign.settings is None:
         saving.save_pretrained(model, output_dir, spm_model)
@@ -159,10 +128,10 @@ def _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log,
                          "--source=xlnet_tf2; do not pass it.")
     label_list = None
     if os.path.exists(os.path.join(checkpoint, run_dir.TASK_FILE)):
-        model, settings = load_task_directory(checkpoint)
-        label_list = settings.get("label_list")
+        model = HeadModel.from_pretrained(checkpoint)
+        label_list = saving.read_task_settings(checkpoint).get("label_list")
     else:
-        model = pretrained.load_lm_directory(XLNetLMHeadModel, checkpoint)
+        model = XLNetLMHeadModel.from_pretrained(checkpoint)
     spm = spm_model or os.path.join(checkpoint, run_dir.SPM_FILE)
     written = save_huggingface(model, output_dir, spm if os.path.exists(spm) else None,
                                label_list)

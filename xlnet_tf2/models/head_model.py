@@ -10,13 +10,32 @@ from typing import Dict, Optional
 import keras
 import tensorflow as tf
 
+from xlnet_tf2 import task_registry
 from xlnet_tf2.config import XLNetConfig
-from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN
 from xlnet_tf2.models import pretrained
 from xlnet_tf2.models.xlnet_model import KeywordInputs, ModelInputError, XLNetModel
 
 # The token inputs of every task model; "token_type_ids" is HuggingFace's "segment_ids".
 TOKEN_INPUTS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask")
+
+# The HeadModel subclasses a task declaration names (task_registry's `head_model`), by dotted
+# name: filled as each class is defined (models/__init__.py imports every model module).
+_DECLARED_CLASSES: Dict[str, type] = {}
+
+
+def dotted_name(cls) -> str:
+    """`cls`'s dotted name, as a task declaration names it."""
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def head_model_class(task: str) -> type:
+    """The HeadModel subclass that serves `task` (its declaration's `head_model`); an
+    undeclared task, or one whose class no imported module defines, raises ValueError."""
+    path = task_registry.declared(task).head_model
+    if path not in _DECLARED_CLASSES:
+        raise ValueError(f"task {task!r} declares head_model {path}, which no imported module "
+                         "defines: import its module in xlnet_tf2/models/__init__.py.")
+    return _DECLARED_CLASSES[path]
 
 
 def token_inputs(inputs) -> Dict[str, tf.Tensor]:
@@ -59,14 +78,32 @@ class HeadModel(KeywordInputs, keras.Model):
     directory with its head, or any model directory's backbone with a new head built from the
     constructor's arguments) and `save_pretrained` (our task directory or transformers'
     XLNetFor... directory), both in models/pretrained.py. A subclass says which of task.json's
-    tasks it serves (`KINDS`, and `kind` per instance), how task.json's settings build it
-    (`from_settings`) and what its task.json says (`task_settings`).
+    tasks it serves by being named in their declarations (xlnet_tf2/task_registry.py's
+    `head_model`: `KINDS` is set from them when the class is defined, and `kind`, an
+    instance's task, is the one of them unless the class says otherwise), how task.json's
+    settings build it (`from_settings`) and what its task.json says (`task_settings`).
     """
 
     # The output compile's losses and metrics apply to when labels are not a dict (None: all).
     MAIN_OUTPUT: Optional[str] = "logits"
-    # The tasks of task.json (run_dir.TASKS) this class serves; `kind` is an instance's.
+    # The tasks whose declaration names this class (set by __init_subclass__).
     KINDS: tuple = ()
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        tasks = tuple(d.name for d in task_registry.declared_tasks()
+                      if d.head_model == dotted_name(cls))
+        if tasks:
+            cls.KINDS = tasks
+            _DECLARED_CLASSES[dotted_name(cls)] = cls
+
+    @property
+    def kind(self) -> str:
+        """This model's task (task.json's "task"): the one task of its class's `KINDS`."""
+        if len(self.KINDS) != 1:
+            raise NotImplementedError(f"{type(self).__name__} serves {self.KINDS or 'no task'}; "
+                                      "a class serving several says an instance's kind itself.")
+        return self.KINDS[0]
 
     def __init__(self, config, **kwargs):
         super().__init__(**kwargs)
@@ -99,13 +136,18 @@ class HeadModel(KeywordInputs, keras.Model):
     # ------------------------------------------------------------------ task.json
     @classmethod
     def from_settings(cls, config, settings: dict, head_dropout: float = 0.1):
-        """The model task.json `settings` describe, its weights built (fresh)."""
-        raise NotImplementedError
+        """The model task.json `settings` describe, its weights built (fresh). On HeadModel
+        itself: a model of the class its task's declaration names (head_model_class)."""
+        if cls is not HeadModel:
+            raise NotImplementedError(f"{cls.__name__} does not say how task.json builds it.")
+        return head_model_class(settings.get("task")).from_settings(config, settings,
+                                                                    head_dropout)
 
     def task_settings(self, label_list=None, seq_len: Optional[int] = None) -> dict:
         """task.json of this model (saving.py's task directory format): `seq_len` default
         the original's for the task."""
-        return {"task": self.kind, "seq_len": seq_len or DEFAULT_SEQ_LEN[self.kind],
+        return {"task": self.kind,
+                "seq_len": seq_len or task_registry.declared(self.kind).default_seq_len,
                 "layout": "cls_last"}
 
     # ------------------------------------------------------------------ compile's view
@@ -136,17 +178,19 @@ class HeadModel(KeywordInputs, keras.Model):
     # ------------------------------------------------------------------ HuggingFace's names
     @classmethod
     def from_pretrained(cls, name_or_dir: str, **kwargs):
-        """A task model of this class from `name_or_dir` (models/pretrained.py's
-        `load_head_model`):
+        """A task model of this class from `name_or_dir` (models/pretrained.py's `load`, the
+        one loader):
           - our task directory (task.json: a fine-tuning run, a converted fine-tuned
-            checkpoint, `save_pretrained` output) of this class's task, with its head;
+            checkpoint, `save_pretrained` output) of this class's task, with its head (its
+            `which` checkpoint: "best", the default, or "latest"); on HeadModel itself, a task
+            directory of any task, as the model class its task declares;
           - transformers' directory (or hub id) of the matching XLNetFor... class, with its
             head;
           - any other model directory, hub id or release name: its backbone with a new head
             from the constructor's arguments in `kwargs` (num_outputs=..., ...).
-        Also takes load_weights, cache_dir, revision, local_files_only and run-time settings
-        (dropout=..., ...)."""
-        return pretrained.load_head_model(cls, name_or_dir, **kwargs)
+        Also takes load_weights, cache_dir, revision, local_files_only, run-time settings
+        (dropout=..., ...) and head_dropout."""
+        return pretrained.load(cls, name_or_dir, **kwargs)
 
     def save_pretrained(self, output_dir: str, spm_model: Optional[str] = None, *,
                         format: str = "xlnet_tf2", label_list=None,  # noqa: A002 - HF's

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import keras
 import tensorflow as tf
 
@@ -33,9 +35,10 @@ class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
 
     kind = "lm"  # what the loaders and writers of models/pretrained.py see
 
-    # transformers' name, and `xlnet_tf2.from_pretrained` (below): the loader itself, whose
-    # docstring says what `name_or_dir` may be and which keywords it takes.
-    from_pretrained = classmethod(pretrained.from_pretrained)
+    # transformers' name, and `xlnet_tf2.from_pretrained` (below): the one loader
+    # (models/pretrained.py's `load`), whose docstring says what `name_or_dir` may be and
+    # which keywords it takes.
+    from_pretrained = classmethod(pretrained.load)
 
     def call(self, inputs, training=None, output_hidden_states=False, plan=None):
         outputs = dict(self.transformer(inputs, training=training,
@@ -59,8 +62,9 @@ class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
 from_pretrained = XLNetLMHeadModel.from_pretrained
 
 
-def load_pretrained(directory: str, **config_overrides) -> XLNetLMHeadModel:
-    """`xlnet_tf2.load_pretrained`: a ready XLNetLMHeadModel from one of our LM directories
-    (a converted release, a pretraining model_dir); `config_overrides` set run-time fields
-    (e.g. mem_len=384, dropout=0.0)."""
-    return pretrained.load_lm_directory(XLNetLMHeadModel, directory, **config_overrides)
+def load_pretrained(directory: str, **runtime) -> XLNetLMHeadModel:
+    """Deprecated: `xlnet_tf2.from_pretrained(directory, **runtime)`, which it calls."""
+    warnings.warn("xlnet_tf2.load_pretrained is deprecated: use xlnet_tf2.from_pretrained "
+                  "(the same model, from any directory, release name or hub id).",
+                  DeprecationWarning, stacklevel=2)
+    return from_pretrained(directory, **runtime)

@@ -13,7 +13,7 @@ token dicts out) and the task's default loss and metrics:
 - `call` returns the task's main output alone (logits, scores), so `compile(metrics=[...])`
   applies to it; `compile()` with no arguments (done at construction) picks the task's
   loss, metrics and Adam(5e-5).
-- `from_preset(preset)` (models/pretrained.py's load_preset_model) and `save_to_preset(dir)`;
+- `from_preset(preset)` (models/pretrained.py's `load`) and `save_to_preset(dir)`;
   `.keras` files carry the SentencePiece model (XLNetPreprocessor.save_assets) and load after
   `import xlnet_tf2`.
 """
@@ -25,6 +25,7 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
+from xlnet_tf2 import task_registry
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.conversion.to_huggingface import save_huggingface
 from xlnet_tf2.models import pretrained, saving
@@ -61,16 +62,30 @@ def head_setting(name: str, held_as: str = "") -> property:
 
 
 class ModelWithPreprocessor(keras.Model):
-    """Subclasses set TASK (one of saving.TASKS) and CONFIG_KEYS, build `task_model` in
-    their constructor (then call `_finish_init`), define `from_task_settings` and
-    `make_preprocessor` (models/pretrained.py's load_preset_model), and may override
-    `main_output`, `task_settings`, `default_loss`, `default_metrics` and `prepare_labels`."""
+    """A subclass is named by its task's declaration (xlnet_tf2/task_registry.py's
+    `keras_hub_model`), which sets its `TASK` when the class is defined; it sets CONFIG_KEYS,
+    builds `task_model` in its constructor (then calls `_finish_init`), defines
+    `from_task_settings` and `make_preprocessor` (models/pretrained.py's _load_preset_model),
+    and may override `main_output`, `task_settings`, `default_loss`, `default_metrics` and
+    `prepare_labels`."""
 
+    # The task whose declaration names this class (set by __init_subclass__).
     TASK: str = ""
     # Constructor arguments get_config echoes, besides config; those of the head are
     # `head_setting`s, read from the task model.
     CONFIG_KEYS: tuple = ()
     presets = pretrained.ClassProperty(pretrained.presets)
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        path = f"{cls.__module__}.{cls.__qualname__}"
+        tasks = tuple(d.name for d in task_registry.declared_tasks()
+                      if d.keras_hub_model == path)
+        if len(tasks) > 1:
+            raise ValueError(f"{path} is the keras_hub_model of several tasks {tasks}; one "
+                             "keras-hub-style class serves one task.")
+        if tasks:
+            cls.TASK = tasks[0]
 
     def __init__(self, task_model, preprocessor=None, **kwargs):
         # "xlnet_classifier", not Keras' "xl_net_classifier".
@@ -228,8 +243,7 @@ class ModelWithPreprocessor(keras.Model):
         settings = {"task": self.TASK, "layout": "cls_last"}
         if self.preprocessor is not None:
             settings.update(seq_len=self.preprocessor.seq_len, lower=self.preprocessor.lower)
-            if hasattr(self.preprocessor, "layout") and self.TASK in ("classification",
-                                                                      "regression"):
+            if hasattr(self.preprocessor, "layout"):  # the text tasks' is chosen
                 settings["layout"] = self.preprocessor.layout
         return settings
 
@@ -268,8 +282,9 @@ class ModelWithPreprocessor(keras.Model):
         """keras-hub's constructor: a task directory (ours, or a HuggingFace one of the
         matching class, converted with its head) gives the fine-tuned task; any backbone
         preset (XLNetLMHeadModel.presets names, hub ids, LM directories) gives a fresh head
-        on its weights. See models/pretrained.py's load_preset_model for the arguments."""
-        return pretrained.load_preset_model(cls, preset, **kwargs)
+        on its weights. models/pretrained.py's `load`, the one loader (its _load_preset_model
+        says the arguments)."""
+        return pretrained.load(cls, preset, **kwargs)
 
 
 def _snake(name: str) -> str:

@@ -18,28 +18,30 @@ The directory holds the architecture only; run-time settings (mem_len, dropout, 
 keyword arguments. Release names are also architecture presets: with `load_weights=False`
 they build that architecture with fresh weights and need nothing on disk.
 
-Every loader takes the class to build (`cls`): the model classes' own methods are them or
-call them (`XLNetLMHeadModel.from_pretrained` is `classmethod(from_pretrained)`), so nothing
-here imports a model class. A model says what it is by its `kind` ("backbone", "lm", or task.json's
-task); a task model class lists the kinds it serves in `KINDS`.
+One loader, `load(cls, name_or_dir, ...)`, reads every kind of model: every class's
+`from_pretrained` and `from_preset` is it (`XLNetLMHeadModel.from_pretrained` is
+`classmethod(load)`, and `xlnet_tf2.from_pretrained`), and what it builds is the class it is
+given, so nothing here imports a model class (they import this module). A model says what it
+is by its `kind` ("backbone", "lm", or task.json's task); a task model class serves the tasks
+whose declarations name it (`KINDS`, xlnet_tf2/task_registry.py). The trained model_dir of a
+command is read through it too (tasks/finetuned_model.py's `load_task_model`).
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import warnings
 from typing import Callable, Dict, Optional
 
-from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2 import fileio, run_dir, task_registry
 from xlnet_tf2.config import RUNTIME_KEYS, XLNetConfig
 from xlnet_tf2.conversion.convert import TaskOptions, fill, huggingface_task, read_foreign
-from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN
 from xlnet_tf2.conversion.to_huggingface import save_huggingface
 from xlnet_tf2.locate import ORIGINAL_PREFIX, PRETRAINED, PretrainedNotFoundError, resolve
 from xlnet_tf2.models import saving
 
 FORMATS = ("xlnet_tf2", "huggingface")
-HUB_KEYS = ("cache_dir", "revision", "local_files_only")
 _log = logging.getLogger(__name__).info
 
 
@@ -105,7 +107,7 @@ class PretrainedModel:
         """keras-hub's name for `from_pretrained`: one of `presets`, a hub repository id, or a
         directory (ours, HuggingFace's or the original release's); `runtime` sets run-time
         fields (mem_len=..., dropout=...)."""
-        return cls.from_pretrained(preset, **runtime)
+        return load(cls, preset, **runtime)
 
     def save_pretrained(self, output_dir: str, spm_model: Optional[str] = None, *,
                         format: str = "xlnet_tf2"):  # noqa: A002 - HF's keyword
@@ -132,11 +134,66 @@ def _architecture(name_or_dir: str, runtime: dict) -> XLNetConfig:
     return XLNetConfig.from_json_file(path, **runtime)
 
 
-# ---------------------------------------------------------------------------- reading weights
+# ---------------------------------------------------------------------------- loading
+def load(cls, name_or_dir: str, *, load_weights: bool = True, which: str = "best",
+         cache_dir: Optional[str] = None, revision: Optional[str] = None,
+         local_files_only: bool = False, **kwargs):
+    """The one loader: a model of class `cls` from `name_or_dir` (a directory of ours,
+    HuggingFace's or the original release's, a hub repository id or a release name: module
+    docstring). Every class's `from_pretrained` / `from_preset` is this function, so every
+    load resolves the name the same way (locate.resolve) and reads the same files. What it
+    returns is `cls`'s:
+
+      XLNetModel (kind "backbone")      the backbone of any of them (a task directory's too,
+                                        its head left out)
+      XLNetLMHeadModel (kind "lm")      the LM model (a task directory is refused: it has no
+                                        LM head)
+      a HeadModel subclass              our task directory of one of its tasks (`KINDS`) with
+                                        its head; transformers' directory of the matching
+                                        XLNetFor... class with its head; any other model's
+                                        backbone with a new head from `cls`'s constructor
+                                        arguments in `kwargs` (`_load_head_model`)
+      HeadModel itself                  our task directory of any task, as the class its
+                                        task.json's task declares (HeadModel.from_settings)
+      a ModelWithPreprocessor subclass  the keras-hub-style model (`_load_preset_model`)
+
+    Args:
+      load_weights: False builds the architecture of a release name or of a directory's
+        xlnet_config.json with fresh weights (nothing is read or downloaded for a name).
+      which: a task directory's checkpoint, "best" (the best evaluation's, else the latest)
+        or "latest".
+      cache_dir, revision, local_files_only: passed to huggingface_hub for repository ids.
+      **kwargs: run-time settings (mem_len, reuse_len, dropout, dropatt, bi_data, clamp_len,
+        attn_type, same_length, initializer_range); for a task model also its constructor's
+        arguments (a new head's) or head_dropout (a task directory's head).
+    """
+    if which not in ("best", "latest"):
+        raise ValueError(f"which must be 'best' or 'latest', got {which!r}.")
+    hub = {"cache_dir": cache_dir, "revision": revision, "local_files_only": local_files_only}
+    if hasattr(cls, "from_task_settings"):
+        return _load_preset_model(cls, name_or_dir, load_weights, which, hub, **kwargs)
+    if hasattr(cls, "from_settings"):
+        return _load_head_model(cls, name_or_dir, load_weights, which, hub, kwargs)
+    runtime = check_runtime(kwargs)
+    if not load_weights:
+        return _built(cls(_architecture(name_or_dir, runtime)))
+    source = _Source(resolve(name_or_dir, **hub), runtime)
+    if cls.kind == "lm" and source.is_head_directory():
+        task = saving.read_task_settings(source.directory).get("task")
+        raise ValueError(f"{source.directory} is a {task} task directory, not a language "
+                         "model: load it with its task class (e.g. "
+                         "xlnet_tf2.XLNetClassifier.from_preset, or "
+                         "xlnet_tf2.models.HeadModel.from_pretrained for any task).")
+    model = _built(cls(source.config))
+    source.read(model, which)
+    return model
+
+
 class _Source:
     """A resolved model directory opened for reading: its architecture with this load's
-    run-time settings (`config`), and `read_backbone(backbone)` that puts its backbone
-    weights into a built XLNetModel (ours: from the checkpoint; released ones: converted)."""
+    run-time settings (`config`), and `read(model)` that puts its weights into a built
+    XLNetModel or XLNetLMHeadModel (ours: from the checkpoint, a task directory's backbone
+    alone; released ones: converted in memory)."""
 
     def __init__(self, resolved, runtime: dict):
         self.directory, self.kind = resolved.directory, resolved.kind
@@ -152,13 +209,13 @@ class _Source:
         return self.kind == "converted" and fileio.exists(
             os.path.join(self.directory, run_dir.TASK_FILE))
 
-    def read_backbone(self, backbone) -> None:
+    def read(self, model, which: str = "best") -> None:
         if self.foreign is not None:
-            fill(backbone, self.foreign, _log)
+            fill(model, self.foreign, _log)
         elif self.is_head_directory():  # a task model's backbone, its head left out
-            saving.restore_weights(backbone, saving.task_checkpoint(self.directory))
+            saving.restore_weights(model, saving.task_checkpoint(self.directory, which))
         else:
-            saving.restore_weights(backbone, self.directory)
+            saving.restore_weights(model, self.directory)
 
 
 def foreign_checkpoint(kind: str, directory: str, task: Optional[TaskOptions] = None):
@@ -174,110 +231,63 @@ def _built(model):
     return model
 
 
-def from_pretrained(cls, name_or_dir: str, *, load_weights: bool = True,
-                    cache_dir: Optional[str] = None, revision: Optional[str] = None,
-                    local_files_only: bool = False, **runtime):
-    """`XLNetLMHeadModel.from_pretrained` and `xlnet_tf2.from_pretrained`: a ready model of
-    class `cls` (XLNetLMHeadModel) from `name_or_dir`: a directory (ours, HuggingFace's or the
-    original release's), a hub repository id or a release name (module docstring).
-
-        model = xlnet_tf2.from_pretrained("path/to/dir", mem_len=384)
-
-    Args:
-      load_weights: False builds the architecture of a release name or of a directory's
-        xlnet_config.json with fresh weights (nothing is read or downloaded for a name).
-      cache_dir, revision, local_files_only: passed to huggingface_hub for repository ids.
-      **runtime: run-time settings (mem_len, reuse_len, dropout, dropatt, bi_data, clamp_len,
-        attn_type, same_length, initializer_range).
-    """
-    check_runtime(runtime)
-    if not load_weights:
-        return _built(cls(_architecture(name_or_dir, runtime)))
-    resolved = resolve(name_or_dir, cache_dir=cache_dir, revision=revision,
-                       local_files_only=local_files_only)
-    if resolved.kind == "converted":
-        if fileio.exists(os.path.join(resolved.directory, run_dir.TASK_FILE)):
-            task = saving.read_task_settings(resolved.directory).get("task")
-            raise ValueError(f"{resolved.directory} is a {task} task directory, not a language "
-                             "model: load it with its task class (e.g. "
-                             "xlnet_tf2.XLNetClassifier.from_preset).")
-        return load_lm_directory(cls, resolved.directory, **runtime)
-    foreign = foreign_checkpoint(resolved.kind, resolved.directory)
-    model = _built(cls(XLNetConfig.from_architecture(foreign.config.to_dict(), **runtime)))
-    fill(model, foreign, _log)
-    return model
-
-
-def load_lm_directory(cls, directory: str, **config_overrides):
-    """A model of class `cls` (XLNetLMHeadModel) from one of our LM directories (a converted
-    release, a pretraining model_dir); `config_overrides` set run-time fields."""
-    config = XLNetConfig.from_json_file(os.path.join(directory, run_dir.ARCH_FILE),
-                                        **config_overrides)
-    model = cls(config)
-    saving.restore_weights(model, directory)
-    return model
-
-
-def load_backbone(cls, name_or_dir: str, *, load_weights: bool = True,
-                  cache_dir: Optional[str] = None, revision: Optional[str] = None,
-                  local_files_only: bool = False, **runtime):
-    """A model of class `cls` (XLNetModel) with the backbone weights of whatever
-    `from_pretrained` takes; our task directories too (their head is not read)."""
-    check_runtime(runtime)
-    if not load_weights:
-        return _built(cls(_architecture(name_or_dir, runtime)))
-    source = _Source(resolve(name_or_dir, cache_dir=cache_dir, revision=revision,
-                             local_files_only=local_files_only), runtime)
-    model = _built(cls(source.config))
-    source.read_backbone(model)
-    return model
-
-
-def load_head_model(cls, name_or_dir: str, *, load_weights: bool = True,
-                    cache_dir: Optional[str] = None, revision: Optional[str] = None,
-                    local_files_only: bool = False, **kwargs):
-    """A task model of class `cls` (SequenceClassifier, MultipleChoiceModel, SquadModel):
-      - our task directory (task.json) of one of `cls.KINDS`, with its head;
+def _load_head_model(cls, name_or_dir: str, load_weights: bool, which: str, hub: dict,
+                     kwargs: dict):
+    """`load` of a task model class (SequenceClassifier, MultipleChoiceModel, SquadModel, ...:
+    a class a task's declaration names; or HeadModel for any task directory):
+      - our task directory (task.json) of one of `cls.KINDS` (HeadModel: any), with its head;
       - transformers' directory (or hub id) of the matching XLNetFor... class, with its head;
       - any other model directory, hub id or release name: its backbone with a new head from
         `cls`'s constructor arguments in `kwargs` (num_outputs=..., ...).
     `kwargs` also take run-time settings (dropout=..., ...)."""
     runtime = check_runtime(_split(kwargs, RUNTIME_KEYS))
-    if not load_weights:
+    resolved = resolve(name_or_dir, **hub) if load_weights else None
+    if resolved is not None and fileio.exists(os.path.join(resolved.directory,
+                                                            run_dir.TASK_FILE)):
+        def build(config, settings):
+            extra = dict(kwargs)
+            head_dropout = extra.pop("head_dropout", 0.1)
+            if extra:
+                raise ValueError(f"{resolved.directory} is a task directory: its head is as "
+                                 f"task.json says; {sorted(extra)} apply to a new head only.")
+            return cls.from_settings(config, settings, head_dropout)
+
+        return _read_task_directory(build, resolved.directory, cls.KINDS or None,
+                                    cls.__name__, runtime, which)
+    if not cls.KINDS:
+        why = ("load_weights=False reads no task.json" if resolved is None
+               else f"{resolved.directory} holds no {run_dir.TASK_FILE}")
+        raise ValueError(f"{cls.__name__}.from_pretrained reads a task directory of any task "
+                         f"and {why}; a new head on a model's backbone needs the task model's "
+                         "class (e.g. SequenceClassifier.from_pretrained(name, num_outputs=2)).")
+    if resolved is None:
         return cls(_architecture(name_or_dir, runtime), **kwargs).build_weights()
-    resolved = resolve(name_or_dir, cache_dir=cache_dir, revision=revision,
-                       local_files_only=local_files_only)
-
-    def build(config, settings):
-        if kwargs:
-            raise ValueError(f"{resolved.directory} is a task directory: its head is as "
-                             f"task.json says; {sorted(kwargs)} apply to a new head only.")
-        return cls.from_settings(config, settings)
-
-    if fileio.exists(os.path.join(resolved.directory, run_dir.TASK_FILE)):
-        return read_head_directory(build, resolved.directory, cls.KINDS, cls.__name__, runtime)
     task = (huggingface_task(resolved.directory, cls.KINDS)
             if resolved.kind == "huggingface" else None)
     if task is not None:
         foreign = foreign_checkpoint(resolved.kind, resolved.directory, TaskOptions(
             task, num_choices=kwargs.pop("num_choices", 4)))
-        model = build(XLNetConfig.from_architecture(foreign.config.to_dict(), **runtime),
-                      foreign.settings)
+        model = cls.from_settings(
+            XLNetConfig.from_architecture(foreign.config.to_dict(), **runtime),
+            foreign.settings, kwargs.pop("head_dropout", 0.1))
+        if kwargs:
+            raise ValueError(f"{resolved.directory} holds a {task} head: its head is as "
+                             f"config.json says; {sorted(kwargs)} apply to a new head only.")
         fill(model, foreign, _log)
         return model
     source = _Source(resolved, runtime)
     model = cls(source.config, **kwargs).build_weights()
-    source.read_backbone(model.transformer)
+    source.read(model.transformer, which)
     return model
 
 
-def read_head_directory(build: Callable, directory: str, kinds=None, reader: str = "",
-                        runtime: Optional[dict] = None, which: str = "best",
-                        head_model_of: Callable = lambda model: model):
-    """The model `build(config, settings)` makes of one of our task directories' xlnet_config.json
-    (with `runtime`) and task.json, with the weights of its `which` checkpoint ("best", else
-    "latest") read into its task model (`head_model_of(model)`). `kinds`: the tasks `reader`
-    (a class name, for the error) loads (None: `build` checks)."""
+def _read_task_directory(build: Callable, directory: str, kinds=None, reader: str = "",
+                         runtime: Optional[dict] = None, which: str = "best",
+                         head_model_of: Callable = lambda model: model):
+    """The model `build(config, settings)` makes of one of our task directories'
+    xlnet_config.json (with `runtime`) and task.json, with the weights of its `which`
+    checkpoint ("best", else "latest") read into its task model (`head_model_of(model)`).
+    `kinds`: the tasks `reader` (a class name, for the error) loads (None: any)."""
     settings = saving.read_task_settings(directory)
     if kinds is not None and settings.get("task") not in kinds:
         raise ValueError(f"{directory} holds a {settings.get('task')} model (task.json); "
@@ -289,28 +299,27 @@ def read_head_directory(build: Callable, directory: str, kinds=None, reader: str
     return model
 
 
-def load_preset_model(cls, preset: str, *, seq_len=None, preprocessor="auto",
-                      load_weights: bool = True, **kwargs):
-    """keras-hub's `from_preset` of a model with a preprocessor (XLNetClassifier, ...):
+def _load_preset_model(cls, preset: str, load_weights: bool, which: str, hub: dict, *,
+                       seq_len=None, preprocessor="auto", **kwargs):
+    """`load` of a model with a preprocessor (keras-hub's `from_preset` of XLNetClassifier,
+    ...):
 
       - one of our task directories (task.json: a fine-tuning model_dir, a fine-tuned
         checkpoint converted with --task, a `save_to_preset` output) of the class's task: that
-        model, head and weights, with a preprocessor laid out as task.json says;
+        model, head and weights (its `which` checkpoint), with a preprocessor laid out as
+        task.json says;
       - a HuggingFace directory or hub repository id whose config.json `architectures` is the
-        class's counterpart (XLNetForSequenceClassification, XLNetForMultipleChoice,
-        XLNetForQuestionAnswering): converted with its head;
+        class's counterpart (its task's declared huggingface_architecture): converted with
+        its head;
       - any other model preset (release names, hub ids, our LM or pretraining directories,
         HuggingFace XLNetLMHeadModel / XLNetModel directories, the original release): its
         backbone with a new head, built from the constructor's arguments (e.g. num_classes).
 
     kwargs: the class's constructor arguments; `seq_len` for the preprocessor (task
-    directories know theirs; default DEFAULT_SEQ_LEN of the task); `preprocessor` to use
-    instead of the one built from the preset's spiece.model (None: token dicts only);
-    `load_weights=False` for the architecture with fresh weights (release names need nothing
-    on disk); run-time settings (dropout, dropatt, ...); cache_dir / revision /
-    local_files_only for the hub."""
+    directories know theirs; default the task's declared default_seq_len); `preprocessor` to
+    use instead of the one built from the preset's spiece.model (None: token dicts only);
+    run-time settings (dropout, dropatt, ...)."""
     runtime = check_runtime(_split(kwargs, RUNTIME_KEYS))
-    hub = _split(kwargs, HUB_KEYS)
     resolved = None
     if load_weights or preset not in PRETRAINED or os.path.isdir(preset):
         resolved = resolve(preset, **hub)
@@ -324,8 +333,8 @@ def load_preset_model(cls, preset: str, *, seq_len=None, preprocessor="auto",
 
     if resolved is not None and load_weights:
         if fileio.exists(os.path.join(resolved.directory, run_dir.TASK_FILE)):
-            return read_head_directory(build, resolved.directory, (cls.TASK,), cls.__name__,
-                                       runtime, head_model_of=lambda model: model.task_model)
+            return _read_task_directory(build, resolved.directory, (cls.TASK,), cls.__name__,
+                                        runtime, which, head_model_of=lambda m: m.task_model)
         if resolved.kind == "huggingface" and huggingface_task(resolved.directory,
                                                                (cls.TASK,)):
             foreign = foreign_checkpoint(resolved.kind, resolved.directory, TaskOptions(
@@ -334,14 +343,24 @@ def load_preset_model(cls, preset: str, *, seq_len=None, preprocessor="auto",
                           foreign.settings)
             fill(model.task_model, foreign, _log)
             return model
-    settings = {"seq_len": seq_len or DEFAULT_SEQ_LEN[cls.TASK], **kwargs}
+    settings = {"seq_len": seq_len or task_registry.declared(cls.TASK).default_seq_len,
+                **kwargs}
     source = _Source(resolved, runtime) if load_weights else None
     config = source.config if load_weights else _architecture(preset, runtime)
     model = cls(config, preprocessor=_preprocessor(cls, preprocessor, spm, settings, preset),
                 **kwargs)
     if source is not None:
-        source.read_backbone(model.backbone)
+        source.read(model.backbone, which)
     return model
+
+
+def restore_weights(model, checkpoint_path: str) -> str:
+    """Deprecated: reads our checkpoint (a prefix, or a directory's latest) into `model`, an
+    XLNetModel or XLNetLMHeadModel you built; returns the prefix read."""
+    warnings.warn("xlnet_tf2.restore_weights is deprecated: load the model whole with "
+                  "XLNetModel.from_pretrained(dir) or xlnet_tf2.from_pretrained(dir).",
+                  DeprecationWarning, stacklevel=2)
+    return saving.restore_weights(model, checkpoint_path)
 
 
 def _preprocessor(cls, preprocessor, spm, settings, preset):

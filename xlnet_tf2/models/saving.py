@@ -31,8 +31,6 @@ import tensorflow as tf
 
 from xlnet_tf2 import fileio, run_dir
 
-TASKS = run_dir.TASKS
-
 CHECKPOINT_PREFIX = run_dir.SAVED_CHECKPOINT_PREFIX
 CONFIG_NAME = run_dir.ARCH_FILE
 SPM_NAME = run_dir.SPM_FILE

@@ -35,8 +35,6 @@ class SequenceClassifier(HeadModel):
     compile's losses and metrics see the logits (HeadModel.MAIN_OUTPUT).
     """
 
-    KINDS = ("classification", "regression")
-
     def __init__(self, config, num_outputs: int, summary_type: str = "last",
                  head_dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
@@ -100,7 +98,6 @@ class XLNetClassifier(ModelWithPreprocessor):
       label_list: class names in id order (kept in task.json and HuggingFace's id2label).
     """
 
-    TASK = "classification"
     CONFIG_KEYS = ("num_classes", "summary_type", "head_dropout", "label_list")
     num_classes = head_setting("num_classes", held_as="num_outputs")
     summary_type = head_setting("summary_type")
@@ -153,7 +150,6 @@ class XLNetRegressor(ModelWithPreprocessor):
     SequenceClassifier); loss mean squared error. preprocessor: an XLNetPreprocessor, or
     None; summary_type and head_dropout as XLNetClassifier's."""
 
-    TASK = "regression"
     CONFIG_KEYS = ("summary_type", "head_dropout")
     summary_type = head_setting("summary_type")
     head_dropout = head_setting("head_dropout")

@@ -177,9 +177,9 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
         `XLNetModel.from_pretrained`: whatever `xlnet_tf2.from_pretrained` takes (our
         directories, task directories included, whose head is left out; HuggingFace and
         original release directories; hub ids and release names), with its keywords
-        (load_weights, cache_dir, revision, local_files_only, run-time settings such as
-        mem_len=...). See models/pretrained.py."""
-        return pretrained.load_backbone(cls, name_or_dir, **kwargs)
+        (load_weights, which, cache_dir, revision, local_files_only, run-time settings such as
+        mem_len=...): models/pretrained.py's `load`, the one loader."""
+        return pretrained.load(cls, name_or_dir, **kwargs)
 
     # ------------------------------------------------------------------ call
     def call(self, inputs: Dict[str, tf.Tensor], training=None, output_hidden_states=False,

@@ -27,9 +27,6 @@ from xlnet_tf2.tokenizers.xlnet_multiple_choice_preprocessor import (
 class MultipleChoiceModel(HeadModel):
     """C options per question, each its own sequence: inputs [Q, C, L] -> logits [Q, C]."""
 
-    KINDS = ("race",)
-    kind = "race"
-
     def __init__(self, config, num_choices: int = 4, summary_type: str = "last",
                  head_dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
@@ -75,7 +72,6 @@ class XLNetMultipleChoice(ModelWithPreprocessor):
     (MultipleChoiceModel). preprocessor: an XLNetMultipleChoicePreprocessor (article,
     question, options strings -> [Q, C, L]), or None."""
 
-    TASK = "race"
     CONFIG_KEYS = ("num_choices", "summary_type", "head_dropout")
     num_choices = head_setting("num_choices")
     summary_type = head_setting("summary_type")

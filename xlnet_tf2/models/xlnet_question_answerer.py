@@ -43,8 +43,6 @@ class SquadModel(HeadModel):
     logits, no one main output: compile's losses and metrics take labels keyed by output)."""
 
     MAIN_OUTPUT = None
-    KINDS = ("squad",)
-    kind = "squad"
 
     def __init__(self, config, start_n_top: int = 5, end_n_top: int = 5,
                  head_dropout: float = 0.1, **kwargs):
@@ -102,7 +100,6 @@ class XLNetQuestionAnswerer(ModelWithPreprocessor):
     original's: (start + end cross-entropy) / 2, plus half the answer-class binary
     cross-entropy when labels hold is_impossible."""
 
-    TASK = "squad"
     CONFIG_KEYS = ("start_n_top", "end_n_top", "head_dropout")
     start_n_top = head_setting("start_n_top")
     end_n_top = head_setting("end_n_top")

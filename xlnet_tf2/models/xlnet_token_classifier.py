@@ -29,7 +29,6 @@ from xlnet_tf2.models.model_with_preprocessor import (ModelWithPreprocessor, hea
                                                       resolve_config)
 from xlnet_tf2.tokenizers.xlnet_word_preprocessor import FIRST_PIECE, XLNetWordPreprocessor
 
-TASK = "token_classification"
 IGNORE = -1  # the label of positions the loss, the metrics and the predictions skip
 
 
@@ -41,9 +40,6 @@ class TokenClassifier(HeadModel):
     losses and metrics see the logits. Head dropout applies in training only (HuggingFace's
     head has none, so inference matches XLNetForTokenClassification exactly).
     """
-
-    KINDS = (TASK,)
-    kind = TASK
 
     def __init__(self, config, num_labels: int, head_dropout: float = 0.1, **kwargs):
         super().__init__(config, **kwargs)
@@ -67,7 +63,7 @@ class TokenClassifier(HeadModel):
     def from_settings(cls, config, settings: dict, head_dropout: float = 0.1):
         labels = settings.get("label_list") or []
         if not labels:
-            raise ValueError(f"a {TASK} task.json needs a label_list, got {labels!r}.")
+            raise ValueError(f"a {cls.KINDS[0]} task.json needs a label_list, got {labels!r}.")
         return cls(config, len(labels), head_dropout=head_dropout).build_weights()
 
     def task_settings(self, label_list=None, seq_len: Optional[int] = None) -> dict:
@@ -76,8 +72,7 @@ class TokenClassifier(HeadModel):
         if len(labels) != self.num_labels:
             raise ValueError(f"label_list names {len(labels)} labels; the model has "
                              f"{self.num_labels} outputs.")
-        return {"task": TASK, "seq_len": seq_len or 128, "layout": "cls_last",
-                "label_list": labels}
+        return dict(super().task_settings(label_list, seq_len), label_list=labels)
 
     def huggingface_head_map(self) -> List[WeightSource]:
         """XLNetForTokenClassification's head: `classifier.{weight [C, D], bias [C]}`."""
@@ -116,7 +111,6 @@ class XLNetTokenClassifier(ModelWithPreprocessor):
     preprocessor: an XLNetWordPreprocessor or None; head_dropout; label_list: tag names in
     id order (task.json's, HuggingFace's id2label)."""
 
-    TASK = TASK
     CONFIG_KEYS = ("num_labels", "head_dropout", "label_list")
     num_labels = head_setting("num_labels")
     head_dropout = head_setting("head_dropout")

@@ -1,4 +1,5 @@
-"""A trained model_dir read back for inference: its task model with the weights to use.
+"""A trained model_dir read back for inference: its task model with the weights to use, or
+for features its backbone.
 
 Used by evaluation without training (run_squad.py --nodo_train), feature extraction and
 export; every model_dir this project writes is self-contained (run_dir.py), so the directory
@@ -14,13 +15,16 @@ import os
 import tensorflow as tf
 
 from xlnet_tf2 import fileio, run_dir
-from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.models.directories import build_task_model
-from xlnet_tf2.models.saving import restore_task_weights, restore_weights
-from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
+from xlnet_tf2.models.head_model import HeadModel
+from xlnet_tf2.models.xlnet_model import XLNetModel
 from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
+
+# Inference settings: the architecture of the directory, no dropout, no memory (a
+# pretraining run's data layout, bi_data, never carries over: it is not in
+# xlnet_config.json).
+INFERENCE = {"dropout": 0.0, "dropatt": 0.0, "mem_len": 0}
 
 
 def default_seq_len(model_dir: str) -> int:
@@ -39,30 +43,39 @@ def default_seq_len(model_dir: str) -> int:
     return 512
 
 
+@dataclasses.dataclass(frozen=True)
+class FeatureSpec:
+    """How the `features` of a model directory's backbone lay out their inputs
+    (export/feature_extraction.py): tokens per text, the layout, lowercasing."""
+
+    seq_len: int
+    layout: str = "cls_last"  # export/feature_extraction.py's LAYOUT
+    lower: bool = False
+
+    def replace(self, **changes) -> "FeatureSpec":
+        return dataclasses.replace(self, **changes)
+
+
 def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
-    """(model, spec, spm_model path) of a fine-tuned model_dir (its `checkpoint`: "best" or
-    "latest", read only from inside model_dir by saving.restore_task_weights), or for task "features" of any
-    directory holding an xlnet_config.json, spiece.model and a backbone checkpoint (converted
-    release, pretraining run or fine-tuning run)."""
-    # Inference settings: the architecture of the directory, no dropout, no memory, no
-    # bi_data (a pretraining run's data layout never carries over).
+    """(model, spec, spm_model path) of a trained model_dir for inference (no dropout, no
+    memory), through the one loader (models/pretrained.py's `load`), its `checkpoint`
+    ("best" or "latest") read only from inside model_dir:
+      - a declared task: its task model (HeadModel.from_pretrained, the class task.json's
+        task declares) and its HeadSpec (task.json, checked against `task`);
+      - "features": the backbone (XLNetModel.from_pretrained) of any directory holding an
+        xlnet_config.json, spiece.model and a checkpoint (converted release, pretraining run,
+        fine-tuning run: its head left out), and its FeatureSpec (seq_len:
+        default_seq_len)."""
     run_dir.require_model_dir(model_dir)
-    config = XLNetConfig.from_json_file(os.path.join(model_dir, run_dir.ARCH_FILE),
-                                        dropout=0.0, dropatt=0.0, mem_len=0)
     spm_model = run_dir.model_spm_file(model_dir)
     SentencePieceTokenizer.from_file(spm_model)  # a damaged one: one line naming it, now
     if task == "features":
-        seq_len = default_seq_len(model_dir)
-        spec = HeadSpec(task="classification", seq_len=seq_len)
-        model = SequenceClassifier(config, 1)
-        model(model.dummy_inputs(seq_len))
-        restore_weights(model.transformer, model_dir, source="--model_dir")
-        return model, spec, spm_model
+        backbone = XLNetModel.from_pretrained(model_dir, which=checkpoint, **INFERENCE)
+        return backbone, FeatureSpec(default_seq_len(model_dir)), spm_model
     spec = HeadSpec.read(model_dir)
     if spec.task != task:
         raise RunConfigError(f"--task={task} but {model_dir}/task.json says {spec.task!r}; "
                              f"pass --task={spec.task} (or --task=features).")
-    model = build_task_model(config, dataclasses.asdict(spec), head_dropout=0.0)
-    restore_task_weights(model, model_dir, checkpoint)
+    model = HeadModel.from_pretrained(model_dir, which=checkpoint, head_dropout=0.0,
+                                      **INFERENCE)
     return model, spec, spm_model
-

@@ -10,67 +10,57 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import List, Optional
 
 import tensorflow as tf
 
-from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2 import fileio, run_dir, task_registry
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.tasks.finetune_config import check_squad_windows
 
-TASKS = run_dir.TASKS
 TASK_FILE = run_dir.TASK_FILE
 
 
-# The type of every field (what task.json may hold for it).
-_TYPES = {"task": str, "seq_len": int, "summary_type": str, "layout": str, "label_list": (list, tuple),
-          "paired": bool, "lower": bool, "num_choices": int, "max_qa_length": int,
-          "version_2_with_negative": bool, "doc_stride": int, "max_query_length": int,
-          "max_answer_length": int, "n_best_size": int, "null_score_threshold": (int, float)}
+def _check(spec) -> None:
+    """task.json's checks (unknown task, types, ranges), each a RunConfigError naming the key."""
+    if spec.task not in task_registry.names():
+        raise RunConfigError(f"task must be one of {task_registry.names()}, got {spec.task!r}.")
+    declaration = task_registry.declared(spec.task)
+    for field in dataclasses.fields(spec):
+        value, kind = getattr(spec, field.name), _TYPES[field.name]
+        if value is not None and (
+                not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
+            raise RunConfigError(f"{field.name} must be "
+                                 f"{getattr(kind, '__name__', 'a number or a list')}, got "
+                                 f"{value!r}.")
+    for name in _POSITIVE:
+        if getattr(spec, name) <= 0:
+            raise RunConfigError(f"{name} must be positive, got {getattr(spec, name)}.")
+    if spec.label_list is not None and not all(isinstance(x, str) for x in spec.label_list):
+        raise RunConfigError(f"label_list must hold label names, got {spec.label_list!r}.")
+    if declaration.min_labels > 1 and spec.label_list is not None and \
+            len(spec.label_list) < declaration.min_labels:
+        raise RunConfigError(f"a {spec.task} model needs a label_list of at least "
+                             f"{declaration.min_labels} labels, got {spec.label_list!r}.")
+    if "doc_stride" in {s.name for s in declaration.settings}:
+        check_squad_windows(spec)
 
 
-@dataclasses.dataclass(frozen=True)
-class HeadSpec:
-    """task.json, checked (unknown keys, types, ranges raise RunConfigError naming them)."""
+# Every key of task.json: the shared ones, then each declared task's settings (task_registry).
+# An old task.json holds every key of every task (with defaults): all of them are read.
+_FIELDS = ([(name, kind, default) for name, (kind, default)
+            in task_registry.SHARED_SETTINGS.items()]
+           + [(s.name, s.type, s.default) for s in task_registry.task_settings()])
+_TYPES = {name: kind for name, kind, _ in _FIELDS}
+# The keys whose value must be positive.
+_POSITIVE = ("seq_len",) + tuple(s.name for s in task_registry.task_settings() if s.positive)
 
-    task: str
-    seq_len: int
-    summary_type: str = "last"
-    layout: str = "cls_last"
-    label_list: Optional[List[str]] = None
-    paired: bool = False            # classification/regression: a second text input
-    lower: bool = False
-    num_choices: int = 4            # race
-    max_qa_length: int = 128        # race: question+option keeps its LAST tokens
-    # squad (see xlnet_tf2/tasks/squad_data.py and squad.py)
-    version_2_with_negative: bool = False
-    doc_stride: int = 128           # tokens between the starts of consecutive windows
-    max_query_length: int = 64      # the question keeps its FIRST tokens
-    max_answer_length: int = 64     # longest answer span, in tokens
-    n_best_size: int = 5            # beam: top-n starts x top-n ends
-    null_score_threshold: float = 0.0  # SQuAD 2.0: answer-class logit above it -> no answer
+
+class _HeadSpecMethods:
+    """task.json, checked (unknown keys, types, ranges raise RunConfigError naming them). Its
+    fields are task_registry's SHARED_SETTINGS and every declared task's settings."""
 
     def __post_init__(self):
-        if self.task not in TASKS:
-            raise RunConfigError(f"task must be one of {TASKS}, got {self.task!r}.")
-        for field in dataclasses.fields(self):
-            value, kind = getattr(self, field.name), _TYPES.get(field.name)
-            if kind is not None and value is not None and (
-                    not isinstance(value, kind) or (kind is int and isinstance(value, bool))):
-                raise RunConfigError(f"{field.name} must be "
-                                     f"{getattr(kind, '__name__', 'a number or a list')}, got "
-                                     f"{value!r}.")
-        for name in ("seq_len", "num_choices", "max_qa_length"):
-            if getattr(self, name) <= 0:
-                raise RunConfigError(f"{name} must be positive, got {getattr(self, name)}.")
-        if self.label_list is not None and not all(isinstance(x, str) for x in self.label_list):
-            raise RunConfigError(f"label_list must hold label names, got {self.label_list!r}.")
-        if self.task == "classification" and self.label_list is not None and \
-                len(self.label_list) < 2:
-            raise RunConfigError(f"a classification model needs a label_list of at least 2 "
-                                 f"labels, got {self.label_list!r}.")
-        if self.task == "squad":
-            check_squad_windows(self)
+        _check(self)
 
     def replace(self, **changes) -> "HeadSpec":
         return dataclasses.replace(self, **changes)
@@ -83,8 +73,10 @@ class HeadSpec:
     def read(cls, model_dir: str) -> "HeadSpec":
         path = os.path.join(model_dir, TASK_FILE)
         if not tf.io.gfile.exists(path):
+            commands = sorted({d.command for d in task_registry.declared_tasks()})
             raise FileNotFoundError(f"{path} does not exist: --model_dir must be a directory "
-                                    "written by run_classifier.py, run_race.py or run_squad.py.")
+                                    f"written by a fine-tuning command ({', '.join(commands)}) "
+                                    "or xlnet-convert --task.")
         values = fileio.read_json_object(path, RunConfigError, "what the fine-tuned model is",
                                          "Restore it from the run that wrote the directory.")
         known = {f.name for f in dataclasses.fields(cls)}
@@ -98,3 +90,12 @@ class HeadSpec:
                                  "directory.") from None
         except TypeError as e:  # a required key (task, seq_len) is missing
             raise RunConfigError(f"{path}: {e}.") from None
+
+
+HeadSpec = dataclasses.make_dataclass(
+    "HeadSpec", [(name, kind if isinstance(kind, type) else object,
+                  dataclasses.field() if default is dataclasses.MISSING
+                  else dataclasses.field(default=default))
+                 for name, kind, default in _FIELDS],
+    bases=(_HeadSpecMethods,), frozen=True)
+HeadSpec.__module__, HeadSpec.__doc__ = __name__, _HeadSpecMethods.__doc__

@@ -20,7 +20,7 @@ from xlnet_tf2 import fileio
 from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.finetune_batches import global_batches_fn
-from xlnet_tf2.models.xlnet_token_classifier import IGNORE, TASK, TokenClassifier
+from xlnet_tf2.models.xlnet_token_classifier import IGNORE, TokenClassifier
 from xlnet_tf2.tasks import feature_cache
 from xlnet_tf2.tasks.entities import entity_scores
 from xlnet_tf2.tasks.errors import TaskDataError
@@ -30,6 +30,8 @@ from xlnet_tf2.tasks.token_classification_config import TokenClassificationConfi
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 from xlnet_tf2.training import distribution
 from xlnet_tf2.training.inference import predict
+
+TASK = "token_classification"  # task.json's name of it; its declaration: task_registry.py
 
 
 @dataclasses.dataclass(frozen=True)
