@@ -1,11 +1,11 @@
 """Where a model's files are: a local directory of a known layout, or a HuggingFace Hub
 download.
 
-    resolve("path/to/dir")          -> Resolved(directory, kind) for a local directory
+    resolve("path/to/dir")          -> Resolved(directory, layout) for a local directory
     resolve("xlnet-base-cased")     -> the hub copy of a release name (cache, else download)
     resolve("owner/name")           -> the hub copy of a repository id
 
-Kinds (`KINDS`): "converted" (this project's layout: xlnet_config.json with model.ckpt.*,
+Layouts (`LAYOUTS`): "converted" (this project's layout: xlnet_config.json with model.ckpt.*,
 training checkpoints or task.json: a converted release, a pretraining or fine-tuning
 model_dir; a task directory's checkpoint is looked for when it is read),
 "huggingface" (config.json with model.safetensors or pytorch_model.bin), "original" (the
@@ -29,7 +29,7 @@ from xlnet_tf2 import fileio, run_dir
 ORIGINAL_PREFIX = "xlnet_model.ckpt"
 HF_CONFIG = "config.json"
 HF_WEIGHTS = ("model.safetensors", "pytorch_model.bin")
-KINDS = ("converted", "huggingface", "original")
+LAYOUTS = ("converted", "huggingface", "original")
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _DOWNLOAD_TIMEOUT_S = 10.0  # per request: an unreachable hub fails in seconds, never hangs
 
@@ -52,9 +52,9 @@ class PretrainedNotFoundError(FileNotFoundError):
 
 @dataclasses.dataclass(frozen=True)
 class Resolved:
-    """A local directory holding a model, and which layout it has (one of KINDS)."""
+    """A local directory holding a model, and which layout it has (one of LAYOUTS)."""
     directory: str
-    kind: str
+    layout: str
 
     def spm_model(self) -> str:
         path = os.path.join(self.directory, run_dir.SPM_FILE)
@@ -65,8 +65,8 @@ class Resolved:
         return path
 
 
-def detect_kind(directory: str) -> Optional[str]:
-    """Which layout a directory has (one of KINDS), or None."""
+def detect_layout(directory: str) -> Optional[str]:
+    """Which layout a directory has (one of LAYOUTS), or None."""
     def has(name):
         return fileio.exists(os.path.join(directory, name))
 
@@ -86,13 +86,13 @@ def resolve(name_or_dir: str, *, cache_dir: Optional[str] = None,
             revision: Optional[str] = None, local_files_only: bool = False) -> Resolved:
     """The local model directory for a directory, release name or hub repository id."""
     if fileio.isdir(name_or_dir):
-        kind = detect_kind(name_or_dir)
-        if kind is None:
+        layout = detect_layout(name_or_dir)
+        if layout is None:
             raise PretrainedNotFoundError(
                 f"{name_or_dir} holds no model: expected xlnet_config.json with a checkpoint "
                 f"(this project's or the original release's {ORIGINAL_PREFIX}.*), or a "
                 f"HuggingFace {HF_CONFIG} with {' or '.join(HF_WEIGHTS)}.")
-        return Resolved(name_or_dir, kind)
+        return Resolved(name_or_dir, layout)
     if name_or_dir in PRETRAINED:
         repo_id = PRETRAINED[name_or_dir].repo_id
     elif _REPO_ID.match(name_or_dir):
@@ -102,11 +102,11 @@ def resolve(name_or_dir: str, *, cache_dir: Optional[str] = None,
             f"{name_or_dir!r} is not a directory, a HuggingFace Hub repository id (owner/name) "
             f"or a release name ({', '.join(sorted(PRETRAINED))}).")
     directory = _download(name_or_dir, repo_id, cache_dir, revision, local_files_only)
-    kind = detect_kind(directory)
-    if kind != "huggingface":
+    layout = detect_layout(directory)
+    if layout != "huggingface":
         raise PretrainedNotFoundError(f"The hub repository {repo_id} has no {HF_CONFIG} with "
                                       f"{' or '.join(HF_WEIGHTS)} (found in {directory}).")
-    return Resolved(directory, kind)
+    return Resolved(directory, layout)
 
 
 def _offline() -> bool:

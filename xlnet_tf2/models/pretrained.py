@@ -2,7 +2,7 @@
 decides what `name_or_dir` holds and reads it into a model class (HuggingFace's
 `from_pretrained` / `save_pretrained`, keras-hub's `from_preset` / `presets`).
 
-`name_or_dir` may be (locate.py finds it and names its kind)
+`name_or_dir` may be (locate.py finds it and names its layout)
   - a directory this project wrote ("converted"): a converted release (model.ckpt.*), a
     pretraining or fine-tuning model_dir (its latest checkpoint; a task directory's best):
     xlnet_config.json + a checkpoint, read by saving.py;
@@ -196,17 +196,17 @@ class _Source:
     alone; released ones: converted in memory)."""
 
     def __init__(self, resolved, runtime: dict):
-        self.directory, self.kind = resolved.directory, resolved.kind
+        self.directory, self.layout = resolved.directory, resolved.layout
         self.foreign = None
-        if self.kind == "converted":
+        if self.layout == "converted":
             self.config = XLNetConfig.from_json_file(
                 os.path.join(self.directory, run_dir.ARCH_FILE), **runtime)
         else:
-            self.foreign = foreign_checkpoint(resolved.kind, self.directory)
+            self.foreign = foreign_checkpoint(resolved.layout, self.directory)
             self.config = XLNetConfig.from_architecture(self.foreign.config.to_dict(), **runtime)
 
     def is_head_directory(self) -> bool:
-        return self.kind == "converted" and fileio.exists(
+        return self.layout == "converted" and fileio.exists(
             os.path.join(self.directory, run_dir.TASK_FILE))
 
     def read(self, model, which: str = "best") -> None:
@@ -218,9 +218,10 @@ class _Source:
             saving.restore_weights(model, self.directory)
 
 
-def foreign_checkpoint(kind: str, directory: str, task: Optional[TaskOptions] = None):
-    """A HuggingFace or original release directory read for conversion (conversion/)."""
-    if kind == "huggingface":
+def foreign_checkpoint(layout: str, directory: str, task: Optional[TaskOptions] = None):
+    """A HuggingFace or original release directory (`layout`, locate.LAYOUTS) read for
+    conversion (conversion/)."""
+    if layout == "huggingface":
         return read_foreign("huggingface", directory, task=task)
     return read_foreign("original", os.path.join(directory, ORIGINAL_PREFIX),
                         config_path=os.path.join(directory, run_dir.ARCH_FILE), task=task)
@@ -263,9 +264,9 @@ def _load_head_model(cls, name_or_dir: str, load_weights: bool, which: str, hub:
     if resolved is None:
         return cls(_architecture(name_or_dir, runtime), **kwargs).build_weights()
     task = (huggingface_task(resolved.directory, cls.KINDS)
-            if resolved.kind == "huggingface" else None)
+            if resolved.layout == "huggingface" else None)
     if task is not None:
-        foreign = foreign_checkpoint(resolved.kind, resolved.directory, TaskOptions(
+        foreign = foreign_checkpoint(resolved.layout, resolved.directory, TaskOptions(
             task, num_choices=kwargs.pop("num_choices", 4)))
         model = cls.from_settings(
             XLNetConfig.from_architecture(foreign.config.to_dict(), **runtime),
@@ -335,9 +336,9 @@ def _load_preset_model(cls, preset: str, load_weights: bool, which: str, hub: di
         if fileio.exists(os.path.join(resolved.directory, run_dir.TASK_FILE)):
             return _read_task_directory(build, resolved.directory, (cls.TASK,), cls.__name__,
                                         runtime, which, head_model_of=lambda m: m.task_model)
-        if resolved.kind == "huggingface" and huggingface_task(resolved.directory,
+        if resolved.layout == "huggingface" and huggingface_task(resolved.directory,
                                                                (cls.TASK,)):
-            foreign = foreign_checkpoint(resolved.kind, resolved.directory, TaskOptions(
+            foreign = foreign_checkpoint(resolved.layout, resolved.directory, TaskOptions(
                 cls.TASK, seq_len=seq_len, num_choices=kwargs.get("num_choices", 4)))
             model = build(XLNetConfig.from_architecture(foreign.config.to_dict(), **runtime),
                           foreign.settings)

@@ -126,7 +126,7 @@ class XLNetTokenizer:
         clean_up_tokenization_spaces and model_input_names; keyword arguments override."""
         spm_model = os.path.join(name_or_dir, SPM_FILE)
         if not fileio.exists(spm_model):
-            if fileio.isdir(name_or_dir) and locate.detect_kind(name_or_dir) is None:
+            if fileio.isdir(name_or_dir) and locate.detect_layout(name_or_dir) is None:
                 raise TokenizerError(
                     f"{name_or_dir} holds no {SPM_FILE}, the SentencePiece model this tokenizer "
                     "reads (transformers 5's save_pretrained writes only tokenizer.json): copy "
