@@ -72,7 +72,7 @@ def ours_step(c, model_dir):
         carried["state"], stats = pretrainer._loop(iterator, carried["state"], one)
         return float(stats["loss"][0])
 
-    return step, pretrainer.task.model_config
+    return step, pretrainer.task.xlnet_config
 
 
 def hf_step(config, batch, dropout=0.1, clip_norm=1.0):

@@ -35,7 +35,7 @@ def test_base_shape_step_compiles_and_runs_on_cpu(tmp_path):
         warmup_steps=0, dropout=0.1, dropatt=0.1, peak_tflops=1.0)
     p = Trainer(PretrainTask(config, architecture=XLNetConfig.preset("base"),
                              data=SyntheticPretrainData(shape, 32000, dataset_fn)))
-    c = p.task.model_config
+    c = p.task.xlnet_config
     assert (c.n_layer, c.d_model, c.n_head, c.d_inner, c.n_token) == (12, 768, 12, 3072, 32000)
     assert (c.mem_len, c.reuse_len, c.bi_data) == (M, R, True)
     # The compiled loop itself (one step); train() would also write a 1.3 GB checkpoint.

@@ -85,7 +85,7 @@ class ClassificationTask(FinetuneTask):
 
     def __init__(self, config: ClassificationConfig):
         regression = config.task == "regression"
-        model_config, spm_model = backbone_config(config), spm_model_of(config)
+        xlnet_config, spm_model = backbone_config(config), spm_model_of(config)
         train_examples, eval_examples, label_list, train_source, eval_source = \
             load_examples(config)
         spec = HeadSpec(task=config.task, seq_len=config.seq_len,
@@ -94,9 +94,9 @@ class ClassificationTask(FinetuneTask):
                         paired=any(e.text_b is not None for e in train_examples),
                         lower=config.lower)
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-        if tokenizer.vocab_size > model_config.n_token:
+        if tokenizer.vocab_size > xlnet_config.n_token:
             raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the "
-                                 f"model's n_token is {model_config.n_token}.")
+                                 f"model's n_token is {xlnet_config.n_token}.")
         is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
 
         def labels_of(examples, source):
@@ -119,7 +119,7 @@ class ClassificationTask(FinetuneTask):
         num_outputs = 1 if regression else len(spec.label_list)
 
         def model_fn():
-            return SequenceClassifier(model_config, num_outputs, spec.summary_type,
+            return SequenceClassifier(xlnet_config, num_outputs, spec.summary_type,
                                       head_dropout=config.head_dropout)
 
         eval_fn = None

@@ -83,7 +83,7 @@ class PretrainTask(Task):
         self.data_shape: DataShape = data.shape
         shape = self.data_shape
         runtime = config.model.runtime(reuse_len=shape.reuse_len, bi_data=shape.bi_data)
-        self.model_config = XLNetConfig.from_architecture(architecture.architecture(), **runtime)
+        self.xlnet_config = XLNetConfig.from_architecture(architecture.architecture(), **runtime)
         loop = config.loop
         self.step_features = objective.COMPACT_FEATURES + SLOT_FEATURES
         self.record_features = EXAMPLE_ID_FEATURES if loop.record_steps else ()
@@ -109,7 +109,7 @@ class PretrainTask(Task):
         return layout
 
     def build_model(self) -> keras.Model:
-        model = XLNetLMHeadModel(self.model_config)
+        model = XLNetLMHeadModel(self.xlnet_config)
         model.build()
         self._model = model
         return model
@@ -130,7 +130,7 @@ class PretrainTask(Task):
     def carried_state(self, model: keras.Model, layout: BatchLayout,
                       strategy: tf.distribute.Strategy) -> MemoryState:
         """This worker's share of the memory (models/memory.py's MemoryState)."""
-        return MemoryState.for_worker(self.model_config, model.compute_dtype, layout, strategy,
+        return MemoryState.for_worker(self.xlnet_config, model.compute_dtype, layout, strategy,
                                       distribution.worker_id(strategy),
                                       distribution.num_workers(strategy))
 
@@ -171,7 +171,7 @@ class PretrainTask(Task):
         chunk_index = features["chunk_index"]
         features = self.model_features(features)
         inputs = {k: features[k] for k in MODEL_FEATURES}
-        if self.model_config.mem_len:
+        if self.xlnet_config.mem_len:
             inputs["mems"] = memory.reset_at_stream_start(list(mems), chunk_index)
         outputs = model(inputs, training=training, plan=plan)
         ce_sum = objective.target_cross_entropy(outputs["logits"], features["target"],
@@ -180,16 +180,16 @@ class PretrainTask(Task):
 
     # ------------------------------------------------------------------ around the loop
     def run_files(self, model):
-        return {run_dir.ARCH_FILE: self.model_config.to_json_string()}
+        return {run_dir.ARCH_FILE: self.xlnet_config.to_json_string()}
 
     def run_settings(self) -> RunSettings:
         shape = self.data_shape
         derived = {"seq_len": shape.seq_len, "reuse_len": shape.reuse_len,
                    "num_predict": shape.num_predict, "bi_data": shape.bi_data,
-                   **self.model_config.architecture()}
+                   **self.xlnet_config.architecture()}
         sources = {k: "the data's record_info.json" for k in
                    ("seq_len", "reuse_len", "num_predict", "bi_data")}
-        sources.update({k: "--model_config" for k in self.model_config.architecture()})
+        sources.update({k: "--model_config" for k in self.xlnet_config.architecture()})
         return RunSettings(type(self.config), self.config, derived, sources)
 
     def on_train_begin(self, trainer) -> None:
@@ -202,7 +202,7 @@ class PretrainTask(Task):
     def flops_per_step(self, global_batch: int, num_replicas: int) -> float:
         shape = self.data_shape
         return pretrain_step_flops(
-            self.model_config, seq_len=shape.seq_len,
+            self.xlnet_config, seq_len=shape.seq_len,
             num_predict=shape.num_predict, global_batch_size=global_batch,
             num_replicas=num_replicas).train_per_step
 
@@ -236,7 +236,7 @@ class PretrainTask(Task):
             raise RunConfigError("No held-out data: prepare it with data_prep/create_tfrecords.py "
                                  "--eval_fraction (or --eval_input), or pass --eval_data_dir.")
         if self.evaluator is None:
-            zero_memory = functools.partial(memory.initial_memory, self.model_config,
+            zero_memory = functools.partial(memory.initial_memory, self.xlnet_config,
                                             self._eval_replica_batch, self._model.compute_dtype)
             self.evaluator = HeldOutEvaluator(
                 trainer.strategy, self._eval_inputs, self._eval_loss, zero_memory,

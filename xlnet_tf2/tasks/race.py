@@ -133,7 +133,7 @@ class RaceTask(FinetuneTask):
     evaluated by accuracy."""
 
     def __init__(self, config: RaceConfig):
-        model_config, spm_model = backbone_config(config), spm_model_of(config)
+        xlnet_config, spm_model = backbone_config(config), spm_model_of(config)
         spec = HeadSpec(task="race", seq_len=config.seq_len, max_qa_length=config.max_qa_length,
                         lower=config.lower)
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
@@ -160,7 +160,7 @@ class RaceTask(FinetuneTask):
 
         super().__init__(
             config, model_fn=lambda: MultipleChoiceModel(
-                model_config, spec.num_choices, spec.summary_type,
+                xlnet_config, spec.num_choices, spec.summary_type,
                 head_dropout=config.head_dropout),
             loss_fn=classification_loss,
             dataset_fn=global_batches_fn(train, config.train_batch_size, config.seed),

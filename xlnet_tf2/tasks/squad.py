@@ -282,12 +282,12 @@ class SquadTask(FinetuneTask):
     def __init__(self, config: SquadConfig):
         if not config.train_file:
             raise RunConfigError("--train_file is required when training (--do_train).")
-        model_config, spm_model = backbone_config(config), spm_model_of(config)
+        xlnet_config, spm_model = backbone_config(config), spm_model_of(config)
         spec = squad_spec(config)
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-        if tokenizer.vocab_size > model_config.n_token:
+        if tokenizer.vocab_size > xlnet_config.n_token:
             raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the "
-                                 f"model's n_token is {model_config.n_token}.")
+                                 f"model's n_token is {xlnet_config.n_token}.")
         is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
         cache_dir = config.feature_cache_dir
         train = train_features(config.train_file, tokenizer, spec, cache_dir, is_chief)
@@ -301,7 +301,7 @@ class SquadTask(FinetuneTask):
                                             config.output_dir or config.model_dir)
 
         super().__init__(
-            config, model_fn=lambda: SquadModel(model_config, spec.n_best_size,
+            config, model_fn=lambda: SquadModel(xlnet_config, spec.n_best_size,
                                                 spec.n_best_size,
                                                 head_dropout=config.head_dropout),
             loss_fn=squad_loss,

@@ -165,16 +165,16 @@ class TokenClassificationTask(FinetuneTask):
     evaluated by entity F1 (the best metric), precision, recall and token accuracy."""
 
     def __init__(self, config: TokenClassificationConfig):
-        model_config, spm_model = backbone_config(config), spm_model_of(config)
+        xlnet_config, spm_model = backbone_config(config), spm_model_of(config)
         train_sentences = read_conll(config.train_file)
         eval_sentences = read_conll(config.eval_file) if config.eval_file else []
         label_list = label_list_of(train_sentences)
         spec = HeadSpec(task=TASK, seq_len=config.seq_len, label_list=label_list,
                         lower=config.lower)
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-        if tokenizer.vocab_size > model_config.n_token:
+        if tokenizer.vocab_size > xlnet_config.n_token:
             raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the "
-                                 f"model's n_token is {model_config.n_token}.")
+                                 f"model's n_token is {xlnet_config.n_token}.")
         is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
 
         def features_of(name, sentences, source):
@@ -196,7 +196,7 @@ class TokenClassificationTask(FinetuneTask):
                                 config.eval_batch_size)
 
         super().__init__(
-            config, model_fn=lambda: TokenClassifier(model_config, len(label_list),
+            config, model_fn=lambda: TokenClassifier(xlnet_config, len(label_list),
                                                      head_dropout=config.head_dropout),
             loss_fn=token_classification_loss,
             dataset_fn=global_batches_fn(train, config.train_batch_size, config.seed),
