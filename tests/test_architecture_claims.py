@@ -5,8 +5,12 @@ through xlnet_tf2/fileio.py (an AST scan for direct writes), the tasks are decla
 loader goes down one path (models/pretrained.py's `load`)."""
 
 import ast
+import importlib
+import inspect
 import os
+import pathlib
 import re
+import textwrap
 
 from fixtures.paths import REPO_ROOT
 
@@ -308,3 +312,55 @@ def test_every_loader_goes_down_one_path(monkeypatch):
     source = open(finetuned_model.__file__, encoding="utf-8").read()
     assert "XLNetModel.from_pretrained(" in source and "HeadModel.from_pretrained(" in source
     assert "SequenceClassifier" not in source and "restore_" not in source
+
+
+def _config_classes():
+    """(module, class name) of every class of the package and the benchmarks' tools whose body
+    declares a flag setting (config_flags.setting / setting_like / section)."""
+    found = []
+    for root in ("xlnet_tf2", "benchmarks"):
+        for path in sorted(pathlib.Path(REPO_ROOT, root).rglob("*.py")):
+            tree = ast.parse(path.read_text())
+            module = ".".join(path.relative_to(REPO_ROOT).with_suffix("").parts)
+            for node in tree.body:
+                if isinstance(node, ast.ClassDef) and any(
+                        isinstance(st, ast.AnnAssign) and isinstance(st.value, ast.Call)
+                        and _called(st.value) in ("setting", "setting_like", "section")
+                        for st in node.body):
+                    found.append((module, node.name))
+    return found
+
+
+def _called(call: ast.Call) -> str:
+    return getattr(call.func, "id", None) or getattr(call.func, "attr", "")
+
+
+def _first_statement(function) -> ast.stmt:
+    body = ast.parse(textwrap.dedent(inspect.getsource(function))).body[0].body
+    return next(s for s in body if not (isinstance(s, ast.Expr)
+                                         and isinstance(s.value, ast.Constant)))
+
+
+def test_every_node_of_a_configuration_tree_starts_with_check_declared():
+    """ARCHITECTURE.md, "Configuration": every class with flag settings validates its
+    declared choices and required values first (check_declared, or its base's __post_init__
+    that does), so a library caller's bad value fails as the command line's would."""
+    classes = _config_classes()
+    assert len(classes) >= 15, classes
+    missing = []
+    for module, name in classes:
+        cls = getattr(importlib.import_module(module), name)
+        owners = [k for k in cls.__mro__ if "__post_init__" in vars(k)]
+        checked = False
+        for owner in owners:  # follow super().__post_init__() down the MRO
+            first = _first_statement(vars(owner)["__post_init__"])
+            if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Call)):
+                break
+            if _called(first.value) == "check_declared":
+                checked = True
+                break
+            if _called(first.value) != "__post_init__":
+                break
+        if not checked:
+            missing.append(f"{module}.{name}")
+    assert not missing, f"configuration classes not starting with check_declared: {missing}"

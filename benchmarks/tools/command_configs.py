@@ -87,6 +87,7 @@ class DataBenchmarkConfig:
     pipeline_steps: int = setting(100, "Number of batches timed in the input pipeline.")
 
     def __post_init__(self):
+        check_declared(self)
         check_positive(self, "corpus_bytes", "spm_bytes", "vocab_size", "workers", "runs",
                        "stage_bytes", "seq_len", "reuse_len", "num_predict", "num_streams",
                        "global_batch_size", "pipeline_steps")
@@ -118,6 +119,7 @@ class ScaleReportConfig:
     chips_per_host: int = setting(4, "Number of TPU chips attached to each host.")
 
     def __post_init__(self):
+        check_declared(self)
         check_positive(self, "global_batch", "seq_len", "reuse_len", "num_predict", "chips",
                        "chips_per_host")
         check_non_negative(self, "mem_len")
@@ -226,6 +228,7 @@ class BenchmarkConfig:
         "(default: a temporary directory, deleted at the end).")
 
     def __post_init__(self):
+        check_declared(self)
         unknown = sorted(set(self.workloads) - set(WORKLOADS))
         if unknown or not self.workloads:
             raise RunConfigError(f"--workloads: unknown workload(s) {unknown}; choose from "
@@ -284,6 +287,7 @@ class BaseStepBenchmarkConfig:
     output_json: Optional[str] = setting_like(BenchmarkConfig, "output_json")
 
     def __post_init__(self):
+        check_declared(self)
         check_positive(self, "batch_size", "seq_len", "reuse_len", "num_predict", "repeats",
                        "threads")
         check_non_negative(self, "mem_len", "warmup")
@@ -313,6 +317,7 @@ class GenerationBenchmarkConfig:
     jit_compile: bool = setting(False, "Compile our generation loop with XLA (jit_compile).")
 
     def __post_init__(self):
+        check_declared(self)
         check_positive(self, "n_layer", "d_model", "n_head", "d_inner", "vocab_size",
                        "batch_size", "prompt_len", "new_tokens", "repeats")
         check_non_negative(self, "num_beams", "threads")

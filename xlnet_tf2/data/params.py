@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from xlnet_tf2.config_flags import setting
+from xlnet_tf2.config_flags import check_declared, setting
 
 
 class DataPrepError(ValueError):
@@ -85,6 +85,9 @@ class DataParams:
     @property
     def num_predict_new(self) -> int:
         return self.num_predict // 2
+
+    def __post_init__(self):
+        check_declared(self)  # the settings' declared choices; `validate` checks the values
 
     @property
     def num_directions(self) -> int:

@@ -80,6 +80,7 @@ class PrepConfig:
     params: DataParams = section(DataParams)
 
     def __post_init__(self):
+        check_declared(self)
         check_prep_settings(self.params, output_dir=self.output_dir, input_patterns=self.input,
                             tfds_name=self.tfds_name, eval_fraction=self.eval_fraction,
                             eval_input=self.eval_input)
