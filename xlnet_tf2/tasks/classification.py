@@ -15,7 +15,8 @@ from xlnet_tf2.models.xlnet_classifier import SequenceClassifier
 from xlnet_tf2.tasks import feature_cache, text_readers
 from xlnet_tf2.tasks import metrics as metrics_lib
 from xlnet_tf2.tasks.finetune_config import ClassificationConfig
-from xlnet_tf2.tasks.finetuning import FinetuneTask, backbone_config, spm_model_of
+from xlnet_tf2.tasks.finetuning import (FinetuneTask, backbone_config, backbone_tokenizer,
+                                        spm_model_of)
 from xlnet_tf2.tasks.losses import classification_loss, regression_loss
 from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tasks.text_readers import TextExample
@@ -93,10 +94,7 @@ class ClassificationTask(FinetuneTask):
                         layout=layout_for_summary(config.summary_type), label_list=label_list,
                         paired=any(e.text_b is not None for e in train_examples),
                         lower=config.lower)
-        tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-        if tokenizer.vocab_size > xlnet_config.n_token:
-            raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the "
-                                 f"model's n_token is {xlnet_config.n_token}.")
+        tokenizer = backbone_tokenizer(spm_model, spec.lower, xlnet_config)
         is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
 
         def labels_of(examples, source):

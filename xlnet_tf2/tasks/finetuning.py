@@ -17,6 +17,7 @@ from absl import logging
 
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
+from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.models.saving import restore_weights
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
 from xlnet_tf2.tasks.head_spec import HeadSpec
@@ -24,6 +25,7 @@ from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 from xlnet_tf2.training.layer_decay import layer_lr_multipliers
 from xlnet_tf2.training.task import RunSettings, Task
 from xlnet_tf2.training.trainer import TrainResult
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
 EVAL_RESULTS_FILE = "eval_results.jsonl"
 
@@ -49,6 +51,17 @@ def backbone_config(config: FinetuneConfig) -> XLNetConfig:
 def spm_model_of(config: FinetuneConfig) -> str:
     """--spm_model, default the spiece.model beside --init_checkpoint."""
     return run_dir.spm_model_file(config.spm_model, config.init_checkpoint)
+
+
+def backbone_tokenizer(spm_model: str, lower: bool,
+                       xlnet_config: XLNetConfig) -> SentencePieceTokenizer:
+    """The tokenizer of --spm_model, refused in one line when it has more pieces than the
+    backbone's embedding has rows (n_token)."""
+    tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=lower)
+    if tokenizer.vocab_size > xlnet_config.n_token:
+        raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the "
+                             f"model's n_token is {xlnet_config.n_token}.")
+    return tokenizer
 
 
 @dataclasses.dataclass

@@ -36,7 +36,8 @@ from xlnet_tf2.tasks import feature_cache, squad_eval
 from xlnet_tf2.tasks.errors import TaskDataError
 from xlnet_tf2.tasks.finetune_config import SquadConfig
 from xlnet_tf2.tasks.finetuned_model import load_task_model
-from xlnet_tf2.tasks.finetuning import FinetuneTask, backbone_config, spm_model_of
+from xlnet_tf2.tasks.finetuning import (FinetuneTask, backbone_config, backbone_tokenizer,
+                                        spm_model_of)
 from xlnet_tf2.tasks.losses import squad_loss
 from xlnet_tf2.tasks.squad_data import (MODEL_INPUTS, SquadExample, SquadWindow,
                                         TokenizedContext, build_all_windows, read_squad,
@@ -284,10 +285,7 @@ class SquadTask(FinetuneTask):
             raise RunConfigError("--train_file is required when training (--do_train).")
         xlnet_config, spm_model = backbone_config(config), spm_model_of(config)
         spec = squad_spec(config)
-        tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-        if tokenizer.vocab_size > xlnet_config.n_token:
-            raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the "
-                                 f"model's n_token is {xlnet_config.n_token}.")
+        tokenizer = backbone_tokenizer(spm_model, spec.lower, xlnet_config)
         is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
         cache_dir = config.feature_cache_dir
         train = train_features(config.train_file, tokenizer, spec, cache_dir, is_chief)

@@ -18,16 +18,15 @@ import tensorflow as tf
 
 from xlnet_tf2 import fileio
 from xlnet_tf2 import special_ids as sid
-from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.finetune_batches import global_batches_fn
 from xlnet_tf2.models.xlnet_token_classifier import IGNORE, TokenClassifier
 from xlnet_tf2.tasks import feature_cache
 from xlnet_tf2.tasks.entities import entity_scores
 from xlnet_tf2.tasks.errors import TaskDataError
-from xlnet_tf2.tasks.finetuning import FinetuneTask, backbone_config, spm_model_of
+from xlnet_tf2.tasks.finetuning import (FinetuneTask, backbone_config, backbone_tokenizer,
+                                        spm_model_of)
 from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.tasks.token_classification_config import TokenClassificationConfig
-from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 from xlnet_tf2.training import distribution
 from xlnet_tf2.training.inference import predict
 
@@ -171,10 +170,7 @@ class TokenClassificationTask(FinetuneTask):
         label_list = label_list_of(train_sentences)
         spec = HeadSpec(task=TASK, seq_len=config.seq_len, label_list=label_list,
                         lower=config.lower)
-        tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-        if tokenizer.vocab_size > xlnet_config.n_token:
-            raise RunConfigError(f"--spm_model has {tokenizer.vocab_size} pieces but the "
-                                 f"model's n_token is {xlnet_config.n_token}.")
+        tokenizer = backbone_tokenizer(spm_model, spec.lower, xlnet_config)
         is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
 
         def features_of(name, sentences, source):
