@@ -63,18 +63,15 @@ class StepPlan:
     gpu_generation: str = "sm_90"
 
     def __post_init__(self):
-        if self.device not in DEVICES:
-            raise ValueError(f"Unknown device {self.device!r} to trace a step for; expected "
-                             f"one of {', '.join(DEVICES)}.")
-        if self.attention not in ATTENTION_IMPLEMENTATIONS:
-            raise ValueError(f"Unknown attention implementation {self.attention!r}; expected "
-                             f"one of {', '.join(ATTENTION_IMPLEMENTATIONS)}.")
-        if self.position_scores not in POSITION_SCORE_FORMS:
-            raise ValueError(f"Unknown position-score form {self.position_scores!r}; expected "
-                             f"one of {', '.join(POSITION_SCORE_FORMS)}.")
-        if self.gpu_generation not in GPU_GENERATIONS:
-            raise ValueError(f"Unknown GPU generation {self.gpu_generation!r}; expected one "
-                             f"of {', '.join(GPU_GENERATIONS)}.")
+        for name, value, allowed in (
+                ("device", self.device, DEVICES),
+                ("attention implementation", self.attention, ATTENTION_IMPLEMENTATIONS),
+                ("position-score form", self.position_scores, POSITION_SCORE_FORMS),
+                ("GPU generation", self.gpu_generation, GPU_GENERATIONS)):
+            if value not in allowed:
+                where = " to trace a step for" if name == "device" else ""
+                raise ValueError(f"Unknown {name} {value!r}{where}; expected one of "
+                                 f"{', '.join(allowed)}.")
 
     @classmethod
     def for_this_machine(cls, **settings) -> "StepPlan":

@@ -40,8 +40,9 @@ from xlnet_tf2.layers.kernels import triton_call
 from xlnet_tf2.layers.step_plan import StepPlan
 
 _DTYPE_NAMES = {tf.bfloat16: "bfloat16", tf.float16: "float16", tf.float32: "float32"}
-_KINDS = {"row_pos": "*i32", "row_seg": "*i32", "key_seg": "*i32", "blocked_bits": "*i32",
-          "k0s": "*i32", "k1": "*i32", "lse": "*fp32"}
+# The kernels' pointers whose element type is not the operands' float dtype.
+_FIXED_POINTER_TYPES = {"row_pos": "*i32", "row_seg": "*i32", "key_seg": "*i32",
+                        "blocked_bits": "*i32", "k0s": "*i32", "k1": "*i32", "lse": "*fp32"}
 
 
 def triton_unavailable_reason(queries: tf.Tensor, keys: tf.Tensor, *, dropout_rate: float,
@@ -106,7 +107,8 @@ def _calls(shapes: dict, dtype: tf.DType, generation: str):
     for name in flash.KERNEL_NAMES:
         launch = flash.launch(name, dtype=_DTYPE_NAMES[dtype], generation=generation, **shapes)
         pointer = triton_call.POINTER_TYPES[dtype]
-        types = {p + "_ptr": _KINDS.get(p, pointer) for p in launch.operands + launch.results}
+        types = {p + "_ptr": _FIXED_POINTER_TYPES.get(p, pointer)
+                 for p in launch.operands + launch.results}
         ir = triton_call.ttir(launch.kernel, types, launch.constexprs, generation=generation,
                               num_warps=launch.num_warps, num_stages=launch.num_stages)
         out[name] = (launch, ir)
