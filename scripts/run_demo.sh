@@ -77,7 +77,7 @@ $PY benchmarks/heldout_report.py --model_dir="$OUT/model" --data_dir="$OUT/data"
 echo "== 6/6 export: SavedModel for TF Serving (token and pooled features, text in)"
 # Straight from the pretraining model_dir: architecture, vocabulary and seq_len are there.
 rm -rf "$OUT/export"
-$PY experiments/export_saved_model.py --model_dir="$OUT/model" --task=features \
+$PY experiments/export_saved_model.py --model_dir="$OUT/model" --kind=features \
   --checkpoint=latest --export_dir="$OUT/export"
 # Call it the way a client would: a fresh process with TensorFlow and tensorflow-text only.
 # (TensorFlow's start-up lines go to client.log; shown only if the call fails)

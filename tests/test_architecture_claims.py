@@ -239,10 +239,10 @@ def test_every_view_of_the_registry_holds_every_declared_task():
     import tomllib
 
     from xlnet_tf2 import run_dir, task_registry
-    from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN, HEAD_TASKS, ConvertConfig
+    from xlnet_tf2.conversion.convert_config import DEFAULT_SEQ_LEN, HEAD_KINDS, ConvertConfig
     from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES
     from xlnet_tf2.export.saved_model import signatures_of
-    from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
+    from xlnet_tf2.export.export_config import EXPORT_KINDS, ExportConfig
     from xlnet_tf2.models.head_model import head_model_class
     from xlnet_tf2.tasks.finetuning import FinetuneTask
     from xlnet_tf2.tasks.head_spec import HeadSpec
@@ -250,15 +250,15 @@ def test_every_view_of_the_registry_holds_every_declared_task():
     declarations = task_registry.declared_tasks()
     names = tuple(d.name for d in declarations)
     assert names == task_registry.names() and len(set(names)) == len(names) >= 5
-    assert run_dir.TASKS == names and HEAD_TASKS == names
-    assert EXPORT_TASKS == names + ("features",)
+    assert run_dir.TASKS == names and HEAD_KINDS == names
+    assert EXPORT_KINDS == names + ("features",)
     assert DEFAULT_SEQ_LEN == {d.name: d.default_seq_len for d in declarations}
     assert {k: v for k, v in ARCHITECTURES.items() if k not in ("lm", "backbone")} == {
         d.name: d.huggingface_architecture for d in declarations}
     choices = {f.name: f.metadata.get("choices") for f in dataclasses.fields(ConvertConfig)}
-    assert tuple(choices["task"]) == names
+    assert tuple(choices["kind"]) == names
     export_choices = {f.name: f.metadata.get("choices") for f in dataclasses.fields(ExportConfig)}
-    assert tuple(export_choices["task"]) == EXPORT_TASKS
+    assert tuple(export_choices["kind"]) == EXPORT_KINDS
     spec_keys = {f.name for f in dataclasses.fields(HeadSpec)}
     assert spec_keys == set(task_registry.SHARED_SETTINGS) | {
         s.name for d in declarations for s in d.settings}
@@ -273,12 +273,12 @@ def test_every_view_of_the_registry_holds_every_declared_task():
         head_model = head_model_class(d.name)
         assert f"{head_model.__module__}.{head_model.__qualname__}" == d.head_model
         assert d.name in head_model.KINDS, (d.name, head_model.KINDS)
-        assert named(d.keras_hub_model).TASK == d.name
+        assert named(d.keras_hub_model).KIND == d.name
         assert issubclass(named(d.finetune_task), FinetuneTask), d.finetune_task
         assert signatures_of(d.name) is named(d.serving)
         assert d.command in scripts, (d.name, d.command)
-        spec = HeadSpec(task=d.name, seq_len=d.default_seq_len)
-        assert spec.task == d.name
+        spec = HeadSpec(kind=d.name, seq_len=d.default_seq_len)
+        assert spec.kind == d.name
 
 
 def test_every_loader_goes_down_one_path(monkeypatch):
@@ -364,3 +364,49 @@ def test_every_node_of_a_configuration_tree_starts_with_check_declared():
         if not checked:
             missing.append(f"{module}.{name}")
     assert not missing, f"configuration classes not starting with check_declared: {missing}"
+
+
+# ---------------------------------------------------------------------------- one word, "task"
+# "task" is a training procedure (training/task.py) or a declared fine-tuning task; what a
+# model is, is its kind (docs/GLOSSARY.md). These spellings name a model's kind as a "task":
+# task.json's old key and the old --task flag. They may appear only where the old name is
+# declared to be read (old_names=..., RENAMED_SETTINGS, the help text saying "Formerly").
+_KIND_AS_TASK = re.compile(r"""--task(?![s_a-zA-Z])|\[["']task["']\]|get\(["']task["']\)|"""
+                           r"""["']task["']\s*:|\btask=(?!task\b)""")
+# (TF_CONFIG's "task" is TensorFlow's word for a cluster member: {"type": ..., "index": ...}.)
+_OLD_NAME_DECLARED = ("old_names=", "renamed_settings", "formerly", "deprecated",
+                      '"task": {"type"')
+
+
+def kind_called_task(text: str, path: str) -> list:
+    """file:line of each place `text` names a model's kind as a "task"."""
+    return [f"{path}:{number}: {line.strip()}" for number, line in
+            enumerate(text.splitlines(), 1)
+            if _KIND_AS_TASK.search(line)
+            and not any(m in line.lower() for m in _OLD_NAME_DECLARED)]
+
+
+def test_the_scan_finds_a_kind_called_task():
+    assert kind_called_task('spec = HeadSpec(task="race")\n', "x.py") == [
+        'x.py:1: spec = HeadSpec(task="race")']
+    assert len(kind_called_task('return {"task": self.kind}\nx = settings.get("task")\n'
+                                "run --task=features\n", "x.py")) == 3
+    assert kind_called_task('Trainer(task, loop)\nkind: str = setting(old_names=("task",))\n'
+                            "self.task = task\n", "x.py") == []
+
+
+def test_a_model_kind_is_never_called_a_task():
+    """The package, its commands and the docs say kind (task.json's `kind`, `--kind`)."""
+    roots = [PACKAGE, os.path.join(REPO_ROOT, "experiments"), os.path.join(REPO_ROOT, "docs"),
+             os.path.join(REPO_ROOT, "scripts")]
+    found = []
+    for root in roots:
+        for directory, _, names in os.walk(root):
+            for name in names:
+                if name.endswith((".py", ".md", ".sh")):
+                    path = os.path.join(directory, name)
+                    with open(path, encoding="utf-8") as f:
+                        found += kind_called_task(f.read(), os.path.relpath(path, REPO_ROOT))
+    with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
+        found += kind_called_task(f.read(), "README.md")
+    assert not found, "a model's kind called a task (say kind):\n" + "\n".join(found)

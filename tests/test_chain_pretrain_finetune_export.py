@@ -62,7 +62,7 @@ def chain(tmp_path_factory):
           "--warmup_steps=6", "--eval_every=30", "--log_steps=30", "--dropout=0.1",
           "--dropatt=0.1", "--eval_batch_size=16"])
     _run(["experiments/export_saved_model.py", f"--model_dir={finetune}",
-          "--task=classification", f"--export_dir={d}/export"])
+          "--kind=classification", f"--export_dir={d}/export"])
     return dict(dir=d, pretrain=pretrain, finetune=finetune, dev=paths["dev"],
                 export=os.path.join(d, "export", "1"), spm=f"{d}/sp.model")
 
@@ -114,7 +114,7 @@ def test_served_predictions_equal_the_runs_own_evaluation(chain):
 @pytest.mark.slow
 def test_export_and_extraction_straight_from_the_pretraining_dir(chain, tmp_path):
     _run(["experiments/export_saved_model.py", f"--model_dir={chain['pretrain']}",
-          "--task=features", f"--export_dir={tmp_path}/features"])
+          "--kind=features", f"--export_dir={tmp_path}/features"])
     with open(os.path.join(tmp_path, "features", "1", "assets.extra", "task.json")) as f:
         assert json.load(f)["seq_len"] == 32  # the pretraining data's seq_len
     texts = tmp_path / "texts.txt"

@@ -6,6 +6,7 @@ import dataclasses
 import pytest
 
 from xlnet_tf2 import task_registry
+from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.task_registry import TaskDeclaration, TaskSetting
 
 
@@ -97,14 +98,22 @@ def test_an_old_task_json_of_every_key_still_reads(tmp_path):
            "max_query_length": 64, "max_answer_length": 64, "n_best_size": 5,
            "null_score_threshold": 0.0}
     (tmp_path / "task.json").write_text(json.dumps(old))
-    spec = HeadSpec.read(str(tmp_path))
-    assert dataclasses.asdict(spec) == old
+    with pytest.warns(DeprecationWarning, match="the key 'task' is now 'kind'"):
+        spec = HeadSpec.read(str(tmp_path))
+    renamed = {("kind" if k == "task" else k): v for k, v in old.items()}
+    assert dataclasses.asdict(spec) == renamed
+    # Both names saying different kinds: one line naming the file, never a guess.
+    (tmp_path / "task.json").write_text(json.dumps({**old, "kind": "squad"}))
+    with pytest.raises(RunConfigError, match=r"task\.json: 'task' is the old name of 'kind'"):
+        HeadSpec.read(str(tmp_path))
 
 
 def test_headmodel_from_pretrained_reads_any_task_directory_and_only_one(tmp_path):
-    """HeadModel.from_pretrained builds the class task.json's task declares (the one loader,
+    """HeadModel.from_pretrained builds the class task.json's kind declares (the one loader,
     models/pretrained.py's load); a directory without task.json is one line saying which
     class makes a new head."""
+    import json
+
     from xlnet_tf2.config import XLNetConfig
     from xlnet_tf2.models import HeadModel, MultipleChoiceModel, XLNetLMHeadModel
 
@@ -114,6 +123,14 @@ def test_headmodel_from_pretrained_reads_any_task_directory_and_only_one(tmp_pat
     loaded = HeadModel.from_pretrained(str(tmp_path / "race"))
     assert type(loaded) is MultipleChoiceModel and loaded.kind == "race"
     assert loaded.num_choices == 3
+    # A directory written before task.json's `task` key became `kind` loads the same.
+    settings = json.loads((tmp_path / "race" / "task.json").read_text())
+    assert settings["kind"] == "race" and "task" not in settings
+    settings["task"] = settings.pop("kind")
+    (tmp_path / "race" / "task.json").write_text(json.dumps(settings))
+    with pytest.warns(DeprecationWarning, match="the key 'task' is now 'kind'"):
+        old = HeadModel.from_pretrained(str(tmp_path / "race"))
+    assert type(old) is MultipleChoiceModel and old.num_choices == 3
     lm = XLNetLMHeadModel(config)
     lm.build()
     lm.save_pretrained(str(tmp_path / "lm"))

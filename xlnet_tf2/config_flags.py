@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 import typing
+import warnings
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Type
 
 from absl import flags as absl_flags
@@ -26,7 +27,7 @@ class RunConfigError(ValueError):
 def setting(default: Any = dataclasses.MISSING, help: str = "", *,  # noqa: A002 - absl's word
             choices: Optional[Sequence[str]] = None, resume: str = "fixed",
             required: bool = False, default_factory: Any = dataclasses.MISSING,
-            default_from: Optional[str] = None):
+            default_from: Optional[str] = None, old_names: Sequence[str] = ()):
     """A leaf setting of a run configuration (a dataclass field with flag metadata).
 
     Args:
@@ -47,7 +48,8 @@ def setting(default: Any = dataclasses.MISSING, help: str = "", *,  # noqa: A002
     if resume not in RESUME_POLICIES:
         raise ValueError(f"resume policy must be one of {RESUME_POLICIES}, got {resume!r}")
     metadata = {"help": help, "choices": tuple(choices) if choices else None,
-                "resume": resume, "required": required, "default_from": default_from}
+                "resume": resume, "required": required, "default_from": default_from,
+                "old_names": tuple(old_names)}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=metadata)
     return dataclasses.field(default=default, metadata=metadata)
@@ -174,6 +176,12 @@ def from_flat(cls: Type, values: Optional[Mapping[str, Any]] = None, **kwargs):
     flat = dict(values or {})
     flat.update(kwargs)
     fields = _unique_leaves(cls)
+    for old, new in _renamed(fields).items():
+        if old in flat:
+            warnings.warn(f"{cls.__name__}: the setting {old!r} is now {new!r}; the old name "
+                          "will stop working in a later release.", DeprecationWarning,
+                          stacklevel=3)
+            _take_old_name(flat, old, new, repr)
     unknown = sorted(set(flat) - set(fields))
     if unknown:
         raise RunConfigError(f"Unknown {cls.__name__} setting(s) {unknown}.")
@@ -183,6 +191,22 @@ def from_flat(cls: Type, values: Optional[Mapping[str, Any]] = None, **kwargs):
             given = flat.get(source)
             flat[name] = given if given is not None else _default_of(fields[source])
     return _build(cls, flat)
+
+
+def _renamed(fields: Mapping[str, dataclasses.Field]) -> Dict[str, str]:
+    """{old name: setting} of the settings of a tree that were renamed (`old_names`)."""
+    return {old: name for name, field in fields.items()
+            for old in field.metadata.get("old_names", ())}
+
+
+def _take_old_name(flat: Dict[str, Any], old: str, new: str, spell) -> None:
+    """Moves flat[old] to flat[new]; both given with different values is an error naming both
+    (`spell` writes a name as the caller's user knows it: a flag, a key)."""
+    value = flat.pop(old)
+    if new in flat and flat[new] is not None and flat[new] != value:
+        raise RunConfigError(f"{spell(old)} is the old name of {spell(new)}, and the two say "
+                             f"{value!r} and {flat[new]!r}: give {spell(new)} alone.")
+    flat[new] = value
 
 
 def _build(cls: Type, flat: Mapping[str, Any]):
@@ -298,9 +322,10 @@ def changed_settings(cls: Type, old: Mapping[str, Any], new) -> List[ChangedSett
     changes = []
     for path, field, _ in leaves(cls):
         name = path[-1]
-        if name not in old:
+        stored = [n for n in (name,) + field.metadata.get("old_names", ()) if n in old]
+        if not stored:
             continue
-        before, after = old[name], new_flat[name]
+        before, after = old[stored[0]], new_flat[name]
         if before != after:
             changes.append(ChangedSetting(name, before, after, field.metadata.get("resume", "fixed")))
     return changes
@@ -360,10 +385,24 @@ def define_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (),
         else:
             raise TypeError(f"{cls.__name__}.{name}: no flag type for {annotation!r}")
         del optional
-        if meta.get("required"):
+        if meta.get("required") and not meta.get("old_names"):
+            # (A renamed setting may come under its old name: check_declared says it is
+            # missing, naming the new flag.)
             flags.mark_flag_as_required(name, flag_values=fv)
         fv.register_key_flag_for_module(program, fv[name])
         names.append(name)
+        for old in meta.get("old_names", ()):
+            # The old name of a renamed setting: read (config_from_flags says the new name),
+            # left out of --help (not a key flag).
+            old_help = f"Deprecated: the old name of --{name} (the same values)."
+            if meta.get("choices"):
+                flags.DEFINE_enum(old, None, list(meta["choices"]), old_help, flag_values=fv,
+                                  module_name=program)
+            elif base is str and not sequence:
+                flags.DEFINE_string(old, None, old_help, flag_values=fv, module_name=program)
+            else:
+                raise TypeError(f"{cls.__name__}.{name}: old_names are supported for string "
+                                "settings only.")
     return names
 
 
@@ -379,10 +418,19 @@ def config_from_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (
 
     fv = flag_values if flag_values is not None else flags.FLAGS
     flat = {}
-    for path, _, _ in leaves(cls):
+    for path, field, _ in leaves(cls):
         name = path[-1]
         if name in exclude or name not in fv:
             continue
         flat[name] = fv[name].value
+        for old in field.metadata.get("old_names", ()):
+            if old in fv and fv[old].present:
+                print(f"--{old} is deprecated: use --{name} (the same values).",
+                      file=sys.stderr)
+                given = {old: fv[old].value}
+                if fv[name].present:
+                    given[name] = fv[name].value
+                _take_old_name(given, old, name, lambda n: f"--{n}")
+                flat[name] = given[name]
     flat.update(extra)
     return from_flat(cls, flat)

@@ -32,8 +32,8 @@ SPM_FILE = "spiece.model"
 SAVED_CHECKPOINT_PREFIX = "model.ckpt"
 TASK_FILE = "task.json"
 RUN_CONFIG_FILE = "run_config.json"
-# What a fine-tuned directory's task.json may say it is (tasks/head_spec.py, models/saving.py,
-# conversion's --task): the declared tasks (task_registry.py).
+# What a fine-tuned directory's task.json may say it is, its `kind` (tasks/head_spec.py,
+# models/saving.py, conversion's --kind): the declared tasks (task_registry.py).
 TASKS = task_registry.names()
 # A fine-tuning run's best evaluation: BEST_DIR/ckpt-N (a checkpoint directory with its own
 # `checkpoint` state file) and BEST_EVAL_FILE, whose "checkpoint" is "best/ckpt-N".

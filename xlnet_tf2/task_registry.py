@@ -1,22 +1,22 @@
-"""The fine-tuning tasks, each declared once: `TaskDeclaration` says what a task is called in
-task.json, which classes and functions of the floors above serve it (by their dotted names),
+"""The fine-tuning tasks, each declared once: `TaskDeclaration` says what a task is called (the
+kind of model it trains: task.json's `kind`), which classes and functions of the floors above serve it (by their dotted names),
 its defaults and its HuggingFace counterpart. Every table of tasks derives from the
 declarations registered here:
 
-  run_dir.TASKS                    what task.json (and xlnet-convert's --task) may say
+  run_dir.TASKS                    what task.json's kind (and xlnet-convert's --kind) may say
   tasks/head_spec.HeadSpec         task.json's keys: the shared ones and each task's `settings`
-  conversion/convert_config        DEFAULT_SEQ_LEN, --task's choices
+  conversion/convert_config        DEFAULT_SEQ_LEN, --kind's choices
   conversion/to_huggingface        ARCHITECTURES
   models/head_model, models/model_with_preprocessor
-                                   each model class's task(s) (`KINDS`, `kind`, `TASK`), read
+                                   each model class's kind(s) (`KINDS`, `kind`, `KIND`), read
                                    from the declaration that names the class
-  export/export_config             EXPORT_TASKS (the declared tasks and "features")
+  export/export_config             EXPORT_KINDS (the declared tasks and "features")
   export/saved_model.signatures_of each task's SavedModel signatures (`serving`)
 
 This module is on the lowest floor, so every floor reads it; it names the classes of the
 floors above as strings and imports none of them. Each floor attaches its own part when its
 module defines it: a `HeadModel` or `ModelWithPreprocessor` subclass whose dotted name a
-declaration gives learns its task at class creation, an export function marked
+declaration gives learns its kind at class creation, an export function marked
 `serving_tasks.signature_builder` is found by its dotted name. A declared name no module
 defines fails with one line naming the declaration (tests/test_architecture_claims.py checks
 every name of every declaration).
@@ -28,18 +28,42 @@ one `register(TaskDeclaration(...))` below.
 from __future__ import annotations
 
 import dataclasses
-from typing import Dict, Optional, Tuple, Union
+import warnings
+from typing import Dict, Mapping, Optional, Tuple, Union
 
-# task.json's keys every task has (tasks/head_spec.py): name -> (type, default). `task` and
+# task.json's keys every task has (tasks/head_spec.py): name -> (type, default). `kind` and
 # `seq_len` are required.
 SHARED_SETTINGS: Dict[str, tuple] = {
-    "task": (str, dataclasses.MISSING),
+    "kind": (str, dataclasses.MISSING),
     "seq_len": (int, dataclasses.MISSING),
     "summary_type": (str, "last"),
     "layout": (str, "cls_last"),
     "label_list": ((list, tuple), None),
     "lower": (bool, False),
 }
+
+
+# task.json's keys that were renamed: old name -> name. Files written before still read
+# (`current_settings`).
+RENAMED_SETTINGS: Dict[str, str] = {"task": "kind"}
+
+
+def current_settings(values: Mapping[str, object], source: str) -> Dict[str, object]:
+    """task.json's settings `values` (read from `source`) under today's key names: a key of
+    RENAMED_SETTINGS is read as its new name, with one DeprecationWarning naming the file. Both
+    names with different values raise ValueError naming the file."""
+    out = dict(values)
+    for old, new in RENAMED_SETTINGS.items():
+        if old not in out:
+            continue
+        value = out.pop(old)
+        if new in out and out[new] != value:
+            raise ValueError(f"{source}: {old!r} is the old name of {new!r}, and the two say "
+                             f"{value!r} and {out[new]!r}; keep {new!r} alone.")
+        out[new] = value
+        warnings.warn(f"{source}: the key {old!r} is now {new!r} (read as it); the file "
+                      "was written by an earlier version.", DeprecationWarning, stacklevel=3)
+    return out
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,7 +83,8 @@ class TaskSetting:
 class TaskDeclaration:
     """One fine-tuning task, everything the library's tables say of it.
 
-    name: task.json's "task" (and xlnet-convert's and xlnet-export's --task).
+    name: the task's name, which is also the kind of model it trains: task.json's "kind" (and
+      xlnet-convert's and xlnet-export's --kind).
     head_model: the dotted name of the `HeadModel` subclass (models/) that serves it: the
       backbone with its head, its HuggingFace weight map (`huggingface_head_map`, or
       conversion/head_maps.py's for the summary heads).
@@ -98,7 +123,7 @@ class TaskDeclaration:
 
     def __post_init__(self):
         if not self.name.isidentifier():
-            raise ValueError(f"a task's name is an identifier (task.json's \"task\"), got "
+            raise ValueError(f"a task's name is an identifier (task.json's \"kind\"), got "
                              f"{self.name!r}.")
         for field in ("head_model", "keras_hub_model", "finetune_task", "serving"):
             value = getattr(self, field)

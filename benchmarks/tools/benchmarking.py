@@ -118,7 +118,7 @@ def tf_inference(config: XLNetConfig, batch, *, mode: str = "xla") -> Callable[[
 
 def export_features_saved_model(config: XLNetConfig, seq_len: int, workdir: str) -> str:
     """Exports a randomly initialized backbone of `config` as the `features` SavedModel that
-    `experiments/export_saved_model.py --task=features` writes (with a SentencePiece model of
+    `experiments/export_saved_model.py --kind=features` writes (with a SentencePiece model of
     `config.n_token` pieces trained on a standard-library corpus); returns its directory."""
     import os
 
@@ -129,7 +129,7 @@ def export_features_saved_model(config: XLNetConfig, seq_len: int, workdir: str)
                                     model_prefix=os.path.join(workdir, "spiece"))
     model = SequenceClassifier(config, 1)
     model(model.dummy_inputs(seq_len))
-    return export(ServingModule("features", model, HeadSpec(task="classification", seq_len=seq_len),
+    return export(ServingModule("features", model, HeadSpec(kind="classification", seq_len=seq_len),
                                 spm_model), os.path.join(workdir, "export"))
 
 

@@ -251,7 +251,7 @@ class Experiment:
             return _read_json(done)
         c = self.c
         task_dir = self.path("tasks", task)
-        flags = {"task": "classification", "train_file": os.path.join(task_dir, "train.jsonl"),
+        flags = {"kind": "classification", "train_file": os.path.join(task_dir, "train.jsonl"),
                  "eval_file": os.path.join(task_dir, "dev.jsonl"), "text_a_column": "text",
                  "label_column": "label", "model_dir": out, "seq_len": c.seq_len,
                  "train_steps": c.finetune_steps, "train_batch_size": c.finetune_batch_size,

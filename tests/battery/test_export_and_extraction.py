@@ -22,10 +22,10 @@ TEXTS = ["Return the sum of two numbers.", "Parse an email message from a file."
          "Run the event loop until the future is done."]
 
 
-def export(*argv, model_dir="{finetune}", task="classification", export_dir="{ws}/export",
+def export(*argv, model_dir="{finetune}", kind="classification", export_dir="{ws}/export",
            runner=command, kill_at=None):
     extra = {"kill_at": kill_at} if kill_at else {}
-    return runner(EXPORT, f"--model_dir={model_dir}", f"--task={task}",
+    return runner(EXPORT, f"--model_dir={model_dir}", f"--kind={kind}",
                   f"--export_dir={export_dir}", *argv, **extra)
 
 
@@ -85,15 +85,15 @@ def features(path: str, reference: str = None):
 
 CASES = [
     # --- flags
-    Case("export/flag-seq-len-zero", export("--seq_len=0", task="features"), clear("--seq_len")),
-    Case("export/flag-seq-len-two", export("--seq_len=2", task="features",
+    Case("export/flag-seq-len-zero", export("--seq_len=0", kind="features"), clear("--seq_len")),
+    Case("export/flag-seq-len-two", export("--seq_len=2", kind="features",
                                            model_dir="{ws}/none"),
          clear("--seq_len=2", "at least 3")),
     Case("export/flag-seq-len-not-for-this-task", export("--seq_len=64"),
-         clear("--seq_len", "--task=features")),
-    Case("export/flag-task-unknown", export(task="ner"), clear("--task")),
-    Case("export/flag-task-differs-from-task-json", export(task="race"),
-         clear("--task=race", "task.json", "classification")),
+         clear("--seq_len", "--kind=features")),
+    Case("export/flag-kind-unknown", export(kind="ner"), clear("--kind")),
+    Case("export/flag-kind-differs-from-task-json", export(kind="race"),
+         clear("--kind=race", "task.json", "classification")),
     Case("export/flag-version-negative", export("--version=-1"), clear("--version")),
     Case("export/model-dir-missing", export(model_dir="{ws}/none"),
          clear("--model_dir", "{ws}/none")),
@@ -163,12 +163,12 @@ CASES = [
          on_small_disk("{ws}/disk", 300_000, [("{export}", "base")])),
     # --- features
     Case("export/features-from-pretraining-latest-truncated",
-         export(model_dir="{pretrain}", task="features"),
+         export(model_dir="{pretrain}", kind="features"),
          clear("{pretrain}/ckpt-4", "damaged"), truncate("{pretrain}/ckpt-4.data-00000-of-00001")),
     Case("export/features-seq-len", export("--seq_len=16", model_dir="{converted}",
-                                           task="features"),
+                                           kind="features"),
          works(exported("{ws}/export/1", seq_len=16)), changes=("export/*",)),
-    Case("export/features-run-config-truncated", export(model_dir="{pretrain}", task="features"),
+    Case("export/features-run-config-truncated", export(model_dir="{pretrain}", kind="features"),
          clear("{pretrain}/run_config.json", "JSON"), truncate("{pretrain}/run_config.json")),
     # --- extract_features
     Case("extract/input-empty", extract(), clear("{ws}/texts.txt", "empty"),

@@ -60,9 +60,9 @@ CASES = [
                      "--spm_model=s.model", "--output_dir=o"],
      dict(source="huggingface", checkpoint="hf", config="c.json", spm_model="s.model",
           output_dir="o")),
-    (ExportConfig, ["--model_dir=m", "--task=features", "--export_dir=e", "--seq_len=128",
+    (ExportConfig, ["--model_dir=m", "--kind=features", "--export_dir=e", "--seq_len=128",
                     "--checkpoint=latest", "--version=3"],
-     dict(model_dir="m", task="features", export_dir="e", seq_len=128, checkpoint="latest",
+     dict(model_dir="m", kind="features", export_dir="e", seq_len=128, checkpoint="latest",
           version=3)),
     (ExtractConfig, ["--model_dir=m", "--input_file=t.txt", "--output_file=f.jsonl",
                      "--batch_size=4", "--precision=mixed_bfloat16", "--strategy=one_device",
@@ -151,14 +151,14 @@ def test_flags_keep_their_defaults():
      "--source must be one of original, huggingface"),
     (ConvertConfig, dict(source="original", output_dir="o"), RunConfigError,
      "--checkpoint is required"),
-    (ExportConfig, dict(model_dir="m", task="features", export_dir="e", seq_len=0),
+    (ExportConfig, dict(model_dir="m", kind="features", export_dir="e", seq_len=0),
      RunConfigError, "--seq_len must be a positive integer, got 0"),
-    (ExportConfig, dict(model_dir="m", task="features", export_dir="e", seq_len=2),
+    (ExportConfig, dict(model_dir="m", kind="features", export_dir="e", seq_len=2),
      RunConfigError, "--seq_len=2 leaves no room for a token beside <sep> and <cls>"),
     (ExtractConfig, dict(model_dir="m", input_file="t", output_file="f.npz", seq_len=1),
      RunConfigError, "--seq_len=1 leaves no room for a token beside <sep> and <cls>"),
     (ConvertConfig, dict(source="original", checkpoint="c", output_dir="o",
-                         task="classification", seq_len=2),
+                         kind="classification", seq_len=2),
      RunConfigError, "--seq_len=2 leaves no room for a token beside <sep> and <cls>"),
     (SquadConfig, dict(model_dir="m", seq_len=64, max_query_length=61), RunConfigError,
      "--max_query_length=61 leaves no room for the document in --seq_len=64"),
@@ -209,7 +209,7 @@ def _one_error_line(args):
      "convert_checkpoint.py: error: flag --source=tf1: value should be one of "),
     (["experiments/convert_checkpoint.py", "--source=original", "--checkpoint=c"],
      "convert_checkpoint.py: error: flag --output_dir=None: "),
-    (["experiments/export_saved_model.py", "--model_dir=m", "--task=features",
+    (["experiments/export_saved_model.py", "--model_dir=m", "--kind=features",
       "--export_dir=e", "--seq_len=0"],
      "export_saved_model.py: error: --seq_len must be a positive integer, got 0."),
     (["experiments/extract_features.py", "--model_dir=m", "--input_file=t",
@@ -229,7 +229,7 @@ TREES = {
     SentencePieceConfig: dict(input=("c.txt",), model_prefix="p"),
     CorpusConfig: dict(output="c.txt"),
     ConvertConfig: dict(source="original", checkpoint="c", output_dir="o"),
-    ExportConfig: dict(model_dir="m", task="features", export_dir="e"),
+    ExportConfig: dict(model_dir="m", kind="features", export_dir="e"),
     ExtractConfig: dict(model_dir="m", input_file="t", output_file="f.npz"),
     PretrainConfig: dict(data_dir=("d",), model_dir="m"),
     ClassificationConfig: dict(model_dir="m"),
@@ -286,3 +286,64 @@ def test_pretraining_refuses_an_unknown_factorization_order():
     with pytest.raises(RunConfigError, match="--factorization_order must be one of "
                                              "permutation, left_to_right; got 'bogus'"):
         PretrainConfig.flat(data_dir=("d",), model_dir="m", factorization_order="bogus")
+
+
+# ---------------------------------------------------------------------------- renamed flags
+# --task became --kind (xlnet-classify, xlnet-convert, xlnet-export): the old name is read.
+RENAMED = [
+    (ExportConfig, ["--model_dir=m", "--export_dir=e"], "features"),
+    (ConvertConfig, ["--source=original", "--checkpoint=c", "--output_dir=o"], "race"),
+    (ClassificationConfig, ["--model_dir=m"], "regression"),
+]
+
+
+@pytest.mark.parametrize("cls,argv,kind", RENAMED, ids=[c.__name__ for c, _, _ in RENAMED])
+def test_an_old_flag_name_still_reads_and_says_the_new_one(cls, argv, kind, capsys):
+    old = _from_command_line(cls, argv + [f"--task={kind}"])
+    assert old == _from_command_line(cls, argv + [f"--kind={kind}"])
+    assert old.kind == kind
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["--task is deprecated: use --kind (the same values)."]
+    # Both names, the same value: read; different values: one line naming both.
+    assert _from_command_line(cls, argv + [f"--task={kind}", f"--kind={kind}"]).kind == kind
+    other = "classification"
+    with pytest.raises(RunConfigError, match=r"--task is the old name of --kind, and the two "
+                                             rf"say '{kind}' and '{other}'"):
+        _from_command_line(cls, argv + [f"--task={kind}", f"--kind={other}"])
+
+
+def test_an_old_setting_name_reads_in_from_flat_with_a_deprecation_warning():
+    with pytest.warns(DeprecationWarning, match="'task' is now 'kind'"):
+        config = from_flat(ExportConfig, model_dir="m", task="features", export_dir="e")
+    assert config == from_flat(ExportConfig, model_dir="m", kind="features", export_dir="e")
+    with pytest.warns(DeprecationWarning), pytest.raises(RunConfigError, match="give 'kind'"):
+        from_flat(ExportConfig, model_dir="m", task="features", kind="race", export_dir="e")
+
+
+def test_a_stored_run_configuration_with_an_old_name_is_compared_under_it():
+    """A run started before the rename stored `task`: resuming compares it as --kind."""
+    from xlnet_tf2.config_flags import changed_settings
+
+    config = from_flat(ClassificationConfig, model_dir="m", kind="regression")
+    assert changed_settings(ClassificationConfig, {"task": "regression"}, config) == []
+    (change,) = changed_settings(ClassificationConfig, {"task": "classification"}, config)
+    assert (change.name, change.old, change.new) == ("kind", "classification", "regression")
+
+
+def test_a_required_renamed_flag_missing_names_the_new_name():
+    with pytest.raises(RunConfigError, match="--kind is required"):
+        _from_command_line(ExportConfig, ["--model_dir=m", "--export_dir=e"])
+
+
+@pytest.mark.slow
+def test_a_command_given_the_old_flag_says_the_new_one_and_runs_on(tmp_path):
+    """xlnet-export --task=features (the old name): one deprecation line, then the command
+    goes on as with --kind (here to the missing model_dir's one-line error)."""
+    run = subprocess.run([sys.executable, "experiments/export_saved_model.py",
+                          f"--model_dir={tmp_path}/missing", "--task=features",
+                          f"--export_dir={tmp_path}/export"],
+                         capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=300)
+    assert run.returncode == 2, run.stdout[-2000:] + run.stderr[-2000:]
+    lines = run.stderr.strip().splitlines()
+    assert lines[0] == "--task is deprecated: use --kind (the same values).", run.stderr
+    assert len(lines) == 2 and f"{tmp_path}/missing" in lines[1], run.stderr

@@ -62,7 +62,7 @@ def test_finetuning_without_architecture_names_the_flag(classification_files):
 def test_export_of_a_missing_model_dir(tmp_path):
     _fails_with_one_line(
         ["experiments/export_saved_model.py", f"--model_dir={tmp_path}/nothing",
-         "--task=features", f"--export_dir={tmp_path}/export"],
+         "--kind=features", f"--export_dir={tmp_path}/export"],
         "--model_dir=", "does not exist")
 
 

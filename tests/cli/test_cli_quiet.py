@@ -92,7 +92,7 @@ def test_the_commands_that_run_a_model_share_strategy_and_precision_flags():
 def test_failing_run_is_one_line_and_verbosity_brings_the_logs_back(tmp_path,
                                                                     tensorflow_is_noisy):
     args = ["experiments/export_saved_model.py", f"--model_dir={tmp_path}/missing",
-            "--task=squad", f"--export_dir={tmp_path}/export"]
+            "--kind=squad", f"--export_dir={tmp_path}/export"]
     quiet = _run(args)
     assert quiet.returncode == 2
     assert quiet.stderr.strip().splitlines() == [
@@ -118,7 +118,7 @@ def test_a_fine_tuning_run_that_imports_tensorflow_is_quiet(tmp_path):
 def test_verbosity_detection():
     from xlnet_tf2.cli import verbosity_requested
 
-    assert not verbosity_requested(["--model_dir=x", "--task=squad"])
+    assert not verbosity_requested(["--model_dir=x", "--kind=squad"])
     for args in (["--verbosity=1"], ["--verbosity", "1"], ["-v", "1"], ["-v=0"], ["--v=2"]):
         assert verbosity_requested(args), args
     assert not verbosity_requested(["--", "--verbosity=1"])

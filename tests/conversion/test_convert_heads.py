@@ -12,7 +12,7 @@ import sys
 import numpy as np
 import pytest
 
-from xlnet_tf2.conversion import TaskOptions, WeightMismatchError
+from xlnet_tf2.conversion import HeadOptions, WeightMismatchError
 from xlnet_tf2.models import HeadModel
 from xlnet_tf2.models.directories import convert_checkpoint
 from xlnet_tf2.models.saving import read_task_settings
@@ -133,13 +133,13 @@ def test_original_head_converts_and_computes_the_original_math(tmp_path, hf, tas
     prefix, head = _fine_tuned_checkpoint(tmp_path / "tf1", task, hf)
     labels = ["negative", "positive"] if task == "classification" else None
     report = convert_checkpoint("original", prefix, str(tmp_path / "ours"),
-                                task=TaskOptions(task, seq_len=L, label_list=labels))
+                                head=HeadOptions(task, seq_len=L, label_list=labels))
     assert report["unused"] == []
     assert report["initialized"] == ["model/transformer/mask_emb/mask_emb"]
     assert any(name.endswith("/adam_m") for name in report["skipped"])
     model = HeadModel.from_pretrained(str(tmp_path / "ours"))
     settings = read_task_settings(str(tmp_path / "ours"))
-    assert settings["task"] == task and settings["seq_len"] == L
+    assert settings["kind"] == task and settings["seq_len"] == L
     if task == "squad":
         inputs = _inputs(7)
         p_mask = np.zeros((B, L), np.float32)
@@ -178,15 +178,15 @@ def test_original_scope_is_found_or_asked_for(tmp_path, hf):
     with pytest.raises(WeightMismatchError, match=r"2 classification heads \['imdb', 'yelp5'\]"
                                                   ".*--cls_scope"):
         convert_checkpoint("original", prefix, str(tmp_path / "out"),
-                           task=TaskOptions("classification"))
+                           head=HeadOptions("classification"))
     report = convert_checkpoint("original", prefix, str(tmp_path / "out"),
-                                task=TaskOptions("classification", cls_scope="yelp5"))
+                                head=HeadOptions("classification", cls_scope="yelp5"))
     assert report["unused"] == ["model/classification_imdb/logit/bias",
                                 "model/classification_imdb/logit/kernel", "model/lm_loss/bias"]
-    assert report["task"]["label_list"] == ["0", "1"]
+    assert report["head"]["label_list"] == ["0", "1"]
     with pytest.raises(WeightMismatchError, match="no regression head.*classification_imdb"):
         convert_checkpoint("original", prefix, str(tmp_path / "bad"),
-                           task=TaskOptions("regression"))
+                           head=HeadOptions("regression"))
     assert not (tmp_path / "bad").exists()
 
 
@@ -199,7 +199,7 @@ def test_original_attention_summary_is_refused(tmp_path, hf):
     prefix = _write_tf1_checkpoint(tensors, str(tmp_path / "attn"), config)
     with pytest.raises(WeightMismatchError, match="'attn' does not map.*LayerNorm"):
         convert_checkpoint("original", prefix, str(tmp_path / "out"),
-                           task=TaskOptions("classification"))
+                           head=HeadOptions("classification"))
 
 
 @pytest.mark.slow
@@ -208,7 +208,7 @@ def test_cli_original_fine_tuned_to_huggingface(tmp_path, hf):
     prefix, head = _fine_tuned_checkpoint(tmp_path / "tf1", "classification", hf)
     result = subprocess.run(
         [sys.executable, os.path.join(REPO, "experiments", "convert_checkpoint.py"),
-         "--source=original", "--target=huggingface", "--task=classification",
+         "--source=original", "--target=huggingface", "--kind=classification",
          f"--checkpoint={prefix}", "--label_list=negative,positive",
          f"--output_dir={tmp_path / 'hf'}"], capture_output=True, text=True, timeout=300,
         env={**os.environ, "PYTHONPATH": REPO})

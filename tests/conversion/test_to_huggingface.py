@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import xlnet_tf2
-from xlnet_tf2.conversion import TaskOptions, WeightMismatchError
+from xlnet_tf2.conversion import HeadOptions, WeightMismatchError
 from xlnet_tf2.models import HeadModel
 from xlnet_tf2.models.directories import convert_checkpoint
 from xlnet_tf2.models.saving import read_task_settings
@@ -110,9 +110,9 @@ def hf_tasks(tmp_path_factory):
             hf.config.label2id = {v: k for k, v in hf.config.id2label.items()}
         hf.save_pretrained(str(root / task / "hf"))
         report = convert_checkpoint("huggingface", str(root / task / "hf"),
-                                    str(root / task / "ours"), task=TaskOptions(task, seq_len=L))
+                                    str(root / task / "ours"), head=HeadOptions(task, seq_len=L))
         assert report["unused"] == [] and report["initialized"] == []
-        out[task] = (hf, root / task, report["task"])
+        out[task] = (hf, root / task, report["head"])
     return out
 
 
@@ -209,10 +209,10 @@ def test_heads_that_do_not_map_are_refused(tmp_path):
     hf.save_pretrained(str(tmp_path / "mean"))
     with pytest.raises(WeightMismatchError, match="'mean' does not map.*padding"):
         convert_checkpoint("huggingface", str(tmp_path / "mean"), str(tmp_path / "out"),
-                           task=TaskOptions("classification"))
+                           head=HeadOptions("classification"))
     with pytest.raises(WeightMismatchError, match="XLNetForSequenceClassification.*squad"):
         convert_checkpoint("huggingface", str(tmp_path / "mean"), str(tmp_path / "out"),
-                           task=TaskOptions("squad"))
+                           head=HeadOptions("squad"))
     assert not (tmp_path / "out").exists()
     attn = xlnet_tf2.XLNetClassifier(_config(), num_classes=2, summary_type="attn")
     with pytest.raises(WeightMismatchError, match="'attn' does not map"):

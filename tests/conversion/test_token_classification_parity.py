@@ -66,7 +66,7 @@ def test_directories_convert_both_ways(tmp_path):
     """transformers' saved directory -> xlnet-convert's task directory (task.json with the
     id2label tags) -> our save_pretrained(format="huggingface") -> transformers loads it; the
     logits agree with the first model's at every step."""
-    from xlnet_tf2.conversion import TaskOptions
+    from xlnet_tf2.conversion import HeadOptions
     from xlnet_tf2.models import HeadModel
     from xlnet_tf2.models.directories import convert_checkpoint
     from xlnet_tf2.models.saving import read_task_settings
@@ -79,7 +79,7 @@ def test_directories_convert_both_ways(tmp_path):
     hf.config.label2id = {t: i for i, t in enumerate(tags)}
     hf.save_pretrained(str(tmp_path / "hf"))
     report = convert_checkpoint("huggingface", str(tmp_path / "hf"), str(tmp_path / "ours"),
-                                task=TaskOptions("token_classification", seq_len=L))
+                                head=HeadOptions("token_classification", seq_len=L))
     assert report["unused"] == [] and report["initialized"] == []
     ours = HeadModel.from_pretrained(str(tmp_path / "ours"))
     settings = read_task_settings(str(tmp_path / "ours"))
@@ -94,7 +94,7 @@ def test_directories_convert_both_ways(tmp_path):
 
 
 def test_a_sequence_classifier_is_refused_as_a_token_classifier(tmp_path):
-    from xlnet_tf2.conversion import TaskOptions, WeightMismatchError
+    from xlnet_tf2.conversion import HeadOptions, WeightMismatchError
     from xlnet_tf2.models.directories import convert_checkpoint
 
     hf = random_hf_model(tiny_config(), architecture="XLNetForSequenceClassification",
@@ -102,4 +102,4 @@ def test_a_sequence_classifier_is_refused_as_a_token_classifier(tmp_path):
     hf.save_pretrained(str(tmp_path / "hf"))
     with pytest.raises(WeightMismatchError, match="needs a XLNetForTokenClassification"):
         convert_checkpoint("huggingface", str(tmp_path / "hf"), str(tmp_path / "ours"),
-                           task=TaskOptions("token_classification"))
+                           head=HeadOptions("token_classification"))

@@ -40,7 +40,7 @@ def trained(tmp_path_factory):
     assert run.returncode == 0, run.stderr[-3000:]
     export_base = os.path.join(directory, "export")
     cmd = [sys.executable, os.path.join(ROOT, "experiments/export_saved_model.py"),
-           f"--model_dir={model_dir}", "--task=classification", f"--export_dir={export_base}"]
+           f"--model_dir={model_dir}", "--kind=classification", f"--export_dir={export_base}"]
     run = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
     return dict(directory=directory, spm=spm, model_dir=model_dir,

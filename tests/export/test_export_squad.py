@@ -130,7 +130,7 @@ def test_served_whole_context_answers_equal_offline_predictions(tmp_path, versio
     dataset = squad_dataset(["email", "json"], version_2, seed=5, max_paragraphs=10)
     path = tmp_path / "dev.json"
     path.write_text(json.dumps(dataset), encoding="utf-8")
-    spec = HeadSpec(task="squad", seq_len=64, layout="squad", doc_stride=24,
+    spec = HeadSpec(kind="squad", seq_len=64, layout="squad", doc_stride=24,
                     max_query_length=12, max_answer_length=16, n_best_size=4,
                     version_2_with_negative=version_2, null_score_threshold=0.0)
     model = _tiny_squad_model(spec)

@@ -1,5 +1,5 @@
 """Feature extraction: experiments/extract_features.py (.npz and .jsonl) and the
-`--task=features` SavedModel give the backbone's hidden states and their mean over real
+`--kind=features` SavedModel give the backbone's hidden states and their mean over real
 tokens, checked against a direct computation."""
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def test_extract_features_and_features_export(tmp_path):
         assert run.returncode == 0, run.stderr[-3000:]
     export_base = str(tmp_path / "export")
     run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments/export_saved_model.py"),
-                          f"--model_dir={model_dir}", "--task=features", f"--seq_len={SEQ_LEN}",
+                          f"--model_dir={model_dir}", "--kind=features", f"--seq_len={SEQ_LEN}",
                           f"--export_dir={export_base}"],
                          capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -149,7 +149,7 @@ def test_from_preset_and_save_to_preset(spm, tmp_path):
     classifier.fit(TEXTS, LABELS, epochs=1, verbose=0)
     classifier.save_to_preset(str(tmp_path / "task"))
     settings = json.loads((tmp_path / "task" / "task.json").read_text())
-    assert settings == {"task": "classification", "seq_len": 16, "layout": "cls_last",
+    assert settings == {"kind": "classification", "seq_len": 16, "layout": "cls_last",
                         "lower": False, "summary_type": "last", "label_list": ["0", "1", "2"]}
     again = xlnet_tf2.XLNetClassifier.from_preset(str(tmp_path / "task"))
     np.testing.assert_array_equal(again.predict(TEXTS, verbose=0),

@@ -72,7 +72,7 @@ def test_squad_windows_tokenized_once_and_rebuilt_identically(tmp_path, monkeypa
     tokenizer = SentencePieceTokenizer.from_file(train_tiny_spm(str(tmp_path)))
     path = write_squad(os.path.join(str(tmp_path), "squad.json"), ["email", "json"], True,
                        seed=2, max_paragraphs=8)
-    spec = HeadSpec(task="squad", seq_len=64, layout="squad", doc_stride=24,
+    spec = HeadSpec(kind="squad", seq_len=64, layout="squad", doc_stride=24,
                     max_query_length=12, version_2_with_negative=True)
     cache = str(tmp_path / "cache")
     calls = []

@@ -67,7 +67,7 @@ def trained(tmp_path_factory):
     assert run.returncode == 0, run.stderr[-3000:]
     export_base = os.path.join(directory, "export")
     run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments/export_saved_model.py"),
-                          f"--model_dir={model_dir}", "--task=race", f"--export_dir={export_base}"],
+                          f"--model_dir={model_dir}", "--kind=race", f"--export_dir={export_base}"],
                          capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
     return dict(model_dir=model_dir, dev=dev, export=os.path.join(export_base, "1"))

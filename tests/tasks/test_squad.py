@@ -340,7 +340,7 @@ def test_squad_train_predict_evaluate_export_reload(tmp_path):
 
     export_base = os.path.join(directory, "export")
     run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments/export_saved_model.py"),
-                          f"--model_dir={model_dir}", "--task=squad", "--checkpoint=latest",
+                          f"--model_dir={model_dir}", "--kind=squad", "--checkpoint=latest",
                           f"--export_dir={export_base}"],
                          capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -89,7 +89,7 @@ def test_bad_tfds_inputs_name_the_dataset_and_flag(data):
     # A dataset of one's own needs the column flags; a text label has no class names.
     assert "give --text_a_column and --label_column" in _error(TOPICS, "train", data_dir=d)
     assert _error(DOCUMENTS, "train", "text", None, "text", data_dir=d).endswith(
-        "column 'text' has no class names; use --task=regression for a numeric label.")
+        "column 'text' has no class names; use --kind=regression for a numeric label.")
 
 
 def _run_classifier(model_dir, spm, *inputs):

@@ -34,7 +34,7 @@ def test_tagger_fine_tunes_evaluates_and_reloads(tmp_path):
         capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
     assert result.returncode == 0, result.stderr[-2000:]
     spec = json.loads((run / "task.json").read_text())
-    assert spec["task"] == "token_classification" and spec["label_list"] == ["O", "B-LOC",
+    assert spec["kind"] == "token_classification" and spec["label_list"] == ["O", "B-LOC",
                                                                             "B-PER"]
     best = json.loads((run / "best_eval.json").read_text())
     assert best["f1"] > 0.5 and 0.0 <= best["token_accuracy"] <= 1.0, best

@@ -11,7 +11,7 @@
       --checkpoint=converted/base --output_dir=hf/base
 
 (from a checkout: python experiments/convert_checkpoint.py, same flags.) --source=huggingface
-reads a save_pretrained directory; --task converts a fine-tuned checkpoint with its head into a
+reads a save_pretrained directory; --kind converts a fine-tuned checkpoint with its head into a
 task directory. More examples: README.md, "Converting released checkpoints". The flags are
 the settings of `ConvertConfig` (xlnet_tf2/conversion/convert_config.py).
 """
@@ -29,17 +29,17 @@ define_flags(ConvertConfig)
 def run(argv):
     del argv
     config = config_from_flags(ConvertConfig)  # a bad setting stops here, before TensorFlow
-    from xlnet_tf2.conversion.convert import TaskOptions, describe_report
+    from xlnet_tf2.conversion.convert import HeadOptions, describe_report
     from xlnet_tf2.models.directories import convert_checkpoint
 
-    task = None
-    if config.task:
-        task = TaskOptions(config.task, seq_len=config.seq_len, label_list=config.label_list,
+    head = None
+    if config.kind:
+        head = HeadOptions(config.kind, seq_len=config.seq_len, label_list=config.label_list,
                            summary_type=config.summary_type, cls_scope=config.cls_scope,
                            paired=config.paired, num_choices=config.num_choices)
     report = convert_checkpoint(config.source, config.checkpoint, config.output_dir,
                                 config_path=config.config, spm_model=config.spm_model,
-                                task=task, target=config.target,
+                                head=head, target=config.target,
                                 overwrite=config.overwrite)
     print(describe_report(report, config.output_dir), flush=True)
 

@@ -8,7 +8,7 @@ directory (a converted release, a pretraining run or a fine-tuning run): its
 xlnet_config.json, spiece.model and checkpoint are used, with no dropout, memory or bi_data (a
 pretraining run's data layout does not carry over). Each line is encoded alone as
 `text <sep> <cls>`, left padded to --seq_len (longer lines keep their first seq_len-2 tokens);
-the numbers are those of `xlnet-export --task=features` (same code,
+the numbers are those of `xlnet-export --kind=features` (same code,
 xlnet_tf2/export/feature_extraction.py). --strategy, --tpu and --precision work as in the
 training commands (features are float32 whatever the compute precision). Output by extension
 (xlnet_tf2/export/feature_files.py):

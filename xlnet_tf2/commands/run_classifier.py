@@ -1,6 +1,6 @@
 """Fine-tunes XLNet for sentence(-pair) classification or regression.
 
-  xlnet-classify --task=classification \\
+  xlnet-classify --kind=classification \\
       --train_file=train.tsv --eval_file=dev.tsv --text_a_column=sentence --label_column=label \\
       --init_checkpoint=converted/large --model_dir=runs/sst2 --seq_len=128 --train_steps=1200
 

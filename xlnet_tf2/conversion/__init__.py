@@ -14,6 +14,7 @@ _LAZY = {
     "DEFAULT_SEQ_LEN": "xlnet_tf2.conversion.convert_config",
     "SOURCES": "xlnet_tf2.conversion.convert_config",
     "TARGETS": "xlnet_tf2.conversion.convert_config",
+    "HeadOptions": "xlnet_tf2.conversion.convert",
     "TaskOptions": "xlnet_tf2.conversion.convert",
     "describe_report": "xlnet_tf2.conversion.convert",
     "fill": "xlnet_tf2.conversion.convert",

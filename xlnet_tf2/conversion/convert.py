@@ -1,11 +1,11 @@
 """Reading a released checkpoint into one of our models: the original TF1 release or a
 HuggingFace directory, a pretrained model or a fine-tuned one with its head.
 
-    foreign = read_foreign("huggingface", directory, task=TaskOptions("classification"))
+    foreign = read_foreign("huggingface", directory, head=HeadOptions("classification"))
     model = SomeModelClass(foreign.config, ...)     # the caller builds the model (task.json
     report = fill(model, foreign)                   # settings: foreign.settings)
 
-`read_foreign` reads the architecture, the tensors and, with `task`, what the head is (task.json
+`read_foreign` reads the architecture, the tensors and, with `head`, what the head is (task.json
 settings, checked against the checkpoint); `fill` assigns every tensor to the model's variable
 by the weight maps (weight_maps.py, head_maps.py) and reports what it did. Building the model
 and writing our directories is models/' (models/pretrained.py loads, models/directories.py
@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import warnings
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -41,16 +42,16 @@ _LAYER_PATTERNS = {"original": r"model/transformer/layer_(\d+)/",
 
 
 @dataclasses.dataclass(frozen=True)
-class TaskOptions:
+class HeadOptions:
     """What a fine-tuned checkpoint's head is and how its inputs were laid out (task.json).
 
-    task: one of run_dir.TASKS. seq_len: default its declared default_seq_len. label_list:
-    classification label names in id order (default: the HuggingFace config's id2label, else
+    kind: one of run_dir.TASKS (task.json's kind). seq_len: default its declared
+    default_seq_len. label_list: classification label names in id order (default: the HuggingFace config's id2label, else
     "0".."n-1"). summary_type: the original's --summary_type (HuggingFace configs say theirs).
     cls_scope: the original's classification_<scope> / regression_<scope> (default: the only
     one in the checkpoint). paired: classification/regression inputs are text pairs.
     num_choices: RACE options per question."""
-    task: str
+    kind: str
     seq_len: Optional[int] = None
     label_list: Optional[List[str]] = None
     summary_type: Optional[str] = None
@@ -59,8 +60,15 @@ class TaskOptions:
     num_choices: int = 4
 
     def __post_init__(self):
-        if self.task not in run_dir.TASKS:
-            raise ValueError(f"--task must be one of {run_dir.TASKS}, got {self.task!r}.")
+        if self.kind not in run_dir.TASKS:
+            raise ValueError(f"--kind must be one of {run_dir.TASKS}, got {self.kind!r}.")
+
+
+def TaskOptions(task: str, **options) -> HeadOptions:  # noqa: N802 - the old class's name
+    """Deprecated: `HeadOptions(kind, ...)`, which it returns."""
+    warnings.warn("xlnet_tf2.conversion.TaskOptions is deprecated: use HeadOptions(kind=...) "
+                  "(the same options).", DeprecationWarning, stacklevel=2)
+    return HeadOptions(task, **options)
 
 
 @dataclasses.dataclass
@@ -81,12 +89,12 @@ class ForeignCheckpoint:
 
 
 def read_foreign(source: str, checkpoint: str, config_path: Optional[str] = None,
-                 task: Optional[TaskOptions] = None) -> ForeignCheckpoint:
+                 head: Optional[HeadOptions] = None) -> ForeignCheckpoint:
     """Reads a released checkpoint (no model is built).
 
     source "original": `checkpoint` is the TF1 prefix, `config_path` its xlnet_config.json
     (default: beside the checkpoint). source "huggingface": `checkpoint` is a save_pretrained
-    directory (config.json inside; `config_path` is ignored). With `task`, the head's settings
+    directory (config.json inside; `config_path` is ignored). With `head`, the head's settings
     are read and checked (head_maps.py names its tensors); without, task-head tensors stay
     unused. Run-time settings of a HuggingFace config (mem_len, reuse_len, bi_data, ...) are
     not part of the architecture: they are in `runtime`, to be passed when loading."""
@@ -109,32 +117,32 @@ def read_foreign(source: str, checkpoint: str, config_path: Optional[str] = None
             f"n_layer={config.n_layer}; converting would silently drop layers "
             f"{config.n_layer}..{extra[-1]}. Use the checkpoint's own config.")
     settings = scope = None
-    if task is not None:
-        settings, scope = _task_settings(source, task, tensors, hf_config, checkpoint)
+    if head is not None:
+        settings, scope = _task_settings(source, head, tensors, hf_config, checkpoint)
     return ForeignCheckpoint(source, checkpoint, config, tensors, settings, scope, runtime,
                              skipped, notes)
 
 
-def huggingface_task(directory: str, tasks: tuple) -> Optional[str]:
-    """Which of `tasks` (those of one model class) a HuggingFace directory's config.json says
+def huggingface_kind(directory: str, kinds: tuple) -> Optional[str]:
+    """Which of `kinds` (those of one model class) a HuggingFace directory's config.json says
     it holds, by its `architectures` (None: none of them, e.g. a bare XLNetLMHeadModel)."""
     config = read_json(os.path.join(directory, HF_CONFIG))
-    if task_registry.declared(tasks[0]).huggingface_architecture not in (
+    if task_registry.declared(kinds[0]).huggingface_architecture not in (
             config.get("architectures") or []):
         return None
-    if "regression" in tasks and (config.get("problem_type") == "regression" or
+    if "regression" in kinds and (config.get("problem_type") == "regression" or
                                   len(config.get("id2label") or {0: 0, 1: 1}) == 1):
         return "regression"
-    return tasks[0]
+    return kinds[0]
 
 
 def fill(model, foreign: ForeignCheckpoint, log=logging.info) -> dict:
     """Assigns the checkpoint's tensors to `model` (built: an XLNetLMHeadModel or an
-    XLNetModel, or for a head read with `task` the task model its settings describe); returns
+    XLNetModel, or for a head read with `head` the task model its settings describe); returns
     the report {"converted", "skipped", "unused", "initialized", "runtime_settings", "notes"}
-    (and "task": the settings). Pretraining-only tensors a fine-tuned checkpoint lacks
+    (and "head": its task.json settings). Pretraining-only tensors a fine-tuned checkpoint lacks
     (mask_emb, the LM bias) keep their initial values and are listed in "initialized"; tensors
-    no variable takes (a head without `task`) in "unused"."""
+    no variable takes (a head without `head`) in "unused"."""
     source, tensors = foreign.source, foreign.tensors
     notes = list(foreign.notes)
     if model.kind == "backbone":
@@ -175,39 +183,39 @@ def fill(model, foreign: ForeignCheckpoint, log=logging.info) -> dict:
               "unused": unused, "initialized": initialized, "runtime_settings": foreign.runtime,
               "notes": notes}
     if foreign.settings is not None:
-        report["task"] = foreign.settings
+        report["head"] = foreign.settings
     return report
 
 
-def _task_settings(source, task: TaskOptions, tensors, hf_config, checkpoint):
+def _task_settings(source, head: HeadOptions, tensors, hf_config, checkpoint):
     """(task.json settings, original classification/regression scope) of a fine-tuned
     checkpoint; checks what the checkpoint says against what was asked."""
-    declaration = task_registry.declared(task.task)
-    settings = {"task": task.task, "seq_len": task.seq_len or declaration.default_seq_len,
+    declaration = task_registry.declared(head.kind)
+    settings = {"kind": head.kind, "seq_len": head.seq_len or declaration.default_seq_len,
                 "layout": "cls_last"}
     scope = None
     where = f"{source} checkpoint {checkpoint}"
     if source != "huggingface" and not declaration.original_release:
-        raise WeightMismatchError(f"{where}: the original release has no {task.task} head; "
+        raise WeightMismatchError(f"{where}: the original release has no {head.kind} head; "
                                   f"convert HuggingFace's {declaration.huggingface_architecture}.")
     if source == "huggingface":
         expected = declaration.huggingface_architecture
         found = hf_config.get("architectures") or []
         if found and expected not in found:
             raise WeightMismatchError(f"{where} is a {found} (config.json architectures); "
-                                      f"--task={task.task} needs a {expected}.")
+                                      f"--kind={head.kind} needs a {expected}.")
     if declaration.huggingface_label_tensor is not None:  # its labels alone, no summary
         n = head_maps.output_count(tensors, declaration.huggingface_label_tensor, 0)
-        settings["label_list"] = _label_list(task.label_list, hf_config, n, where)
+        settings["label_list"] = _label_list(head.label_list, hf_config, n, where)
         return settings, scope
     if source == "huggingface":
         summary_type = hf_config.get("summary_type", "last")
         # Without a cls_index input (sequence classification passes none) "cls_index" is
         # the last token.
         summary_type = "last" if summary_type == "cls_index" else summary_type
-        if task.summary_type and task.summary_type != summary_type:
+        if head.summary_type and head.summary_type != summary_type:
             raise WeightMismatchError(f"{where}: config.json says summary_type "
-                                      f"{summary_type!r}, --summary_type={task.summary_type}.")
+                                      f"{summary_type!r}, --summary_type={head.summary_type}.")
         if declaration.summary and (not hf_config.get("summary_use_proj", True) or
                                      hf_config.get("summary_activation") != "tanh"):
             raise WeightMismatchError(
@@ -216,27 +224,27 @@ def _task_settings(source, task: TaskOptions, tensors, hf_config, checkpoint):
                 "original's dense + tanh, which our heads compute.")
         outputs_name, axis = "logits_proj.weight", 0
     else:
-        summary_type = task.summary_type or "last"
+        summary_type = head.summary_type or "last"
         if declaration.summary and head_maps.original_summary_is_attention(tensors):
             summary_type = "attn"  # rejected below with the reason
-        scope = head_maps.original_scope(sorted(tensors), task.task, task.cls_scope, checkpoint)
-        outputs_name, axis = f"model/{task.task}_{scope}/logit/kernel", 1
+        scope = head_maps.original_scope(sorted(tensors), head.kind, head.cls_scope, checkpoint)
+        outputs_name, axis = f"model/{head.kind}_{scope}/logit/kernel", 1
     if declaration.summary:
         head_maps.check_summary_maps(summary_type, where)
         settings["summary_type"] = summary_type
-    if task.task in ("classification", "regression"):
-        settings["paired"] = task.paired
+    if head.kind in ("classification", "regression"):
+        settings["paired"] = head.paired
         n = head_maps.output_count(tensors, outputs_name, axis)
-        if task.task == "regression" and n != 1:
+        if head.kind == "regression" and n != 1:
             raise WeightMismatchError(f"{where}: the head has {n} outputs; a regression head "
-                                      "has 1 (use --task=classification).")
-        if task.task == "classification":
+                                      "has 1 (use --kind=classification).")
+        if head.kind == "classification":
             if n < 2:
                 raise WeightMismatchError(f"{where}: the head has 1 output; convert it with "
-                                          "--task=regression.")
-            settings["label_list"] = _label_list(task.label_list, hf_config, n, where)
-    elif task.task == "race":
-        settings["num_choices"] = task.num_choices
+                                          "--kind=regression.")
+            settings["label_list"] = _label_list(head.label_list, hf_config, n, where)
+    elif head.kind == "race":
+        settings["num_choices"] = head.num_choices
     else:
         n_top = 5  # the original's --start_n_top / --end_n_top defaults
         if hf_config is not None:
@@ -283,11 +291,11 @@ def describe_report(report: dict, output_dir: str) -> str:
     """What experiments/convert_checkpoint.py prints about a conversion's report."""
     lines = []
     if "converted" in report:
-        head = f" with the {report['task']['task']} head" if "task" in report else ""
+        head = f" with the {report['head']['kind']} head" if "head" in report else ""
         lines.append(
             f"Converted {report['converted']} tensors{head}; skipped {len(report['skipped'])} "
             f"optimizer/step variables; {len(report['unused'])} tensors not converted "
-            f"(another head's, or a head without --task); {len(report['initialized'])} "
+            f"(another head's, or a head without --kind); {len(report['initialized'])} "
             "pretraining-only tensors absent (left initialized).")
         lines += [f"note: {note}" for note in report["notes"]]
     if "architecture" in report:
@@ -297,5 +305,5 @@ def describe_report(report: dict, output_dir: str) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["ForeignCheckpoint", "TaskOptions", "describe_report", "fill", "huggingface_task",
-           "read_foreign"]
+__all__ = ["ForeignCheckpoint", "HeadOptions", "TaskOptions", "describe_report", "fill",
+           "huggingface_kind", "read_foreign"]

@@ -12,7 +12,7 @@ from xlnet_tf2.config_flags import RunConfigError, check_declared, check_positiv
 
 SOURCES = ("original", "huggingface", "xlnet_tf2")
 TARGETS = ("xlnet_tf2", "huggingface")
-HEAD_TASKS = task_registry.names()
+HEAD_KINDS = task_registry.names()
 # task.json's seq_len when none is given, per task: each declaration's default_seq_len (the
 # original's max_seq_length of its runner: run_classifier.py, run_squad.py, run_race.py).
 DEFAULT_SEQ_LEN = {d.name: d.default_seq_len for d in task_registry.declared_tasks()}
@@ -48,32 +48,33 @@ class ConvertConfig:
     overwrite: bool = setting(
         False, "Replace a non-empty --output_dir (an earlier conversion) when the conversion "
         "succeeds. A directory holding a training run or prepared data is never replaced.")
-    task: Optional[str] = setting(
-        None, "Convert a fine-tuned checkpoint with its task head into a task directory "
-        "(task.json + checkpoint). Without it only the backbone converts and head tensors are "
-        "reported as unused. Not for --source=xlnet_tf2, whose task.json says the task.",
-        choices=HEAD_TASKS)
+    kind: Optional[str] = setting(
+        None, "Convert a fine-tuned checkpoint with its head, a model of this kind (a "
+        "fine-tuning task's name), into a task directory (task.json + checkpoint). Without it "
+        "only the backbone converts and head tensors are reported as unused. Not for "
+        "--source=xlnet_tf2, whose task.json says the kind. (Formerly --task.)",
+        choices=HEAD_KINDS, old_names=("task",))
     seq_len: Optional[int] = setting(
-        None, "With --task: the sequence length the head was fine-tuned with (written to "
+        None, "With --kind: the sequence length the head was fine-tuned with (written to "
         "task.json). Default: the task's declared default ("
         f"{', '.join(f'{task} {n}' for task, n in DEFAULT_SEQ_LEN.items())}).")
     label_list: Optional[Tuple[str, ...]] = setting(
-        None, "With --task=classification: the label names in id order, e.g. "
+        None, "With --kind=classification: the label names in id order, e.g. "
         "negative,positive. Default: the HuggingFace config's id2label, else 0,1,...")
     summary_type: Optional[str] = setting(
-        None, "With --task and --source=original: the --summary_type the checkpoint was "
+        None, "With --kind and --source=original: the --summary_type the checkpoint was "
         "fine-tuned with (default last, the original's). HuggingFace configs say their own. "
         "Only last and first compute the same here; mean and attn are refused.",
         choices=("last", "first", "mean", "attn"))
     cls_scope: Optional[str] = setting(
-        None, "With --task=classification or regression and --source=original: the <scope> "
+        None, "With --kind=classification or regression and --source=original: the <scope> "
         "of the head's model/classification_<scope>/logit variables (the original's "
         "--cls_scope or task name). Default: the only one in the checkpoint.")
     paired: bool = setting(
-        False, "With --task=classification or regression: the inputs are text pairs (written "
+        False, "With --kind=classification or regression: the inputs are text pairs (written "
         "to task.json for serving).")
     num_choices: int = setting(
-        4, "With --task=race: the number of answer options per question (4 in RACE).")
+        4, "With --kind=race: the number of answer options per question (4 in RACE).")
 
     def __post_init__(self):
         check_declared(self)
@@ -83,10 +84,10 @@ class ConvertConfig:
                                  "<sep> and <cls>; it must be at least 3.")
         if self.source == "xlnet_tf2" and self.target != "huggingface":
             raise RunConfigError("--source=xlnet_tf2 converts to --target=huggingface only.")
-        if self.task and self.source == "xlnet_tf2":
-            raise RunConfigError("--task is read from the directory's task.json for "
+        if self.kind and self.source == "xlnet_tf2":
+            raise RunConfigError("--kind is read from the directory's task.json for "
                                  "--source=xlnet_tf2; do not pass it.")
-        if not self.task:
+        if not self.kind:
             for name in ("seq_len", "label_list", "summary_type", "cls_scope"):
                 if getattr(self, name) is not None:
-                    raise RunConfigError(f"--{name} describes a head: it needs --task.")
+                    raise RunConfigError(f"--{name} describes a head: it needs --kind.")

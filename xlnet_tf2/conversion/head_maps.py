@@ -85,8 +85,8 @@ def original_head_map(model, scope: Optional[str] = None) -> List[WeightSource]:
                       answer_class/dense_0/{kernel,bias}, answer_class/dense_1/kernel (no bias)
     """
     head = model.head
-    task = model.kind
-    if task == "squad":
+    kind = model.kind
+    if kind == "squad":
         def dense(name, layer, bias=True):
             entries = [WeightSource(f"{name}/kernel", layer.kernel)]
             return entries + ([WeightSource(f"{name}/bias", layer.bias)] if bias else [])
@@ -97,8 +97,8 @@ def original_head_map(model, scope: Optional[str] = None) -> List[WeightSource]:
                 + dense("end_logits/dense_1", head.end_logit)
                 + dense("answer_class/dense_0", head.answer_hidden)
                 + dense("answer_class/dense_1", head.answer_logit, bias=False))
-    check_summary_maps(head.summary_type, f"the {task} model")
-    logit = "logits/dense/" if task == "race" else f"model/{task}_{scope}/logit/"
+    check_summary_maps(head.summary_type, f"the {kind} model")
+    logit = "logits/dense/" if kind == "race" else f"model/{kind}_{scope}/logit/"
     return [
         WeightSource(ORIGINAL_SUMMARY + "summary/kernel", head.summary.proj.kernel),
         WeightSource(ORIGINAL_SUMMARY + "summary/bias", head.summary.proj.bias),
@@ -107,18 +107,18 @@ def original_head_map(model, scope: Optional[str] = None) -> List[WeightSource]:
     ]
 
 
-def original_scope(names, task: str, scope: Optional[str], checkpoint: str) -> Optional[str]:
+def original_scope(names, kind: str, scope: Optional[str], checkpoint: str) -> Optional[str]:
     """The `<scope>` of `model/{classification,regression}_<scope>/logit/kernel` in a
     checkpoint's variable names: `scope` when given (checked), else the only one there."""
-    if task not in ("classification", "regression"):
+    if kind not in ("classification", "regression"):
         return None
-    pattern = re.compile(rf"^model/{task}_(.+)/logit/kernel$")
+    pattern = re.compile(rf"^model/{kind}_(.+)/logit/kernel$")
     found = sorted(m.group(1) for m in map(pattern.match, names) if m)
     if scope is not None:
         if scope not in found:
             raise WeightMismatchError(
-                f"original checkpoint {checkpoint} has no model/{task}_{scope}/logit/kernel; "
-                f"its {task} heads: {found or 'none'}.")
+                f"original checkpoint {checkpoint} has no model/{kind}_{scope}/logit/kernel; "
+                f"its {kind} heads: {found or 'none'}.")
         return scope
     if len(found) == 1:
         return found[0]
@@ -126,10 +126,10 @@ def original_scope(names, task: str, scope: Optional[str], checkpoint: str) -> O
         others = sorted({m.group(0) for m in map(
             re.compile(r"^model/(classification|regression)_[^/]+").match, names) if m})
         raise WeightMismatchError(
-            f"original checkpoint {checkpoint} holds no {task} head "
-            f"(model/{task}_<task>/logit/kernel)" + (f"; it has {others}" if others else "")
-            + ". Check --task.")
-    raise WeightMismatchError(f"original checkpoint {checkpoint} holds {len(found)} {task} "
+            f"original checkpoint {checkpoint} holds no {kind} head "
+            f"(model/{kind}_<scope>/logit/kernel)" + (f"; it has {others}" if others else "")
+            + ". Check --kind.")
+    raise WeightMismatchError(f"original checkpoint {checkpoint} holds {len(found)} {kind} "
                               f"heads {found}; choose one with --cls_scope.")
 
 

@@ -21,7 +21,7 @@ from xlnet_tf2.training.run_config import DistributionConfig, LoopConfig
 
 # What xlnet-export computes: a declared task's head (task_registry.py), or "features" of the
 # backbone.
-EXPORT_TASKS = task_registry.names() + ("features",)
+EXPORT_KINDS = task_registry.names() + ("features",)
 FEATURE_FORMATS = (".npz", ".jsonl")
 MIN_SEQ_LEN = 3  # a text's features need one token besides <sep> and <cls>
 
@@ -41,11 +41,12 @@ class ExportConfig:
     model_dir: str = setting(
         None, "A directory written by a fine-tuning command ("
         f"{', '.join(sorted({d.command for d in task_registry.declared_tasks()}))}) or by "
-        "xlnet-convert --task, or for --task=features any model directory (pretraining run, "
+        "xlnet-convert --kind, or for --kind=features any model directory (pretraining run, "
         "fine-tuning run or converted release).", required=True)
-    task: str = setting(
-        None, "What the exported model computes; must match the model_dir's task.json (except "
-        "features).", choices=EXPORT_TASKS, required=True)
+    kind: str = setting(
+        None, "What the exported model computes: a fine-tuned model's kind, which must match "
+        "the model_dir's task.json, or features (the backbone's, of any model directory). "
+        "(Formerly --task.)", choices=EXPORT_KINDS, required=True, old_names=("task",))
     export_dir: str = setting(
         None, "Base directory; the SavedModel goes to EXPORT_DIR/<version>/.", required=True)
     version: Optional[int] = setting(
@@ -54,15 +55,15 @@ class ExportConfig:
         "best", "Export the best-evaluation weights (best/) or the latest training checkpoint.",
         choices=("best", "latest"))
     seq_len: Optional[int] = setting(
-        None, "For --task=features only: tokens per input (default: the model_dir's task.json "
+        None, "For --kind=features only: tokens per input (default: the model_dir's task.json "
         "seq_len, else the pretraining data's seq_len from run_config.json, else 512).")
 
     def __post_init__(self):
         check_declared(self)
         check_non_negative(self, "version")
         check_feature_seq_len(self)
-        if self.seq_len is not None and self.task != "features":
-            raise RunConfigError(f"--seq_len is for --task=features only; a --task={self.task} "
+        if self.seq_len is not None and self.kind != "features":
+            raise RunConfigError(f"--seq_len is for --kind=features only; a --kind={self.kind} "
                                  "export takes the seq_len its model was fine-tuned with (its "
                                  "task.json).")
 

@@ -14,7 +14,7 @@ import tensorflow as tf
 
 from xlnet_tf2 import fileio, task_registry
 from xlnet_tf2.export import feature_extraction
-from xlnet_tf2.export.export_config import EXPORT_TASKS, ExportConfig
+from xlnet_tf2.export.export_config import EXPORT_KINDS, ExportConfig
 from xlnet_tf2.models.xlnet_model import check_token_ids
 from xlnet_tf2.tokenizers.packing import LAYOUTS
 from xlnet_tf2.tasks.finetuned_model import FeatureSpec, load_task_model
@@ -26,14 +26,14 @@ from xlnet_tf2.export import serving_tasks
 from xlnet_tf2.export import token_classification_serving  # noqa: F401
 
 
-def signatures_of(task: str) -> Callable:
-    """The signature builder of `task` ("features": the text signatures, on the backbone):
-    the function its declaration names; an undeclared task, or one whose builder no imported
-    module defines, raises ValueError."""
-    path = ("xlnet_tf2.export.serving_tasks.text_signatures" if task == "features"
-            else task_registry.declared(task).serving)
+def signatures_of(kind: str) -> Callable:
+    """The signature builder of an export of `kind` ("features": the text signatures, on the
+    backbone; else a task's name): the function its task's declaration names; an undeclared
+    kind, or one whose builder no imported module defines, raises ValueError."""
+    path = ("xlnet_tf2.export.serving_tasks.text_signatures" if kind == "features"
+            else task_registry.declared(kind).serving)
     if path not in serving_tasks.BUILDERS:
-        raise ValueError(f"task {task!r} declares serving {path}, which no imported module "
+        raise ValueError(f"task {kind!r} declares serving {path}, which no imported module "
                          "defines: import its module in xlnet_tf2/export/saved_model.py.")
     return serving_tasks.BUILDERS[path]
 
@@ -67,13 +67,14 @@ class ServingModule(tf.Module):
                       prediction (xlnet_tf2.tasks.squad); see serving_tasks.squad_signatures
     """
 
-    def __init__(self, task: str, model, spec: Union[HeadSpec, FeatureSpec], spm_model: str):
-        """`model`: the task model, or for task "features" the backbone (XLNetModel); `spec`:
-        its task.json (HeadSpec), or the features' FeatureSpec."""
+    def __init__(self, kind: str, model, spec: Union[HeadSpec, FeatureSpec], spm_model: str):
+        """`kind`: what the export serves (EXPORT_KINDS); `model`: the task model, or for kind
+        "features" the backbone (XLNetModel); `spec`: its task.json (HeadSpec), or the
+        features' FeatureSpec."""
         super().__init__(name="xlnet_serving")
-        if task not in EXPORT_TASKS:
-            raise ValueError(f"--task must be one of {EXPORT_TASKS}, got {task!r}.")
-        self.task = task
+        if kind not in EXPORT_KINDS:
+            raise ValueError(f"--kind must be one of {EXPORT_KINDS}, got {kind!r}.")
+        self.kind = kind
         self.model = model
         # Keras 3 variables are not tracked by tf.Module; track the tf.Variables explicitly so
         # the SavedModel restores them (the TF1 session loader of saved_model_cli and TF
@@ -88,26 +89,26 @@ class ServingModule(tf.Module):
         self.preprocessor = XLNetPreprocessor(spm_model, spec.seq_len, layout,
                                               lower=spec.lower)
         self.tokenizer = self.preprocessor.tokenizer
-        if task == "classification":
+        if kind == "classification":
             self.label_names = tf.constant(list(spec.label_list))
 
     # ------------------------------------------------------------------ shared pieces
     def _outputs(self, inputs):
-        if self.task == "features":
+        if self.kind == "features":
             return feature_extraction.feature_outputs(self.model, inputs)
         outputs = self.model(inputs, training=False)
-        if self.task == "classification":
+        if self.kind == "classification":
             probabilities = tf.nn.softmax(outputs["logits"], axis=-1)
             label_id = tf.argmax(probabilities, axis=-1, output_type=tf.int32)
             return {"probabilities": probabilities, "label_id": label_id,
                     "label": tf.gather(self.label_names, label_id)}
-        if self.task == "regression":
+        if self.kind == "regression":
             return {"score": outputs["logits"][:, 0]}
-        if self.task == "race":
+        if self.kind == "race":
             probabilities = tf.nn.softmax(outputs["logits"], axis=-1)
             return {"probabilities": probabilities,
                     "label_id": tf.argmax(probabilities, axis=-1, output_type=tf.int32)}
-        raise AssertionError(self.task)
+        raise AssertionError(self.kind)
 
     def _checked_lengths(self, input_ids, segment_ids, attention_mask, axis: int = 1):
         """The three inputs once their length (dimension `axis`) is checked to be seq_len and
@@ -125,7 +126,7 @@ class ServingModule(tf.Module):
     # ------------------------------------------------------------------ signatures
     def signatures(self):
         """The signatures of the task's builder (its declaration's `serving`: signatures_of)."""
-        return signatures_of(self.task)(self)
+        return signatures_of(self.kind)(self)
 
 
 def next_version(export_base: str) -> int:
@@ -177,13 +178,13 @@ def _write_version(module: ServingModule, signatures, path: str) -> None:
             raise AssertionError(f"{asset} differs from the tokenizer model inside the graph.")
     extra = os.path.join(path, "assets.extra")
     tf.io.gfile.makedirs(extra)
-    info = dict(task=module.task, seq_len=module.seq_len,
+    info = dict(kind=module.kind, seq_len=module.seq_len,
                 signatures={k: {"inputs": sorted(s.structured_input_signature[1]),
                                 "outputs": sorted(s.structured_outputs)}
                             for k, s in signatures.items()})
-    if module.task in task_registry.names() and task_registry.declared(module.task).min_labels:
+    if module.kind in task_registry.names() and task_registry.declared(module.kind).min_labels:
         info["label_list"] = list(module.spec.label_list)
-    if module.task == "squad":
+    if module.kind == "squad":
         info.update(doc_stride=module.spec.doc_stride,
                     max_query_length=module.spec.max_query_length,
                     max_answer_length=module.spec.max_answer_length,
@@ -196,8 +197,8 @@ def _write_version(module: ServingModule, signatures, path: str) -> None:
 def export_model_dir(config: ExportConfig) -> str:
     """Exports config.model_dir (experiments/export_saved_model.py); returns the version's
     path."""
-    model, spec, spm_model = load_task_model(config.model_dir, config.task, config.checkpoint)
-    if config.seq_len and config.task == "features":
+    model, spec, spm_model = load_task_model(config.model_dir, config.kind, config.checkpoint)
+    if config.seq_len and config.kind == "features":
         spec = spec.replace(seq_len=config.seq_len)
-    return export(ServingModule(config.task, model, spec, spm_model), config.export_dir,
+    return export(ServingModule(config.kind, model, spec, spm_model), config.export_dir,
                   config.version)

@@ -50,7 +50,7 @@ def text_signatures(module):
                   "attention_mask": tf.ensure_shape(attention_mask, [None, L])}
         return module._outputs(inputs)
 
-    if module.task != "features" and module.spec.paired:
+    if module.kind != "features" and module.spec.paired:
         @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text"),
                                       tf.TensorSpec([None], tf.string, name="text_b")])
         def serve_text(text, text_b):

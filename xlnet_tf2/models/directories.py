@@ -1,9 +1,9 @@
 """Converting a checkpoint into a directory (`xlnet-convert`): the model class comes from
-what --task (or a directory's task.json) says, through its task's declaration
+what --kind (or a directory's task.json) says, through its task's declaration
 (HeadModel.from_settings, HeadModel.from_pretrained; models/pretrained.py is the one loader).
 
   source original / huggingface, target xlnet_tf2: a pretrained model -> our LM directory
-    (saving.py); with `task`, a fine-tuned one -> a task directory, head included
+    (saving.py); with `head`, a fine-tuned one -> a task directory, head included
     (task.json + ckpt-0), which fine-tuning's evaluation and export read as a model_dir.
   source xlnet_tf2 (our LM, pretraining or task directory), target huggingface: the
     HuggingFace layout (conversion/to_huggingface.py). original/huggingface -> huggingface
@@ -21,7 +21,7 @@ from typing import Optional
 
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.conversion.convert import TaskOptions, fill, read_foreign
+from xlnet_tf2.conversion.convert import HeadOptions, fill, read_foreign
 from xlnet_tf2.conversion.convert_config import SOURCES, TARGETS
 from xlnet_tf2.conversion.to_huggingface import ARCHITECTURES, save_huggingface
 from xlnet_tf2.models import saving
@@ -57,7 +57,7 @@ def check_output_dir(output_dir: str, overwrite: bool) -> None:
 
 def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
                        config_path: Optional[str] = None, spm_model: Optional[str] = None,
-                       log=logging.info, task: Optional[TaskOptions] = None,
+                       log=logging.info, head: Optional[HeadOptions] = None,
                        target: str = "xlnet_tf2", overwrite: bool = False) -> dict:
     """Converts and writes `output_dir` whole (built under a staging name beside it, then
     swapped in: a failed or killed conversion leaves an existing directory as it was); returns
@@ -68,7 +68,7 @@ def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
     source "original": `checkpoint` is the TF1 prefix, `config_path` its xlnet_config.json
     (default: beside the checkpoint). source "huggingface": `checkpoint` is a save_pretrained
     directory. source "xlnet_tf2" (target huggingface only): one of our directories. With
-    `task`, the head converts too, into a task directory."""
+    `head` (what the head is), it converts too, into a task directory."""
     if target not in TARGETS:
         raise ValueError(f"--target must be one of {TARGETS}, got {target!r}.")
     if source not in SOURCES:
@@ -80,7 +80,7 @@ def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
         fileio.rmtree(leftover)
     staging = fileio.staging_directory(output_dir)
     try:
-        report = _convert(source, checkpoint, staging, config_path, spm_model, log, task,
+        report = _convert(source, checkpoint, staging, config_path, spm_model, log, head,
                           target)
         fileio.replace_directory(staging, output_dir)
     except BaseException as e:
@@ -91,13 +91,13 @@ def convert_checkpoint(source: str, checkpoint: str, output_dir: str,
 
 
 def _convert(source: str, checkpoint: str, output_dir: str, config_path: Optional[str],
-             spm_model: Optional[str], log, task: Optional[TaskOptions], target: str) -> dict:
+             spm_model: Optional[str], log, head: Optional[HeadOptions], target: str) -> dict:
     """Converts and writes into the empty `output_dir` (convert_checkpoint)."""
     if target == "huggingface":
-        return _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log, task)
+        return _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log, head)
     if source == "xlnet_tf2":
         raise ValueError("--source=xlnet_tf2 converts to --target=huggingface only.")
-    foreign = read_foreign(source, checkpoint, config_path, task)
+    foreign = read_foreign(source, checkpoint, config_path, head)
     if foreign.settings is None:
         model = XLNetLMHeadModel(foreign.config)
         model.build()
@@ -111,20 +111,20 @@ def _convert(source: str, checkpoint: str, output_dir: str, config_path: Optiona
     return report
 
 
-def _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log, task) -> dict:
+def _to_huggingface(source, checkpoint, output_dir, config_path, spm_model, log, head) -> dict:
     """Our directory (or, through a scratch copy in our format, a foreign one) -> HF layout."""
     if source != "xlnet_tf2":
         scratch = tempfile.mkdtemp(prefix="xlnet_tf2_convert_")
         try:
-            report = _convert(source, checkpoint, scratch, config_path, spm_model, log, task,
+            report = _convert(source, checkpoint, scratch, config_path, spm_model, log, head,
                               "xlnet_tf2")
             report.update(_to_huggingface("xlnet_tf2", scratch, output_dir, None, None, log,
                                           None))
             return report
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-    if task is not None:
-        raise ValueError("--task is read from the directory's task.json for "
+    if head is not None:
+        raise ValueError("--kind is read from the directory's task.json for "
                          "--source=xlnet_tf2; do not pass it.")
     label_list = None
     if os.path.exists(os.path.join(checkpoint, run_dir.TASK_FILE)):

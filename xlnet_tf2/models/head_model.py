@@ -28,12 +28,13 @@ def dotted_name(cls) -> str:
     return f"{cls.__module__}.{cls.__qualname__}"
 
 
-def head_model_class(task: str) -> type:
-    """The HeadModel subclass that serves `task` (its declaration's `head_model`); an
-    undeclared task, or one whose class no imported module defines, raises ValueError."""
-    path = task_registry.declared(task).head_model
+def head_model_class(kind: str) -> type:
+    """The HeadModel subclass of models of `kind` (task.json's kind: its task's declaration's
+    `head_model`); an undeclared kind, or one whose class no imported module defines, raises
+    ValueError."""
+    path = task_registry.declared(kind).head_model
     if path not in _DECLARED_CLASSES:
-        raise ValueError(f"task {task!r} declares head_model {path}, which no imported module "
+        raise ValueError(f"task {kind!r} declares head_model {path}, which no imported module "
                          "defines: import its module in xlnet_tf2/models/__init__.py.")
     return _DECLARED_CLASSES[path]
 
@@ -86,7 +87,7 @@ class HeadModel(KeywordInputs, keras.Model):
 
     # The output compile's losses and metrics apply to when labels are not a dict (None: all).
     MAIN_OUTPUT: Optional[str] = "logits"
-    # The tasks whose declaration names this class (set by __init_subclass__).
+    # The kinds (task names) whose declaration names this class (set by __init_subclass__).
     KINDS: tuple = ()
 
     def __init_subclass__(cls, **kwargs):
@@ -99,7 +100,7 @@ class HeadModel(KeywordInputs, keras.Model):
 
     @property
     def kind(self) -> str:
-        """This model's task (task.json's "task"): the one task of its class's `KINDS`."""
+        """This model's kind (task.json's "kind"): the one kind of its class's `KINDS`."""
         if len(self.KINDS) != 1:
             raise NotImplementedError(f"{type(self).__name__} serves {self.KINDS or 'no task'}; "
                                       "a class serving several says an instance's kind itself.")
@@ -140,13 +141,13 @@ class HeadModel(KeywordInputs, keras.Model):
         itself: a model of the class its task's declaration names (head_model_class)."""
         if cls is not HeadModel:
             raise NotImplementedError(f"{cls.__name__} does not say how task.json builds it.")
-        return head_model_class(settings.get("task")).from_settings(config, settings,
+        return head_model_class(settings.get("kind")).from_settings(config, settings,
                                                                     head_dropout)
 
     def task_settings(self, label_list=None, seq_len: Optional[int] = None) -> dict:
         """task.json of this model (saving.py's task directory format): `seq_len` default
         the original's for the task."""
-        return {"task": self.kind,
+        return {"kind": self.kind,
                 "seq_len": seq_len or task_registry.declared(self.kind).default_seq_len,
                 "layout": "cls_last"}
 

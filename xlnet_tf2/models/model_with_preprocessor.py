@@ -63,14 +63,15 @@ def head_setting(name: str, held_as: str = "") -> property:
 
 class ModelWithPreprocessor(keras.Model):
     """A subclass is named by its task's declaration (xlnet_tf2/task_registry.py's
-    `keras_hub_model`), which sets its `TASK` when the class is defined; it sets CONFIG_KEYS,
+    `keras_hub_model`), which sets its `KIND` when the class is defined; it sets CONFIG_KEYS,
     builds `task_model` in its constructor (then calls `_finish_init`), defines
     `from_task_settings` and `make_preprocessor` (models/pretrained.py's _load_preset_model),
     and may override `main_output`, `task_settings`, `default_loss`, `default_metrics` and
     `prepare_labels`."""
 
-    # The task whose declaration names this class (set by __init_subclass__).
-    TASK: str = ""
+    # The kind of model (its task's name) whose declaration names this class (set by
+    # __init_subclass__).
+    KIND: str = ""
     # Constructor arguments get_config echoes, besides config; those of the head are
     # `head_setting`s, read from the task model.
     CONFIG_KEYS: tuple = ()
@@ -85,7 +86,7 @@ class ModelWithPreprocessor(keras.Model):
             raise ValueError(f"{path} is the keras_hub_model of several tasks {tasks}; one "
                              "keras-hub-style class serves one task.")
         if tasks:
-            cls.TASK = tasks[0]
+            cls.KIND = tasks[0]
 
     def __init__(self, task_model, preprocessor=None, **kwargs):
         # "xlnet_classifier", not Keras' "xl_net_classifier".
@@ -240,7 +241,7 @@ class ModelWithPreprocessor(keras.Model):
     # ------------------------------------------------------------------ saving
     def task_settings(self) -> dict:
         """task.json of this task (xlnet_tf2/models/saving.py)."""
-        settings = {"task": self.TASK, "layout": "cls_last"}
+        settings = {"kind": self.KIND, "layout": "cls_last"}
         if self.preprocessor is not None:
             settings.update(seq_len=self.preprocessor.seq_len, lower=self.preprocessor.lower)
             if hasattr(self.preprocessor, "layout"):  # the text tasks' is chosen

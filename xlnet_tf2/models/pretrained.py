@@ -22,8 +22,8 @@ One loader, `load(cls, name_or_dir, ...)`, reads every kind of model: every clas
 `from_pretrained` and `from_preset` is it (`XLNetLMHeadModel.from_pretrained` is
 `classmethod(load)`, and `xlnet_tf2.from_pretrained`), and what it builds is the class it is
 given, so nothing here imports a model class (they import this module). A model says what it
-is by its `kind` ("backbone", "lm", or task.json's task); a task model class serves the tasks
-whose declarations name it (`KINDS`, xlnet_tf2/task_registry.py). The trained model_dir of a
+is by its `kind` ("backbone", "lm", or task.json's kind: a fine-tuning task's name); a task
+model class serves the kinds whose tasks' declarations name it (`KINDS`, xlnet_tf2/task_registry.py). The trained model_dir of a
 command is read through it too (tasks/finetuned_model.py's `load_task_model`).
 """
 
@@ -36,7 +36,7 @@ from typing import Callable, Dict, Optional
 
 from xlnet_tf2 import fileio, run_dir, task_registry
 from xlnet_tf2.config import RUNTIME_KEYS, XLNetConfig
-from xlnet_tf2.conversion.convert import TaskOptions, fill, huggingface_task, read_foreign
+from xlnet_tf2.conversion.convert import HeadOptions, fill, huggingface_kind, read_foreign
 from xlnet_tf2.conversion.to_huggingface import save_huggingface
 from xlnet_tf2.locate import ORIGINAL_PREFIX, PRETRAINED, PretrainedNotFoundError, resolve
 from xlnet_tf2.models import saving
@@ -154,7 +154,7 @@ def load(cls, name_or_dir: str, *, load_weights: bool = True, which: str = "best
                                         backbone with a new head from `cls`'s constructor
                                         arguments in `kwargs` (`_load_head_model`)
       HeadModel itself                  our task directory of any task, as the class its
-                                        task.json's task declares (HeadModel.from_settings)
+                                        task.json's kind declares (HeadModel.from_settings)
       a ModelWithPreprocessor subclass  the keras-hub-style model (`_load_preset_model`)
 
     Args:
@@ -179,8 +179,8 @@ def load(cls, name_or_dir: str, *, load_weights: bool = True, which: str = "best
         return _built(cls(_architecture(name_or_dir, runtime)))
     source = _Source(resolve(name_or_dir, **hub), runtime)
     if cls.kind == "lm" and source.is_head_directory():
-        task = saving.read_task_settings(source.directory).get("task")
-        raise ValueError(f"{source.directory} is a {task} task directory, not a language "
+        kind = saving.read_task_settings(source.directory).get("kind")
+        raise ValueError(f"{source.directory} is a {kind} task directory, not a language "
                          "model: load it with its task class (e.g. "
                          "xlnet_tf2.XLNetClassifier.from_preset, or "
                          "xlnet_tf2.models.HeadModel.from_pretrained for any task).")
@@ -218,13 +218,13 @@ class _Source:
             saving.restore_weights(model, self.directory)
 
 
-def foreign_checkpoint(layout: str, directory: str, task: Optional[TaskOptions] = None):
+def foreign_checkpoint(layout: str, directory: str, head: Optional[HeadOptions] = None):
     """A HuggingFace or original release directory (`layout`, locate.LAYOUTS) read for
     conversion (conversion/)."""
     if layout == "huggingface":
-        return read_foreign("huggingface", directory, task=task)
+        return read_foreign("huggingface", directory, head=head)
     return read_foreign("original", os.path.join(directory, ORIGINAL_PREFIX),
-                        config_path=os.path.join(directory, run_dir.ARCH_FILE), task=task)
+                        config_path=os.path.join(directory, run_dir.ARCH_FILE), head=head)
 
 
 def _built(model):
@@ -263,16 +263,16 @@ def _load_head_model(cls, name_or_dir: str, load_weights: bool, which: str, hub:
                          "class (e.g. SequenceClassifier.from_pretrained(name, num_outputs=2)).")
     if resolved is None:
         return cls(_architecture(name_or_dir, runtime), **kwargs).build_weights()
-    task = (huggingface_task(resolved.directory, cls.KINDS)
+    kind = (huggingface_kind(resolved.directory, cls.KINDS)
             if resolved.layout == "huggingface" else None)
-    if task is not None:
-        foreign = foreign_checkpoint(resolved.layout, resolved.directory, TaskOptions(
-            task, num_choices=kwargs.pop("num_choices", 4)))
+    if kind is not None:
+        foreign = foreign_checkpoint(resolved.layout, resolved.directory, HeadOptions(
+            kind, num_choices=kwargs.pop("num_choices", 4)))
         model = cls.from_settings(
             XLNetConfig.from_architecture(foreign.config.to_dict(), **runtime),
             foreign.settings, kwargs.pop("head_dropout", 0.1))
         if kwargs:
-            raise ValueError(f"{resolved.directory} holds a {task} head: its head is as "
+            raise ValueError(f"{resolved.directory} holds a {kind} head: its head is as "
                              f"config.json says; {sorted(kwargs)} apply to a new head only.")
         fill(model, foreign, _log)
         return model
@@ -288,10 +288,10 @@ def _read_task_directory(build: Callable, directory: str, kinds=None, reader: st
     """The model `build(config, settings)` makes of one of our task directories'
     xlnet_config.json (with `runtime`) and task.json, with the weights of its `which`
     checkpoint ("best", else "latest") read into its task model (`head_model_of(model)`).
-    `kinds`: the tasks `reader` (a class name, for the error) loads (None: any)."""
+    `kinds`: the kinds `reader` (a class name, for the error) loads (None: any)."""
     settings = saving.read_task_settings(directory)
-    if kinds is not None and settings.get("task") not in kinds:
-        raise ValueError(f"{directory} holds a {settings.get('task')} model (task.json); "
+    if kinds is not None and settings.get("kind") not in kinds:
+        raise ValueError(f"{directory} holds a {settings.get('kind')} model (task.json); "
                          f"{reader} loads {' or '.join(kinds)} models.")
     config = XLNetConfig.from_json_file(os.path.join(directory, run_dir.ARCH_FILE),
                                         **(runtime or {}))
@@ -306,7 +306,7 @@ def _load_preset_model(cls, preset: str, load_weights: bool, which: str, hub: di
     ...):
 
       - one of our task directories (task.json: a fine-tuning model_dir, a fine-tuned
-        checkpoint converted with --task, a `save_to_preset` output) of the class's task: that
+        checkpoint converted with --kind, a `save_to_preset` output) of the class's task: that
         model, head and weights (its `which` checkpoint), with a preprocessor laid out as
         task.json says;
       - a HuggingFace directory or hub repository id whose config.json `architectures` is the
@@ -334,17 +334,17 @@ def _load_preset_model(cls, preset: str, load_weights: bool, which: str, hub: di
 
     if resolved is not None and load_weights:
         if fileio.exists(os.path.join(resolved.directory, run_dir.TASK_FILE)):
-            return _read_task_directory(build, resolved.directory, (cls.TASK,), cls.__name__,
+            return _read_task_directory(build, resolved.directory, (cls.KIND,), cls.__name__,
                                         runtime, which, head_model_of=lambda m: m.task_model)
-        if resolved.layout == "huggingface" and huggingface_task(resolved.directory,
-                                                               (cls.TASK,)):
-            foreign = foreign_checkpoint(resolved.layout, resolved.directory, TaskOptions(
-                cls.TASK, seq_len=seq_len, num_choices=kwargs.get("num_choices", 4)))
+        if resolved.layout == "huggingface" and huggingface_kind(resolved.directory,
+                                                               (cls.KIND,)):
+            foreign = foreign_checkpoint(resolved.layout, resolved.directory, HeadOptions(
+                cls.KIND, seq_len=seq_len, num_choices=kwargs.get("num_choices", 4)))
             model = build(XLNetConfig.from_architecture(foreign.config.to_dict(), **runtime),
                           foreign.settings)
             fill(model.task_model, foreign, _log)
             return model
-    settings = {"seq_len": seq_len or task_registry.declared(cls.TASK).default_seq_len,
+    settings = {"seq_len": seq_len or task_registry.declared(cls.KIND).default_seq_len,
                 **kwargs}
     source = _Source(resolved, runtime) if load_weights else None
     config = source.config if load_weights else _architecture(preset, runtime)

@@ -11,7 +11,7 @@ holds a task model instead:
   ckpt-N.* + checkpoint                  `tf.train.Checkpoint(model=task_model)`; a fine-tuning
                                          run also keeps best/ckpt-N.*, read first
   xlnet_config.json, spiece.model        as above
-  task.json                              which head and how its inputs are laid out: `task`,
+  task.json                              which head and how its inputs are laid out: `kind`,
                                          `seq_len`, `summary_type`, `label_list`,
                                          `num_choices`, `n_best_size`, ... (the fine-tuning
                                          runners' HeadSpec, xlnet_tf2/tasks/head_spec.py, which
@@ -29,7 +29,7 @@ from typing import Optional
 
 import tensorflow as tf
 
-from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2 import fileio, run_dir, task_registry
 
 CHECKPOINT_PREFIX = run_dir.SAVED_CHECKPOINT_PREFIX
 CONFIG_NAME = run_dir.ARCH_FILE
@@ -128,10 +128,10 @@ def read_checkpoint(checkpoint: tf.train.Checkpoint, prefix: str, what: str,
 def save_task_directory(model, output_dir: str, settings: dict,
                         spm_model: Optional[str] = None) -> str:
     """Writes a task directory (module docstring) for `model`; `settings` is task.json (at
-    least `task` and `seq_len`). The files are written under a staging name and moved in
+    least `kind` and `seq_len`). The files are written under a staging name and moved in
     last, so a failure leaves an existing directory as it was. Returns the checkpoint prefix."""
-    if settings.get("task") != model.kind:
-        raise ValueError(f"settings say task {settings.get('task')!r} but the model is a "
+    if settings.get("kind") != model.kind:
+        raise ValueError(f"settings say kind {settings.get('kind')!r} but the model is a "
                          f"{model.kind} model.")
     if not settings.get("seq_len"):
         raise ValueError("task.json settings need seq_len (the sequence length of the inputs).")
@@ -155,13 +155,19 @@ def save_task_directory(model, output_dir: str, settings: dict,
 
 
 def read_task_settings(directory: str) -> dict:
-    """task.json of a task directory, as a dict."""
+    """task.json of a task directory, as a dict, under today's key names (a file written
+    before a key was renamed reads the same: task_registry.current_settings)."""
     path = os.path.join(directory, run_dir.TASK_FILE)
     if not tf.io.gfile.exists(path):
         raise FileNotFoundError(f"{path} does not exist: {directory} is not a task directory "
                                 "(a fine-tuning model_dir or a converted fine-tuned checkpoint).")
-    return fileio.read_json_object(path, run_dir.ModelFilesError, "what the task model is",
-                                   "Restore it from the run or conversion that wrote it.")
+    values = fileio.read_json_object(path, run_dir.ModelFilesError, "what the task model is",
+                                     "Restore it from the run or conversion that wrote it.")
+    try:
+        return task_registry.current_settings(values, path)
+    except ValueError as e:
+        raise run_dir.ModelFilesError(f"{e} Restore it from the run or conversion that wrote "
+                                      "it.") from None
 
 
 def task_checkpoint(directory: str, which: str = "best") -> str:
@@ -183,6 +189,6 @@ def restore_task_weights(model, directory: str, which: str = "best") -> str:
     the same task and architecture; returns the prefix read."""
     path = task_checkpoint(directory, which)
     read_checkpoint(tf.train.Checkpoint(model=model), path, f"checkpoint {path}",
-                    f"is {directory}/task.json's task and architecture the same as the "
+                    f"is {directory}/task.json's kind and architecture the same as the "
                     f"{model.kind} model's?")
     return path

@@ -52,12 +52,12 @@ class SequenceClassifier(HeadModel):
 
     @classmethod
     def from_settings(cls, config, settings: dict, head_dropout: float = 0.1):
-        task = settings.get("task")
+        kind = settings.get("kind")
         labels = settings.get("label_list") or []
-        if task == "classification" and len(labels) < 2:
+        if kind == "classification" and len(labels) < 2:
             raise ValueError(f"a classification task.json needs a label_list of at least 2 "
                              f"labels, got {labels!r}.")
-        return cls(config, 1 if task == "regression" else len(labels),
+        return cls(config, 1 if kind == "regression" else len(labels),
                    settings.get("summary_type", "last"), head_dropout=head_dropout).build_weights()
 
     def task_settings(self, label_list=None, seq_len=None) -> dict:

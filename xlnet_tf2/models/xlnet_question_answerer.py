@@ -16,7 +16,7 @@ their tokens), or token positions in the packed window (`context <sep> question 
 plus `is_impossible` (1.0 = no answer) for SQuAD 2.0. An answer outside the window points at
 the window's <cls> (cls_index), as fine-tuning does; raw answers always give is_impossible.
 The preprocessor reads each context's first window only; experiments/export_saved_model.py
---task=squad serves whole contexts.
+--kind=squad serves whole contexts.
 """
 
 from __future__ import annotations

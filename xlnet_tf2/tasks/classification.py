@@ -53,7 +53,7 @@ def load_examples(config: ClassificationConfig):
     """(train examples, eval examples, label list or None, train source, eval source) of the
     files or the TFDS dataset the config names."""
     c = config
-    regression = c.task == "regression"
+    regression = c.kind == "regression"
     columns = (c.text_a_column, c.text_b_column, c.label_column, regression)
     if c.tfds_name:
         train, names = text_readers.read_tfds(c.tfds_name, c.tfds_train_split, *columns,
@@ -85,11 +85,11 @@ class ClassificationTask(FinetuneTask):
     SequenceClassifier, evaluating accuracy/F1/MCC or Pearson/Spearman."""
 
     def __init__(self, config: ClassificationConfig):
-        regression = config.task == "regression"
+        regression = config.kind == "regression"
         xlnet_config, spm_model = backbone_config(config), spm_model_of(config)
         train_examples, eval_examples, label_list, train_source, eval_source = \
             load_examples(config)
-        spec = HeadSpec(task=config.task, seq_len=config.seq_len,
+        spec = HeadSpec(kind=config.kind, seq_len=config.seq_len,
                         summary_type=config.summary_type,
                         layout=layout_for_summary(config.summary_type), label_list=label_list,
                         paired=any(e.text_b is not None for e in train_examples),

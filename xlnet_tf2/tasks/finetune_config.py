@@ -133,7 +133,7 @@ class FinetuneConfig:
     distribution: DistributionConfig = section(DistributionConfig)
 
     def __post_init__(self):
-        check_declared(self)  # the subclass's fields too: --task, --summary_type, ...
+        check_declared(self)  # the subclass's fields too: --kind, --summary_type, ...
         for name in ("seq_len", "eval_batch_size", "eval_every"):
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
@@ -185,9 +185,10 @@ SUMMARY_TYPES = ("last", "first", "mean", "attn")
 class ClassificationConfig(FinetuneConfig):
     """Sentence(-pair) classification or regression (experiments/run_classifier.py)."""
 
-    task: str = setting(
-        "classification", "Classification (softmax over the label set) or regression (one "
-        "score, MSE).", choices=("classification", "regression"))
+    kind: str = setting(
+        "classification", "The kind of model to train: classification (softmax over the "
+        "label set) or regression (one score, MSE). (Formerly --task.)",
+        choices=("classification", "regression"), old_names=("task",))
     train_file: Optional[str] = setting(
         None, "Training data: a .tsv/.csv with a header row or a .jsonl file; columns are "
         "chosen with the *_column flags.", resume="warn")
@@ -223,7 +224,7 @@ class ClassificationConfig(FinetuneConfig):
 
     @property
     def default_metric(self) -> str:
-        return "pearson" if self.task == "regression" else "accuracy"
+        return "pearson" if self.kind == "regression" else "accuracy"
 
 
 @dataclasses.dataclass(frozen=True)

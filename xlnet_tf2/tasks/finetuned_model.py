@@ -56,12 +56,12 @@ class FeatureSpec:
         return dataclasses.replace(self, **changes)
 
 
-def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
+def load_task_model(model_dir: str, kind: str, checkpoint: str = "best"):
     """(model, spec, spm_model path) of a trained model_dir for inference (no dropout, no
     memory), through the one loader (models/pretrained.py's `load`), its `checkpoint`
     ("best" or "latest") read only from inside model_dir:
-      - a declared task: its task model (HeadModel.from_pretrained, the class task.json's
-        task declares) and its HeadSpec (task.json, checked against `task`);
+      - a declared task's name (`kind`): its task model (HeadModel.from_pretrained, the class
+        task.json's kind declares) and its HeadSpec (task.json, checked against `kind`);
       - "features": the backbone (XLNetModel.from_pretrained) of any directory holding an
         xlnet_config.json, spiece.model and a checkpoint (converted release, pretraining run,
         fine-tuning run: its head left out), and its FeatureSpec (seq_len:
@@ -69,13 +69,13 @@ def load_task_model(model_dir: str, task: str, checkpoint: str = "best"):
     run_dir.require_model_dir(model_dir)
     spm_model = run_dir.model_spm_file(model_dir)
     SentencePieceTokenizer.from_file(spm_model)  # a damaged one: one line naming it, now
-    if task == "features":
+    if kind == "features":
         backbone = XLNetModel.from_pretrained(model_dir, which=checkpoint, **INFERENCE)
         return backbone, FeatureSpec(default_seq_len(model_dir)), spm_model
     spec = HeadSpec.read(model_dir)
-    if spec.task != task:
-        raise RunConfigError(f"--task={task} but {model_dir}/task.json says {spec.task!r}; "
-                             f"pass --task={spec.task} (or --task=features).")
+    if spec.kind != kind:
+        raise RunConfigError(f"--kind={kind} but {model_dir}/task.json says {spec.kind!r}; "
+                             f"pass --kind={spec.kind} (or --kind=features).")
     model = HeadModel.from_pretrained(model_dir, which=checkpoint, head_dropout=0.0,
                                       **INFERENCE)
     return model, spec, spm_model

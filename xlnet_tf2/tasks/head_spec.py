@@ -1,4 +1,4 @@
-"""`HeadSpec`, a fine-tuned model's `task.json`: which head it has (the `task`, its summary,
+"""`HeadSpec`, a fine-tuned model's `task.json`: which head it has (its `kind`, summary,
 labels, beam) and how its inputs are laid out (sequence length, layout, lowercasing, SQuAD's
 windows), so evaluation and export need no flags repeated.
 
@@ -21,10 +21,10 @@ TASK_FILE = run_dir.TASK_FILE
 
 
 def _check(spec) -> None:
-    """task.json's checks (unknown task, types, ranges), each a RunConfigError naming the key."""
-    if spec.task not in task_registry.names():
-        raise RunConfigError(f"task must be one of {task_registry.names()}, got {spec.task!r}.")
-    declaration = task_registry.declared(spec.task)
+    """task.json's checks (unknown kind, types, ranges), each a RunConfigError naming the key."""
+    if spec.kind not in task_registry.names():
+        raise RunConfigError(f"kind must be one of {task_registry.names()}, got {spec.kind!r}.")
+    declaration = task_registry.declared(spec.kind)
     for field in dataclasses.fields(spec):
         value, kind = getattr(spec, field.name), _TYPES[field.name]
         if value is not None and (
@@ -39,7 +39,7 @@ def _check(spec) -> None:
         raise RunConfigError(f"label_list must hold label names, got {spec.label_list!r}.")
     if declaration.min_labels > 1 and spec.label_list is not None and \
             len(spec.label_list) < declaration.min_labels:
-        raise RunConfigError(f"a {spec.task} model needs a label_list of at least "
+        raise RunConfigError(f"a {spec.kind} model needs a label_list of at least "
                              f"{declaration.min_labels} labels, got {spec.label_list!r}.")
     if "doc_stride" in {s.name for s in declaration.settings}:
         check_squad_windows(spec)
@@ -76,9 +76,14 @@ class _HeadSpecMethods:
             commands = sorted({d.command for d in task_registry.declared_tasks()})
             raise FileNotFoundError(f"{path} does not exist: --model_dir must be a directory "
                                     f"written by a fine-tuning command ({', '.join(commands)}) "
-                                    "or xlnet-convert --task.")
+                                    "or xlnet-convert --kind.")
         values = fileio.read_json_object(path, RunConfigError, "what the fine-tuned model is",
                                          "Restore it from the run that wrote the directory.")
+        try:
+            values = task_registry.current_settings(values, path)
+        except ValueError as e:
+            raise RunConfigError(f"{e} Restore it from the run that wrote the directory.") \
+                from None
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -88,7 +93,7 @@ class _HeadSpecMethods:
         except RunConfigError as e:
             raise RunConfigError(f"{path}: {e} Restore it from the run that wrote the "
                                  "directory.") from None
-        except TypeError as e:  # a required key (task, seq_len) is missing
+        except TypeError as e:  # a required key (kind, seq_len) is missing
             raise RunConfigError(f"{path}: {e}.") from None
 
 

@@ -134,7 +134,7 @@ class RaceTask(FinetuneTask):
 
     def __init__(self, config: RaceConfig):
         xlnet_config, spm_model = backbone_config(config), spm_model_of(config)
-        spec = HeadSpec(task="race", seq_len=config.seq_len, max_qa_length=config.max_qa_length,
+        spec = HeadSpec(kind="race", seq_len=config.seq_len, max_qa_length=config.max_qa_length,
                         lower=config.lower)
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
         is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope

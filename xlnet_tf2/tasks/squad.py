@@ -139,12 +139,13 @@ WINDOW_ARRAYS = ("example_index", "doc_offset", "doc_length", "max_context", "ch
                  "char_end")
 
 
-def cache_key(kind: str, path: str, tokenizer: SentencePieceTokenizer, spec) -> dict:
-    """What a SQuAD file's windows depend on: the file's content, the SentencePiece model and
-    the window settings (not the prediction settings: n_best_size, thresholds, ...)."""
+def cache_key(split: str, path: str, tokenizer: SentencePieceTokenizer, spec) -> dict:
+    """What a SQuAD file's windows (of `split`: train or eval) depend on: the file's content,
+    the SentencePiece model and the window settings (not the prediction settings:
+    n_best_size, thresholds, ...)."""
     if not tf.io.gfile.exists(path):
         raise TaskDataError(path, None, "does not exist.")
-    return {"task": f"squad_{kind}", "file": feature_cache.file_fingerprint(path),
+    return {"features": f"squad_{split}", "file": feature_cache.file_fingerprint(path),
             "spm": tokenizer.checksum,
             "windows": {k: getattr(spec, k) for k in WINDOW_SETTINGS}}
 
@@ -267,7 +268,7 @@ def train_features(path: str, tokenizer, spec, cache_dir: Optional[str] = "off",
 
 def squad_spec(config: SquadConfig) -> HeadSpec:
     """task.json of a SQuAD run: the window and prediction settings."""
-    return HeadSpec(task="squad", seq_len=config.seq_len, layout="squad", lower=config.lower,
+    return HeadSpec(kind="squad", seq_len=config.seq_len, layout="squad", lower=config.lower,
                     version_2_with_negative=config.version_2_with_negative,
                     doc_stride=config.doc_stride, max_query_length=config.max_query_length,
                     max_answer_length=config.max_answer_length,

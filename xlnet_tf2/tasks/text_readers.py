@@ -191,7 +191,7 @@ def read_tfds(name: str, split: str, text_a_column: Optional[str] = None,
         label_names = list(getattr(feature, "names", None) or [])
         if not label_names:
             raise TaskDataError(source, None, f"column {label_column!r} has no class names; "
-                                "use --task=regression for a numeric label.")
+                                "use --kind=regression for a numeric label.")
     examples = []
     for index, row in enumerate(tfds.as_numpy(dataset)):
         def text(column):

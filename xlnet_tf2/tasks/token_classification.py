@@ -30,7 +30,7 @@ from xlnet_tf2.tasks.token_classification_config import TokenClassificationConfi
 from xlnet_tf2.training import distribution
 from xlnet_tf2.training.inference import predict
 
-TASK = "token_classification"  # task.json's name of it; its declaration: task_registry.py
+KIND = "token_classification"  # task.json's kind; its declaration: task_registry.py
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +168,7 @@ class TokenClassificationTask(FinetuneTask):
         train_sentences = read_conll(config.train_file)
         eval_sentences = read_conll(config.eval_file) if config.eval_file else []
         label_list = label_list_of(train_sentences)
-        spec = HeadSpec(task=TASK, seq_len=config.seq_len, label_list=label_list,
+        spec = HeadSpec(kind=KIND, seq_len=config.seq_len, label_list=label_list,
                         lower=config.lower)
         tokenizer = backbone_tokenizer(spm_model, spec.lower, xlnet_config)
         is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope

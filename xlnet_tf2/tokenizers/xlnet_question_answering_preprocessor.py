@@ -10,7 +10,7 @@ Training labels from raw answers (SQuAD's `answer_start` character offset and `t
 `answer_labels` gives the token positions the fine-tuning data gives (squad_data.py).
 
 Only the first window of each context is read (its first seq_len - 3 - len(question)
-tokens); the SavedModel export (experiments/export_saved_model.py --task=squad) reads every
+tokens); the SavedModel export (experiments/export_saved_model.py --kind=squad) reads every
 window of long contexts.
 """
 
