@@ -2,7 +2,8 @@
 training/task.py defines, every module it names exists, every file the library writes goes
 through xlnet_tf2/fileio.py (an AST scan for direct writes), the tasks are declared once
 (xlnet_tf2/task_registry.py: no other table of them, every derived view holds each) and every
-loader goes down one path (models/pretrained.py's `load`)."""
+loader goes down one path (models/pretrained.py's `load`). Also one claim of docs/GLOSSARY.md:
+"segment" means sentence A/B only, not the piece of a stream a step reads (a chunk)."""
 
 import ast
 import importlib
@@ -410,3 +411,63 @@ def test_a_model_kind_is_never_called_a_task():
     with open(os.path.join(REPO_ROOT, "README.md"), encoding="utf-8") as f:
         found += kind_called_task(f.read(), "README.md")
     assert not found, "a model's kind called a task (say kind):\n" + "\n".join(found)
+
+
+# ---------------------------------------------------------------------------- words
+# docs/GLOSSARY.md, "Words with one meaning": a segment is sentence A/B. The L-token piece of a
+# stream a step reads is a chunk, a query's index 0..L-1 its position in the example. Each
+# pattern is a phrase that once said otherwise, with what the code says now.
+_NOT_SEGMENT = r"(?!\s+(?:[AB]|ids?|terms?|embedding|matrix)\b)"  # "of the segment ids" is A/B
+CHUNK_MEANING_OF_SEGMENT = {
+    r"\b(?:current|previous|next|this) segments?\b": "the current / previous / next chunk",
+    r"\beach segment\b": "each example",
+    r"\bsegment positions?\b": "position in the example",
+    r"\b(?:of|in) the segment\b" + _NOT_SEGMENT: "of the example",
+    r"concat\(memory, segment\)": "concat(memory, example)",
+    r"\bmemory (?:\+|and) segment\b" + _NOT_SEGMENT: "memory and example",
+    r"\bconsecutive segments\b": "consecutive chunks",
+    r"-token segments?\b": "512-token examples",
+    r"length \(segment\)": "sequence length (one example)",
+    r"\bsegment_positions\b": "content_positions",
+    r"\bseg_len\b": "seq_len (L)",
+}
+_WORD_FOLDERS = ("xlnet_tf2", "experiments", "data_prep", "benchmarks", "scripts", "docs")
+_WORD_FILES = ("README.md", "BENCHMARKS.md")
+
+
+def chunk_meaning_of_segment(text: str) -> list:
+    """(line, phrase, what to say instead) of every use of "segment" for a chunk or for a
+    position in the example."""
+    patterns = [(re.compile(pattern, re.IGNORECASE), say)
+                for pattern, say in CHUNK_MEANING_OF_SEGMENT.items()]
+    return sorted((number, m.group(0), say) for number, line in enumerate(text.splitlines(), 1)
+                  for pattern, say in patterns for m in pattern.finditer(line))
+
+
+def test_the_scan_finds_the_chunk_meaning_of_segment():
+    text = ("L  query length (current segment)\n"
+            "memory for the next segment\n"
+            "query_positions: int32 [B, P], the Segment position i of each query row\n"
+            "A query at position i of the segment and a key of concat(memory, segment)\n"
+            "positions = segment_positions(queries, q_len); seg_len=q_len\n"
+            "segment_ids: int [B, L] of the example. Memory keys count as segment 0.\n"
+            "(q + r_s) . seg_embed[c] for c = 0 (same segment), 1 (different segments)\n"
+            "the query stream compares the segment of its target position\n"
+            "attention mask and segment mismatch; memory and segment ids; of the segment A\n")
+    assert [line for line, _, _ in chunk_meaning_of_segment(text)] == [1, 2, 3, 4, 4, 5, 5]
+
+
+def test_segment_means_sentence_a_or_b_only():
+    found = []
+    paths = [pathlib.Path(REPO_ROOT, name) for name in _WORD_FILES]
+    for folder in _WORD_FOLDERS:
+        paths += sorted(p for p in pathlib.Path(REPO_ROOT, folder).rglob("*")
+                        if p.suffix in (".py", ".md", ".sh", ".txt")
+                        and "__pycache__" not in p.parts)
+    for path in paths:
+        relative = path.relative_to(REPO_ROOT).as_posix()
+        found += [f"{relative}:{line}: {phrase!r} (say: {say})" for line, phrase, say
+                  in chunk_meaning_of_segment(path.read_text(encoding="utf-8"))]
+    assert not found, ("'segment' is sentence A/B only (docs/GLOSSARY.md, Words with one "
+                       "meaning): the piece of a stream a step reads is a chunk, a query's index "
+                       "0..L-1 its position in the example. Found:\n  " + "\n  ".join(found))

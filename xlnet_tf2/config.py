@@ -65,7 +65,7 @@ class XLNetConfig:
       dropout: dropout rate on embeddings, attention output and feed-forward.
       dropatt: dropout rate on attention probabilities.
       mem_len: number M of cached memory positions per layer (0 disables memory).
-      reuse_len: number R of leading positions of each segment cached as memory (0 = all).
+      reuse_len: number R of leading positions of each example cached as memory (0 = all).
       bi_data: the batch's first half is read forward, its second half backward; the relative
         position encoding of the second half is negated.
       clamp_len: clamp relative distances to [-clamp_len, clamp_len] (-1 disables).

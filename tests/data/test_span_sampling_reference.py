@@ -4,7 +4,8 @@
 re-stated from its description, one span at a time with Python loops and the original's
 piece test on the piece *strings*); it consumes the same counter-based draws as the
 vectorized sampler: draw 2k is the k-th span length, draw 2k + 1 its left context, and
-top-up draw j the j-th candidate position.
+top-up draw j the j-th candidate position. It keeps the original's names: its `seg` (of
+length `seg_len`) is the half being masked.
 """
 
 import numpy as np
@@ -122,15 +123,15 @@ def test_vectorized_sampler_equals_reference(corpus, word_mode):
     ids, pieces, starts = corpus
     for length, goal in [(256, 43), (256, 42), (64, 10), (512, 85), (40, 35)]:
         num = 60
-        segs = np.stack([ids[k * 97:k * 97 + length] for k in range(num)])
+        halves = np.stack([ids[k * 97:k * 97 + length] for k in range(num)])
         keys = hashrand.example_keys(11, 0, 0, length, np.arange(num))
         reverse = np.arange(num) % 2 == 1
-        got = sample_span_masks(segs, starts, goal, keys, span_tag=hashrand.TAG_SPANS_NEW,
+        got = sample_span_masks(halves, starts, goal, keys, span_tag=hashrand.TAG_SPANS_NEW,
                                 topup_tag=hashrand.TAG_TOPUP_NEW,
                                 span_mode="word" if word_mode else "original",
                                 reverse=reverse)
         for k in range(num):
-            want = reference_sample_mask(segs[k], pieces, goal, int(keys[k]),
+            want = reference_sample_mask(halves[k], pieces, goal, int(keys[k]),
                                          hashrand.TAG_SPANS_NEW, hashrand.TAG_TOPUP_NEW,
                                          reverse=bool(reverse[k]), word_mode=word_mode)
             np.testing.assert_array_equal(got[k], want, err_msg=f"L={length} row {k}")
@@ -138,9 +139,9 @@ def test_vectorized_sampler_equals_reference(corpus, word_mode):
 
 
 def _span_stats(ids, starts, mode, num=400, length=256, goal=43):
-    segs = np.stack([ids[k * 211:k * 211 + length] for k in range(num)])
+    halves = np.stack([ids[k * 211:k * 211 + length] for k in range(num)])
     keys = hashrand.example_keys(0, 0, 0, 0, np.arange(num))
-    masks = sample_span_masks(segs, starts, goal, keys, span_tag=hashrand.TAG_SPANS_REUSED,
+    masks = sample_span_masks(halves, starts, goal, keys, span_tag=hashrand.TAG_SPANS_REUSED,
                               topup_tag=hashrand.TAG_TOPUP_REUSED, span_mode=mode,
                               top_up=False)
     padded = np.pad(masks.astype(np.int8), ((0, 0), (1, 1)))

@@ -29,7 +29,7 @@ def test_rel_shift_unidirectional_visible_entries():
 
 
 def test_gather_relative_scores_matches_positions():
-    # Query rows sit at segment positions 1 and 0: row p uses column t = L - pos_p + j.
+    # Query rows sit at positions 1 and 0 of the example: row p uses column t = L - pos_p + j.
     scores = _scores(2, 5, row_scale=100)
     out = gather_relative_scores(scores, tf.constant([[1, 0]]), q_len=2, k_len=3,
                                  plan=StepPlan()).numpy()[0, 0]

@@ -113,7 +113,7 @@ def test_memory_mask_hides_empty_slots():
     junk = [rng.normal(size=(B, 4, 32)).astype(np.float32) * 10 for _ in range(2)]
     padded = [np.concatenate([j, r], 1) for j, r in zip(junk, real)]  # empty slots first
     mask = np.concatenate([np.zeros((B, 4)), np.ones((B, 3))], 1).astype(np.int32)
-    # the real entries keep their distance to the segment, so the numbers are the same
+    # the real entries keep their distance to the example, so the numbers are the same
     want = model({"input_ids": ids, "mems": real})["logits"].numpy()
     got = model({"input_ids": ids, "mems": padded, "memory_mask": mask})["logits"].numpy()
     np.testing.assert_allclose(got, want, atol=1e-5)

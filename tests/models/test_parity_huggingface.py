@@ -106,7 +106,7 @@ def test_padding_attention_mask():
 
 
 @pytest.mark.parametrize("bi_data", [False, True])
-def test_three_segments_with_memory_and_reuse(bi_data):
+def test_three_chunks_with_memory_and_reuse(bi_data):
     config = _config(mem_len=10, reuse_len=6, bi_data=bi_data)
     hf = random_hf_model(config, seed=4)
     ours = ours_from_hf(hf, config)

@@ -36,8 +36,8 @@ def _runs(mask):
 def test_exact_target_count(encoded, mode):
     ids, _, starts = encoded
     for k in range(200):
-        seg = ids[k * 256:(k + 1) * 256]
-        mask = sample_span_mask(seg, starts, 43, k, span_mode=mode, reverse=k % 2 == 1)
+        half = ids[k * 256:(k + 1) * 256]
+        mask = sample_span_mask(half, starts, 43, k, span_mode=mode, reverse=k % 2 == 1)
         assert mask.sum() == 43
 
 
@@ -45,11 +45,11 @@ def test_original_mode_spans_are_pieces(encoded):
     ids, _, starts = encoded
     lengths = []
     for k in range(200):
-        seg = ids[k * 512:(k + 1) * 512]
-        mask = sample_span_mask(seg, starts, 512, 1000 + k, span_mode="original",
+        half = ids[k * 512:(k + 1) * 512]
+        mask = sample_span_mask(half, starts, 512, 1000 + k, span_mode="original",
                                 top_up=False)
         for b, e in _runs(mask):
-            assert starts[seg[b]], "a span starts on a word-start piece"
+            assert starts[half[b]], "a span starts on a word-start piece"
             assert e - b <= 5
             lengths.append(e - b)
     # p(n) ~ 1/n over 1..5: the mean span is 5 / H_5 = 2.19 pieces.
@@ -60,12 +60,12 @@ def test_word_mode_spans_are_whole_words(encoded):
     ids, _, starts = encoded
     words = []
     for k in range(200):
-        seg = ids[k * 512:(k + 1) * 512]
-        mask = sample_span_mask(seg, starts, 512, 2000 + k, span_mode="word", top_up=False)
+        half = ids[k * 512:(k + 1) * 512]
+        mask = sample_span_mask(half, starts, 512, 2000 + k, span_mode="word", top_up=False)
         for b, e in _runs(mask):
-            assert starts[seg[b]]
-            assert e == len(seg) or starts[seg[e]], "a span ends at a word boundary"
-            n_words = int(starts[seg[b:e]].sum())
+            assert starts[half[b]]
+            assert e == len(half) or starts[half[e]], "a span ends at a word boundary"
+            n_words = int(starts[half[b:e]].sum())
             assert 1 <= n_words <= 5
             words.append(n_words)
     assert abs(np.mean(words) - 5 / sum(1 / n for n in range(1, 6))) < 0.15
@@ -79,11 +79,11 @@ def test_spans_cover_one_in_k(encoded, alpha):
     ids, _, starts = encoded
     covered = total = 0
     for k in range(300):
-        seg = ids[k * 512:(k + 1) * 512]
-        mask = sample_span_mask(seg, starts, 512, 3000 + k, alpha=alpha,
+        half = ids[k * 512:(k + 1) * 512]
+        mask = sample_span_mask(half, starts, 512, 3000 + k, alpha=alpha,
                                 span_mode="original", top_up=False)
         covered += mask.sum()
-        total += len(seg)
+        total += len(half)
     assert 0.75 / alpha < covered / total < 1 / alpha
 
 

@@ -59,7 +59,7 @@ def draw_span_length(u: np.ndarray, cdf: np.ndarray) -> np.ndarray:
     return np.minimum(np.searchsorted(cdf, u, side="right"), cdf.shape[0] - 1) + 1
 
 
-def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
+def sample_span_masks(halves: np.ndarray, starts_word: np.ndarray, goal: int,
                       keys: np.ndarray, *, span_tag: int, topup_tag: int, alpha: int = 6,
                       beta: int = 1, max_span: int = 5, span_mode: str = "original",
                       reverse=False, top_up: bool = True) -> np.ndarray:
@@ -98,7 +98,7 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
     same draws.
 
     Args:
-      segs: int [rows, half_len] token ids of the halves.
+      halves: int [rows, half_len], the token ids of each half.
       starts_word: bool [V], `start_piece_table` of the vocabulary.
       goal: positions to mark per half (<= half_len).
       keys: uint64 [rows], the example key of each half (hashrand.example_keys).
@@ -114,10 +114,10 @@ def sample_span_masks(segs: np.ndarray, starts_word: np.ndarray, goal: int,
       bool [rows, half_len] with exactly `goal` True entries per row (at most `goal` without
       top_up).
     """
-    segs = np.asarray(segs)
-    num, length = segs.shape
+    halves = np.asarray(halves)
+    num, length = halves.shape
     reverse = np.broadcast_to(np.asarray(reverse, dtype=bool), (num,))
-    forward = _flipped(segs, reverse)
+    forward = _flipped(halves, reverse)
     is_start = starts_word[forward]                                        # [rows, half_len]
     rows = np.arange(num)
     positions = np.arange(length + 1)

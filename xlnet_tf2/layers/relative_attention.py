@@ -2,7 +2,7 @@
 
 Letters (docs/GLOSSARY.md):
   B  batch size                       N  attention heads
-  L  query length (current segment)   H  head size
+  L  query length (one example)       H  head size
   M  memory length                    D  model width
   K  key length, K = M + L            P  query-stream rows (predicted positions)
   T  encoded relative positions (see relative_position.py)
@@ -39,8 +39,8 @@ from xlnet_tf2.layers.kernels.angle_scores import angle_position_scores
 from xlnet_tf2.layers.kernels.attention import attention, chosen_implementation
 from xlnet_tf2.layers.kernels.position_product import (example_position_product,
                                                        grouped_position_product)
-from xlnet_tf2.layers.relative_position import (content_shift, gather_relative_scores,
-                                                segment_positions)
+from xlnet_tf2.layers.relative_position import (content_positions, content_shift,
+                                                gather_relative_scores)
 from xlnet_tf2.layers.kernels.triton_attention import triton_attention
 from xlnet_tf2.layers.step_plan import StepPlan, plan_or_default
 
@@ -138,8 +138,8 @@ class RelativeAttention(keras.layers.Layer):
           query_segment_mismatch: bool [B, P, K] (query rows) or None.
           segment_ids: int [B, K], the keys' segment ids (memory keys 0), from which the
             mismatches were made, or None: the Triton kernels compare ids instead of reading a
-            [B, S, K] matrix (a row's id is its key's, M + its segment position).
-          query_positions: int32 [B, P], the segment position of each query-stream row.
+            [B, S, K] matrix (a row's id is its key's, M + its position in the example).
+          query_positions: int32 [B, P], each query-stream row's position in the example.
           query_weights: [B, P], 1 for real target rows, 0 for empty ones (their attention
             output is zero, as when the original maps rows through an all-zero target_mapping).
           biases: (r_w, r_r, r_s) shared [N, H] tensors when the layer does not own them.
@@ -182,14 +182,14 @@ class RelativeAttention(keras.layers.Layer):
             return tf.reshape(scores, [batch, n, rows, k_r.shape[1]])
 
         def position_scores(queries, positions):
-            """bd = (q + r_r) . r at the distance of each query row [B, N, S, H] (at segment
-            positions `positions` [B, S], None for the L content rows in order) and key:
-            [B, N, S, K]."""
+            """bd = (q + r_r) . r at the distance of each query row [B, N, S, H] (at
+            positions `positions` [B, S] of the example, None for the L content rows in order)
+            and key: [B, N, S, K]."""
             if angle_table is not None:  # without the shift (layers/kernels/angle_scores.py)
                 u = tf.einsum("bnsh,dnh->bnsd", queries + r_r,
                               tf.cast(self.r, self.compute_dtype))             # [B, N, S, D]
                 if positions is None:
-                    positions = segment_positions(queries, q_len)
+                    positions = content_positions(queries, q_len)
                 places = tf.cast(positions, tf.int32) + (k_len - q_len)          # M + i
                 return angle_position_scores(u, places, angle_table, direction_groups)
             scores = unshifted_scores(queries)
@@ -203,10 +203,10 @@ class RelativeAttention(keras.layers.Layer):
                              tf.cast(self.seg_embed, self.compute_dtype))
 
         def attend(queries, positions, mismatch, blocked, dropout_rows=None):
-            """The attention of query rows [B, N, S, H] at segment positions `positions`
-            ([B, S], None for the L content rows in order): the content part (q + r_w) . k by
-            the op, the aligned position scores and the segment term as its bias; or, where
-            the step runs the Triton kernels, the terms unassembled
+            """The attention of query rows [B, N, S, H] at positions `positions` of the
+            example ([B, S], None for the L content rows in order): the content part
+            (q + r_w) . k by the op, the aligned position scores and the segment term as its
+            bias; or, where the step runs the Triton kernels, the terms unassembled
             (layers/kernels/triton_attention.py)."""
             implementation = chosen_implementation(
                 queries, keys, dropout=self.attention_dropout, training=training, plan=plan,
@@ -214,7 +214,7 @@ class RelativeAttention(keras.layers.Layer):
                     angle_table, mismatch, segment_ids))
             if implementation == "triton":
                 if positions is None:
-                    positions = segment_positions(queries, q_len)
+                    positions = content_positions(queries, q_len)
                 segments = {}
                 if mismatch is not None:
                     segments = dict(
@@ -225,7 +225,7 @@ class RelativeAttention(keras.layers.Layer):
                 scores = example_position_product(queries + r_r, k_r)
                 return triton_attention(
                     queries + r_w, keys, values, scores, positions, blocked,
-                    seg_len=q_len, scale=self.scale, dropout=self.attention_dropout,
+                    seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
                     training=training, plan=plan, dropout_rows=dropout_rows, **segments)
             bias = position_scores(queries, positions)
             if mismatch is not None:  # (q + r_s) . seg_embed[s_ij], s_ij: mismatch [B, S, K]
@@ -249,7 +249,7 @@ class RelativeAttention(keras.layers.Layer):
             # Both streams as one attention of L + P rows, the content rows first: one score
             # product, one softmax, one value product, no concatenation of score-sized tensors.
             # Each stream's probabilities keep the dropout mask of a call of their own.
-            positions = tf.concat([segment_positions(query_positions, q_len),
+            positions = tf.concat([content_positions(query_positions, q_len),
                                    tf.cast(query_positions, tf.int32)], axis=1)  # [B, L + P]
             attended = attend(
                 tf.concat([q_h, q_g], axis=2), positions,

@@ -6,7 +6,7 @@ The masks, the segment matrix and the encoding are built once per forward pass
 
 Letters (docs/GLOSSARY.md; used in every shape below):
   B  batch size                       N  attention heads
-  L  query length (current segment)   H  head size
+  L  query length (one example)       H  head size
   M  memory length                    D  model width
   K  key length, K = M + L            P  predicted positions (query stream rows)
   T  relative positions encoded: K + L for bidirectional attention (distances K .. -L+1),
@@ -19,8 +19,8 @@ visible unless the causal mask of unidirectional attention or a `memory_mask` (e
 slots, e.g. in generation) hides them.
 
 Distances. Index t of the T axis encodes the relative distance `K - t` (forward) or `-(K - t)`
-(the backward half with bi_data). A query at position i of the segment and a key at position j
-of concat(memory, segment) are `M + i - j` apart, which is index `t = L - i + j`.
+(the backward half with bi_data). A query at position i of the example and a key at position j
+of concat(memory, example) are `M + i - j` apart, which is index `t = L - i + j`.
 """
 
 from __future__ import annotations
@@ -40,9 +40,10 @@ def causal_mask(q_len: int, m_len: int, same_length: bool = False,
                 zero: Optional[tf.Tensor] = None) -> tf.Tensor:
     """Unidirectional mask; bool [L, K], True = blocked.
 
-    Query i sees memory and segment keys up to and including itself: key j is blocked when
-    j > M + i. With `same_length`, query i additionally loses the keys j < i, so every query
-    sees the same number (M + 1) of keys: the window of length K - L + 1 ending at itself.
+    Query i sees the memory keys and the example's keys up to and including itself: key j is
+    blocked when j > M + i. With `same_length`, query i additionally loses the keys j < i, so
+    every query sees the same number (M + 1) of keys: the window of length K - L + 1 ending at
+    itself.
     """
     i, j = _positions(q_len, m_len, zero)
     blocked = j > m_len + i
@@ -116,7 +117,7 @@ def build_attention_masks(
 
 def key_segment_ids(segment_ids: tf.Tensor, m_len: int) -> tf.Tensor:
     """The keys' segment ids: int32 [B, K], the M memory keys as segment 0, then `segment_ids`
-    [B, L] of the current segment."""
+    [B, L] of the example's positions."""
     segment_ids = tf.cast(segment_ids, tf.int32)
     if m_len <= 0:
         return segment_ids
@@ -128,7 +129,7 @@ def segment_matrix(segment_ids: tf.Tensor, m_len: int, query_segment_ids=None) -
     """Whether query and key lie in different segments; bool [B, Lq, K].
 
     Args:
-      segment_ids: int [B, L] of the current segment. Memory keys count as segment 0.
+      segment_ids: int [B, L] of the example's positions. Memory keys count as segment 0.
       m_len: M.
       query_segment_ids: int [B, Lq] of the query rows; defaults to `segment_ids` (content
         stream). The query stream passes the segment ids of its target positions.
@@ -208,11 +209,11 @@ def rel_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
 
 def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len: int,
                            k_len: int, plan: StepPlan) -> tf.Tensor:
-    """Like `rel_shift`, for query rows at arbitrary segment positions (the query stream).
+    """Like `rel_shift`, for query rows at any positions of the example (the query stream).
 
     Args:
       scores: [B, N, P, T], column t scoring relative distance K - t.
-      query_positions: int32 [B, P], the segment position i of each query row.
+      query_positions: int32 [B, P], each query row's position i in the example.
       q_len: L.  k_len: K.
     Returns:
       [B, N, P, K]: entry (p, j) scores distance M + i_p - j, column t = L - i_p + j. Entries
@@ -243,16 +244,18 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
 
 
 def content_shift(scores: tf.Tensor, k_len: int, plan: StepPlan) -> tf.Tensor:
-    """`rel_shift` of the content rows (row i at segment position i), in the plan's form: with
-    `plan.content_window_read` (GPU) the window read of `gather_relative_scores` with positions
-    0 .. L - 1, an elementwise read that XLA fuses with the bias's sum, where the reshapes of
-    `rel_shift` are a data movement of their own, forward and backward; else `rel_shift`."""
+    """`rel_shift` of the content rows (row i at position i of the example), in the plan's
+    form: with `plan.content_window_read` (GPU) the window read of `gather_relative_scores` with
+    positions 0 .. L - 1, an elementwise read that XLA fuses with the bias's sum, where the
+    reshapes of `rel_shift` are a data movement of their own, forward and backward; else
+    `rel_shift`."""
     if not plan.content_window_read:
         return rel_shift(scores, k_len)
     q_len = scores.shape[2]
-    return gather_relative_scores(scores, segment_positions(scores, q_len), q_len, k_len, plan)
+    return gather_relative_scores(scores, content_positions(scores, q_len), q_len, k_len, plan)
 
 
-def segment_positions(like: tf.Tensor, q_len: int) -> tf.Tensor:
-    """int32 [B, L]: the content rows' positions 0 .. L - 1, for every row of `like` [B, ...]."""
+def content_positions(like: tf.Tensor, q_len: int) -> tf.Tensor:
+    """int32 [B, L]: the content rows' positions in the example, 0 .. L - 1, for every row of
+    `like` [B, ...]."""
     return tf.broadcast_to(tf.range(q_len, dtype=tf.int32)[None], [tf.shape(like)[0], q_len])

@@ -39,10 +39,10 @@ def initial_memory(config: XLNetConfig, batch_size: int, dtype) -> List[tf.Tenso
 
 def next_memory(config: XLNetConfig, layer_input: tf.Tensor,
                 previous: Optional[tf.Tensor]) -> tf.Tensor:
-    """Memory for the next segment of a layer: the last M of concat(previous, first R
-    positions of this layer's input [B, L, D]); [B, M_new, D] with stopped gradient.
+    """A layer's memory for the next chunk: the last M of concat(previous, first R positions
+    of this layer's input [B, L, D]); [B, M_new, D] with stopped gradient.
 
-    Only the reused prefix is cached: the rest of the segment is not seen again by the
+    Only the reused prefix is cached: the rest of the chunk is not seen again by the
     stream (and caching it would leak the B part of the pretraining example)."""
     current = layer_input if config.reuse_len <= 0 else layer_input[:, :config.reuse_len]
     if previous is not None:

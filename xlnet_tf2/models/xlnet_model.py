@@ -2,7 +2,7 @@
 
 Letters (docs/GLOSSARY.md):
   B  batch size                      D  model width
-  L  sequence length (segment)       N, H  heads, head size
+  L  sequence length (one example)   N, H  heads, head size
   M  memory length                   P  predicted positions (query-stream rows)
   K  keys, K = M + L                 X  direction groups (2 with bi_data)
 

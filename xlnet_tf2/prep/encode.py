@@ -316,15 +316,15 @@ class BatchEncoder:
         single = []
         for group, paths in zip(groups, self._sp.NBestEncodeAsIds(
                 [" ".join(g) for g in groups], 2)):
-            segments = self._word_segments(paths[0], len(group))
-            if segments is not None and self._clear_winner(paths, max(map(len, group))):
-                found.extend(zip(group, segments))
+            by_word = self._ids_by_word(paths[0], len(group))
+            if by_word is not None and self._clear_winner(paths, max(map(len, group))):
+                found.extend(zip(group, by_word))
             elif len(group) > 1:
                 single.extend(group)
         for w, paths in zip(single, self._sp.NBestEncodeAsIds(single, 2) if single else []):
-            segments = self._word_segments(paths[0], 1)
-            if segments is not None and self._clear_winner(paths, len(w)):
-                found.append((w, segments[0]))
+            by_word = self._ids_by_word(paths[0], 1)
+            if by_word is not None and self._clear_winner(paths, len(w)):
+                found.append((w, by_word[0]))
         if found:
             start = used = int(self._offset[self._rows])
             ends = []
@@ -341,7 +341,7 @@ class BatchEncoder:
             self._rows += len(ends)
         return len(short) + len(single)
 
-    def _word_segments(self, ids: List[int], num_words: int):
+    def _ids_by_word(self, ids: List[int], num_words: int):
         """The best path of `num_words` words split into each word's ids, or None if it does
         not split into that many words or holds a piece that must not be cached."""
         starts = [k for k, i in enumerate(ids) if self._starts_word[i]]

@@ -38,32 +38,32 @@ def _case(name):
     two_stream = name in ("two_stream", "two_stream_bf16")
     b, n, h = 2, 2, 16
     if two_stream:
-        mem, seg_len, p_rows = 20, 16, 5                       # K = 36: two mask words
+        mem, seq_len, p_rows = 20, 16, 5                       # K = 36: two mask words
     elif name == "uni_causal":
-        mem, seg_len, p_rows = 8, 12, 0
+        mem, seq_len, p_rows = 8, 12, 0
     else:                                     # fine-tuning, inference: no memory
-        mem, seg_len, p_rows = 0, 24, 0
-    keys, rows = mem + seg_len, seg_len + p_rows
-    dist = keys + 1 if name == "uni_causal" else keys + seg_len
-    row_pos = np.concatenate([np.tile(np.arange(seg_len), (b, 1)),
-                              rng.integers(0, seg_len, (b, p_rows))], axis=1).astype(np.int32)
-    row_pos[1, seg_len:] = row_pos[1, seg_len:][::-1]         # per-example query positions
+        mem, seq_len, p_rows = 0, 24, 0
+    keys, rows = mem + seq_len, seq_len + p_rows
+    dist = keys + 1 if name == "uni_causal" else keys + seq_len
+    row_pos = np.concatenate([np.tile(np.arange(seq_len), (b, 1)),
+                              rng.integers(0, seq_len, (b, p_rows))], axis=1).astype(np.int32)
+    row_pos[1, seq_len:] = row_pos[1, seq_len:][::-1]         # per-example query positions
     blocked = np.zeros((b, rows, keys), bool)
     if name == "uni_causal":
         blocked |= np.arange(keys)[None, None, :] > mem + row_pos[:, :, None]
     if two_stream:
-        blocked[:, seg_len:, :] = rng.random((b, p_rows, keys)) < 0.3
+        blocked[:, seq_len:, :] = rng.random((b, p_rows, keys)) < 0.3
         blocked[0, :, keys - 3:] = True                        # padding of example 0
         blocked[1, 2, :] = True                                # rows that see nothing
-        blocked[0, seg_len + 1, :] = True
+        blocked[0, seq_len + 1, :] = True
     if name == "finetune":
         blocked[1, :, :5] = True                               # left padding
     row_seg = rng.integers(0, 2, (b, rows)).astype(np.int32)
-    key_seg = np.concatenate([np.zeros((b, mem), np.int32), row_seg[:, :seg_len]], axis=1)
+    key_seg = np.concatenate([np.zeros((b, mem), np.int32), row_seg[:, :seq_len]], axis=1)
     f = lambda *shape: rng.standard_normal(shape)  # noqa: E731
     return dict(
-        b=b, n=n, h=h, rows=rows, keys=keys, dist=dist, seg_len=seg_len,
-        split=seg_len if two_stream else None,
+        b=b, n=n, h=h, rows=rows, keys=keys, dist=dist, seq_len=seq_len,
+        split=seq_len if two_stream else None,
         has_segment=name not in ("uni_causal", "inference"), has_mask=name != "inference",
         rate={"two_stream": 0.3, "two_stream_bf16": 0.3, "uni_causal": 0.6}.get(name, 0.0),
         dtype="bfloat16" if name.endswith("bf16") else "float32",
@@ -89,12 +89,12 @@ def _reference(c, cast):
     """Output and gradients (float64 TF, autodiff) of the kernel module's formulas."""
     t = {name: tf.constant(cast(c[name]), tf.float64)
          for name in ("q_w", "k", "v", "pos", "seg", "d_out")}
-    col = c["seg_len"] - c["row_pos"][:, :, None] + np.arange(c["keys"])[None, None, :]
+    col = c["seq_len"] - c["row_pos"][:, :, None] + np.arange(c["keys"])[None, None, :]
     col = np.broadcast_to(col[:, None], (c["b"], c["n"], c["rows"], c["keys"]))
     differ = (c["row_seg"][:, :, None] != c["key_seg"][:, None, :])[:, None]
     with tf.GradientTape() as tape:
         tape.watch(list(t.values()))
-        padded = tf.pad(t["pos"], [[0, 0], [0, 0], [0, 0], [0, c["keys"] + c["seg_len"]]])
+        padded = tf.pad(t["pos"], [[0, 0], [0, 0], [0, 0], [0, c["keys"] + c["seq_len"]]])
         bd = tf.gather(padded, col, batch_dims=3)
         ac = tf.einsum("bnsh,bnkh->bnsk", t["q_w"], t["k"])
         score = ac + bd
@@ -130,7 +130,7 @@ def _packed(blocked):
 def _run(module, c, name, buffers, block=(16, 16)):
     launch = module.launch(
         name, batch=c["b"], heads=c["n"], rows=c["rows"], keys=c["keys"], head_size=c["h"],
-        distances=c["dist"], seg_len=c["seg_len"], split=c["split"], scale=c["h"] ** -0.5,
+        distances=c["dist"], seq_len=c["seq_len"], split=c["split"], scale=c["h"] ** -0.5,
         dropout_rate=c["rate"], has_segment=c["has_segment"], has_mask=c["has_mask"],
         dtype=c["dtype"],
         generation="sm_90", interpret=True, block=block)
@@ -195,7 +195,7 @@ def test_dropout_drops_what_the_reference_drops(interpreted):
         c["v"] = np.broadcast_to(np.eye(16), c["k"].shape).copy()
         c["blocked"] = np.zeros((c["b"], c["rows"], 16), bool)
         c["key_seg"] = c["key_seg"][:, :16]
-        c["dist"] = 16 + c["seg_len"]
+        c["dist"] = 16 + c["seq_len"]
         c["pos"] = np.zeros((c["b"], c["n"], c["rows"], c["dist"]))
         bufs = _buffers(c)
         _run(interpreted, c, "flash_fwd", bufs)
@@ -211,7 +211,7 @@ def _xlnet_base_source(name, dtype, generation):
     from triton.compiler import ASTSource
     launch = flash.launch(
         name, batch=2, heads=12, rows=597, keys=896, head_size=64, distances=1408,
-        seg_len=512, split=512, scale=0.125, dropout_rate=0.1, has_segment=True,
+        seq_len=512, split=512, scale=0.125, dropout_rate=0.1, has_segment=True,
         has_mask=True, dtype=dtype, generation=generation)
     pointer = {"bfloat16": "*bf16", "float16": "*fp16", "float32": "*fp32"}[dtype]
     kinds = dict(row_pos="*i32", row_seg="*i32", key_seg="*i32", blocked_bits="*i32",

@@ -45,7 +45,7 @@ def angle_table(k_len: int, d_model: int, run_time_input: Optional[tf.Tensor] = 
 def angle_position_scores(u: tf.Tensor, row_places: tf.Tensor, table: tf.Tensor,
                           direction_groups: int) -> tf.Tensor:
     """bd [B, N, S, K] in u's dtype: the position scores of query rows at places `row_places`
-    (int32 [B, S], a_i = M + the row's segment position) against the K keys.
+    (int32 [B, S], a_i = M + the row's position in the example) against the K keys.
 
     u: [B, N, S, D], W_r,h (q + r_r) per head. table: `angle_table` [2, K, D/2].
     direction_groups: 1, or 2 with bi_data (the batch's second half reads negated distances).

@@ -416,13 +416,13 @@ def dropout_threshold(rate: float) -> int:
 
 
 def launch(name: str, *, batch: int, heads: int, rows: int, keys: int, head_size: int,
-           distances: int, seg_len: int, split: Optional[int] = None, scale: float,
+           distances: int, seq_len: int, split: Optional[int] = None, scale: float,
            dropout_rate: float = 0.0, has_segment: bool, has_mask: bool, dtype: str,
            generation: str, interpret: bool = False, block: Optional[Tuple[int, int]] = None
            ) -> Launch:
     """The launch of kernel `name` ("flash_fwd", "flash_bwd_dkdv", "flash_bwd_dq") for one
     attention: `batch` B, `heads` N, `rows` S (= L content rows + P query-stream rows),
-    `keys` K, `head_size` H (a power of two, >= 16), `distances` T, `seg_len` L, `split` the
+    `keys` K, `head_size` H (a power of two, >= 16), `distances` T, `seq_len` L, `split` the
     rows of the first dropout part (None: one part), `dtype` of the float operands,
     `generation` "sm_80" or "sm_90". `interpret`: Triton's CPU interpreter (16-bit dots in
     float32); `block`: (BLOCK_M, BLOCK_N) instead of the generation's (tests)."""
@@ -448,7 +448,7 @@ def launch(name: str, *, batch: int, heads: int, rows: int, keys: int, head_size
     used = tuple(p for p in params if flags.get(_FLAG_OF.get(p), True))
     constexprs: Dict[str, object] = {p + "_ptr": None for p in params if p not in used}
     constexprs.update(
-        B=batch, N=heads, S=rows, K=keys, H=head_size, T=distances, L=seg_len,
+        B=batch, N=heads, S=rows, K=keys, H=head_size, T=distances, L=seq_len,
         SPLIT=rows if split is None else split, W=-(-keys // 32), SCALE=float(scale),
         THRESHOLD=dropout_threshold(dropout_rate) if has_dropout else 0,
         KEEP_SCALE=1.0 / (1.0 - dropout_rate), BLOCK_M=block_m, BLOCK_N=block_n,

@@ -10,7 +10,7 @@ kernels/attention.py `chosen_implementation` first, and builds that bias only fo
                                 reads column L - row_positions[s] + j for key j, by pointer
                                 arithmetic in the kernel (no shifted copy is made), and the
                                 kernels' d_pos is their gradient at the same columns.
-  row_positions [B, S] int32    each row's segment position i.
+  row_positions [B, S] int32    each row's position i in the example.
   segment_scores [B, N, S, 2]   (q + r_s) . seg_embed[c] for c = same, different; with
   row_segments [B, S],          the rows' and keys' segment ids (memory keys are segment 0):
   key_segments [B, K] int32     the kernel compares the ids, no [B, S, K] matrix is read.
@@ -124,12 +124,12 @@ def _call(launch, ir, buffers: dict, specs: dict):
 
 
 def triton_attention(queries, keys, values, position_scores, row_positions, blocked, *,
-                     seg_len: int, scale: float, dropout, training, plan: StepPlan,
+                     seq_len: int, scale: float, dropout, training, plan: StepPlan,
                      segment_scores=None, row_segments=None, key_segments=None,
                      dropout_rows: Optional[Sequence[int]] = None) -> tf.Tensor:
     """The attention of query rows [B, N, S, H] (already q + r_w) over keys, values
     [B, N, K, H] with the score's terms unassembled (module docstring): position_scores
-    [B, N, S, T], row_positions int32 [B, S] (`seg_len` = L), segment_scores [B, N, S, 2] with
+    [B, N, S, T], row_positions int32 [B, S] (`seq_len` = L), segment_scores [B, N, S, 2] with
     row_segments [B, S] and key_segments [B, K] (or all None: no segment term), blocked bool
     [B, S, K] or None -> [B, N, S, H]. The caller has checked `triton_unavailable_reason`."""
     batch, heads, rows, head_size = queries.shape
@@ -140,7 +140,7 @@ def triton_attention(queries, keys, values, position_scores, row_positions, bloc
     split = dropout_rows[0] if dropout_rows is not None and len(dropout_rows) == 2 else None
     has_segment = segment_scores is not None
     shapes = dict(batch=batch, heads=heads, rows=rows, keys=n_keys, head_size=head_size,
-                  distances=distances, seg_len=seg_len, split=split, scale=scale,
+                  distances=distances, seq_len=seq_len, split=split, scale=scale,
                   dropout_rate=rate, has_segment=has_segment, has_mask=blocked is not None)
     calls = _calls(shapes, dtype, plan.gpu_generation)
     fixed = {"row_pos": tf.cast(row_positions, tf.int32)}
