@@ -225,3 +225,16 @@ def test_cli_original_fine_tuned_to_huggingface(tmp_path, hf):
                        attention_mask=torch.tensor(inputs["attention_mask"]).float()).logits
     want = _summary_logits(_hidden(hf, inputs), head, "model/classification_imdb/logit")
     assert np.max(np.abs(got.numpy() - want)) <= 1e-5
+
+
+def test_the_old_task_options_name_still_builds_head_options():
+    """TaskOptions(task, ...) (before HeadOptions(kind, ...)): the same options, with one
+    DeprecationWarning naming the new name."""
+    from xlnet_tf2.conversion import TaskOptions
+
+    with pytest.warns(DeprecationWarning, match=r"use HeadOptions\(kind=\.\.\.\)"):
+        old = TaskOptions("race", seq_len=64, num_choices=3)
+    assert old == HeadOptions("race", seq_len=64, num_choices=3)
+    assert old.kind == "race"
+    with pytest.raises(ValueError, match="--kind must be one of"):
+        HeadOptions("tagging")
