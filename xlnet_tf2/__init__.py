@@ -40,7 +40,8 @@ _LAZY = {
     "generate": "xlnet_tf2.models.generation",
 }
 
-__all__ = ["ConfigError", "HeadModel", "XLNetClassifier", "XLNetConfig", "XLNetLMHeadModel", "XLNetModel",
+__all__ = ["ConfigError", "HeadModel", "XLNetClassifier", "XLNetConfig", "XLNetLMHeadModel",
+           "XLNetModel",
            "XLNetMultipleChoice", "XLNetMultipleChoicePreprocessor", "XLNetPreprocessor",
            "XLNetQuestionAnswerer", "XLNetQuestionAnsweringPreprocessor", "XLNetRegressor",
            "XLNetTokenizer", "__version__", "from_pretrained", "generate", "load_pretrained",

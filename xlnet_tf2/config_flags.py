@@ -181,7 +181,9 @@ def from_flat(cls: Type, values: Optional[Mapping[str, Any]] = None, **kwargs):
             warnings.warn(f"{cls.__name__}: the setting {old!r} is now {new!r}; the old name "
                           "will stop working in a later release.", DeprecationWarning,
                           stacklevel=3)
-            _take_old_name(flat, old, new, repr)
+            if flat.get(new) is None:  # None: not given, as everywhere in a flat dict
+                flat.pop(new, None)
+            take_old_names(flat, {old: new})
     unknown = sorted(set(flat) - set(fields))
     if unknown:
         raise RunConfigError(f"Unknown {cls.__name__} setting(s) {unknown}.")
@@ -199,14 +201,23 @@ def _renamed(fields: Mapping[str, dataclasses.Field]) -> Dict[str, str]:
             for old in field.metadata.get("old_names", ())}
 
 
-def _take_old_name(flat: Dict[str, Any], old: str, new: str, spell) -> None:
-    """Moves flat[old] to flat[new]; both given with different values is an error naming both
-    (`spell` writes a name as the caller's user knows it: a flag, a key)."""
-    value = flat.pop(old)
-    if new in flat and flat[new] is not None and flat[new] != value:
-        raise RunConfigError(f"{spell(old)} is the old name of {spell(new)}, and the two say "
-                             f"{value!r} and {flat[new]!r}: give {spell(new)} alone.")
-    flat[new] = value
+def take_old_names(values: Dict[str, Any], renamed: Mapping[str, str],
+                   spell=repr) -> List[str]:
+    """Moves the value of each old name of `renamed` ({old name: name}) found in `values` to
+    its name, in place; returns the old names found. Both names with different values raise
+    RunConfigError naming both as `spell` writes them (a flag, a key). The one rule for every
+    renamed setting: flags, flat settings, task.json's keys (task_registry.current_settings)."""
+    found = []
+    for old, new in renamed.items():
+        if old not in values:
+            continue
+        value = values.pop(old)
+        if new in values and values[new] != value:
+            raise RunConfigError(f"{spell(old)} is the old name of {spell(new)}, and the two "
+                                 f"say {value!r} and {values[new]!r}: give {spell(new)} alone.")
+        values[new] = value
+        found.append(old)
+    return found
 
 
 def _build(cls: Type, flat: Mapping[str, Any]):
@@ -427,10 +438,8 @@ def config_from_flags(cls: Type, flag_values=None, *, exclude: Sequence[str] = (
             if old in fv and fv[old].present:
                 print(f"--{old} is deprecated: use --{name} (the same values).",
                       file=sys.stderr)
-                given = {old: fv[old].value}
-                if fv[name].present:
-                    given[name] = fv[name].value
-                _take_old_name(given, old, name, lambda n: f"--{n}")
+                given = {n: fv[n].value for n in (old, name) if fv[n].present}
+                take_old_names(given, {old: name}, spell=lambda n: f"--{n}")
                 flat[name] = given[name]
     flat.update(extra)
     return from_flat(cls, flat)

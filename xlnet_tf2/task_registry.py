@@ -1,7 +1,7 @@
 """The fine-tuning tasks, each declared once: `TaskDeclaration` says what a task is called (the
-kind of model it trains: task.json's `kind`), which classes and functions of the floors above serve it (by their dotted names),
-its defaults and its HuggingFace counterpart. Every table of tasks derives from the
-declarations registered here:
+kind of model it trains: task.json's `kind`), which classes and functions of the floors above
+serve it (by their dotted names), its defaults and its HuggingFace counterpart. Every table of
+tasks derives from the declarations registered here:
 
   run_dir.TASKS                    what task.json's kind (and xlnet-convert's --kind) may say
   tasks/head_spec.HeadSpec         task.json's keys: the shared ones and each task's `settings`
@@ -31,6 +31,8 @@ import dataclasses
 import warnings
 from typing import Dict, Mapping, Optional, Tuple, Union
 
+from xlnet_tf2 import config_flags
+
 # task.json's keys every task has (tasks/head_spec.py): name -> (type, default). `kind` and
 # `seq_len` are required.
 SHARED_SETTINGS: Dict[str, tuple] = {
@@ -51,16 +53,14 @@ RENAMED_SETTINGS: Dict[str, str] = {"task": "kind"}
 def current_settings(values: Mapping[str, object], source: str) -> Dict[str, object]:
     """task.json's settings `values` (read from `source`) under today's key names: a key of
     RENAMED_SETTINGS is read as its new name, with one DeprecationWarning naming the file. Both
-    names with different values raise ValueError naming the file."""
+    names with different values raise RunConfigError (a ValueError) naming the file."""
     out = dict(values)
-    for old, new in RENAMED_SETTINGS.items():
-        if old not in out:
-            continue
-        value = out.pop(old)
-        if new in out and out[new] != value:
-            raise ValueError(f"{source}: {old!r} is the old name of {new!r}, and the two say "
-                             f"{value!r} and {out[new]!r}; keep {new!r} alone.")
-        out[new] = value
+    try:
+        found = config_flags.take_old_names(out, RENAMED_SETTINGS)
+    except config_flags.RunConfigError as e:
+        raise config_flags.RunConfigError(f"{source}: {e}") from None
+    for old in found:
+        new = RENAMED_SETTINGS[old]
         warnings.warn(f"{source}: the key {old!r} is now {new!r} (read as it); the file "
                       "was written by an earlier version.", DeprecationWarning, stacklevel=3)
     return out
@@ -194,25 +194,26 @@ def task_settings() -> Tuple[TaskSetting, ...]:
 # ---------------------------------------------------------------------------- the tasks
 _PAIRED = TaskSetting("paired", bool, False, "the inputs are text pairs (a second text input)")
 
-register(TaskDeclaration(
-    name="classification",
+# Classification and regression are two kinds of one sequence head, trained by one
+# ClassificationTask (xlnet-classify --kind): all they do not share is the keras-hub-style
+# class and the label rule.
+_SEQUENCE_HEAD = dict(
     head_model="xlnet_tf2.models.xlnet_classifier.SequenceClassifier",
-    keras_hub_model="xlnet_tf2.models.xlnet_classifier.XLNetClassifier",
     finetune_task="xlnet_tf2.tasks.classification.ClassificationTask",
     command="xlnet-classify",
     serving="xlnet_tf2.export.serving_tasks.text_signatures",
     default_seq_len=128, huggingface_architecture="XLNetForSequenceClassification",
-    settings=(_PAIRED,), min_labels=2, summary=True))
+    settings=(_PAIRED,), summary=True)
+
+register(TaskDeclaration(
+    name="classification",
+    keras_hub_model="xlnet_tf2.models.xlnet_classifier.XLNetClassifier",
+    min_labels=2, **_SEQUENCE_HEAD))
 
 register(TaskDeclaration(
     name="regression",
-    head_model="xlnet_tf2.models.xlnet_classifier.SequenceClassifier",
     keras_hub_model="xlnet_tf2.models.xlnet_classifier.XLNetRegressor",
-    finetune_task="xlnet_tf2.tasks.classification.ClassificationTask",
-    command="xlnet-classify",
-    serving="xlnet_tf2.export.serving_tasks.text_signatures",
-    default_seq_len=128, huggingface_architecture="XLNetForSequenceClassification",
-    settings=(_PAIRED,), summary=True))
+    **_SEQUENCE_HEAD))
 
 register(TaskDeclaration(
     name="race",

@@ -7,8 +7,8 @@ project's flash attention kernels) is a kernel XLA does not generate: its FLOPs 
 its shapes (optimized_hlo.FLASH_FLOPS), its bytes are its operands and results, and its time is
 max(bytes / (TRITON_BANDWIDTH_SHARE x 3.35 TB/s), FLOPs / (TRITON_FLOPS_SHARE x 989 TFLOP/s))
 + 2 us: stated efficiencies, an assumption until a GPU measures the kernels (the proxy
-overstated cuDNN's gain tenfold when it counted its calls at their bytes alone). It knows no autotuning (the
-deviceless compile has no device to tune on), no overlap and no cache, so it is calibrated on
+overstated cuDNN's gain tenfold when it counted its calls at their bytes alone). It knows no
+autotuning (the deviceless compile has no device to tune on), no overlap and no cache, so it is calibrated on
 measured steps (h100_calibration.json): the predicted H100 time is ratio x proxy, with the
 calibration's error bar. Compare programs of the same shape: the ratio was measured at XLNet-Base
 (batch 32 gives a larger one), and it moves with the program's structure (the file's points).

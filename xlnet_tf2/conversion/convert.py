@@ -46,11 +46,12 @@ class HeadOptions:
     """What a fine-tuned checkpoint's head is and how its inputs were laid out (task.json).
 
     kind: one of run_dir.TASKS (task.json's kind). seq_len: default its declared
-    default_seq_len. label_list: classification label names in id order (default: the HuggingFace config's id2label, else
-    "0".."n-1"). summary_type: the original's --summary_type (HuggingFace configs say theirs).
-    cls_scope: the original's classification_<scope> / regression_<scope> (default: the only
-    one in the checkpoint). paired: classification/regression inputs are text pairs.
-    num_choices: RACE options per question."""
+    default_seq_len. label_list: classification label names in id order (default: the
+    HuggingFace config's id2label, else "0".."n-1"). summary_type: the original's
+    --summary_type (HuggingFace configs say theirs). cls_scope: the original's
+    classification_<scope> / regression_<scope> (default: the only one in the checkpoint).
+    paired: classification/regression inputs are text pairs. num_choices: RACE options per
+    question."""
     kind: str
     seq_len: Optional[int] = None
     label_list: Optional[List[str]] = None

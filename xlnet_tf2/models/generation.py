@@ -212,7 +212,8 @@ class _Picker:
         seen = (_seen_in_prompt(input_ids, attention_mask, self.vocab)
                 if self.s.repetition_penalty != 1.0 else tf.zeros([batch, 0], tf.bool))
         tokens = tf.fill([self.s.new_tokens_room, batch], self.s.pad_token_id)
-        scores = tf.zeros([self.s.new_tokens_room if self.s.output_scores else 0, batch, self.vocab])
+        scores = tf.zeros([self.s.new_tokens_room if self.s.output_scores else 0, batch,
+                           self.vocab])
         return seen, tf.zeros([batch], tf.bool), tokens, scores
 
     def __call__(self, k, logits, seen, finished, tokens, scores):
@@ -264,8 +265,8 @@ def _full_sequence_loop(model, input_ids, attention_mask, seed, n_new, s: _Setti
     j = tf.range(total)[None, :]
     pattern = tf.where(i < p_len - 1, j >= p_len, j > i + 1)  # [total, total]: True = hidden
     ids = tf.concat([input_ids, tf.fill([batch, s.new_tokens_room], DUMMY_ID)], 1)
-    mask = tf.concat([tf.cast(attention_mask, tf.int32), tf.ones([batch, s.new_tokens_room], tf.int32)],
-                     1)
+    mask = tf.concat([tf.cast(attention_mask, tf.int32),
+                      tf.ones([batch, s.new_tokens_room], tf.int32)], 1)
     seen, finished, tokens, scores = pick.initial(input_ids, attention_mask)
 
     def step(k, ids, seen, finished, tokens, scores):

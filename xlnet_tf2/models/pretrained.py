@@ -23,8 +23,9 @@ One loader, `load(cls, name_or_dir, ...)`, reads every kind of model: every clas
 `classmethod(load)`, and `xlnet_tf2.from_pretrained`), and what it builds is the class it is
 given, so nothing here imports a model class (they import this module). A model says what it
 is by its `kind` ("backbone", "lm", or task.json's kind: a fine-tuning task's name); a task
-model class serves the kinds whose tasks' declarations name it (`KINDS`, xlnet_tf2/task_registry.py). The trained model_dir of a
-command is read through it too (tasks/finetuned_model.py's `load_task_model`).
+model class serves the kinds whose tasks' declarations name it (`KINDS`,
+xlnet_tf2/task_registry.py). The trained model_dir of a command is read through it too
+(tasks/finetuned_model.py's `load_task_model`).
 """
 
 from __future__ import annotations
