@@ -13,4 +13,8 @@ TIER=()
 if [ "${FAST:-0}" = "1" ]; then
     TIER=(-m "not slow")
 fi
-exec .venv/bin/python -m pytest -q -n 2 --dist loadfile ${TIER[@]+"${TIER[@]}"} "$@"
+# --strict-skips: a test that skips for what the set-up installs (torch, triton, jax, ...)
+# fails the run; the skips CI expects are listed in tests/fixtures/expected_skips.py.
+# --durations=30: the 30 slowest tests, in every run's log.
+exec .venv/bin/python -m pytest -q -n 2 --dist loadfile --strict-skips --durations=30 \
+    ${TIER[@]+"${TIER[@]}"} "$@"

@@ -17,8 +17,11 @@ from fixtures.battery_report import (pytest_runtest_logreport,  # noqa: E402,F40
 
 # The two tiers (tests/fixtures/slow_tier.py): an unmarked test that starts a Python process
 # fails, unmarked tests over ~20 s are listed at the end. pytester runs the check's own tests.
-# The longest files go to the pytest-xdist workers first (tests/fixtures/schedule.py).
-pytest_plugins = ("fixtures.slow_tier", "fixtures.schedule", "pytester")
+# The longest files go to the pytest-xdist workers first (tests/fixtures/schedule.py). A skip
+# CI does not expect fails a run with --strict-skips (tests/fixtures/expected_skips.py); tests
+# marked xla skip where TensorFlow cannot compile for the CPU (tests/fixtures/xla_backend.py).
+pytest_plugins = ("fixtures.slow_tier", "fixtures.schedule", "fixtures.xla_backend",
+                  "fixtures.expected_skips", "pytester")
 
 # Bit-reproducible execution for every in-process test (training/distribution.py's
 # apply_determinism): determinism and resume tests compare runs bit for bit, and the setting
