@@ -66,21 +66,14 @@ import pytest
 
 from fixtures.paths import REPO_ROOT
 from fixtures.stdlib_text import alignment_texts, docstring_paragraphs
-from fixtures.task_files import spm_training_text, train_tiny_spm
+from fixtures.task_files import number_lines, number_spm_model, train_tiny_spm
 
 transformers = pytest.importorskip("transformers")
 
-from xlnet_tf2.tokenizers.sentencepiece_tokenizer import (preprocess_text,  # noqa: E402
-                                                          train_sentencepiece)
+from xlnet_tf2.tokenizers.sentencepiece_tokenizer import preprocess_text  # noqa: E402
 from xlnet_tf2.tokenizers.xlnet_tokenizer import XLNetTokenizer  # noqa: E402
 
 PAD, SEP, CLS, UNK = 5, 4, 3, 0
-
-
-def _number_lines(rng, n):
-    return [f"In {rng.choice([1999, 2000, 2001, 1998])}, the {rng.choice(['rate', 'count'])} "
-            f"was {rng.randint(1, 99)},{rng.randint(100, 999)}, up from "
-            f"{rng.choice([12, 15, 20])}, said the report." for _ in range(n)]
 
 
 @pytest.fixture(scope="module")
@@ -90,15 +83,7 @@ def models(tmp_path_factory):
     in "digit," (the digit-comma rule's case)."""
     out = {}
     base = tmp_path_factory.mktemp("tok")
-    numbers_dir = base / "numbers"
-    numbers_dir.mkdir()
-    text = spm_training_text(str(numbers_dir / "text.txt"))
-    with open(text, "a", encoding="utf-8") as f:
-        f.write("\n".join(_number_lines(random.Random(0), 3000)) + "\n")
-    paths = {"docstrings": train_tiny_spm(str(base)),
-             "numbers": train_sentencepiece([text], vocab_size=500,
-                                            model_prefix=str(numbers_dir / "spm"),
-                                            num_threads=2)}
+    paths = {"docstrings": train_tiny_spm(str(base)), "numbers": number_spm_model()}
     for name, path in paths.items():
         ours = XLNetTokenizer(path)
         saved = str(base / f"saved_{name}")
@@ -113,7 +98,7 @@ def texts():
            "\u00a0non\u2003breaking\u3000spaces\n\nand \ufb01 ligatures", "x" * 300,
            "hello \U0001F600 w", "In 1999, 2000, and 3,000, cases were 12,345, up."]
     return (alignment_texts()[:150] + docstring_paragraphs("json")[:100] + odd
-            + _number_lines(random.Random(1), 40))
+            + number_lines(random.Random(1), 40))
 
 
 def _no_resplit_ids(ours, text):
