@@ -249,7 +249,7 @@ CASES = [
     Case("api/tokenizer-add-new-token", api(add_tokens(["<new>", "\u2581the"])),
          clear("['<new>']", "SentencePiece model")),
     Case("api/tokenizer-add-existing-pieces", api(add_tokens(["<sep>", "<cls>"])),
-         works(lambda ws, r: r.value == 0 or pytest.fail(f"added {r.value}"))),
+         works(lambda ws, r: r.value == 0)),
     # --- keras-hub-style tasks
     Case("api/classifier-from-copied-run-best-deleted", api(classifier("{ws}/copy")),
          clear("{ws}/copy/best/ckpt-2.index", "best_eval.json"),
@@ -257,8 +257,8 @@ CASES = [
     Case("api/classifier-from-run-task-json-truncated", api(classifier("{finetune}")),
          clear("{finetune}/task.json", "JSON"), truncate("{finetune}/task.json")),
     Case("api/classifier-from-moved-run", api(classifier("{ws}/moved")),
-         works(lambda ws, r: r.value.predict(["Parse an email message."]).shape == (1, 2)
-               or pytest.fail()), move("{finetune}", "{ws}/moved")),
+         works(lambda ws, r: r.value.predict(["Parse an email message."]).shape == (1, 2)),
+         move("{finetune}", "{ws}/moved")),
 ]
 
 

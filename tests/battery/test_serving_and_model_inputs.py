@@ -202,7 +202,7 @@ CASES = [
     Case("serve/text-empty-string", api(serve_text("")), works(probabilities_sum_to_one)),
     Case("serve/text-batch-of-none", api(lambda ws: saved_model()["serving_default"](
         text=__import__("tensorflow").constant([], dtype="string"))),
-        works(lambda ws, r: r.value["probabilities"].shape[0] == 0 or pytest.fail())),
+        works(lambda ws, r: r.value["probabilities"].shape[0] == 0)),
     # --- the SQuAD, RACE and features signatures
     Case("serve/squad-context-latin1", api(squad_text(["What?"], [BAD_UTF8])),
          clear("input context, request row] [0]")),
@@ -211,7 +211,7 @@ CASES = [
     Case("serve/squad-ids-out-of-range", api(squad_ids([[4, 600]])), clear("input_ids")),
     Case("serve/squad-valid", api(squad_text(["What does it return?"],
                                              ["It returns the sum of two numbers."])),
-         works(lambda ws, r: r.value["num_windows"].numpy().tolist() == [1] or pytest.fail())),
+         works(lambda ws, r: r.value["num_windows"].numpy().tolist() == [1])),
     Case("serve/race-options-latin1", api(race_text(["An article."], ["Which?"],
                                                     [["a", "b", BAD_UTF8, "d"]])),
          clear("input options, request row] [0]")),

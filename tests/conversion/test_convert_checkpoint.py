@@ -27,7 +27,7 @@ def _assert_matches_hf(model, hf_model):
     inputs = _inputs(np.random.default_rng(0))
     ours, theirs = model(inputs), run_hf(hf_model, inputs)
     diff = np.max(np.abs(ours["logits"].numpy() - theirs["logits"]))
-    assert diff <= 1e-4, diff
+    assert diff <= 1e-5, diff
     return diff
 
 
@@ -129,7 +129,7 @@ def test_fine_tuned_original_checkpoint_converts_its_backbone(tmp_path):
     ours = model.transformer(inputs)["hidden"].numpy()
     theirs = hf_model.transformer(**{"input_ids": torch.tensor(inputs["input_ids"]).long()}
                                   ).last_hidden_state.detach().numpy()
-    assert np.max(np.abs(ours - theirs)) < 1e-4
+    assert np.max(np.abs(ours - theirs)) < 1e-5
     np.testing.assert_array_equal(model.lm_bias.numpy(), 0.0)
 
 

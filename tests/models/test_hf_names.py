@@ -62,7 +62,7 @@ def test_hidden_states_match_huggingface(with_query_stream):
     mems = [rng.normal(size=(B, 4, 32)).astype(np.float32) for _ in range(2)]
     ours = model({**inputs, "mems": mems}, output_hidden_states=True)
     theirs, logits, new_mems = _hf_hidden_states(hf, inputs, mems)
-    np.testing.assert_allclose(ours["logits"].numpy(), logits, atol=1e-4)
+    np.testing.assert_allclose(ours["logits"].numpy(), logits, atol=1e-5)
     content = ours["hidden_states"]
     assert len(content) == config.n_layer + 1
     if with_query_stream:  # HuggingFace interleaves the streams: h0, g0, h1, g1, ...
@@ -70,15 +70,15 @@ def test_hidden_states_match_huggingface(with_query_stream):
         assert len(query) == config.n_layer + 1
         assert query[0].shape == (B, P, 32)
         for i in range(config.n_layer + 1):
-            np.testing.assert_allclose(content[i].numpy(), theirs[2 * i], atol=1e-4)
-            np.testing.assert_allclose(query[i].numpy(), theirs[2 * i + 1], atol=1e-4)
+            np.testing.assert_allclose(content[i].numpy(), theirs[2 * i], atol=1e-5)
+            np.testing.assert_allclose(query[i].numpy(), theirs[2 * i + 1], atol=1e-5)
     else:
         assert "query_hidden_states" not in ours
         for i in range(config.n_layer + 1):
-            np.testing.assert_allclose(content[i].numpy(), theirs[i], atol=1e-4)
+            np.testing.assert_allclose(content[i].numpy(), theirs[i], atol=1e-5)
     # the memory a layer caches is the hidden state entering it (the last mem_len of it)
     for i, memory in enumerate(ours["mems"]):
-        np.testing.assert_allclose(memory.numpy(), new_mems[i][:, -5:], atol=1e-4)
+        np.testing.assert_allclose(memory.numpy(), new_mems[i][:, -5:], atol=1e-5)
         expected = np.concatenate([mems[i], content[i].numpy()], 1)[:, -5:]
         np.testing.assert_allclose(memory.numpy(), expected, atol=1e-6)
 

@@ -97,6 +97,50 @@ def test_summary_ignores_padding(summary_type):
         np.testing.assert_allclose(layer.proj(expected[None]).numpy()[0], a.numpy()[0], atol=1e-5)
 
 
+def _numpy_summary(layer, hidden, mask):
+    """The original's summarize_sequence(use_proj=True), without dropout, in NumPy from the
+    layer's weights: the pooled vector [B, D] through dense(D, tanh)."""
+    if layer.summary_type == "last":
+        pooled = hidden[:, -1]
+    elif layer.summary_type == "first":
+        pooled = hidden[:, 0]
+    elif layer.summary_type == "mean":
+        pooled = (hidden * mask[..., None]).sum(1) / mask.sum(1, keepdims=True)
+    else:  # one learned query attends over the real positions, n_head heads
+        attention = layer.attention
+        weights = {w.path.rsplit("/", 2)[-2] + "/" + w.path.rsplit("/", 1)[-1]: w.numpy()
+                   for w in attention.weights}
+        query = layer.query.numpy()[0, 0]                                          # [D]
+        q = np.einsum("d,dnh->nh", query, weights["query/kernel"]) + weights["query/bias"]
+        k = np.einsum("bld,dnh->blnh", hidden, weights["key/kernel"]) + weights["key/bias"]
+        v = np.einsum("bld,dnh->blnh", hidden, weights["value/kernel"]) + weights["value/bias"]
+        scores = np.einsum("nh,blnh->bnl", q, k) / np.sqrt(q.shape[-1])          # [B, N, L]
+        scores = np.where(mask[:, None, :] > 0, scores, -np.inf)
+        probs = np.exp(scores - scores.max(-1, keepdims=True))
+        probs /= probs.sum(-1, keepdims=True)
+        heads = np.einsum("bnl,blnh->bnh", probs, v)
+        pooled = (np.einsum("bnh,nhd->bd", heads, weights["attention_output/kernel"])
+                  + weights["attention_output/bias"])
+    return np.tanh(pooled @ layer.proj.kernel.numpy() + layer.proj.bias.numpy())
+
+
+@pytest.mark.parametrize("summary_type", ["last", "first", "mean", "attn"])
+def test_summary_against_hand_computed_values(summary_type):
+    """Each summary equals its NumPy form on random weights large enough that attention is
+    far from uniform (the initializer's 0.02 would make `attn` a plain mean)."""
+    from xlnet_tf2.models.heads import SequenceSummary
+
+    rng = np.random.RandomState(3)
+    layer = SequenceSummary(8, summary_type, n_head=2, dropout=0.0)
+    layer.build((None, None, 8))
+    for weight in layer.weights:
+        weight.assign(rng.normal(scale=0.7, size=weight.shape).astype(np.float32))
+    hidden = rng.normal(size=[3, 5, 8]).astype(np.float32)
+    mask = np.array([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], np.float32)
+    got = layer(tf.constant(hidden), attention_mask=tf.constant(mask)).numpy()
+    np.testing.assert_allclose(got, _numpy_summary(layer, hidden, mask), atol=1e-5)
+
+
 def test_metrics_against_hand_computed_values():
     from xlnet_tf2.tasks import metrics
 
