@@ -56,10 +56,12 @@ INI = "[pytest]\nmarkers =\n    xla: compiles with XLA\n"
 @pytest.fixture
 def inner(pytester, monkeypatch):
     """The inner suite, with a registry that expects test_expected's skip and the xla
-    entry of the real one (its environment predicate switched by `tpu_leg`)."""
+    entry of the real one (its environment predicate switched by the returned function)."""
     pytester.makepyfile(test_inner=INNER, test_whole=WHOLE_FILE)
     pytester.makeini(INI)
     monkeypatch.delenv(expected_skips.ENV, raising=False)
+    # The plain wheel's answer, whichever build runs this (CI's TPU leg runs it too).
+    monkeypatch.setattr(xla_backend.tensorflow_build, "xla_on_cpu_missing", lambda: None)
     xla_entry = next(e for e in expected_skips.EXPECTED if e.tests == "marker:xla")
     tpu_leg = []
 
@@ -97,34 +99,28 @@ def test_without_the_option_they_are_listed_and_the_run_passes(pytester, inner, 
 
 
 def test_an_environments_entry_holds_there_only(pytester, inner, monkeypatch):
-    """Where TensorFlow cannot compile for the host, tests marked xla skip; the registry
-    expects that on the tensorflow-tpu leg and nowhere else."""
-    monkeypatch.setattr(xla_backend, "_verdict", "Could not find compiler for platform Host")
+    """Under the TPU build (no XLA for the CPU) tests marked xla skip, saying why; the
+    registry expects that under that build and nowhere else."""
+    monkeypatch.setattr(xla_backend.tensorflow_build, "xla_on_cpu_missing",
+                        lambda: "this TensorFlow is the TPU build")
     pytester.makepyfile(test_whole="")
     result = pytester.runpytest_inprocess("--strict-skips", *PLUGIN)
     assert result.ret == 1
     result.stdout.fnmatch_lines([
         "2 skip(s) that * fail the run *",
-        f"  test_inner.py::test_compiles: {xla_backend.REASON} "
-        "(Could not find compiler for platform Host)"])
+        "  test_inner.py::test_compiles: marked xla: this TensorFlow is the TPU build"])
     inner(True)
     result = pytester.runpytest_inprocess("--strict-skips", *PLUGIN)
     assert result.ret == 1
     result.stdout.fnmatch_lines([
         "  test_inner.py::test_compiles: the tensorflow-tpu build's XLA compiles for the TPU "
-        "only (the tensorflow-tpu leg)",
+        "only (CI deselects them there) (under tensorflow-tpu)",
         "1 skip(s) that * fail the run *"])
-
-
-def test_this_tensorflow_compiles_for_the_host():
-    """So tests marked xla run in CI's leg of the ordinary TensorFlow."""
-    assert xla_backend.host_compile_error() == ""
 
 
 @pytest.mark.slow  # pytest-xdist starts its workers as Python processes
 def test_under_xdist_the_controller_counts_the_workers_skips(pytester, inner, monkeypatch):
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([os.path.join(REPO_ROOT, "tests")] + sys.path))
-    pytester.makepyfile(test_inner=INNER.replace("@pytest.mark.xla", ""))  # TensorFlow-free
     result = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "--strict-skips",
                                            *PLUGIN, timeout=300)
     assert result.ret == 1

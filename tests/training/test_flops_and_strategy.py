@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from xlnet_tf2 import tensorflow_build
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import XLNetLMHeadModel
 from xlnet_tf2.training import distribution
@@ -63,10 +64,11 @@ def test_analytic_flops_match_the_traced_graph(bi_data, mem_len):
 
 
 def test_tpu_pointing_at_nothing_fails_fast_with_the_flag_named(monkeypatch):
-    """An address nothing listens at is refused after one connection attempt bounded by the
-    timeout, before the cluster resolver (whose own retries take minutes) is built; a TPU
-    name whose resolver never answers is given up after the timeout; the other mistakes are
-    refused before either."""
+    """Under the TPU build, an address nothing listens at is refused after one connection
+    attempt bounded by the timeout, before the cluster resolver (whose own retries take
+    minutes) is built, and a TPU name whose resolver never answers is given up after the
+    timeout; the plain wheel refuses --tpu before either; the other mistakes are refused
+    before anything is tried."""
     attempts, resolvers, released = [], [], threading.Event()
     connect = socket.create_connection
     monkeypatch.setattr(distribution.socket, "create_connection", lambda address, timeout: (
@@ -79,6 +81,12 @@ def test_tpu_pointing_at_nothing_fails_fast_with_the_flag_named(monkeypatch):
 
     monkeypatch.setattr(tf.distribute.cluster_resolver, "TPUClusterResolver",
                         resolver_that_hangs)
+    if not tensorflow_build.is_tpu_build():  # the plain wheel: refused before any connection
+        with pytest.raises(distribution.StrategyError, match="has no TPU runtime"):
+            distribution.resolve_strategy("tpu", "grpc://127.0.0.1:9", tpu_timeout_s=5)
+        assert attempts == [] and resolvers == []
+    # What the TPU build does (it has the runtime):
+    monkeypatch.setattr(distribution.tensorflow_build, "tpu_runtime_missing", lambda: None)
     with pytest.raises(distribution.StrategyError, match="--tpu='grpc://127.0.0.1:9'"):
         distribution.resolve_strategy("tpu", "grpc://127.0.0.1:9", tpu_timeout_s=5)
     assert attempts == [(("127.0.0.1", 9), 5)] and resolvers == []
@@ -108,7 +116,9 @@ def test_cli_tpu_flag_pointing_at_nothing_exits_quickly(tmp_path):
         cwd=ROOT, capture_output=True, text=True, timeout=120,
         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
     assert proc.returncode == 2
-    assert "--tpu='grpc://127.0.0.1:9'" in proc.stderr and "no TPU answers" in proc.stderr
+    # The plain wheel says so before any connection; the TPU build tries the address.
+    why = "no TPU answers" if tensorflow_build.is_tpu_build() else "has no TPU runtime"
+    assert "--tpu='grpc://127.0.0.1:9'" in proc.stderr and why in proc.stderr
 
 
 @pytest.mark.slow
