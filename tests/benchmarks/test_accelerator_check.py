@@ -109,7 +109,9 @@ def test_report_prints_every_field():
 def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_path,
                                                                              tiny_export):
     out = tmp_path / "report.json"
-    workdir = tmp_path / "work"
+    # The export's workdir: its prepared data is reused (a kept --workdir's is), the runs'
+    # directories are the check's own (float32/, mixed_bfloat16/; the export's is export_run/).
+    workdir = tiny_export[0].parent / "work"
     run = _run("--cpu_dry_run", f"--workdir={workdir}", f"--output_json={out}")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -133,7 +135,7 @@ def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_
     assert 0 < report["mfu"] < 1 and report["device_memory"] is None
     assert report["flops_per_step"] > 0 and report["peak_flops_per_device"] > 0
     # Both runs are the real path: prepared TFRecords, checkpoints in their model_dirs.
-    assert (workdir / "data_prep" / "data").is_dir()
+    assert (workdir / "data_prep" / "data").is_dir() and "data: reused" in run.stdout
     assert (workdir / "float32" / "ckpt-1.index").exists()
     assert (workdir / "mixed_bfloat16" / f"ckpt-{DRY_RUN['steps']}.index").exists()
     for field in ("first-step loss: float32", "mixed_bfloat16 + XLA, 6 steps in loops of 2",

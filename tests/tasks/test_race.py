@@ -59,9 +59,9 @@ def trained(tmp_path_factory):
     model_dir = os.path.join(directory, "run")
     run = subprocess.run([sys.executable, os.path.join(ROOT, "experiments/run_race.py"),
                           f"--model_dir={model_dir}", f"--spm_model={spm}", "--model_config=tiny",
-                          f"--train_path={train}", f"--eval_path={dev}", "--seq_len=96",
-                          "--max_qa_length=48", "--train_steps=150", "--train_batch_size=8",
-                          "--learning_rate=1e-3", "--warmup_steps=15", "--eval_every=75",
+                          f"--train_path={train}", f"--eval_path={dev}", "--seq_len=64",
+                          "--max_qa_length=32", "--train_steps=100", "--train_batch_size=8",
+                          "--learning_rate=1e-3", "--warmup_steps=15", "--eval_every=50",
                           "--log_steps=25", "--dropout=0", "--dropatt=0", "--eval_batch_size=8"],
                          capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -81,8 +81,10 @@ def test_race_trains_evaluates_and_export_matches(trained):
 
     with open(os.path.join(trained["model_dir"], "best_eval.json")) as f:
         best = json.load(f)
-    assert best["step"] in (75, 150)
-    assert best["accuracy"] > 0.5, best  # chance is 0.25
+    assert best["step"] in (50, 100)
+    # Chance is 0.25; measured: 0.66 at step 50, 0.74 at step 100 (0.86 at 150 steps of
+    # sequences of 96, twice the cost).
+    assert best["accuracy"] > 0.5, best
     model, spec, spm = load_task_model(trained["model_dir"], "race")
     examples = race.read_race(trained["dev"])[:6]
     features = race.build_features(examples, SentencePieceTokenizer.from_file(spm), spec.seq_len,
