@@ -308,13 +308,13 @@ def test_squad_train_predict_evaluate_export_reload(tmp_path):
          f"--model_dir={model_dir}", f"--spm_model={spm}", "--model_config=tiny",
          f"--train_file={train}", f"--predict_file={dev}", "--version_2_with_negative",
          "--seq_len=128", "--doc_stride=64", "--max_query_length=24", "--max_answer_length=30",
-         "--train_steps=60", "--train_batch_size=16", "--learning_rate=1e-3",
-         "--warmup_steps=6", "--eval_every=30", "--log_steps=10", "--dropout=0", "--dropatt=0",
+         "--train_steps=24", "--train_batch_size=16", "--learning_rate=1e-3",
+         "--warmup_steps=3", "--eval_every=12", "--log_steps=6", "--dropout=0", "--dropatt=0",
          "--eval_batch_size=16"], capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
     with open(os.path.join(model_dir, "eval_results.jsonl")) as f:
         evaluations = [json.loads(line) for line in f]
-    assert [e["step"] for e in evaluations] == [30, 60]
+    assert [e["step"] for e in evaluations] == [12, 24]
     with open(os.path.join(model_dir, "predictions.json")) as f:
         predictions = json.load(f)
     with open(os.path.join(model_dir, "null_odds.json")) as f:

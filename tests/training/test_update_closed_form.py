@@ -3,8 +3,8 @@ written out in NumPy below, run through the real Trainer (training/trainer.py) f
 steps; each step's loss and gradient norm and the weights after the last step equal the
 NumPy run's to 1e-6.
 
-The NumPy run is the original's arithmetic, written from docs/SEMANTICS.md#optimizer and
-/work/shared/XLNET_REFERENCE.md, not from optimization.py:
+The NumPy run is the original's arithmetic (its AdamWeightDecayOptimizer and
+tf.train.AdamOptimizer), written from docs/SEMANTICS.md#optimizer, not from optimization.py:
   loss     = sum over real targets of (prediction - target)^2 / 2, divided by their count
              (`loss_count`: a mask, so neither the batch size nor the number of targets)
   gradient = d loss, clipped to the global norm `clip_norm` (tf.clip_by_global_norm's rule)
