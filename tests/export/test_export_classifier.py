@@ -33,8 +33,8 @@ def trained(tmp_path_factory):
            f"--model_dir={model_dir}", f"--spm_model={spm}", "--model_config=tiny",
            f"--train_file={paths['train']}", f"--eval_file={paths['dev']}",
            "--text_a_column=sentence", "--label_column=topic", "--seq_len=64",
-           "--train_steps=120", "--train_batch_size=16", "--learning_rate=1e-3",
-           "--warmup_steps=12", "--eval_every=60", "--log_steps=30", "--dropout=0",
+           "--train_steps=60", "--train_batch_size=16", "--learning_rate=1e-3",
+           "--warmup_steps=6", "--eval_every=30", "--log_steps=30", "--dropout=0",
            "--dropatt=0"]
     run = subprocess.run(cmd, capture_output=True, text=True, env=ENV, cwd=ROOT)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -57,10 +57,11 @@ def _texts():
 def test_classifier_learns_and_keeps_best(trained):
     with open(os.path.join(trained["model_dir"], "best_eval.json")) as f:
         best = json.load(f)
-    assert best["accuracy"] > 0.75, best  # two balanced topics: chance is 0.5
+    # Two balanced topics: chance is 0.5; measured 0.85 at step 30 and 0.87 at 60.
+    assert best["accuracy"] > 0.75, best
     with open(os.path.join(trained["model_dir"], "eval_results.jsonl")) as f:
         evaluations = [json.loads(line) for line in f]
-    assert [e["step"] for e in evaluations] == [60, 120]
+    assert [e["step"] for e in evaluations] == [30, 60]
     assert best["accuracy"] == max(e["accuracy"] for e in evaluations)
 
 
