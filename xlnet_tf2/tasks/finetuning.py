@@ -19,6 +19,7 @@ from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.models.saving import restore_weights
+from xlnet_tf2.models.xlnet_model import model_inputs
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
 from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.training.metrics_logger import pretrain_step_flops
@@ -169,7 +170,7 @@ class FinetuneTask(Task):
         return tf.cast(tf.shape(first)[0], tf.float32)
 
     def loss(self, model, features, state, training: bool = True, plan=None):
-        outputs = model(features, training=training, plan=plan)
+        outputs = model(model_inputs(model, features), training=training, plan=plan)
         per_example = tf.cast(self.loss_fn(outputs, features), tf.float32)
         return tf.reduce_sum(per_example), state
 
