@@ -25,8 +25,8 @@ import numpy as np
 from xlnet_tf2 import run_dir, task_registry
 from xlnet_tf2.config import ConfigError, XLNetConfig
 from xlnet_tf2.conversion import head_maps
-from xlnet_tf2.conversion.readers import (read_huggingface_directory, read_json,
-                                          read_original_checkpoint)
+from xlnet_tf2.conversion.readers import (read_huggingface_config, read_huggingface_directory,
+                                          read_json, read_original_checkpoint)
 from xlnet_tf2.conversion.to_huggingface import HF_CONFIG
 from xlnet_tf2.conversion.weight_maps import (WeightMismatchError, assign_weights, extra_layers,
                                               huggingface_backbone_map, huggingface_weight_map,
@@ -122,6 +122,16 @@ def read_foreign(source: str, checkpoint: str, config_path: Optional[str] = None
         settings, scope = _task_settings(source, head, tensors, hf_config, checkpoint)
     return ForeignCheckpoint(source, checkpoint, config, tensors, settings, scope, runtime,
                              skipped, notes)
+
+
+def huggingface_architecture(directory: str) -> XLNetConfig:
+    """The architecture a HuggingFace `save_pretrained` directory's config.json describes (its
+    weights are not read)."""
+    config_values, _, _ = read_huggingface_config(directory)
+    try:
+        return XLNetConfig.from_architecture(config_values)
+    except ConfigError as e:
+        raise ConfigError(f"{os.path.join(directory, HF_CONFIG)}: {e}") from None
 
 
 def huggingface_kind(directory: str, kinds: tuple) -> Optional[str]:

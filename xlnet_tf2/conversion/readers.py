@@ -91,14 +91,9 @@ ERF_GELU_NOTE = (
     "form (as the released XLNet models were) to state it and silence this warning.")
 
 
-def read_huggingface_directory(directory: str
-                               ) -> Tuple[dict, dict, Dict[str, np.ndarray], list]:
-    """Reads a `save_pretrained` directory: config.json plus model.safetensors (read without
-    torch) or pytorch_model.bin (needs torch).
-
-    Returns (architecture values, run-time settings the config sets, tensors keyed like
-    XLNetLMHeadModel's state dict, notes).
-    """
+def read_huggingface_config(directory: str) -> Tuple[dict, dict, list]:
+    """A `save_pretrained` directory's config.json in our names: (architecture values,
+    run-time settings the config sets, notes)."""
     hf = read_json(os.path.join(directory, "config.json"))
     notes = []
     config_values = {}
@@ -117,7 +112,18 @@ def read_huggingface_directory(directory: str
     config_values["ff_activation"] = _HF_ACTIVATIONS[activation]
     runtime = {our_key: hf[hf_key] for hf_key, our_key in _HF_RUNTIME_KEYS.items()
                if hf.get(hf_key) is not None}
+    return config_values, runtime, notes
 
+
+def read_huggingface_directory(directory: str
+                               ) -> Tuple[dict, dict, Dict[str, np.ndarray], list]:
+    """Reads a `save_pretrained` directory: config.json (read_huggingface_config) plus
+    model.safetensors (read without torch) or pytorch_model.bin (needs torch).
+
+    Returns (architecture values, run-time settings the config sets, tensors keyed like
+    XLNetLMHeadModel's state dict, notes).
+    """
+    config_values, runtime, notes = read_huggingface_config(directory)
     safetensors_path = os.path.join(directory, "model.safetensors")
     bin_path = os.path.join(directory, "pytorch_model.bin")
     if tf.io.gfile.exists(safetensors_path):

@@ -89,19 +89,21 @@ class FinetuneConfig:
     """Settings of one fine-tuning run (classification, regression, SQuAD, RACE)."""
 
     init_checkpoint: Optional[str] = setting(
-        None, "Backbone weights to start from: a pretraining --model_dir, a converted release "
-        "directory, or a checkpoint prefix. Its directory also supplies the defaults of "
-        "--model_config (xlnet_config.json) and --spm_model (spiece.model). Unset: random "
-        "initialization (then --model_config and --spm_model are required). Once the run has "
-        "checkpoints they are what it resumes from, so this may then change (the run may be "
-        "moved with it).", resume="warn")
+        None, "Backbone weights to start from: whatever from_pretrained takes (a pretraining "
+        "--model_dir, a converted release, a fine-tuning --model_dir's backbone at its best "
+        "checkpoint, a HuggingFace directory or hub id, a release name such as "
+        "xlnet-base-cased, an original release directory) or a checkpoint prefix "
+        "(DIR/ckpt-1000). Its architecture and spiece.model are the defaults of --model_config "
+        "and --spm_model. Unset: random initialization (then --model_config and --spm_model "
+        "are required). Once the run has checkpoints they are what it resumes from, so this "
+        "may then change (the run may be moved with it).", resume="warn")
     model_config: Optional[str] = setting(
         None, "The backbone architecture: a preset name (base, large, tiny) or the path of an "
         "xlnet_config.json (original or ours; only its architecture keys are used). Default: "
-        "the xlnet_config.json beside --init_checkpoint.")
+        "--init_checkpoint's.")
     spm_model: Optional[str] = setting(
         None, "The SentencePiece model (spiece.model) the backbone was pretrained with; it is "
-        "copied into --model_dir. Default: the spiece.model beside --init_checkpoint.",
+        "copied into --model_dir. Default: the spiece.model of --init_checkpoint's model.",
         resume="free")
     seq_len: int = setting(
         128, "Tokens per example, special tokens included; longer inputs are truncated from "

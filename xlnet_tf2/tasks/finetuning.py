@@ -18,7 +18,7 @@ from absl import logging
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.models.saving import restore_weights
+from xlnet_tf2.models import pretrained
 from xlnet_tf2.models.xlnet_model import model_inputs
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
 from xlnet_tf2.tasks.head_spec import HeadSpec
@@ -32,26 +32,43 @@ EVAL_RESULTS_FILE = "eval_results.jsonl"
 
 
 def init_backbone(model: keras.Model, path: str) -> str:
-    """Loads backbone weights into `model.transformer` from one of our pretraining checkpoints,
-    a converted release directory (xlnet_tf2.load_pretrained layout) or a fine-tuned model_dir.
-    Task heads are left as initialized; unmatched checkpoint values (LM bias, optimizer) are
-    ignored. Raises if the backbone's weights are not all in the checkpoint."""
-    return restore_weights(model.transformer, path, source="--init_checkpoint")
+    """Loads backbone weights into `model.transformer` from --init_checkpoint `path`: whatever
+    `from_pretrained` takes (a pretraining run, a converted release, a fine-tuned model_dir's
+    backbone at its best checkpoint, a HuggingFace directory or hub id, a release name, an
+    original release), read by the one loader (models/pretrained.py's read_weights), or one
+    of our checkpoint prefixes. The task head is left as initialized; values the backbone
+    does not have (LM bias, optimizer) are ignored. Returns what was read."""
+    return pretrained.read_weights(model.transformer, path)
+
+
+# The fine-tuning run's settings of the backbone: this run's dropout, no memory, no bi_data
+# (whatever the pretraining run used).
+def _runtime(config: FinetuneConfig) -> dict:
+    return dict(dropout=config.model.dropout, dropatt=config.model.dropatt, mem_len=0,
+                reuse_len=0, bi_data=False)
 
 
 def backbone_config(config: FinetuneConfig) -> XLNetConfig:
-    """The backbone's XLNetConfig: the architecture of --model_config (default: the
-    xlnet_config.json beside --init_checkpoint) with fine-tuning's run-time settings (this
-    run's dropout; no memory, no bi_data, whatever the pretraining run used)."""
-    source = run_dir.architecture_file(config.model_config, config.init_checkpoint)
-    return XLNetConfig.resolve(source, dropout=config.model.dropout,
-                               dropatt=config.model.dropatt, mem_len=0, reuse_len=0,
-                               bi_data=False)
+    """The backbone's XLNetConfig: the architecture of --model_config, default
+    --init_checkpoint's (whatever the loader takes: models/pretrained.py's architecture), with
+    fine-tuning's run-time settings. A missing --init_checkpoint fails here, before any data
+    is read."""
+    if config.init_checkpoint:
+        pretrained.model_directory(config.init_checkpoint, source="--init_checkpoint")
+    if config.model_config or not config.init_checkpoint:
+        return XLNetConfig.resolve(run_dir.architecture_file(config.model_config),
+                                   **_runtime(config))
+    return pretrained.architecture(config.init_checkpoint, **_runtime(config))
 
 
 def spm_model_of(config: FinetuneConfig) -> str:
-    """--spm_model, default the spiece.model beside --init_checkpoint."""
-    return run_dir.spm_model_file(config.spm_model, config.init_checkpoint)
+    """--spm_model, default the spiece.model of --init_checkpoint's model directory (where the
+    loader reads it: models/pretrained.py's model_directory)."""
+    directory = None
+    if config.init_checkpoint and not config.spm_model:
+        directory = pretrained.model_directory(config.init_checkpoint,
+                                               source="--init_checkpoint").directory
+    return run_dir.spm_model_file(config.spm_model, directory)
 
 
 def backbone_tokenizer(spm_model: str, lower: bool,
