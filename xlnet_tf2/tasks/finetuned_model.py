@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Optional
 
 import tensorflow as tf
 
@@ -56,12 +57,13 @@ class FeatureSpec:
         return dataclasses.replace(self, **changes)
 
 
-def load_task_model(model_dir: str, kind: str, checkpoint: str = "best"):
+def load_task_model(model_dir: str, kind: Optional[str] = None, checkpoint: str = "best"):
     """(model, spec, spm_model path) of a trained model_dir for inference (no dropout, no
     memory), through the one loader (models/pretrained.py's `load`), its `checkpoint`
     ("best" or "latest") read only from inside model_dir:
-      - a declared task's name (`kind`): its task model (HeadModel.from_pretrained, the class
-        task.json's kind declares) and its HeadSpec (task.json, checked against `kind`);
+      - None or a declared task's name (`kind`): its task model (HeadModel.from_pretrained,
+        the class task.json's kind declares) and its HeadSpec (task.json, whose kind a given
+        `kind` must be: a mismatch, or no task.json, is one RunConfigError line);
       - "features": the backbone (XLNetModel.from_pretrained) of any directory holding an
         xlnet_config.json, spiece.model and a checkpoint (converted release, pretraining run,
         fine-tuning run: its head left out), and its FeatureSpec (seq_len:
@@ -72,10 +74,14 @@ def load_task_model(model_dir: str, kind: str, checkpoint: str = "best"):
     if kind == "features":
         backbone = XLNetModel.from_pretrained(model_dir, which=checkpoint, **INFERENCE)
         return backbone, FeatureSpec(default_seq_len(model_dir)), spm_model
+    if not tf.io.gfile.exists(os.path.join(model_dir, run_dir.TASK_FILE)):
+        raise RunConfigError(f"{model_dir} holds no {run_dir.TASK_FILE}: it is no fine-tuned "
+                             "model, so it has no kind to export; pass --kind=features for its "
+                             "backbone's features.")
     spec = HeadSpec.read(model_dir)
-    if spec.kind != kind:
+    if kind is not None and spec.kind != kind:
         raise RunConfigError(f"--kind={kind} but {model_dir}/task.json says {spec.kind!r}; "
-                             f"pass --kind={spec.kind} (or --kind=features).")
+                             "leave --kind out (or pass --kind=features).")
     model = HeadModel.from_pretrained(model_dir, which=checkpoint, head_dropout=0.0,
                                       **INFERENCE)
     return model, spec, spm_model
