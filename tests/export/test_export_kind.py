@@ -41,8 +41,8 @@ def test_a_kind_that_is_not_task_jsons_is_one_line(regression_dir, tmp_path):
     converted = tmp_path / "converted"  # a backbone's directory: no task.json, no kind
     SequenceClassifier(tiny_config(n_token=500), 1).build_weights().transformer \
         .save_pretrained(str(converted), f"{regression_dir}/spiece.model")
-    with pytest.raises(RunConfigError, match=r"holds no task.json: it is no fine-tuned model, "
-                       r"so it has no kind to export; pass --kind=features"):
+    with pytest.raises(RunConfigError, match=r"converted/task.json does not exist: the "
+                       r"directory holds no fine-tuned model .*with --kind=features"):
         load_task_model(str(converted))
     with pytest.raises(RunConfigError, match=r"^--seq_len is for --kind=features only"):
         ExportConfig(model_dir=regression_dir, export_dir="exports", seq_len=64)

@@ -4,7 +4,7 @@ policy on the field). This module imports no TensorFlow, so `--help` stays fast.
 
     FinetuneConfig                    what every fine-tuning task shares
       init_checkpoint, model_config, spm_model, seq_len, eval_batch_size, eval_every,
-      best_metric, layer_decay, head_dropout, lower, feature_cache_dir
+      best_metric, layer_decay, head_dropout, lower, do_train, checkpoint, feature_cache_dir
       loop          FinetuneLoopConfig       pretraining's LoopConfig, fine-tuning defaults
       optimizer     FinetuneOptimizerConfig  pretraining's OptimizerConfig, fine-tuning defaults
       model         DropoutConfig            the backbone's dropout
@@ -125,6 +125,15 @@ class FinetuneConfig:
     head_dropout: float = setting(
         0.1, "Dropout rate in the task head.", resume="warn")
     lower: bool = setting(False, "Lowercase text (only for uncased models).")
+    do_train: bool = setting(
+        True, "Train (the default). With --nodo_train, only evaluate the trained model in "
+        "--model_dir on the evaluation data (the command's evaluation file, or its TFDS "
+        "evaluation split), laid out as its task.json says, with its spiece.model, and print "
+        "the metrics; nothing is trained or written into --model_dir (SQuAD writes its "
+        "prediction files into --output_dir).", resume="free")
+    checkpoint: str = setting(
+        "best", "With --nodo_train: evaluate the best-evaluation weights (best/) or the latest "
+        "training checkpoint.", choices=("best", "latest"), resume="free")
     feature_cache_dir: Optional[str] = setting(
         None, "Where tokenized features are cached as TFRecords, so the same data is tokenized "
         "once across runs and workers (default: $XLNET_TF2_CACHE or "
@@ -235,17 +244,10 @@ class SquadConfig(FinetuneConfig):
 
     train_file: Optional[str] = setting(
         None, "Training data: a SQuAD-format JSON file (train-v1.1.json or train-v2.0.json). "
-        "Required when --do_train.", resume="warn")
+        "Required when training.", resume="warn")
     predict_file: Optional[str] = setting(
         None, "Evaluation data: a SQuAD-format JSON file (dev-v1.1.json or dev-v2.0.json); "
         "predicted and scored with the official metrics at every evaluation.", resume="free")
-    do_train: bool = setting(
-        True, "Train on --train_file. When false, only predict and evaluate --predict_file "
-        "with the model already in --model_dir (its task.json settings and spiece.model are "
-        "used; --spm_model is then not read).", resume="free")
-    checkpoint: str = setting(
-        "best", "Without training: predict with the best-evaluation weights (best/) or the "
-        "latest training checkpoint.", choices=("best", "latest"), resume="free")
     version_2_with_negative: bool = setting(
         False, "SQuAD 2.0: questions may be unanswerable (is_impossible); predictions.json "
         "holds \"\" for questions whose no-answer score exceeds --null_score_threshold, and "
@@ -291,7 +293,7 @@ class RaceConfig(FinetuneConfig):
 
     train_path: Optional[str] = setting(
         None, "A RACE JSON file or a directory of them (searched recursively, e.g. RACE/train "
-        "covering high/ and middle/).", required=True, resume="warn")
+        "covering high/ and middle/). Required when training.", resume="warn")
     eval_path: Optional[str] = setting(
         None, "Evaluation RACE file or directory.", resume="free")
     max_qa_length: int = setting(

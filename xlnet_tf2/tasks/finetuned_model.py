@@ -1,8 +1,8 @@
 """A trained model_dir read back for inference: its task model with the weights to use, or
 for features its backbone.
 
-Used by evaluation without training (run_squad.py --nodo_train), feature extraction and
-export; every model_dir this project writes is self-contained (run_dir.py), so the directory
+Used by evaluation without training (every fine-tuning command's --nodo_train:
+finetuning.py's evaluate_trained), feature extraction and export; every model_dir this project writes is self-contained (run_dir.py), so the directory
 alone says what to build: task.json (fine-tuning), run_config.json (pretraining's seq_len),
 xlnet_config.json, spiece.model and the checkpoints.
 """
@@ -74,10 +74,11 @@ def load_task_model(model_dir: str, kind: Optional[str] = None, checkpoint: str 
     if kind == "features":
         backbone = XLNetModel.from_pretrained(model_dir, which=checkpoint, **INFERENCE)
         return backbone, FeatureSpec(default_seq_len(model_dir)), spm_model
-    if not tf.io.gfile.exists(os.path.join(model_dir, run_dir.TASK_FILE)):
-        raise RunConfigError(f"{model_dir} holds no {run_dir.TASK_FILE}: it is no fine-tuned "
-                             "model, so it has no kind to export; pass --kind=features for its "
-                             "backbone's features.")
+    task_file = os.path.join(model_dir, run_dir.TASK_FILE)
+    if not tf.io.gfile.exists(task_file):
+        raise RunConfigError(f"{task_file} does not exist: the directory holds no fine-tuned "
+                             "model (a fine-tuning run writes it); export its backbone's "
+                             "features with --kind=features.")
     spec = HeadSpec.read(model_dir)
     if kind is not None and spec.kind != kind:
         raise RunConfigError(f"--kind={kind} but {model_dir}/task.json says {spec.kind!r}; "
