@@ -471,3 +471,61 @@ def test_segment_means_sentence_a_or_b_only():
     assert not found, ("'segment' is sentence A/B only (docs/GLOSSARY.md, Words with one "
                        "meaning): the piece of a stream a step reads is a chunk, a query's index "
                        "0..L-1 its position in the example. Found:\n  " + "\n  ".join(found))
+
+
+# ---------------------------------------------------------------------------- losses
+def loss_functions_passed(source: str, path: str = "<source>"):
+    """(line, name, imported from) of every name in a `loss_fn=` argument of `source`, with
+    the module it is imported from (None: defined or bound here)."""
+    tree = ast.parse(source, path)
+    origin = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            origin.update({a.asname or a.name: node.module for a in node.names})
+    def functions(value):  # the function(s) a value gives: a name, or either branch of an if
+        if isinstance(value, ast.IfExp):
+            return functions(value.body) + functions(value.orelse)
+        if isinstance(value, ast.Constant) and value.value is None:
+            return []
+        return [(value.lineno, getattr(value, "id", ast.unparse(value)))]
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg == "loss_fn":
+                    found += [(line, name, origin.get(name))
+                              for line, name in functions(keyword.value)]
+    return found
+
+
+def test_the_scan_finds_a_loss_outside_losses_py():
+    source = ("from xlnet_tf2.tasks.losses import squad_loss\n"
+              "def tagging_loss(o, f):\n    return 0\n"
+              "Task(loss_fn=squad_loss)\nTask(loss_fn=tagging_loss if x else squad_loss)\n")
+    assert [(n, m) for _, n, m in loss_functions_passed(source)] == [
+        ("squad_loss", "xlnet_tf2.tasks.losses"), ("tagging_loss", None),
+        ("squad_loss", "xlnet_tf2.tasks.losses")]
+
+
+def test_every_fine_tuning_loss_is_in_losses_py():
+    """ARCHITECTURE.md: a task's loss goes in tasks/losses.py (the tagger's was in its own
+    module): every `loss_fn=` of tasks/ names a function imported from there."""
+    offenders = []
+    for path in sorted(pathlib.Path(PACKAGE, "tasks").glob("*.py")):
+        found = loss_functions_passed(path.read_text(encoding="utf-8"), str(path))
+        offenders += [f"tasks/{path.name}:{line}: {name}" for line, name, module in found
+                      if module != "xlnet_tf2.tasks.losses"]
+    assert offenders == [], "losses outside xlnet_tf2/tasks/losses.py"
+
+
+# ---------------------------------------------------------------------------- script files
+def test_the_script_files_row_names_every_script():
+    """The `data_prep/`, `experiments/` row of the doc's outside-the-package table names every
+    script file there (run_tagger.py was missing)."""
+    row = next(line for line in _doc().splitlines()
+               if line.startswith("| `data_prep/`, `experiments/` |"))
+    named = set(re.findall(r"`(\w+\.py)`", row))
+    present = {p.name for folder in ("data_prep", "experiments")
+               for p in pathlib.Path(REPO_ROOT, folder).glob("*.py")}
+    assert named == present, (sorted(present - named), sorted(named - present))

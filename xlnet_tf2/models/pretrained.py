@@ -25,7 +25,9 @@ given, so nothing here imports a model class (they import this module). A model 
 is by its `kind` ("backbone", "lm", or task.json's kind: a fine-tuning task's name); a task
 model class serves the kinds whose tasks' declarations name it (`KINDS`,
 xlnet_tf2/task_registry.py). The trained model_dir of a command is read through it too
-(tasks/finetuned_model.py's `load_task_model`).
+(tasks/finetuned_model.py's `load_task_model`), and every command's --init_checkpoint
+(`read_weights`, called by `training/checkpointing.py` for pretraining and
+`tasks/finetuning.py` for fine-tuning).
 """
 
 from __future__ import annotations

@@ -1,10 +1,11 @@
 """A trained model_dir read back for inference: its task model with the weights to use, or
 for features its backbone.
 
-Used by evaluation without training (every fine-tuning command's --nodo_train:
-finetuning.py's evaluate_trained), feature extraction and export; every model_dir this project writes is self-contained (run_dir.py), so the directory
-alone says what to build: task.json (fine-tuning), run_config.json (pretraining's seq_len),
-xlnet_config.json, spiece.model and the checkpoints.
+Called by `tasks/finetuning.py` (evaluation without training: every fine-tuning command's
+--nodo_train), `export/feature_files.py` (feature extraction) and `export/saved_model.py`
+(export). Every model_dir this project writes is self-contained (run_dir.py), so the
+directory alone says what to build: task.json (fine-tuning), run_config.json (pretraining's
+seq_len), xlnet_config.json, spiece.model and the checkpoints.
 """
 
 from __future__ import annotations

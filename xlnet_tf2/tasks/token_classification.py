@@ -28,6 +28,7 @@ from xlnet_tf2.tasks.errors import TaskDataError
 from xlnet_tf2.tasks.finetuning import (FinetuneTask, backbone_config, backbone_tokenizer,
                                         spm_model_of)
 from xlnet_tf2.tasks.head_spec import HeadSpec
+from xlnet_tf2.tasks.losses import token_classification_loss
 from xlnet_tf2.tasks.token_classification_config import TokenClassificationConfig
 from xlnet_tf2.training import distribution
 from xlnet_tf2.training.inference import predict
@@ -151,16 +152,6 @@ def build_features(sentences: Sequence[Sentence], tokenizer, seq_len: int,
     features = {k: np.stack([r[k] for r in rows]) for k in rows[0]}
     features["label"] = np.stack(labels)
     return features
-
-
-def token_classification_loss(outputs, features):
-    """Per sentence [B]: the mean softmax cross-entropy of its labeled positions' logits
-    [B, L, C] (label != IGNORE); 0 for a sentence with none."""
-    labels = tf.cast(features["label"], tf.int32)
-    keep = tf.cast(labels != IGNORE, tf.float32)
-    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.maximum(labels, 0), logits=outputs["logits"])
-    return tf.reduce_sum(losses * keep, -1) / tf.maximum(tf.reduce_sum(keep, -1), 1.0)
 
 
 def word_tags(logits: np.ndarray, features: Dict[str, np.ndarray], label_list: Sequence[str],
