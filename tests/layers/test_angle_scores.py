@@ -104,6 +104,7 @@ def _training_step(model, inputs, plan):
     return step, (inputs, tf.constant(3, tf.int64))
 
 
+@pytest.mark.xla
 def test_the_shift_stays_where_the_table_is_not_the_embedding():
     """clamp_len, and training with dropout (on the position embedding too): a TPU's plan then
     traces the shift, the same program as a plan that asks for it."""
@@ -123,6 +124,7 @@ def test_the_shift_stays_where_the_table_is_not_the_embedding():
         assert programs[0] == programs[1], settings
 
 
+@pytest.mark.xla
 def test_a_tpus_training_step_without_dropout_has_no_t_wide_scores_and_the_same_gradients():
     """The TPU's plan takes the angle form: no [B, N, rows, T] position scores in its program,
     and the step (loss and every gradient) is the shift form's."""

@@ -78,11 +78,13 @@ def cpu_step():
     return _layer_step("cpu")
 
 
+@pytest.mark.xla
 def test_other_dropout_keys_move_the_outputs_far_beyond_rounding(cpu_step):
     other = _layer_step("cpu", seed=4, jit=False)
     assert np.abs(other[1] - cpu_step[1]).max() > 0.1
 
 
+@pytest.mark.xla
 @pytest.mark.parametrize("target", ["gpu", "tpu"])
 def test_every_devices_form_computes_what_the_cpus_does(target, cpu_step):
     """Values and gradients of both streams, dropout included: a different dropout mask or a
@@ -130,6 +132,7 @@ def _ops_of_shape(hlo: str, opcode: str, dims) -> int:
     return len(re.findall(rf"= \w+\[{shape}\]\S* {opcode}\(", hlo))
 
 
+@pytest.mark.xla
 def test_a_gpus_program_has_one_attention_per_layer():
     """Per layer, one softmax and two score-sized products (the scores forward, the
     probabilities' gradient backward) over the L + P stacked rows, and none of either stream
@@ -148,6 +151,7 @@ def test_a_gpus_program_has_one_attention_per_layer():
     assert _ops_of_shape(cpu, "dot", stacked) == 0
 
 
+@pytest.mark.xla
 def test_a_gpus_program_stores_the_probabilities_mask_bit_packed():
     """The probabilities' keep mask reaches the softmax as one int16 per score position and
     example (the heads' bits), not as a byte per score; a CPU's keeps it behind a
@@ -160,6 +164,7 @@ def test_a_gpus_program_stores_the_probabilities_mask_bit_packed():
     assert not re.search(rf"s16\[{B},1,", _step_hlo("tpu", "mixed_bfloat16"))
 
 
+@pytest.mark.xla
 def test_a_gpus_window_reads_fold_no_index_into_a_constant():
     """The window read's row starts are built from 1-D ranges added onto run-time values: a
     [B, N, L + P] index folded into a literal (per layer, forward and backward) would be read

@@ -35,6 +35,7 @@ def test_bad_settings_are_refused_by_name():
         StepPlan(attention="flash")
 
 
+@pytest.mark.xla
 def test_two_plans_traced_in_one_process_give_two_programs():
     """The same training step traced with a CPU's plan, a GPU's, then a CPU's again: the GPU's
     program differs (one attention of L + P rows, bit-packed masks), and the second CPU trace is

@@ -67,6 +67,7 @@ def _small_pretrainer(model_dir, shape, dataset_fn, eval_dataset_fn=None, **over
                                 eval_data=eval_data))
 
 
+@pytest.mark.xla
 @pytest.mark.parametrize("online", [False, True])
 def test_device_masks_equal_host_masks_on_real_records(tmp_path, prepared, online):
     """The real pipeline (stored and online orders): the pretraining task's jit-compiled builder
@@ -146,6 +147,7 @@ def test_bytes_per_example_at_the_paper_shape():
     assert sum(s.shape.num_elements() * s.dtype.size for s in spec.values()) == 2 * compact
 
 
+@pytest.mark.xla
 def test_left_to_right_order_reaches_the_step_and_ignores_later_tokens(tmp_path):
     """--factorization_order=left_to_right: the task's compiled mask builder gives causal
     masks, and a target's loss does not move when every token after it changes (it does under

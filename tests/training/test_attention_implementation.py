@@ -50,6 +50,7 @@ def _step_calls(tmp_path, target, dropatt=0.0, implementation="auto"):
     return re.findall(r'custom_call_target="([^"]+)"', hlo)
 
 
+@pytest.mark.xla
 @pytest.mark.slow  # seven tiny Trainer steps traced to HLO, about 60 s
 def test_the_step_for_a_gpu_holds_flash_attention_only_where_it_can_run(tmp_path):
     pytest.importorskip("triton")
@@ -69,6 +70,7 @@ def test_the_step_for_a_gpu_holds_flash_attention_only_where_it_can_run(tmp_path
         assert not any("cudnn" in c or "triton" in c for c in _step_calls(tmp_path, target))
 
 
+@pytest.mark.xla
 @pytest.mark.slow  # one tiny Trainer step traced and compiled, about 40 s
 def test_an_xla_that_rejects_the_triton_kernels_is_one_line_naming_the_flag(tmp_path):
     """The step traced for a GPU compiled by an XLA without the Triton custom call (this
@@ -89,6 +91,7 @@ def test_an_xla_that_rejects_the_triton_kernels_is_one_line_naming_the_flag(tmp_
                    "compiled by XLA (--jit_compile); use --attention_implementation=auto (or "
                    "reference)."),
 ])
+@pytest.mark.xla
 def test_a_forced_implementation_that_cannot_run_is_one_line(tmp_path, target, jit_compile,
                                                             said):
     """Before anything is written on a machine that is no GPU; else when the first loop

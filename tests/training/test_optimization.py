@@ -248,6 +248,7 @@ def test_grouped_update_under_loss_scaling():
         np.testing.assert_array_equal(gpu, cpu)
 
 
+@pytest.mark.xla
 def test_grouped_update_compiled_by_xla_is_the_per_variable_update():
     """Both forms of the update inside one XLA computation (jit_compile on this CPU): the same
     weights and slots bit for bit, over groups larger than UPDATE_GROUP_SIZE."""

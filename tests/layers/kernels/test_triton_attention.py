@@ -86,6 +86,7 @@ def test_backend_config_is_the_dictionary_xla_reads():
                       'num_warps = 4 : i32}')
 
 
+@pytest.mark.xla
 @pytest.mark.slow
 @pytest.mark.parametrize("generation", ["sm_90", "sm_80"])
 def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation):
