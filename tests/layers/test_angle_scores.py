@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
 from xlnet_tf2.layers import RelativeAttention, build_attention_masks, segment_matrix
-from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
+from xlnet_tf2.layers.dropout import assign_dropout_salts
+from xlnet_tf2.layers.step_plan import keyed_plan
 from xlnet_tf2.layers.kernels.angle_scores import angle_table
 from xlnet_tf2.layers.relative_position import relative_position_encoding
 from xlnet_tf2.layers.step_plan import StepPlan

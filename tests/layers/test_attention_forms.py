@@ -14,7 +14,8 @@ import tensorflow as tf
 from fixtures.layer_harness import global_policy
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
 from xlnet_tf2.layers import RelativeAttention, build_attention_masks, segment_matrix
-from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
+from xlnet_tf2.layers.dropout import assign_dropout_salts
+from xlnet_tf2.layers.step_plan import keyed_plan
 from xlnet_tf2.layers.step_plan import StepPlan
 
 B, L, M, P, D, N, H = 4, 6, 4, 3, 16, 2, 8
@@ -180,7 +181,7 @@ def test_a_gpus_window_reads_fold_no_index_into_a_constant():
 
 def test_the_position_products_gradient_is_the_einsums():
     """`grouped_position_product` changes only the order of the backward products."""
-    from xlnet_tf2.layers.kernels.position_product import grouped_position_product
+    from xlnet_tf2.layers.xlnet_block import grouped_position_product
 
     rng = np.random.default_rng(6)
     queries = tf.constant(rng.normal(size=(2, 3, N, 5, H)))           # [X, B/X, N, S, H]

@@ -1,4 +1,4 @@
-"""layers/kernels/attention.py: the attention op's implementations and how one is chosen.
+"""layers/xlnet_block.py: the attention op's implementations and how one is chosen.
 
 The cuDNN implementation runs only on a GPU; here its program is traced for one (the custom
 calls, their shapes and backend configs), and the choice is checked everywhere it is made.
@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.kernels.attention import AttentionImplementationError, attention
+from xlnet_tf2.layers.xlnet_block import AttentionImplementationError, attention
 from xlnet_tf2.layers.kernels.cudnn import CUDNN_BACKWARD, CUDNN_FORWARD
 from xlnet_tf2.layers.step_plan import StepPlan
 

@@ -10,8 +10,7 @@ import tensorflow as tf
 
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
 from xlnet_tf2.layers import gather_relative_scores
-from xlnet_tf2.layers.kernels.reference import masked_softmax
-from xlnet_tf2.layers.relative_attention import RelativeAttention
+from xlnet_tf2.layers.xlnet_block import RelativeAttention, masked_softmax
 from xlnet_tf2.layers.step_plan import StepPlan
 
 B, N, P, L, M = 2, 3, 4, 6, 4

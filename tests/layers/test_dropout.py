@@ -5,10 +5,8 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers import Dropout
-from xlnet_tf2.layers.dropout import keyed_plan
-from xlnet_tf2.layers.kernels.dropout_masks import hashed_bits, hashed_uniform_bits
-from xlnet_tf2.layers.run_time import always_true
-from xlnet_tf2.layers.step_plan import StepPlan
+from xlnet_tf2.layers.dropout import hashed_bits
+from xlnet_tf2.layers.step_plan import StepPlan, always_true, keyed_plan
 
 
 def test_inference_is_identity_and_training_drops_and_rescales():
@@ -22,7 +20,8 @@ def test_inference_is_identity_and_training_drops_and_rescales():
 
 
 def test_bits_are_uniform_and_neighbours_independent():
-    bits = hashed_uniform_bits(tf.constant([1 << 18]), tf.constant([12345, 678], tf.uint32))
+    bits = hashed_bits(tf.constant([1 << 18]), tf.constant(12345, tf.uint32),
+                       tf.constant(678, tf.uint32))
     u = bits.numpy().astype(np.float64) / 2.0 ** 32
     # Uniform: every 1/16 bin holds 1/16 of the values (4 sigma of a binomial count).
     counts = np.bincount((u * 16).astype(int), minlength=16)
@@ -33,7 +32,8 @@ def test_bits_are_uniform_and_neighbours_independent():
         corr = np.corrcoef(u[:-lag], u[lag:])[0, 1]
         assert abs(corr) < 4 / np.sqrt(u.size), (lag, corr)
     # Keys that differ in one bit give unrelated streams.
-    other = hashed_uniform_bits(tf.constant([1 << 18]), tf.constant([12345, 679], tf.uint32))
+    other = hashed_bits(tf.constant([1 << 18]), tf.constant(12345, tf.uint32),
+                        tf.constant(679, tf.uint32))
     corr = np.corrcoef(u, other.numpy().astype(np.float64))[0, 1]
     assert abs(corr) < 4 / np.sqrt(u.size)
 

@@ -10,7 +10,8 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.tasks.objective import COMPACT_FEATURES, two_stream_masks
 from xlnet_tf2.data.pretrain_dataset import (DENSE_HOST_DTYPES, OUTPUT_FEATURES,
                                              build_pretrain_dataset, bytes_per_example)
-from xlnet_tf2.tasks.pretraining import (LOSS_FEATURES, MODEL_FEATURES, DataShape,
+from xlnet_tf2.tasks.objective import LOSS_FEATURES, MODEL_FEATURES
+from xlnet_tf2.tasks.pretraining import (DataShape,
                                          PretrainTask)
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
