@@ -471,3 +471,183 @@ def test_segment_means_sentence_a_or_b_only():
     assert not found, ("'segment' is sentence A/B only (docs/GLOSSARY.md, Words with one "
                        "meaning): the piece of a stream a step reads is a chunk, a query's index "
                        "0..L-1 its position in the example. Found:\n  " + "\n  ".join(found))
+
+
+# ---------------------------------------------------------------------------- losses
+def loss_functions_passed(source: str, path: str = "<source>"):
+    """(line, name, imported from) of every name in a `loss_fn=` argument of `source`, with
+    the module it is imported from (None: defined or bound here)."""
+    tree = ast.parse(source, path)
+    origin = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module:
+            origin.update({a.asname or a.name: node.module for a in node.names})
+    def functions(value):  # the function(s) a value gives: a name, or either branch of an if
+        if isinstance(value, ast.IfExp):
+            return functions(value.body) + functions(value.orelse)
+        if isinstance(value, ast.Constant) and value.value is None:
+            return []
+        return [(value.lineno, getattr(value, "id", ast.unparse(value)))]
+
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            for keyword in node.keywords:
+                if keyword.arg == "loss_fn":
+                    found += [(line, name, origin.get(name))
+                              for line, name in functions(keyword.value)]
+    return found
+
+
+def test_the_scan_finds_a_loss_outside_losses_py():
+    source = ("from xlnet_tf2.tasks.losses import squad_loss\n"
+              "def tagging_loss(o, f):\n    return 0\n"
+              "Task(loss_fn=squad_loss)\nTask(loss_fn=tagging_loss if x else squad_loss)\n")
+    assert [(n, m) for _, n, m in loss_functions_passed(source)] == [
+        ("squad_loss", "xlnet_tf2.tasks.losses"), ("tagging_loss", None),
+        ("squad_loss", "xlnet_tf2.tasks.losses")]
+
+
+def test_every_fine_tuning_loss_is_in_losses_py():
+    """ARCHITECTURE.md: a task's loss goes in tasks/losses.py (the tagger's was in its own
+    module): every `loss_fn=` of tasks/ names a function imported from there."""
+    offenders = []
+    for path in sorted(pathlib.Path(PACKAGE, "tasks").glob("*.py")):
+        found = loss_functions_passed(path.read_text(encoding="utf-8"), str(path))
+        offenders += [f"tasks/{path.name}:{line}: {name}" for line, name, module in found
+                      if module != "xlnet_tf2.tasks.losses"]
+    assert offenders == [], "losses outside xlnet_tf2/tasks/losses.py"
+
+
+# ---------------------------------------------------------------------------- script files
+def test_the_script_files_row_names_every_script():
+    """The `data_prep/`, `experiments/` row of the doc's outside-the-package table names every
+    script file there (run_tagger.py was missing)."""
+    row = next(line for line in _doc().splitlines()
+               if line.startswith("| `data_prep/`, `experiments/` |"))
+    named = set(re.findall(r"`(\w+\.py)`", row))
+    present = {p.name for folder in ("data_prep", "experiments")
+               for p in pathlib.Path(REPO_ROOT, folder).glob("*.py")}
+    assert named == present, (sorted(present - named), sorted(named - present))
+# ---------------------------------------------------------------------------- who calls whom
+# A module docstring may say who calls it ("Called by `tasks/finetuning.py` (...) and
+# `export/saved_model.py`"; also "imported by", "used by") and that a module is "not yet"
+# used ("... not yet emitted from the step"). Both are checked against the package's import
+# graph: every module named as a caller imports the module the claim is about, and a module
+# said not to be used yet has no importer. In a package's docstring a line opening with a
+# module's file name (`attention.py   the attention op ...`) starts that module's entry.
+_CALLER_CLAIM = re.compile(r"\b(?:called|imported|used) (?:only )?by\b", re.IGNORECASE)
+_UNUSED_CLAIM = re.compile(r"\bnot yet (?:emitted|used|called|imported|wired|reached|run)\b",
+                           re.IGNORECASE)
+_MODULE_REF = re.compile(r"(?<![\w/.])((?:[\w]+/)*[\w]+\.py)\b")
+_ENTRY = re.compile(r"^\s*(\w+\.py)\b")
+
+
+def _module_name(package_root, path):
+    relative = pathlib.Path(path).relative_to(package_root).with_suffix("")
+    parts = ("xlnet_tf2",) + relative.parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(package_root):
+    """{module: the package's modules it imports} of every module under `package_root` (an
+    `xlnet_tf2` folder), `from x import y` counted as importing x.y when that is a module."""
+    files = {_module_name(package_root, p): p for p in pathlib.Path(package_root).rglob("*.py")}
+    graph = {}
+    for module, path in files.items():
+        imported = set()
+        package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                imported.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    anchor = package.split(".")[:len(package.split(".")) - node.level + 1]
+                    base = ".".join(anchor + ([base] if base else []))
+                imported.add(base)
+                imported.update(f"{base}.{a.name}" for a in node.names)
+        graph[module] = {m for m in imported if m in files and m != module}
+    return graph
+
+
+def _resolve(reference, module, modules):
+    """The module a `path.py` named in `module`'s docstring is: beside it, in the package or
+    from the package's root."""
+    stem = reference[:-3].replace("/", ".")
+    package = module.rpartition(".")[0]
+    for candidate in (f"{package}.{stem}", f"xlnet_tf2.{stem}", stem.removeprefix("xlnet_tf2.")
+                      and f"xlnet_tf2.{stem.removeprefix('xlnet_tf2.')}", f"{module}.{stem}"):
+        if candidate in modules:
+            return candidate
+    return None
+
+
+def caller_claim_problems(package_root):
+    """['module: what its docstring claims (why it is false)'] for the package's docstrings'
+    caller and not-yet claims (the comment above)."""
+    graph = import_graph(package_root)
+    importers = {m: {k for k, v in graph.items() if m in v} for m in graph}
+    problems = []
+    for path in sorted(pathlib.Path(package_root).rglob("*.py")):
+        module = _module_name(package_root, path)
+        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        subject, entries = module, {module: []}
+        for line in docstring.splitlines():
+            entry = _ENTRY.match(line)
+            if entry and path.name == "__init__.py":
+                subject = _resolve(entry.group(1), module, graph) or subject
+                entries.setdefault(subject, [])
+            entries[subject].append(line)
+        for subject, lines in entries.items():
+            text = " ".join(lines)
+            for sentence in re.split(r"(?<=[.;])\s", text):
+                if _UNUSED_CLAIM.search(sentence) and importers.get(subject):
+                    problems.append(f"{subject}: {_UNUSED_CLAIM.search(sentence).group(0)} "
+                                    f"(imported by {', '.join(sorted(importers[subject]))})")
+                claim = _CALLER_CLAIM.search(sentence)
+                if not claim:
+                    continue
+                for reference in _MODULE_REF.findall(sentence[claim.end():]):
+                    caller = _resolve(reference, module, graph)
+                    if caller is None:
+                        problems.append(f"{subject}: called by {reference} (no such module)")
+                    elif subject not in graph[caller]:
+                        problems.append(f"{subject}: called by {reference} (which does not "
+                                        "import it)")
+    return problems
+
+
+def _package(tmp_path, files):
+    for name, text in files.items():
+        path = tmp_path / "xlnet_tf2" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    return tmp_path / "xlnet_tf2"
+
+
+def test_the_caller_check_finds_a_docstring_contradicting_its_callers(tmp_path):
+    root = _package(tmp_path, {
+        "__init__.py": "",
+        "kernels/__init__.py": '"""The kernels.\n\n  flash.py   the kernel, not yet emitted from '
+                               'the step\n  spare.py   a kernel, not yet used\n"""\n',
+        "kernels/flash.py": '"""The flash kernel."""\n',
+        "kernels/spare.py": '"""A spare kernel."""\n',
+        "kernels/triton.py": '"""Launches it.\n\nCalled by `layers/attention.py` and '
+                             '`tasks/loop.py`."""\nfrom xlnet_tf2.kernels import flash\n',
+        "layers/__init__.py": "",
+        "layers/attention.py": "from xlnet_tf2.kernels.triton import launch\n",
+        "tasks/__init__.py": "",
+        "tasks/loop.py": "import os\n",
+    })
+    assert caller_claim_problems(root) == [
+        "xlnet_tf2.kernels.flash: not yet emitted (imported by xlnet_tf2.kernels.triton)",
+        "xlnet_tf2.kernels.triton: called by tasks/loop.py (which does not import it)"]
+
+
+def test_no_module_docstring_contradicts_who_imports_it():
+    """Module docstrings saying who calls a module, or that one is not yet used, agree with
+    the import graph (layers/kernels/__init__.py said the flash kernels were "not yet emitted
+    from the step" while the step's attention imports them)."""
+    problems = caller_claim_problems(PACKAGE)
+    assert problems == [], "\n".join(problems)

@@ -14,6 +14,7 @@ Pure file reading: no TensorFlow, about a second.
 """
 
 import ast
+import functools
 import os
 import re
 
@@ -191,3 +192,163 @@ def test_planted_bad_paths_are_reported_and_good_ones_are_not(tmp_path):
         f"tests/data/test_masks.py:2: {EXTERNAL_REFERENCE}.md (no such file)",
     ])
     assert external_citations(root) == ["tests/data/test_masks.py:2"]
+
+
+# ---------------------------------------------------------------------------- moved files
+def _files_under(root, folders):
+    """Every file name under `folders` (each looked for at the root, in xlnet_tf2/ and in
+    tests/), and the folders found."""
+    names, found = set(), []
+    for folder in folders:
+        for base in ("", "xlnet_tf2", "tests"):
+            path = os.path.join(root, base, folder)
+            if os.path.isdir(path):
+                found.append(path)
+                for _, _, files in os.walk(path):
+                    names.update(files)
+    return names, found
+
+
+def moved_names(root):
+    """['doc:line: name (not in folders)'] for each bare file name (`trainer.py`) in a Markdown
+    table row of the docs whose first two cells name folders (`training/`): the file must be
+    in one of them (or a module of the package's ground floor, which rows of any floor name),
+    so a file that moved to another folder fails where its old row still names it."""
+    docs = ["README.md"] + ["docs/" + f for f in sorted(os.listdir(os.path.join(root, "docs")))
+                            if f.endswith(".md")]
+    package = os.path.join(root, "xlnet_tf2")
+    ground = {f for f in os.listdir(package) if f.endswith(".py")} if os.path.isdir(package) \
+        else set()
+    problems = []
+    for doc in docs:
+        with open(os.path.join(root, doc), encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        for number, line in enumerate(lines, 1):
+            if not line.startswith("|"):
+                continue
+            cells = [c.strip() for c in line.strip().strip("|").split("|")]
+            folders = [f for cell in cells[:2] for f in re.findall(r"`([\w./-]+/)`", cell)]
+            inside, found = _files_under(root, folders)
+            if not found:
+                continue
+            for name in re.findall(r"`([\w.-]+\.(?:py|sh))`", line):
+                if name not in inside and name not in ground:
+                    problems.append(f"{doc}:{number}: {name} (not in {', '.join(folders)})")
+    return problems
+
+
+def test_a_file_a_table_row_names_is_in_the_rows_folders():
+    problems = moved_names(ROOT)
+    assert not problems, "named in a row of folders it is not in:\n" + "\n".join(problems)
+
+
+def test_a_moved_file_is_reported_where_its_old_row_names_it(tmp_path):
+    root = str(tmp_path)
+    _write(root, "docs/MAP.md", "| where | what |\n|---|---|\n"
+           "| `experiments/` | the commands (`run_tagger.py`, `run_race.py`) |\n"
+           "| `xlnet_tf2/training/` | the loop (`trainer.py`), `config.py`, `memory.py` |\n")
+    _write(root, "README.md", "")
+    _write(root, "experiments/run_race.py", "")
+    _write(root, "scripts/run_tagger.py", "")  # moved out of experiments/
+    _write(root, "xlnet_tf2/config.py", "")
+    _write(root, "xlnet_tf2/training/trainer.py", "")
+    _write(root, "xlnet_tf2/models/memory.py", "")
+    assert moved_names(root) == ["docs/MAP.md:3: run_tagger.py (not in experiments/)",
+                                 "docs/MAP.md:4: memory.py (not in xlnet_tf2/training/)"]
+
+
+# ---------------------------------------------------------------------------- dotted names
+_DOTTED = re.compile(r"(?<![\w./])xlnet_tf2((?:\.[A-Za-z_]\w*)+)(?![\w-])")  # not egg-info
+
+
+@functools.lru_cache(maxsize=None)
+def _top_level_names(path):
+    """The names a module's source defines at its top level (and a package's lazy names:
+    the string keys of its `_LAZY` table)."""
+    with open(path, encoding="utf-8") as f:
+        tree = ast.parse(f.read())
+    names = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names.update(n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name))
+            if any(isinstance(t, ast.Name) and t.id == "_LAZY" for t in targets) and \
+                    isinstance(node.value, ast.Dict):
+                names.update(k.value for k in node.value.keys if isinstance(k, ast.Constant))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+def unresolved_module_name(root, parts, public_names):
+    """Why `xlnet_tf2.<parts>` names no module of the checkout nor a name one defines (None
+    when it does). `public_names`: the package's own names (xlnet_tf2.__all__, derived from
+    the task declarations, so not all written in its source)."""
+    path = os.path.join(root, "xlnet_tf2")
+    rest = []
+    for i, part in enumerate(parts):
+        if os.path.isdir(os.path.join(path, part)):
+            path = os.path.join(path, part)
+        elif os.path.isfile(os.path.join(path, part + ".py")):
+            path, rest = os.path.join(path, part + ".py"), parts[i + 1:]
+            break
+        else:
+            path, rest = os.path.join(path, "__init__.py"), parts[i:]
+            break
+    if not rest:
+        return None
+    if path == os.path.join(root, "xlnet_tf2", "__init__.py"):
+        known = set(public_names)
+    elif os.path.isfile(path):
+        known = _top_level_names(path)
+    else:
+        return f"{os.path.relpath(path, root)} does not exist"
+    if rest[0] in known:
+        return None
+    return f"{os.path.relpath(path, root)} defines no {rest[0]}"
+
+
+def broken_module_names(root, public_names):
+    """['file:line: xlnet_tf2.<module>.<name> (why)'] for every dotted name of the package in the checked
+    text (docs, docstrings, comments) that names no module and no name a module defines: a
+    module that moved, a class renamed, a public name the package does not have."""
+    problems = []
+    for relpath in documentation_files(root):
+        for lineno, text in _lines(root, relpath):
+            for match in _DOTTED.finditer(text):
+                parts = match.group(1)[1:].split(".")
+                if parts[-1] in ("py", "md", "json", "toml"):  # a path written with dots
+                    continue
+                why = unresolved_module_name(root, parts, public_names)
+                if why:
+                    problems.append(f"{relpath}:{lineno}: xlnet_tf2.{'.'.join(parts)} ({why})")
+    return problems
+
+
+def test_every_dotted_name_of_the_package_exists():
+    import xlnet_tf2  # its names only: no TensorFlow
+
+    problems = broken_module_names(ROOT, dir(xlnet_tf2))
+    assert not problems, "dotted names that name nothing:\n" + "\n".join(problems)
+
+
+def test_a_dotted_name_that_moved_is_reported(tmp_path):
+    root = str(tmp_path)
+    _write(root, "xlnet_tf2/__init__.py", "")
+    _write(root, "xlnet_tf2/tasks/__init__.py", "")
+    _write(root, "xlnet_tf2/tasks/losses.py", "def squad_loss():\n    pass\nIGNORE = -1\n")
+    _write(root, "xlnet_tf2/tokenizers/__init__.py", '_LAZY = {"XLNetTokenizer": "x"}\n')
+    _write(root, "docs/GUIDE.md",
+           "xlnet_tf2.tasks.losses.squad_loss, xlnet_tf2.tasks.losses.IGNORE, "
+           "xlnet_tf2.tokenizers.XLNetTokenizer, xlnet_tf2.XLNetClassifier.from_preset\n"
+           "xlnet_tf2.tasks.losses.tagging_loss, xlnet_tf2.tasks.tagging, "
+           "xlnet_tf2.XLNetTokenClassifier, xlnet_tf2/tasks/losses.py, xlnet_tf2.egg-info\n")
+    assert broken_module_names(root, ["XLNetClassifier"]) == [
+        "docs/GUIDE.md:2: xlnet_tf2.tasks.losses.tagging_loss (xlnet_tf2/tasks/losses.py "
+        "defines no tagging_loss)",
+        "docs/GUIDE.md:2: xlnet_tf2.tasks.tagging (xlnet_tf2/tasks/__init__.py defines no "
+        "tagging)",
+        "docs/GUIDE.md:2: xlnet_tf2.XLNetTokenClassifier (xlnet_tf2/__init__.py defines no "
+        "XLNetTokenClassifier)"]

@@ -129,3 +129,164 @@ def test_back_to_huggingface_example_runs(converted_base):
     namespace = _run_block('format="huggingface")  # config.json')
     assert namespace["diff"] <= 1e-5
     assert namespace["hf_classifier"].config.id2label == {0: "negative", 1: "positive"}
+
+
+# ---------------------------------------------------------------------------- the README's tables
+ROOT = os.path.dirname(README)
+
+
+def _table(header):
+    """The rows (lists of cells) of the README's Markdown table whose header row starts with
+    `header`."""
+    lines = open(README).read().splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(header))
+    rows = []
+    for line in lines[start + 2:]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split("|")])
+    return rows
+
+
+def _scripts():
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        return tomllib.load(f)["project"]["scripts"]
+
+
+def console_script_problems(rows, scripts, root):
+    """What the console-script table `rows` gets wrong against pyproject.toml's `scripts`: a
+    script missing or unknown, or a checkout file that is not the command's."""
+    table = {re.sub(r"[`]", "", name): re.sub(r"[`]", "", path) for name, path, _ in rows}
+    problems = [f"{name}: not in the table" for name in sorted(set(scripts) - set(table))]
+    problems += [f"{name}: no such console script" for name in sorted(set(table) - set(scripts))]
+    for name in sorted(set(table) & set(scripts)):
+        path = table[name].split()[-1]
+        module = scripts[name].split(":")[0]
+        file = os.path.join(root, path)
+        if not os.path.isfile(file) or f"from {module} import main" not in open(file).read():
+            problems.append(f"{name}: {path} does not run {module}")
+    return problems
+
+
+def test_the_console_script_table_is_pyprojects():
+    """Every console script of pyproject.toml is a row of the README's table, with the
+    checkout file that runs the same command (xlnet-tag was missing)."""
+    assert console_script_problems(_table("| console script |"), _scripts(), ROOT) == []
+
+
+def test_the_console_script_check_finds_a_missing_or_wrong_row():
+    rows = [["`xlnet-race`", "`python experiments/run_race.py`", "RACE"],
+            ["`xlnet-squad`", "`python experiments/run_race.py`", "SQuAD"],
+            ["`xlnet-old`", "`python experiments/old.py`", "gone"]]
+    scripts = {"xlnet-race": "xlnet_tf2.commands.run_race:main",
+               "xlnet-squad": "xlnet_tf2.commands.run_squad:main",
+               "xlnet-tag": "xlnet_tf2.commands.run_tagger:main"}
+    assert console_script_problems(rows, scripts, ROOT) == [
+        "xlnet-tag: not in the table", "xlnet-old: no such console script",
+        "xlnet-squad: experiments/run_race.py does not run xlnet_tf2.commands.run_squad"]
+
+
+def _floors():
+    """{room: floor index, 0 = the ground floor} of pyproject.toml's import-linter layers."""
+    import tomllib
+
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        layers = tomllib.load(f)["tool"]["importlinter"]["contracts"][0]["layers"]
+    return {room.strip(): floor for floor, spec in enumerate(reversed(layers))
+            for room in re.split(r"[|:]", spec)}
+
+
+def layout_rooms(rows):
+    """[(row index, room)] of the Layout table's package rows: `xlnet_tf2/config.py` and the
+    bare names after it (`config_flags.py`), `xlnet_tf2/layers/`, ... as import-linter rooms
+    (config, config_flags, layers, ...)."""
+    rooms = []
+    for index, row in enumerate(rows):
+        for item in re.findall(r"`([^`]+)`", row[0]):
+            if item.startswith("xlnet_tf2/") or (rooms and rooms[-1][0] == index
+                                                 and item.endswith(".py")):
+                rooms.append((index, item.removeprefix("xlnet_tf2/").strip("/")
+                              .removesuffix(".py")))
+    return rooms
+
+
+def layout_problems(rows, floors):
+    """The rooms of the package the Layout table leaves out or names in no room, and rows out
+    of the floors' order (the table goes from the bottom up)."""
+    rooms = layout_rooms(rows)
+    named = {room for _, room in rooms}
+    problems = [f"{room}: not in the table" for room in sorted(set(floors) - named)]
+    problems += [f"{room}: no such room" for room in sorted(named - set(floors))]
+    last = -1
+    for index, room in rooms:
+        if room in floors:
+            if floors[room] < last:
+                problems.append(f"{room}: listed above a higher floor")
+            last = max(last, floors[room])
+    return problems
+
+
+def test_the_layout_table_names_every_room_from_the_bottom_up():
+    """Every module and subpackage of the package's floors (pyproject.toml) is in the README's
+    Layout table, in floor order (lazy_names.py and task_registry.py were missing)."""
+    assert layout_problems(_table("| where | what |"), _floors()) == []
+
+
+def test_the_layout_check_finds_a_missing_room_and_a_wrong_order():
+    rows = [["`xlnet_tf2/config.py`, `fileio.py`", "ground"], ["`xlnet_tf2/models/`", "models"],
+            ["`xlnet_tf2/layers/`", "layers"]]
+    floors = {"config": 0, "fileio": 0, "lazy_names": 0, "layers": 1, "models": 2}
+    assert layout_problems(rows, floors) == ["lazy_names: not in the table",
+                                             "layers: listed above a higher floor"]
+
+
+# Words of the Layout table that are also module names but mean something else there.
+NOT_MODULE_NAMES = {
+    "task": "a fine-tuning task (the tasks row), not training/task.py's protocol",
+    "readers": "a task's data readers (tasks/text_readers.py), not conversion/readers.py",
+    "step": "a training step (the step's plan, a step's math), not training/step.py",
+}
+
+
+def misplaced_modules(rows, root):
+    """'module (row's folders)' for every word of a Layout row's description that is the name
+    of a module of the package (`memory` for models/memory.py) living outside the row's
+    folders: the row claims what another room holds."""
+    modules = {}
+    package = os.path.join(root, "xlnet_tf2")
+    for directory, _, names in os.walk(package):
+        for name in names:
+            if name.endswith(".py") and not name.startswith("_"):
+                relative = os.path.relpath(os.path.join(directory, name), package)
+                modules.setdefault(name[:-3], []).append(relative)
+    problems = []
+    for row in rows:
+        folders = [item.removeprefix("xlnet_tf2/") for item in re.findall(r"`([^`]+/)`", row[0])
+                   if item.startswith("xlnet_tf2/")]
+        if not folders:
+            continue
+        text = re.sub(r"`[^`]*`", " ", row[1])  # named code is checked by the paths test
+        for word in sorted(set(re.findall(r"[a-z_]+", text))):
+            for stem in (word, word[:-1] if word.endswith("s") else word):
+                if stem in NOT_MODULE_NAMES:
+                    break
+                homes = modules.get(stem, [])
+                if homes and not any(h.startswith(tuple(folders)) for h in homes):
+                    problems.append(f"{word}: {', '.join(homes)} (the row: {', '.join(folders)})")
+                    break
+    return problems
+
+
+def test_a_layout_row_names_only_what_its_rooms_hold():
+    """A module named in a Layout row's description lives in that row's folders (the training
+    row named memory, which is models/memory.py)."""
+    assert misplaced_modules(_table("| where | what |"), ROOT) == []
+
+
+def test_the_misplaced_module_check_finds_memory_under_training():
+    rows = [["`xlnet_tf2/training/`", "the loop, optimizer, memory, strategies"],
+            ["`xlnet_tf2/models/`", "the backbone, its memory, generation"]]
+    assert misplaced_modules(rows, ROOT) == [
+        "memory: models/memory.py (the row: training/)"]

@@ -39,6 +39,28 @@ def test_the_package_declares_its_five_tasks_in_order():
     assert [s.name for s in task_registry.task_settings()].count("paired") == 1
 
 
+def test_every_declared_model_class_is_a_public_name():
+    """xlnet_tf2's names derive from the declarations: each task's model with its head and
+    its keras-hub-style model are `xlnet_tf2.<Name>`, in __all__ and dir()."""
+    import importlib
+
+    import xlnet_tf2
+
+    for declaration in task_registry.declared_tasks():
+        for dotted in (declaration.head_model, declaration.keras_hub_model):
+            module, _, name = dotted.rpartition(".")
+            assert name in xlnet_tf2.__all__ and name in dir(xlnet_tf2), name
+            assert getattr(xlnet_tf2, name) is getattr(importlib.import_module(module), name)
+    assert xlnet_tf2.XLNetTokenClassifier.KIND == "token_classification"
+
+
+def test_a_registered_task_adds_its_model_classes(scratch_registry):
+    task_registry.register(_declaration())
+    classes = task_registry.model_classes()
+    assert classes["Tagger"] == classes["XLNetTagger"] == "xlnet_tf2.models.tagging"
+    assert list(classes)[:2] == ["SequenceClassifier", "XLNetClassifier"]
+
+
 def test_a_declaration_is_frozen():
     with pytest.raises(dataclasses.FrozenInstanceError):
         task_registry.declared("squad").default_seq_len = 384

@@ -1,8 +1,11 @@
 """xlnet-tf2: XLNet for TensorFlow 2 / Keras 3.
 
-Every public name is imported on first use, so `import xlnet_tf2` (and the command-line
-helpers in xlnet_tf2.cli) do not import TensorFlow: a command can silence TensorFlow's start-up
-before it happens, and `--help` stays fast.
+Every public name is imported on first use (lazy_names.py), so `import xlnet_tf2` (and the
+command-line helpers in xlnet_tf2.cli) do not import TensorFlow: a command can silence
+TensorFlow's start-up before it happens, and `--help` stays fast. The names are the table
+below and every model class a task declaration names (task_registry.py: `XLNetClassifier`,
+`SequenceClassifier`, `XLNetTokenClassifier`, ...); the examples in the docstrings of the
+modules defining them run in tests/test_docstring_examples.py.
 
 Once TensorFlow and Keras are imported (by anyone), the modules defining our Keras classes are
 imported too (`_RegisterKerasClasses` below), so `keras.models.load_model` finds them in a
@@ -11,55 +14,42 @@ imported too (`_RegisterKerasClasses` below), so `keras.models.load_model` finds
 
 import importlib
 import importlib.abc
-import importlib.util
 import sys
 import threading
 import warnings
 
+from xlnet_tf2 import task_registry
+from xlnet_tf2.lazy_names import lazy_names
+
 __version__ = "0.1.0"
 
-_LAZY = {
+# The public names besides the task models: name -> the module defining it.
+_NAMES = {
     "ConfigError": "xlnet_tf2.config",
     "XLNetConfig": "xlnet_tf2.config",
     "load_pretrained": "xlnet_tf2.models.lm_head_model",
     "restore_weights": "xlnet_tf2.models.pretrained",
     "save_pretrained": "xlnet_tf2.models.pretrained",
-    "HeadModel": "xlnet_tf2.models",
-    "XLNetLMHeadModel": "xlnet_tf2.models",
-    "XLNetModel": "xlnet_tf2.models",
+    "HeadModel": "xlnet_tf2.models.head_model",
+    "XLNetLMHeadModel": "xlnet_tf2.models.lm_head_model",
+    "XLNetModel": "xlnet_tf2.models.xlnet_model",
     "XLNetTokenizer": "xlnet_tf2.tokenizers.xlnet_tokenizer",
     "XLNetPreprocessor": "xlnet_tf2.tokenizers.xlnet_preprocessor",
     "XLNetMultipleChoicePreprocessor": "xlnet_tf2.tokenizers.xlnet_multiple_choice_preprocessor",
     "XLNetQuestionAnsweringPreprocessor":
         "xlnet_tf2.tokenizers.xlnet_question_answering_preprocessor",
-    "XLNetClassifier": "xlnet_tf2.models",
-    "XLNetRegressor": "xlnet_tf2.models",
-    "XLNetMultipleChoice": "xlnet_tf2.models",
-    "XLNetQuestionAnswerer": "xlnet_tf2.models",
+    "XLNetWordPreprocessor": "xlnet_tf2.tokenizers.xlnet_word_preprocessor",
     "from_pretrained": "xlnet_tf2.models.lm_head_model",
     "generate": "xlnet_tf2.models.generation",
 }
+# ... and every model class a task declaration names (its model with a head and its
+# keras-hub-style model: XLNetClassifier, SequenceClassifier, XLNetTokenClassifier, ...), so a
+# task declared in xlnet_tf2/task_registry.py is public the day it is declared.
+_LAZY = {**_NAMES, **task_registry.model_classes()}
 
-__all__ = ["ConfigError", "HeadModel", "XLNetClassifier", "XLNetConfig", "XLNetLMHeadModel",
-           "XLNetModel",
-           "XLNetMultipleChoice", "XLNetMultipleChoicePreprocessor", "XLNetPreprocessor",
-           "XLNetQuestionAnswerer", "XLNetQuestionAnsweringPreprocessor", "XLNetRegressor",
-           "XLNetTokenizer", "__version__", "from_pretrained", "generate", "load_pretrained",
-           "restore_weights", "save_pretrained"]
+__all__ = sorted(_LAZY) + ["__version__"]
 
-
-def __getattr__(name):
-    if name in _LAZY:
-        value = getattr(importlib.import_module(_LAZY[name]), name)
-        globals()[name] = value
-        return value
-    if not name.startswith("_") and importlib.util.find_spec(f"{__name__}.{name}") is not None:
-        return importlib.import_module(f"{__name__}.{name}")  # xlnet_tf2.models etc.
-    raise AttributeError(f"module 'xlnet_tf2' has no attribute {name!r}")
-
-
-def __dir__():
-    return sorted(set(globals()) | set(_LAZY))
+__getattr__, __dir__ = lazy_names(__name__, _LAZY, submodules=True)  # submodules: models, ...
 
 
 # Importing it imports every module that registers a Keras class.

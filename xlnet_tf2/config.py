@@ -30,7 +30,13 @@ ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "cudnn", "triton")
 # "auto": angles in a program traced for a TPU.
 POSITION_SCORE_FORMS = ("auto", "shift", "angles")
 
-_ACTIVATIONS = ("gelu", "relu")
+# The feed-forward's activation, each name one function: "gelu_tanh" the tanh approximation
+# of GELU (the original XLNet's; HuggingFace's "gelu_new"), "gelu_erf" the exact erf GELU
+# (HuggingFace's "gelu"), "relu". The original's xlnet_config.json says "gelu" for the tanh
+# form, so "gelu" reads as "gelu_tanh" (ACTIVATION_ALIASES) and is never written; HuggingFace's
+# names map onto these in conversion (conversion/readers.py, conversion/to_huggingface.py).
+ACTIVATIONS = ("gelu_tanh", "gelu_erf", "relu")
+ACTIVATION_ALIASES = {"gelu": "gelu_tanh"}
 _ATTN_TYPES = ("bi", "uni")
 
 
@@ -56,7 +62,9 @@ class XLNetConfig:
       n_head: attention heads N.
       d_head: size H of each head.
       d_inner: inner width of the position-wise feed-forward network.
-      ff_activation: "gelu" (tanh approximation, as the original) or "relu".
+      ff_activation: "gelu_tanh" (GELU's tanh approximation, the original's, which its
+        xlnet_config.json calls "gelu": that name reads as this one), "gelu_erf" (the exact
+        erf GELU, HuggingFace's "gelu") or "relu".
       untie_r: one set of relative biases (r_w, r_r, r_s) per layer (True, as all released
         models) or one set shared by all layers (False).
       n_token: vocabulary size.
@@ -79,7 +87,7 @@ class XLNetConfig:
     n_head: int = 12
     d_head: int = 64
     d_inner: int = 3072
-    ff_activation: str = "gelu"
+    ff_activation: str = "gelu_tanh"
     untie_r: bool = True
     n_token: int = 32000
     dropout: float = 0.1
@@ -103,10 +111,12 @@ class XLNetConfig:
                 raise ConfigError(f"XLNetConfig.{name} must be an integer >= 0, got {value!r}.")
         if not isinstance(self.clamp_len, int) or isinstance(self.clamp_len, bool):
             raise ConfigError(f"XLNetConfig.clamp_len must be an integer, got {self.clamp_len!r}.")
-        if self.ff_activation not in _ACTIVATIONS:
-            raise ConfigError(
-                f"XLNetConfig.ff_activation must be one of {_ACTIVATIONS}, got {self.ff_activation!r}."
-            )
+        activation = ACTIVATION_ALIASES.get(self.ff_activation, self.ff_activation)
+        if activation not in ACTIVATIONS:
+            raise ConfigError(f"XLNetConfig.ff_activation must be one of {ACTIVATIONS} (or the "
+                              f"original's \"gelu\", read as \"gelu_tanh\"), got "
+                              f"{self.ff_activation!r}.")
+        object.__setattr__(self, "ff_activation", activation)  # one name per function
         if self.attn_type not in _ATTN_TYPES:
             raise ConfigError(f"XLNetConfig.attn_type must be one of {_ATTN_TYPES}, got {self.attn_type!r}.")
         for name in ("dropout", "dropatt"):
@@ -198,10 +208,10 @@ class XLNetConfig:
 
 PRESETS = {
     "large": dict(n_layer=24, d_model=1024, n_head=16, d_head=64, d_inner=4096,
-                  ff_activation="gelu", untie_r=True, n_token=32000),
+                  ff_activation="gelu_tanh", untie_r=True, n_token=32000),
     "base": dict(n_layer=12, d_model=768, n_head=12, d_head=64, d_inner=3072,
-                 ff_activation="gelu", untie_r=True, n_token=32000),
+                 ff_activation="gelu_tanh", untie_r=True, n_token=32000),
     "tiny": dict(n_layer=2, d_model=64, n_head=4, d_head=16, d_inner=128,
-                 ff_activation="gelu", untie_r=True, n_token=1000),
+                 ff_activation="gelu_tanh", untie_r=True, n_token=1000),
 }
 # Presets are architectures only: run-time settings (dropout included) come from each stage.

@@ -183,44 +183,30 @@ def require_model_dir(model_dir: str, flag: str = "--model_dir") -> str:
     return model_dir
 
 
-def require_init_checkpoint(init_checkpoint: Optional[str]) -> None:
-    """Refuses an --init_checkpoint that is neither a directory nor a checkpoint prefix."""
-    if init_checkpoint and not (fileio.exists(init_checkpoint)
-                                or fileio.exists(init_checkpoint + ".index")):
-        raise RunDirError(f"--init_checkpoint={init_checkpoint!r} does not exist: pass a model "
-                          "directory (pretraining or fine-tuning run, converted release) or a "
-                          "checkpoint prefix such as DIR/ckpt-1000.")
-
-
-def architecture_file(model_config: Optional[str], init_checkpoint: Optional[str]) -> str:
-    """--model_config, else the xlnet_config.json beside --init_checkpoint."""
-    require_init_checkpoint(init_checkpoint)
+def architecture_file(model_config: Optional[str]) -> str:
+    """--model_config, required when there is no --init_checkpoint to take the architecture
+    from (models/pretrained.py's architecture reads that one)."""
     if model_config:
         return model_config
-    found = find_file(init_checkpoint, ARCH_FILE)
-    if found:
-        return found
-    if init_checkpoint:
-        raise RunDirError(
-            f"--model_config is not set and {directory_of(init_checkpoint)} has no {ARCH_FILE}; "
-            "pass --model_config (a preset name or an xlnet_config.json).")
     raise RunDirError("--model_config is required without --init_checkpoint (a preset name "
                       "such as base or large, or the path of an xlnet_config.json).")
 
 
-def spm_model_file(spm_model: Optional[str], init_checkpoint: Optional[str]) -> str:
-    """--spm_model, else the spiece.model beside --init_checkpoint."""
+def spm_model_file(spm_model: Optional[str], model_directory: Optional[str]) -> str:
+    """--spm_model, else the spiece.model of `model_directory` (--init_checkpoint's model
+    directory, as the loader resolves it)."""
     if spm_model:
         if not fileio.exists(spm_model):
             raise RunDirError(f"--spm_model={spm_model!r} does not exist.")
         return spm_model
-    found = find_file(init_checkpoint, SPM_FILE)
+    found = find_file(model_directory, SPM_FILE)
     if found:
         return found
-    if init_checkpoint:
+    if model_directory:
         raise RunDirError(
-            f"--spm_model is not set and {directory_of(init_checkpoint)} has no {SPM_FILE}; "
-            "pass --spm_model (the SentencePiece model the backbone was pretrained with).")
+            f"--spm_model is not set and {model_directory} (--init_checkpoint's model) has no "
+            f"{SPM_FILE}; pass --spm_model (the SentencePiece model the backbone was pretrained "
+            "with).")
     raise RunDirError("--spm_model is required without --init_checkpoint (the SentencePiece "
                       "model the backbone was pretrained with).")
 

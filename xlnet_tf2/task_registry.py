@@ -12,6 +12,8 @@ tasks derives from the declarations registered here:
                                    from the declaration that names the class
   export/export_config             EXPORT_KINDS (the declared tasks and "features")
   export/saved_model.signatures_of each task's SavedModel signatures (`serving`)
+  xlnet_tf2/__init__.py            the package's public names: every declared model class
+                                   (`model_classes`)
 
 This module is on the lowest floor, so every floor reads it; it names the classes of the
 floors above as strings and imports none of them. Each floor attaches its own part when its
@@ -180,6 +182,17 @@ def declared_tasks() -> Tuple[TaskDeclaration, ...]:
 def names() -> Tuple[str, ...]:
     """The declared tasks' names, in registration order."""
     return tuple(_DECLARED)
+
+
+def model_classes() -> Dict[str, str]:
+    """name -> module of every model class the declarations name (each task's `head_model`
+    and `keras_hub_model`), in registration order."""
+    found: Dict[str, str] = {}
+    for declaration in _DECLARED.values():
+        for dotted in (declaration.head_model, declaration.keras_hub_model):
+            module, _, name = dotted.rpartition(".")
+            found[name] = module
+    return found
 
 
 def task_settings() -> Tuple[TaskSetting, ...]:

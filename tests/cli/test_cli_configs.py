@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 from absl import flags
 
-from xlnet_tf2.config_flags import RunConfigError, config_from_flags, define_flags, from_flat
+from xlnet_tf2.config_flags import (RunConfigError, check_declared, config_from_flags,
+                                    define_flags, from_flat, setting)
 from xlnet_tf2.conversion.convert_config import ConvertConfig
 from xlnet_tf2.data.params import DataParams, DataPrepError
 from xlnet_tf2.export.export_config import ExportConfig, ExtractConfig
@@ -330,9 +331,29 @@ def test_a_stored_run_configuration_with_an_old_name_is_compared_under_it():
     assert (change.name, change.old, change.new) == ("kind", "classification", "regression")
 
 
+@dataclasses.dataclass(frozen=True)
+class _RenamedAndRequired:
+    """A required setting with an old name (xlnet-export's --kind was one, until it was read
+    from task.json)."""
+
+    kind: str = setting(None, "What the model is.", required=True, old_names=("task",))
+
+    def __post_init__(self):
+        check_declared(self)
+
+
 def test_a_required_renamed_flag_missing_names_the_new_name():
     with pytest.raises(RunConfigError, match="--kind is required"):
-        _from_command_line(ExportConfig, ["--model_dir=m", "--export_dir=e"])
+        _from_command_line(_RenamedAndRequired, [])
+    assert _from_command_line(_RenamedAndRequired, ["--task=race"]).kind == "race"
+
+
+def test_export_kind_is_optional_and_checked_against_its_choices():
+    """xlnet-export reads the kind from the model_dir's task.json (tests/export/
+    test_export_kind.py); --kind, given, is one of the declared kinds or features."""
+    assert _from_command_line(ExportConfig, ["--model_dir=m", "--export_dir=e"]).kind is None
+    with pytest.raises(flags.IllegalFlagValueError, match="--kind=ner"):
+        _from_command_line(ExportConfig, ["--model_dir=m", "--export_dir=e", "--kind=ner"])
 
 
 @pytest.mark.slow

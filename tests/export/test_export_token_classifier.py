@@ -61,7 +61,8 @@ def test_in_graph_layout_is_the_offline_layout(model_dir):
 
 def test_served_tags_equal_the_offline_prediction(model_dir, tmp_path):
     _, _, expected = _offline(model_dir)
-    path = export_model_dir(ExportConfig(model_dir=model_dir, kind="token_classification",
+    # No --kind: the model_dir's task.json says what it computes.
+    path = export_model_dir(ExportConfig(model_dir=model_dir,
                                          export_dir=str(tmp_path / "export")))
     served = tf.saved_model.load(path).signatures["serving_default"](text=tf.constant(TEXTS))
     counts = served["num_words"].numpy().tolist()

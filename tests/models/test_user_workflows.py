@@ -68,13 +68,13 @@ def test_tokenizer_output_feeds_every_task_model_as_it_comes(tokenizer):
     one_segment = dict(batch, token_type_ids=np.zeros_like(batch["token_type_ids"]))
     assert np.abs(classifier(one_segment)["hidden"].numpy() -
                   classifier(batch)["hidden"].numpy()).max() > 1e-5
-    # A tokenizer asked for extra outputs: what the model does not read is left alone.
+    # A tokenizer asked for extra outputs: what the model does not read is refused, in one
+    # line naming it and the valid keys (as HuggingFace's model(**batch) refuses a keyword).
     extra = tokenizer(TEXTS, max_length=L, padding="max_length", truncation=True,
                       return_special_tokens_mask=True, return_length=True)
-    np.testing.assert_array_equal(
-        classifier(extra)["logits"].numpy(),
-        classifier({k: extra[k] for k in ("input_ids", "token_type_ids",
-                                          "attention_mask")})["logits"].numpy())
+    with pytest.raises(ValueError, match=r"SequenceClassifier got unknown input key\(s\) "
+                       r"\['length', 'special_tokens_mask'\]; valid keys: \('input_ids'"):
+        classifier(extra)
 
     choices = MultipleChoiceModel(_config(), num_choices=2)
     pairs = {k: v.reshape(2, 2, L) for k, v in batch.items()}  # [B, C, L]
@@ -316,3 +316,45 @@ def test_input_errors_are_one_line_at_every_depth(tokenizer):
     assert "not both" in _one_line_error(lambda: backbone(both))
     assert "unknown input key" in _one_line_error(
         lambda: backbone({**good, "labels": good["input_ids"]}))
+
+
+def _model_classes():
+    """(name, build) of every model class: the backbone, the LM model and each declared
+    task's model with a head and keras-hub-style model (xlnet_tf2/task_registry.py)."""
+    from xlnet_tf2 import task_registry
+
+    builds = {"XLNetModel": lambda: XLNetModel(_config()),
+              "XLNetLMHeadModel": lambda: XLNetLMHeadModel(_config())}
+    arguments = {"SequenceClassifier": (2,), "MultipleChoiceModel": (2,), "SquadModel": (3, 3),
+                 "TokenClassifier": (3,)}
+    keywords = {"XLNetClassifier": {"num_classes": 2}, "XLNetRegressor": {},
+                "XLNetMultipleChoice": {"num_choices": 2}, "XLNetQuestionAnswerer": {},
+                "XLNetTokenClassifier": {"num_labels": 3}}
+    for name in task_registry.model_classes():
+        cls = getattr(xlnet_tf2, name)
+        builds[name] = (lambda cls=cls, name=name: cls(_config(), *arguments[name])
+                        if name in arguments else cls(_config(), **keywords[name]))
+    return builds
+
+
+@pytest.mark.parametrize("name", list(_model_classes()))
+def test_every_model_class_refuses_an_unknown_input_key_before_computing(name):
+    """A misspelt key, or the original XLNet's input_mask (1 = padding), is one line naming
+    the valid keys, raised before the model builds or runs (a task model took both silently
+    and computed without a mask)."""
+    model = _model_classes()[name]()
+    built = model.built
+    ids = np.full((2, 2, L) if "MultipleChoice" in name else (2, L), 5, np.int32)
+    given = {"input_ids": ids, "segment_ids": np.zeros_like(ids), "input_maks": np.ones_like(ids)}
+    message = _one_line_error(lambda: model(given))
+    assert message.startswith(f"{name} got unknown input key(s) ['input_maks']; valid keys: (")
+    valid = message.split("valid keys: ")[1]
+    for key in ("'input_ids'", "'segment_ids'", "'token_type_ids'", "'attention_mask'"):
+        assert key in valid, (key, valid)
+    if not built:  # refused before Keras built a weight
+        assert not model.built and not model.weights
+    original = {"input_ids": ids, "input_mask": np.zeros_like(ids)}
+    assert "(input_mask: the original XLNet's padding mask, 1 = padding: give attention_mask = " \
+           "1 - input_mask)" in _one_line_error(lambda: model(original))
+    assert "unknown input key(s) ['labels']" in _one_line_error(
+        lambda: model({"input_ids": ids, "labels": ids[..., 0]}))

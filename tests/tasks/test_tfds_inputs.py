@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from xlnet_tf2.tasks import text_readers
-from xlnet_tf2.tasks.classification import load_examples
+from xlnet_tf2.tasks.classification import eval_examples, load_examples
 from xlnet_tf2.tasks.errors import TaskDataError
 from xlnet_tf2.tasks.finetune_config import ClassificationConfig
 
@@ -50,15 +50,16 @@ def test_reader_yields_the_rows_of_the_file(data):
 def test_run_settings_read_the_same_examples_as_from_files(data, tmp_path):
     common = dict(model_dir=str(tmp_path / "run"), text_a_column="sentence",
                   label_column="topic")
-    from_tfds = load_examples(ClassificationConfig.flat(
+    tfds_config = ClassificationConfig.flat(
         tfds_name=TOPICS, tfds_train_split="train", tfds_eval_split="dev",
-        tfds_data_dir=data["data_dir"], **common))
-    from_files = load_examples(ClassificationConfig.flat(
-        train_file=data["train_tsv"], eval_file=data["dev_tsv"], **common))
-    train, evaluation, labels, train_source, eval_source = from_tfds
-    assert _content(train) == _content(from_files[0])
-    assert _content(evaluation) == _content(from_files[1])
-    assert labels == from_files[2] == list(TOPIC_NAMES)
+        tfds_data_dir=data["data_dir"], **common)
+    files_config = ClassificationConfig.flat(
+        train_file=data["train_tsv"], eval_file=data["dev_tsv"], **common)
+    train, labels, train_source = load_examples(tfds_config)
+    evaluation, eval_source = eval_examples(tfds_config, regression=False)
+    assert _content(train) == _content(load_examples(files_config)[0])
+    assert _content(evaluation) == _content(eval_examples(files_config, False)[0])
+    assert labels == load_examples(files_config)[1] == list(TOPIC_NAMES)
     assert (train_source, eval_source) == (f"tfds:{TOPICS}[train]", f"tfds:{TOPICS}[dev]")
 
 

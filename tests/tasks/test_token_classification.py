@@ -8,9 +8,9 @@ import tensorflow as tf
 from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.tasks.entities import entity_scores, entity_spans
 from xlnet_tf2.tasks.errors import TaskDataError
+from xlnet_tf2.tasks.losses import token_classification_loss
 from xlnet_tf2.tasks.token_classification import (IGNORE, build_features, label_list_of,
-                                                  read_conll, tag_ids,
-                                                  token_classification_loss, word_tags)
+                                                  read_conll, tag_ids, word_tags)
 
 CONLL = """-DOCSTART- -X- O O
 

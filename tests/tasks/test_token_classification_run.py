@@ -43,6 +43,23 @@ def test_tagger_fine_tunes_evaluates_and_reloads(tmp_path):
     model = HeadModel.from_pretrained(str(run))
     assert type(model).__name__ == "TokenClassifier" and model.num_labels == 3
 
+    # The finished run evaluated on another file (--nodo_train): its metrics, not the stored
+    # best; a tag the model does not know (B-ORG) is one warning line and counts as missed.
+    test = tmp_path / "test.txt"
+    test.write_text(open(_conll(tmp_path / "dev.txt", 12)).read() + "EU B-ORG\nrules O\n\n")
+    evaluated = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "experiments", "run_tagger.py"),
+         "--nodo_train", f"--model_dir={run}", f"--eval_file={test}",
+         f"--feature_cache_dir={tmp_path / 'cache'}"],
+        capture_output=True, text=True, timeout=600, cwd=REPO_ROOT)
+    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    warnings = [line for line in evaluated.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings == [f"warning: {test}: tags ['B-ORG'] (1 word) are not among the model's "
+                        "tags ['O', 'B-LOC', 'B-PER']: scored as missed, as conlleval scores "
+                        "them."], evaluated.stderr[-2000:]
+    metrics = json.loads(evaluated.stdout[evaluated.stdout.index("{"):])["metrics"]
+    assert metrics["recall"] <= 24 / 25 and metrics["f1"] > 0.5, metrics  # 1 of 25 missed
+
 
 @pytest.mark.slow
 def test_bad_tag_line_is_one_error_line_from_the_command(tmp_path):

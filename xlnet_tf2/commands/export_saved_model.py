@@ -1,12 +1,13 @@
 """Exports a model directory as a SavedModel that TF Serving loads: EXPORT_DIR/<version>/ with
 `serving_default` (raw UTF-8 text in) and `serve_token_ids` (int32 ids, segment ids, mask in).
 
-  xlnet-export --model_dir=runs/sst2 --kind=classification --export_dir=exports/sst2
+  xlnet-export --model_dir=runs/sst2 --export_dir=exports/sst2
   xlnet-export --model_dir=runs/pretrain --kind=features --export_dir=exports/features
 
 (from a checkout: python experiments/export_saved_model.py, same flags.) --model_dir is a
-fine-tuning run (its task.json says what it computes), or for --kind=features any model
-directory: a pretraining run, a fine-tuning run or a converted release. Everything needed
+fine-tuning run (its task.json says what it computes: --kind, when given, is only checked
+against it), or for --kind=features any model directory: a pretraining run, a fine-tuning run
+or a converted release. Everything needed
 (architecture, SentencePiece model, weights, sequence length) is read from it. Export runs on
 the host in float32 (the served numbers are the checkpoint's), so this command has no
 --strategy/--tpu/--precision flags; TF Serving picks its own devices. The flags are the

@@ -3,10 +3,14 @@
   xlnet-classify --kind=classification \\
       --train_file=train.tsv --eval_file=dev.tsv --text_a_column=sentence --label_column=label \\
       --init_checkpoint=converted/large --model_dir=runs/sst2 --seq_len=128 --train_steps=1200
+  xlnet-classify --nodo_train --model_dir=runs/sst2 --eval_file=test.tsv \\
+      --text_a_column=sentence --label_column=label     # evaluate a trained model_dir
 
-(from a checkout: python experiments/run_classifier.py, same flags.) --init_checkpoint may be
-a converted release or a pretraining --model_dir: its xlnet_config.json and spiece.model are
-the defaults of --model_config and --spm_model.
+(from a checkout: python experiments/run_classifier.py, same flags.) --init_checkpoint takes
+whatever from_pretrained takes (a converted release, a pretraining --model_dir, a HuggingFace
+directory or hub id, ...): its architecture and spiece.model are the defaults of
+--model_config and --spm_model. With --nodo_train, as every fine-tuning command, it only
+evaluates the trained model in --model_dir.
 
 or `--tfds_name=glue/sst2` instead of the files. Writes checkpoints, best/ (best evaluation),
 best_eval.json, eval_results.jsonl and task.json into --model_dir; export it with
@@ -27,9 +31,9 @@ def run(argv):
     del argv
     config = config_from_flags(ClassificationConfig)
     from xlnet_tf2.tasks.classification import ClassificationTask
-    from xlnet_tf2.training.trainer import run_task
+    from xlnet_tf2.tasks.finetuning import run_finetuning
 
-    print(run_task(ClassificationTask, config).summary(), flush=True)
+    print(run_finetuning(ClassificationTask, config).summary(), flush=True)
 
 
 def main() -> None:

@@ -3,6 +3,7 @@
   xlnet-race --train_path=RACE/train --eval_path=RACE/dev \\
       --init_checkpoint=converted/large \\
       --model_dir=runs/race --seq_len=512 --max_qa_length=128 --train_steps=12000
+  xlnet-race --nodo_train --model_dir=runs/race --eval_path=RACE/test  # evaluate only
 
 (from a checkout: python experiments/run_race.py, same flags.) Every flag is a setting of
 RaceConfig (xlnet_tf2/tasks/finetune_config.py); the task is xlnet_tf2/tasks/race.py.
@@ -21,9 +22,9 @@ def run(argv):
     del argv
     config = config_from_flags(RaceConfig)
     from xlnet_tf2.tasks.race import RaceTask
-    from xlnet_tf2.training.trainer import run_task
+    from xlnet_tf2.tasks.finetuning import run_finetuning
 
-    print(run_task(RaceTask, config).summary(), flush=True)
+    print(run_finetuning(RaceTask, config).summary(), flush=True)
 
 
 def main() -> None:

@@ -14,8 +14,6 @@ evaluation predictions.json, null_odds.json (SQuAD 2.0) and nbest_predictions.js
 (xlnet_tf2/tasks/finetune_config.py); the task is xlnet_tf2/tasks/squad.py.
 """
 
-import json
-
 from xlnet_tf2 import cli
 
 cli.quiet_startup()  # before TensorFlow is imported; --verbosity shows its logs
@@ -28,13 +26,10 @@ define_flags(SquadConfig)
 def run(argv):
     del argv
     config = config_from_flags(SquadConfig)
-    from xlnet_tf2.tasks import squad
-    from xlnet_tf2.training.trainer import run_task
+    from xlnet_tf2.tasks.finetuning import run_finetuning
+    from xlnet_tf2.tasks.squad import SquadTask
 
-    if not config.do_train:
-        print(json.dumps(squad.predict_only(config), indent=2), flush=True)
-        return
-    print(run_task(squad.SquadTask, config).summary(), flush=True)
+    print(run_finetuning(SquadTask, config).summary(), flush=True)
 
 
 def main() -> None:

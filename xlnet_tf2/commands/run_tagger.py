@@ -2,6 +2,7 @@
 
   xlnet-tag --train_file=conll2003/train.txt --eval_file=conll2003/valid.txt \\
       --init_checkpoint=converted/large --model_dir=runs/ner
+  xlnet-tag --nodo_train --model_dir=runs/ner --eval_file=conll2003/test.txt  # evaluate only
 
 (from a checkout: python experiments/run_tagger.py, same flags.) Every flag is a setting of
 TokenClassificationConfig (xlnet_tf2/tasks/token_classification_config.py); the task is
@@ -21,9 +22,9 @@ def run(argv):
     del argv
     config = config_from_flags(TokenClassificationConfig)
     from xlnet_tf2.tasks.token_classification import TokenClassificationTask
-    from xlnet_tf2.training.trainer import run_task
+    from xlnet_tf2.tasks.finetuning import run_finetuning
 
-    print(run_task(TokenClassificationTask, config).summary(), flush=True)
+    print(run_finetuning(TokenClassificationTask, config).summary(), flush=True)
 
 
 def main() -> None:

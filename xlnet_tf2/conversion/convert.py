@@ -25,8 +25,8 @@ import numpy as np
 from xlnet_tf2 import run_dir, task_registry
 from xlnet_tf2.config import ConfigError, XLNetConfig
 from xlnet_tf2.conversion import head_maps
-from xlnet_tf2.conversion.readers import (read_huggingface_directory, read_json,
-                                          read_original_checkpoint)
+from xlnet_tf2.conversion.readers import (read_huggingface_config, read_huggingface_directory,
+                                          read_json, read_original_checkpoint)
 from xlnet_tf2.conversion.to_huggingface import HF_CONFIG
 from xlnet_tf2.conversion.weight_maps import (WeightMismatchError, assign_weights, extra_layers,
                                               huggingface_backbone_map, huggingface_weight_map,
@@ -77,7 +77,7 @@ class ForeignCheckpoint:
     """A released checkpoint as read: `config` its architecture (run-time fields default),
     `settings` the task.json of its head (None: a pretrained model, no head read), `tensors`
     by their stored names, `runtime` the run-time settings of a HuggingFace config (not part
-    of the architecture), `skipped` optimizer/step variables, `notes` for the report."""
+    of the architecture), `skipped` optimizer/step variables."""
     source: str
     checkpoint: str
     config: XLNetConfig
@@ -86,7 +86,6 @@ class ForeignCheckpoint:
     scope: Optional[str] = None
     runtime: dict = dataclasses.field(default_factory=dict)
     skipped: list = dataclasses.field(default_factory=list)
-    notes: list = dataclasses.field(default_factory=list)
 
 
 def read_foreign(source: str, checkpoint: str, config_path: Optional[str] = None,
@@ -99,13 +98,13 @@ def read_foreign(source: str, checkpoint: str, config_path: Optional[str] = None
     are read and checked (head_maps.py names its tensors); without, task-head tensors stay
     unused. Run-time settings of a HuggingFace config (mem_len, reuse_len, bi_data, ...) are
     not part of the architecture: they are in `runtime`, to be passed when loading."""
-    runtime, hf_config, notes, skipped = {}, None, [], []
+    runtime, hf_config, skipped = {}, None, []
     if source == "original":
         config_file = config_path or os.path.join(os.path.dirname(checkpoint), run_dir.ARCH_FILE)
         config_values, tensors, skipped = read_original_checkpoint(checkpoint, config_path)
     else:
         config_file = os.path.join(checkpoint, HF_CONFIG)
-        config_values, runtime, tensors, notes = read_huggingface_directory(checkpoint)
+        config_values, runtime, tensors = read_huggingface_directory(checkpoint)
         hf_config = read_json(config_file)
     try:
         config = XLNetConfig.from_architecture(config_values)
@@ -121,7 +120,17 @@ def read_foreign(source: str, checkpoint: str, config_path: Optional[str] = None
     if head is not None:
         settings, scope = _task_settings(source, head, tensors, hf_config, checkpoint)
     return ForeignCheckpoint(source, checkpoint, config, tensors, settings, scope, runtime,
-                             skipped, notes)
+                             skipped)
+
+
+def huggingface_architecture(directory: str) -> XLNetConfig:
+    """The architecture a HuggingFace `save_pretrained` directory's config.json describes (its
+    weights are not read)."""
+    config_values, _ = read_huggingface_config(directory)
+    try:
+        return XLNetConfig.from_architecture(config_values)
+    except ConfigError as e:
+        raise ConfigError(f"{os.path.join(directory, HF_CONFIG)}: {e}") from None
 
 
 def huggingface_kind(directory: str, kinds: tuple) -> Optional[str]:
@@ -145,7 +154,7 @@ def fill(model, foreign: ForeignCheckpoint, log=logging.info) -> dict:
     (mask_emb, the LM bias) keep their initial values and are listed in "initialized"; tensors
     no variable takes (a head without `head`) in "unused"."""
     source, tensors = foreign.source, foreign.tensors
-    notes = list(foreign.notes)
+    notes = []
     if model.kind == "backbone":
         backbone_map = (original_backbone_map if source == "original"
                         else huggingface_backbone_map)

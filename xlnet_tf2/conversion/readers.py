@@ -7,7 +7,6 @@ arrays keyed by the source's own tensor names.
 from __future__ import annotations
 
 import os
-import warnings
 from typing import Dict, Optional, Tuple
 
 import numpy as np
@@ -73,51 +72,43 @@ _HF_RUNTIME_KEYS = {
     "bi_data": "bi_data", "clamp_len": "clamp_len", "same_length": "same_length",
     "dropout": "dropout",
 }
-# HuggingFace's "gelu" is the exact erf GELU and "gelu_new" the tanh form the original XLNet
-# was trained with. Our model implements the original's tanh GELU for both.
-_HF_ACTIVATIONS = {"gelu": "gelu", "gelu_new": "gelu", "gelu_pytorch_tanh": "gelu", "relu": "relu"}
-# The sizes: max |erf GELU - tanh GELU| over all inputs is 4.7e-4 (at |x| = 2.7). The logits
-# of HF's tiny random 2-layer models (weights N(0, 0.1), 4 x 64 random tokens) with "gelu" and
-# with "gelu_new" differ by at most 2.2e-4..2.4e-4 at width 32 and 5.6e-4..8.1e-4 at width 64
-# (14 models measured); the difference grows with width (tests/test_hub.py checks the size on
-# this project's loaded model).
-ERF_GELU_NOTE = (
-    "A HuggingFace config.json sets ff_activation 'gelu', the exact erf GELU; this model "
-    "computes the original XLNet's tanh approximation (what the released checkpoints were "
-    "trained with, though HF's copies of them say 'gelu'). The two functions differ by at most "
-    "4.7e-4; on tiny random 2-layer models (width 32 to 64) the logits moved by about 2e-4 "
-    "to 8e-4 at most, more for wider models. Set "
-    "\"ff_activation\": \"gelu_new\" in config.json when the weights were trained with the tanh "
-    "form (as the released XLNet models were) to state it and silence this warning.")
+# HuggingFace's activation names -> ours (config.ACTIVATIONS): its "gelu" is the exact erf
+# GELU, its "gelu_new" (and "gelu_pytorch_tanh") the tanh form the original XLNet was trained
+# with, which the original's xlnet_config.json calls "gelu". Each converts to the function
+# HuggingFace computes, so a converted model gives HuggingFace's numbers (and writing one back
+# gives the first name here of its function: to_huggingface.py).
+HF_ACTIVATIONS = {"gelu": "gelu_erf", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                  "relu": "relu"}
 
 
-def read_huggingface_directory(directory: str
-                               ) -> Tuple[dict, dict, Dict[str, np.ndarray], list]:
-    """Reads a `save_pretrained` directory: config.json plus model.safetensors (read without
-    torch) or pytorch_model.bin (needs torch).
-
-    Returns (architecture values, run-time settings the config sets, tensors keyed like
-    XLNetLMHeadModel's state dict, notes).
-    """
+def read_huggingface_config(directory: str) -> Tuple[dict, dict]:
+    """A `save_pretrained` directory's config.json in our names: (architecture values,
+    run-time settings the config sets)."""
     hf = read_json(os.path.join(directory, "config.json"))
-    notes = []
     config_values = {}
     for hf_key, our_key in _HF_CONFIG_KEYS.items():
         if hf_key in hf and hf[hf_key] is not None:
             config_values[our_key] = hf[hf_key]
     if "d_head" not in config_values and "d_model" in config_values and "n_head" in config_values:
         config_values["d_head"] = config_values["d_model"] // config_values["n_head"]
-    activation = config_values.get("ff_activation", "gelu")
-    if activation not in _HF_ACTIVATIONS:
-        raise CheckpointReadError(f"{directory}/config.json: unsupported ff_activation {activation!r}.")
-    if activation == "gelu":
-        notes.append(ERF_GELU_NOTE)
-        # Shown on stderr once per process (Python's default filter for a fixed message).
-        warnings.warn(ERF_GELU_NOTE, UserWarning, stacklevel=2)
-    config_values["ff_activation"] = _HF_ACTIVATIONS[activation]
+    activation = config_values.get("ff_activation", "gelu")  # transformers' default
+    if activation not in HF_ACTIVATIONS:
+        raise CheckpointReadError(f"{directory}/config.json: ff_activation {activation!r} has "
+                                  f"no counterpart here (known: {sorted(HF_ACTIVATIONS)}).")
+    config_values["ff_activation"] = HF_ACTIVATIONS[activation]
     runtime = {our_key: hf[hf_key] for hf_key, our_key in _HF_RUNTIME_KEYS.items()
                if hf.get(hf_key) is not None}
+    return config_values, runtime
 
+
+def read_huggingface_directory(directory: str) -> Tuple[dict, dict, Dict[str, np.ndarray]]:
+    """Reads a `save_pretrained` directory: config.json (read_huggingface_config) plus
+    model.safetensors (read without torch) or pytorch_model.bin (needs torch).
+
+    Returns (architecture values, run-time settings the config sets, tensors keyed like
+    XLNetLMHeadModel's state dict).
+    """
+    config_values, runtime = read_huggingface_config(directory)
     safetensors_path = os.path.join(directory, "model.safetensors")
     bin_path = os.path.join(directory, "pytorch_model.bin")
     if tf.io.gfile.exists(safetensors_path):
@@ -142,5 +133,4 @@ def read_huggingface_directory(directory: str
     # A bare XLNetModel is saved without the "transformer." prefix.
     if not any(k.startswith("transformer.") for k in tensors):
         tensors = {("transformer." + k): v for k, v in tensors.items()}
-    return (config_values, runtime, {k: np.asarray(v, np.float32) for k, v in tensors.items()},
-            notes)
+    return config_values, runtime, {k: np.asarray(v, np.float32) for k, v in tensors.items()}

@@ -17,6 +17,7 @@ import tensorflow as tf
 from xlnet_tf2 import fileio, run_dir, task_registry
 from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.conversion.head_maps import huggingface_head_map
+from xlnet_tf2.conversion.readers import HF_ACTIVATIONS
 from xlnet_tf2.conversion.weight_maps import huggingface_backbone_map, huggingface_weight_map
 
 # transformers' class of each model kind: the backbone, the LM model, and each declared
@@ -25,8 +26,13 @@ ARCHITECTURES = {"lm": "XLNetLMHeadModel", "backbone": "XLNetModel",
                  **{d.name: d.huggingface_architecture for d in task_registry.declared_tasks()}}
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
-_ACTIVATIONS = {"gelu": "gelu_new", "relu": "relu"}  # ours -> HuggingFace's name
 _TIED_BIASES = ("r_w_bias", "r_r_bias", "r_s_bias")
+
+
+def huggingface_activation(ff_activation: str) -> str:
+    """HuggingFace's name of our activation: the first of readers.HF_ACTIVATIONS that reads as
+    it (the tanh GELU is "gelu_new": HuggingFace's "gelu" is the erf form, our "gelu_erf")."""
+    return next(hf for hf, ours in HF_ACTIVATIONS.items() if ours == ff_activation)
 
 
 def huggingface_state(model) -> Dict[str, np.ndarray]:
@@ -62,7 +68,7 @@ def huggingface_config(model, label_list: Optional[Sequence[str]] = None) -> dic
         "architectures": [ARCHITECTURES[kind]], "model_type": "xlnet",
         "vocab_size": c.n_token, "d_model": c.d_model, "n_layer": c.n_layer,
         "n_head": c.n_head, "d_head": c.d_head, "d_inner": c.d_inner,
-        "ff_activation": _ACTIVATIONS[c.ff_activation], "untie_r": c.untie_r,
+        "ff_activation": huggingface_activation(c.ff_activation), "untie_r": c.untie_r,
         "attn_type": c.attn_type, "bi_data": c.bi_data, "clamp_len": c.clamp_len,
         "same_length": c.same_length, "mem_len": c.mem_len or None,
         "reuse_len": c.reuse_len or None, "dropout": c.dropout,
@@ -109,8 +115,9 @@ def save_huggingface(model, output_dir: str, spm_model: Union[str, bytes, None] 
       SquadModel                               -> XLNetForQuestionAnswering
 
     The weights are those of the HuggingFace weight maps (weight_maps.py, head_maps.py) run
-    backwards, so HF -> ours -> HF gives every tensor back bit for bit. Our GELU is the
-    original's tanh form: the config says "gelu_new" (HuggingFace's "gelu" is the erf form).
+    backwards, so HF -> ours -> HF gives every tensor back bit for bit. The activation is
+    the same function under HuggingFace's name: our "gelu_tanh" (the original's) is
+    "gelu_new", our "gelu_erf" is HuggingFace's "gelu".
 
     What HuggingFace computes differently on the same weights (checked in
     tests/conversion/test_to_huggingface.py):

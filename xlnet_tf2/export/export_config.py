@@ -43,10 +43,11 @@ class ExportConfig:
         f"{', '.join(sorted({d.command for d in task_registry.declared_tasks()}))}) or by "
         "xlnet-convert --kind, or for --kind=features any model directory (pretraining run, "
         "fine-tuning run or converted release).", required=True)
-    kind: str = setting(
-        None, "What the exported model computes: a fine-tuned model's kind, which must match "
-        "the model_dir's task.json, or features (the backbone's, of any model directory). "
-        "(Formerly --task.)", choices=EXPORT_KINDS, required=True, old_names=("task",))
+    kind: Optional[str] = setting(
+        None, "What the exported model computes. Default: the model_dir's kind (its "
+        "task.json). Given, a fine-tuned model's kind must be task.json's (it is only "
+        "checked), or features exports the backbone's features of any model directory. "
+        "(Formerly --task.)", choices=EXPORT_KINDS, old_names=("task",))
     export_dir: str = setting(
         None, "Base directory; the SavedModel goes to EXPORT_DIR/<version>/.", required=True)
     version: Optional[int] = setting(
@@ -63,8 +64,8 @@ class ExportConfig:
         check_non_negative(self, "version")
         check_feature_seq_len(self)
         if self.seq_len is not None and self.kind != "features":
-            raise RunConfigError(f"--seq_len is for --kind=features only; a --kind={self.kind} "
-                                 "export takes the seq_len its model was fine-tuned with (its "
+            raise RunConfigError("--seq_len is for --kind=features only; a fine-tuned model's "
+                                 "export takes the seq_len it was fine-tuned with (its "
                                  "task.json).")
 
 

@@ -200,5 +200,6 @@ def export_model_dir(config: ExportConfig) -> str:
     model, spec, spm_model = load_task_model(config.model_dir, config.kind, config.checkpoint)
     if config.seq_len and config.kind == "features":
         spec = spec.replace(seq_len=config.seq_len)
-    return export(ServingModule(config.kind, model, spec, spm_model), config.export_dir,
+    kind = config.kind or spec.kind  # task.json's unless --kind=features
+    return export(ServingModule(kind, model, spec, spm_model), config.export_dir,
                   config.version)

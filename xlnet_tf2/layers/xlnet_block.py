@@ -62,15 +62,22 @@ def gelu_tanh(x):
     return keras.activations.gelu(x, approximate=True)
 
 
-_ACTIVATIONS = {"gelu": gelu_tanh, "relu": tf.nn.relu}
+def gelu_erf(x):
+    """GELU, exact: x * Phi(x) with the erf (HuggingFace's `gelu`)."""
+    return keras.activations.gelu(x, approximate=False)
+
+
+# config.ACTIVATIONS' functions (XLNetConfig reads the original's "gelu" as "gelu_tanh").
+_ACTIVATIONS = {"gelu_tanh": gelu_tanh, "gelu_erf": gelu_erf, "relu": tf.nn.relu}
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class PositionwiseFeedForward(keras.layers.Layer):
     """x [B, L, D] -> LayerNorm(x + dropout(layer_2(dropout(act(layer_1(x))))))."""
 
-    def __init__(self, d_model: int, d_inner: int, activation: str = "gelu", dropout: float = 0.0,
-                 initializer_range: float = 0.02, layer_norm_epsilon: float = 1e-12, **kwargs):
+    def __init__(self, d_model: int, d_inner: int, activation: str = "gelu_tanh",
+                 dropout: float = 0.0, initializer_range: float = 0.02,
+                 layer_norm_epsilon: float = 1e-12, **kwargs):
         super().__init__(**kwargs)
         if activation not in _ACTIVATIONS:
             raise ValueError(f"Unsupported ff_activation {activation!r}; use one of {sorted(_ACTIVATIONS)}.")
@@ -125,7 +132,7 @@ class XLNetBlock(keras.layers.Layer):
     """
 
     def __init__(self, d_model: int, n_head: int, d_head: int, d_inner: int,
-                 ff_activation: str = "gelu", dropout: float = 0.0, dropatt: float = 0.0,
+                 ff_activation: str = "gelu_tanh", dropout: float = 0.0, dropatt: float = 0.0,
                  initializer_range: float = 0.02, own_biases: bool = True, layer_index: int = 0,
                  **kwargs):
         super().__init__(**kwargs)

@@ -64,9 +64,10 @@ class HeadModel(KeywordInputs, keras.Model):
                                          [B, L], optional (no segment information)
       attention_mask (1 = real token)    [B, L], optional (all ones: no padding)
     SQuAD adds p_mask (1 = cannot be in an answer) [B, L] and cls_index [B]; multiple choice
-    takes [B, C, L] for each of the token inputs. Keys a model does not read (a tokenizer's
-    special_tokens_mask, ...) are ignored. The losses of each task are in
-    xlnet_tf2/tasks/losses.py.
+    takes [B, C, L] for each of the token inputs. A key the model does not read (`INPUT_KEYS`:
+    a misspelt name, a tokenizer's special_tokens_mask, the original's input_mask) is refused
+    in one line naming the valid keys (xlnet_model.check_input_keys), as the backbone refuses
+    it. The losses of each task are in xlnet_tf2/tasks/losses.py.
 
     As Keras models, the task models returning a dict of outputs train on their main output
     (`MAIN_OUTPUT`, the logits) when `compile(loss=..., metrics=[...])` is given plain labels:
@@ -87,6 +88,8 @@ class HeadModel(KeywordInputs, keras.Model):
 
     # The output compile's losses and metrics apply to when labels are not a dict (None: all).
     MAIN_OUTPUT: Optional[str] = "logits"
+    # The input keys a call reads (a subclass adds its own).
+    INPUT_KEYS: tuple = TOKEN_INPUTS
     # The kinds (task names) whose declaration names this class (set by __init_subclass__).
     KINDS: tuple = ()
 

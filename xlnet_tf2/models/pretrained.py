@@ -25,7 +25,9 @@ given, so nothing here imports a model class (they import this module). A model 
 is by its `kind` ("backbone", "lm", or task.json's kind: a fine-tuning task's name); a task
 model class serves the kinds whose tasks' declarations name it (`KINDS`,
 xlnet_tf2/task_registry.py). The trained model_dir of a command is read through it too
-(tasks/finetuned_model.py's `load_task_model`).
+(tasks/finetuned_model.py's `load_task_model`), and every command's --init_checkpoint
+(`read_weights`, called by `training/checkpointing.py` for pretraining and
+`tasks/finetuning.py` for fine-tuning).
 """
 
 from __future__ import annotations
@@ -37,9 +39,12 @@ from typing import Callable, Dict, Optional
 
 from xlnet_tf2 import fileio, run_dir, task_registry
 from xlnet_tf2.config import RUNTIME_KEYS, XLNetConfig
-from xlnet_tf2.conversion.convert import HeadOptions, fill, huggingface_kind, read_foreign
+from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.conversion.convert import (HeadOptions, fill, huggingface_architecture,
+                                          huggingface_kind, read_foreign)
 from xlnet_tf2.conversion.to_huggingface import save_huggingface
-from xlnet_tf2.locate import ORIGINAL_PREFIX, PRETRAINED, PretrainedNotFoundError, resolve
+from xlnet_tf2.locate import (ORIGINAL_PREFIX, PRETRAINED, PretrainedNotFoundError, Resolved,
+                              resolve)
 from xlnet_tf2.models import saving
 
 FORMATS = ("xlnet_tf2", "huggingface")
@@ -210,13 +215,82 @@ class _Source:
         return self.layout == "converted" and fileio.exists(
             os.path.join(self.directory, run_dir.TASK_FILE))
 
-    def read(self, model, which: str = "best") -> None:
+    def read(self, model, which: str = "best", prefix: Optional[str] = None,
+             source: str = "checkpoint") -> str:
+        """Reads the weights into `model` (ours: `prefix`, else the directory's checkpoint,
+        `which` of a task directory; `source` names it in errors); returns what was read (a
+        checkpoint prefix, or the directory of a release converted in memory)."""
         if self.foreign is not None:
             fill(model, self.foreign, _log)
-        elif self.is_head_directory():  # a task model's backbone, its head left out
-            saving.restore_weights(model, saving.task_checkpoint(self.directory, which))
-        else:
-            saving.restore_weights(model, self.directory)
+            return self.directory
+        if prefix is None and self.is_head_directory():  # a task model's backbone alone
+            prefix = saving.task_checkpoint(self.directory, which)
+        return saving.restore_weights(model, prefix or self.directory, source=source)
+
+
+def _checkpoint_prefix(name_or_dir: str) -> Optional[str]:
+    """`name_or_dir` when it is one of our checkpoint prefixes (DIR/ckpt-1000), else None."""
+    if not fileio.isdir(name_or_dir) and fileio.exists(name_or_dir + ".index"):
+        return name_or_dir
+    return None
+
+
+def model_directory(name_or_dir: str, source: Optional[str] = None) -> Resolved:
+    """Where `load` reads `name_or_dir` from (locate.resolve: a directory of any layout, a
+    hub id, a release name, each as a local directory with its layout); one of our
+    checkpoint prefixes (DIR/ckpt-1000) stands for its directory, which holds the
+    architecture (xlnet_config.json) and the SentencePiece model. `source` (a flag) opens
+    the error of a name that gives no model: `load`'s message after `--flag='name': `."""
+    try:
+        prefix = _checkpoint_prefix(name_or_dir)
+        if prefix is None:
+            return resolve(name_or_dir)
+        directory = run_dir.directory_of(prefix)
+        if not fileio.exists(os.path.join(directory, run_dir.ARCH_FILE)):
+            raise PretrainedNotFoundError(f"{directory} holds no {run_dir.ARCH_FILE} beside "
+                                          f"the checkpoint {prefix}: its architecture is not "
+                                          "known.")
+        return Resolved(directory, "converted")
+    except PretrainedNotFoundError as e:
+        if source is None:
+            raise
+        raise PretrainedNotFoundError(f"{source}={name_or_dir!r}: {e}") from None
+
+
+def architecture(name_or_dir: str, source: Optional[str] = "--init_checkpoint",
+                 **runtime) -> XLNetConfig:
+    """The architecture `load` builds for `name_or_dir` (anything it takes, or one of our
+    checkpoint prefixes), with `runtime` settings; no weight is read."""
+    resolved = model_directory(name_or_dir, source)
+    if resolved.layout == "huggingface":
+        return XLNetConfig.from_architecture(
+            huggingface_architecture(resolved.directory).architecture(), **runtime)
+    return XLNetConfig.from_json_file(os.path.join(resolved.directory, run_dir.ARCH_FILE),
+                                      **runtime)
+
+
+def read_weights(model, name_or_dir: str, *, which: str = "best",
+                 source: str = "--init_checkpoint") -> str:
+    """The weights `name_or_dir` holds read into `model`, built: an XLNetModel (a task
+    model's backbone) or an XLNetLMHeadModel. What every command's --init_checkpoint reads
+    (pretraining's LM model, fine-tuning's backbone), so they take what `load` takes, resolved
+    and read the same way: our directories (a converted release, a pretraining run's latest
+    checkpoint, a task directory's backbone at its `which` checkpoint), HuggingFace
+    directories and hub ids, release names, original releases (converted in memory), and
+    also one of our checkpoint prefixes (DIR/ckpt-1000). Values the model does not have (an
+    LM bias for a backbone, a head, optimizer slots) are left. Errors are `load`'s, after
+    `source` (the flag); an architecture other than `model.config`'s is RunConfigError
+    naming the keys. Returns what was read: a checkpoint prefix, or the directory of a
+    release converted in memory."""
+    found = _Source(model_directory(name_or_dir, source), {})
+    ours, theirs = model.config.architecture(), found.config.architecture()
+    differ = [f"{k} {theirs.get(k)!r} (the run's {ours[k]!r})" for k in ours
+              if theirs.get(k) != ours[k]]
+    if differ:
+        raise RunConfigError(f"{source}={name_or_dir!r} holds another architecture than the "
+                             f"model it initializes: {', '.join(differ)}; give the run that "
+                             "model's architecture (--model_config).")
+    return found.read(model, which, _checkpoint_prefix(name_or_dir), source=source)
 
 
 def foreign_checkpoint(layout: str, directory: str, head: Optional[HeadOptions] = None):

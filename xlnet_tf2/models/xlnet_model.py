@@ -48,11 +48,38 @@ class ModelInputError(ValueError):
 # Keyword arguments of a model call that are not inputs.
 CALL_OPTIONS = ("training", "output_hidden_states", "mask", "plan")
 
+# Input keys of other projects with another meaning, and what to give instead.
+_FOREIGN_KEYS = {"input_mask": "the original XLNet's padding mask, 1 = padding: give "
+                               "attention_mask = 1 - input_mask"}
+
+
+def check_input_keys(model_name: str, inputs, valid) -> None:
+    """The one rule of every model's inputs: a dict key the model does not read (a misspelt
+    name, another project's input_mask) raises ModelInputError in one line naming the valid
+    keys, before anything is computed; ignored, it would leave the model computing without
+    what the caller meant to give (a padding mask)."""
+    if not isinstance(inputs, dict):
+        return
+    unknown = sorted(set(inputs) - set(valid))
+    if unknown:
+        hints = "".join(f" ({k}: {_FOREIGN_KEYS[k]})" for k in unknown if k in _FOREIGN_KEYS)
+        raise ModelInputError(f"{model_name} got unknown input key(s) {unknown}{hints}; valid "
+                              f"keys: {tuple(valid)}.")
+
+
+def model_inputs(model, features) -> dict:
+    """The entries of `features` that `model` reads (its INPUT_KEYS): a task's feature dict
+    holds its labels beside the model inputs."""
+    return {k: v for k, v in features.items() if k in model.INPUT_KEYS}
+
 
 class KeywordInputs:
     """Mixin of the models: `model(**batch)` (HuggingFace's call) means `model(batch)`. The
     keywords are gathered before Keras sees the call, so `call` keeps its one input dict (Keras
-    builds and traces it from that)."""
+    builds and traces it from that). Its keys are checked against the class's `INPUT_KEYS`
+    (check_input_keys) before Keras builds or runs anything."""
+
+    INPUT_KEYS: tuple = INPUT_KEYS
 
     def __call__(self, inputs=None, *args, **kwargs):
         # The keywords that are not CALL_OPTIONS become the input dict (not both).
@@ -67,6 +94,7 @@ class KeywordInputs:
             raise ModelInputError(f"{model_name} needs its inputs: a dict (model(batch)) or "
                                   "keywords (model(**batch)) with input_ids.")
         inputs = dict(keywords) if inputs is None else inputs
+        check_input_keys(model_name, inputs, self.INPUT_KEYS)
         return super().__call__(inputs, *args, **options)
 
 
@@ -187,10 +215,6 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
         implementation, the dropout keys); None: this machine's plan."""
         c = self.config
         plan = plan_or_default(plan)
-        unknown = sorted(set(inputs) - set(INPUT_KEYS))
-        if unknown:
-            raise ModelInputError(f"XLNetModel got unknown input key(s) {unknown}; valid keys: "
-                                  f"{INPUT_KEYS}.")
         if "input_ids" not in inputs:
             raise ModelInputError("XLNetModel needs inputs['input_ids'] (int32 [batch, "
                                   "seq_len]).")

@@ -24,7 +24,7 @@ from __future__ import annotations
 import keras
 import tensorflow as tf
 
-from xlnet_tf2.models.head_model import HeadModel, token_inputs
+from xlnet_tf2.models.head_model import TOKEN_INPUTS, HeadModel, token_inputs
 from xlnet_tf2.models.heads import SquadHead
 from xlnet_tf2.models.model_with_preprocessor import (ModelWithPreprocessor, cast_token_inputs,
                                                       head_setting, resolve_config)
@@ -77,6 +77,8 @@ class SquadModel(HeadModel):
         inputs.update(p_mask=tf.zeros([batch_size, seq_len], tf.int32),
                       cls_index=tf.fill([batch_size], seq_len - 1))
         return inputs
+
+    INPUT_KEYS = TOKEN_INPUTS + ("p_mask", "cls_index", "start_positions")
 
     def call(self, inputs, training=None, plan=None):
         missing = sorted({"p_mask", "cls_index"} - set(inputs if isinstance(inputs, dict) else ()))

@@ -49,34 +49,65 @@ def evaluate(model, features: Dict[str, np.ndarray], batch_size: int, regression
     return metrics_lib.classification_metrics(features["label"], logits.argmax(-1), num_classes)
 
 
+def _columns(config: ClassificationConfig, regression: bool):
+    return (config.text_a_column, config.text_b_column, config.label_column, regression)
+
+
 def load_examples(config: ClassificationConfig):
-    """(train examples, eval examples, label list or None, train source, eval source) of the
-    files or the TFDS dataset the config names."""
+    """(train examples, label list or None, train source) of the files or the TFDS dataset
+    the config names."""
     c = config
     regression = c.kind == "regression"
-    columns = (c.text_a_column, c.text_b_column, c.label_column, regression)
     if c.tfds_name:
-        train, names = text_readers.read_tfds(c.tfds_name, c.tfds_train_split, *columns,
-                                              c.tfds_data_dir)
-        eval_split = (c.tfds_eval_split
-                      or text_readers.TFDS_DEFAULTS.get(c.tfds_name, (0, 0, 0, None))[3])
-        evaluation, _ = (text_readers.read_tfds(c.tfds_name, eval_split, *columns,
-                                                c.tfds_data_dir)
-                         if eval_split else ([], None))
+        train, names = text_readers.read_tfds(c.tfds_name, c.tfds_train_split,
+                                              *_columns(c, regression), c.tfds_data_dir)
         train = [e for e in train if e.label is not None]
-        evaluation = [e for e in evaluation if e.label is not None]
-        return (train, evaluation, list(c.labels) if c.labels else names,
-                f"tfds:{c.tfds_name}[{c.tfds_train_split}]", f"tfds:{c.tfds_name}[{eval_split}]")
+        return (train, list(c.labels) if c.labels else names,
+                f"tfds:{c.tfds_name}[{c.tfds_train_split}]")
     if not c.train_file:
         raise RunConfigError("Give --train_file (TSV/CSV/JSONL) or --tfds_name.")
     if not c.text_a_column or not c.label_column:
         raise RunConfigError("Local files need --text_a_column and --label_column.")
-    train = text_readers.read_text_file(c.train_file, *columns)
-    evaluation = text_readers.read_text_file(c.eval_file, *columns) if c.eval_file else []
+    train = text_readers.read_text_file(c.train_file, *_columns(c, regression))
     label_list = None
     if not regression:
         label_list = list(c.labels) if c.labels else sorted({e.label for e in train})
-    return train, evaluation, label_list, c.train_file, c.eval_file
+    return train, label_list, c.train_file
+
+
+def eval_examples(config: ClassificationConfig, regression: bool):
+    """(evaluation examples, their source) of --eval_file or the TFDS evaluation split
+    (default the dataset's validation split); ([], None) when there are none."""
+    c = config
+    if c.tfds_name:
+        split = (c.tfds_eval_split
+                 or text_readers.TFDS_DEFAULTS.get(c.tfds_name, (0, 0, 0, None))[3])
+        if not split:
+            return [], None
+        examples, _ = text_readers.read_tfds(c.tfds_name, split, *_columns(c, regression),
+                                             c.tfds_data_dir)
+        return [e for e in examples if e.label is not None], f"tfds:{c.tfds_name}[{split}]"
+    if not c.eval_file:
+        return [], None
+    if not c.text_a_column or not c.label_column:
+        raise RunConfigError("Local files need --text_a_column and --label_column.")
+    return text_readers.read_text_file(c.eval_file, *_columns(c, regression)), c.eval_file
+
+
+def cached_features(name: str, examples, source: str, spec: HeadSpec,
+                    tokenizer: SentencePieceTokenizer, config: ClassificationConfig):
+    """The features of `examples` laid out as `spec` says, with their labels (checked every
+    run: errors name the record), through the feature cache."""
+    regression = spec.kind == "regression"
+    labels = ([e.label for e in examples] if regression
+              else text_readers.label_ids(examples, spec.label_list, source))
+    return feature_cache.cached_features(
+        name, {"examples": feature_cache.examples_fingerprint(examples),
+               "spm": tokenizer.checksum, "spec": dataclasses.asdict(spec),
+               "regression": regression},
+        lambda: build_features(examples, tokenizer, spec.seq_len, spec.layout, labels,
+                               regression),
+        config.feature_cache_dir, distribution.is_chief(tf.distribute.get_strategy()))
 
 
 class ClassificationTask(FinetuneTask):
@@ -84,50 +115,39 @@ class ClassificationTask(FinetuneTask):
     examples (files or TFDS), tokenizes them once (feature cache), and trains a
     SequenceClassifier, evaluating accuracy/F1/MCC or Pearson/Spearman."""
 
+    EVALUATION_DATA = "--eval_file (or --tfds_name with an evaluation split)"
+
     def __init__(self, config: ClassificationConfig):
         regression = config.kind == "regression"
         xlnet_config, spm_model = backbone_config(config), spm_model_of(config)
-        train_examples, eval_examples, label_list, train_source, eval_source = \
-            load_examples(config)
+        train_examples, label_list, train_source = load_examples(config)
         spec = HeadSpec(kind=config.kind, seq_len=config.seq_len,
                         summary_type=config.summary_type,
                         layout=layout_for_summary(config.summary_type), label_list=label_list,
                         paired=any(e.text_b is not None for e in train_examples),
                         lower=config.lower)
         tokenizer = backbone_tokenizer(spm_model, spec.lower, xlnet_config)
-        is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
-
-        def labels_of(examples, source):
-            if regression:
-                return [e.label for e in examples]
-            return text_readers.label_ids(examples, spec.label_list, source)
-
-        def features_of(name, examples, source):
-            labels = labels_of(examples, source)  # checked every run: errors name the record
-            return feature_cache.cached_features(
-                name, {"examples": feature_cache.examples_fingerprint(examples), "spm": tokenizer.checksum,
-                       "spec": dataclasses.asdict(spec), "regression": regression},
-                lambda: build_features(examples, tokenizer, spec.seq_len, spec.layout, labels,
-                                       regression),
-                config.feature_cache_dir, is_chief)
-
-        train = features_of("train", train_examples, train_source)
-        evaluation = (features_of("eval", eval_examples, eval_source) if eval_examples
-                      else None)
+        train = cached_features("train", train_examples, train_source, spec, tokenizer, config)
         num_outputs = 1 if regression else len(spec.label_list)
 
         def model_fn():
             return SequenceClassifier(xlnet_config, num_outputs, spec.summary_type,
                                       head_dropout=config.head_dropout)
 
-        eval_fn = None
-        if evaluation is not None:
-            def eval_fn(model):
-                return evaluate(model, evaluation, config.eval_batch_size, regression,
-                                num_outputs)
-
         super().__init__(
             config, model_fn=model_fn, loss_fn=regression_loss if regression
             else classification_loss,
             dataset_fn=global_batches_fn(train, config.train_batch_size, config.seed),
-            eval_fn=eval_fn, seq_len=spec.seq_len, spec=spec, spm_model=spm_model)
+            eval_fn=self.evaluation(config, spec, tokenizer), seq_len=spec.seq_len, spec=spec,
+            spm_model=spm_model)
+
+    @classmethod
+    def evaluation(cls, config: ClassificationConfig, spec: HeadSpec, tokenizer):
+        regression = spec.kind == "regression"
+        examples, source = eval_examples(config, regression)
+        if not examples:
+            return None
+        features = cached_features("eval", examples, source, spec, tokenizer, config)
+        num_outputs = 1 if regression else len(spec.label_list)
+        return lambda model: evaluate(model, features, config.eval_batch_size, regression,
+                                      num_outputs)

@@ -4,7 +4,7 @@ policy on the field). This module imports no TensorFlow, so `--help` stays fast.
 
     FinetuneConfig                    what every fine-tuning task shares
       init_checkpoint, model_config, spm_model, seq_len, eval_batch_size, eval_every,
-      best_metric, layer_decay, head_dropout, lower, feature_cache_dir
+      best_metric, layer_decay, head_dropout, lower, do_train, checkpoint, feature_cache_dir
       loop          FinetuneLoopConfig       pretraining's LoopConfig, fine-tuning defaults
       optimizer     FinetuneOptimizerConfig  pretraining's OptimizerConfig, fine-tuning defaults
       model         DropoutConfig            the backbone's dropout
@@ -89,19 +89,21 @@ class FinetuneConfig:
     """Settings of one fine-tuning run (classification, regression, SQuAD, RACE)."""
 
     init_checkpoint: Optional[str] = setting(
-        None, "Backbone weights to start from: a pretraining --model_dir, a converted release "
-        "directory, or a checkpoint prefix. Its directory also supplies the defaults of "
-        "--model_config (xlnet_config.json) and --spm_model (spiece.model). Unset: random "
-        "initialization (then --model_config and --spm_model are required). Once the run has "
-        "checkpoints they are what it resumes from, so this may then change (the run may be "
-        "moved with it).", resume="warn")
+        None, "Backbone weights to start from: whatever from_pretrained takes (a pretraining "
+        "--model_dir, a converted release, a fine-tuning --model_dir's backbone at its best "
+        "checkpoint, a HuggingFace directory or hub id, a release name such as "
+        "xlnet-base-cased, an original release directory) or a checkpoint prefix "
+        "(DIR/ckpt-1000). Its architecture and spiece.model are the defaults of --model_config "
+        "and --spm_model. Unset: random initialization (then --model_config and --spm_model "
+        "are required). Once the run has checkpoints they are what it resumes from, so this "
+        "may then change (the run may be moved with it).", resume="warn")
     model_config: Optional[str] = setting(
         None, "The backbone architecture: a preset name (base, large, tiny) or the path of an "
         "xlnet_config.json (original or ours; only its architecture keys are used). Default: "
-        "the xlnet_config.json beside --init_checkpoint.")
+        "--init_checkpoint's.")
     spm_model: Optional[str] = setting(
         None, "The SentencePiece model (spiece.model) the backbone was pretrained with; it is "
-        "copied into --model_dir. Default: the spiece.model beside --init_checkpoint.",
+        "copied into --model_dir. Default: the spiece.model of --init_checkpoint's model.",
         resume="free")
     seq_len: int = setting(
         128, "Tokens per example, special tokens included; longer inputs are truncated from "
@@ -123,6 +125,15 @@ class FinetuneConfig:
     head_dropout: float = setting(
         0.1, "Dropout rate in the task head.", resume="warn")
     lower: bool = setting(False, "Lowercase text (only for uncased models).")
+    do_train: bool = setting(
+        True, "Train (the default). With --nodo_train, only evaluate the trained model in "
+        "--model_dir on the evaluation data (the command's evaluation file, or its TFDS "
+        "evaluation split), laid out as its task.json says, with its spiece.model, and print "
+        "the metrics; nothing is trained or written into --model_dir (SQuAD writes its "
+        "prediction files into --output_dir).", resume="free")
+    checkpoint: str = setting(
+        "best", "With --nodo_train: evaluate the best-evaluation weights (best/) or the latest "
+        "training checkpoint.", choices=("best", "latest"), resume="free")
     feature_cache_dir: Optional[str] = setting(
         None, "Where tokenized features are cached as TFRecords, so the same data is tokenized "
         "once across runs and workers (default: $XLNET_TF2_CACHE or "
@@ -233,17 +244,10 @@ class SquadConfig(FinetuneConfig):
 
     train_file: Optional[str] = setting(
         None, "Training data: a SQuAD-format JSON file (train-v1.1.json or train-v2.0.json). "
-        "Required when --do_train.", resume="warn")
+        "Required when training.", resume="warn")
     predict_file: Optional[str] = setting(
         None, "Evaluation data: a SQuAD-format JSON file (dev-v1.1.json or dev-v2.0.json); "
         "predicted and scored with the official metrics at every evaluation.", resume="free")
-    do_train: bool = setting(
-        True, "Train on --train_file. When false, only predict and evaluate --predict_file "
-        "with the model already in --model_dir (its task.json settings and spiece.model are "
-        "used; --spm_model is then not read).", resume="free")
-    checkpoint: str = setting(
-        "best", "Without training: predict with the best-evaluation weights (best/) or the "
-        "latest training checkpoint.", choices=("best", "latest"), resume="free")
     version_2_with_negative: bool = setting(
         False, "SQuAD 2.0: questions may be unanswerable (is_impossible); predictions.json "
         "holds \"\" for questions whose no-answer score exceeds --null_score_threshold, and "
@@ -289,7 +293,7 @@ class RaceConfig(FinetuneConfig):
 
     train_path: Optional[str] = setting(
         None, "A RACE JSON file or a directory of them (searched recursively, e.g. RACE/train "
-        "covering high/ and middle/).", required=True, resume="warn")
+        "covering high/ and middle/). Required when training.", resume="warn")
     eval_path: Optional[str] = setting(
         None, "Evaluation RACE file or directory.", resume="free")
     max_qa_length: int = setting(

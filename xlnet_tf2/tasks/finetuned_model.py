@@ -1,16 +1,18 @@
 """A trained model_dir read back for inference: its task model with the weights to use, or
 for features its backbone.
 
-Used by evaluation without training (run_squad.py --nodo_train), feature extraction and
-export; every model_dir this project writes is self-contained (run_dir.py), so the directory
-alone says what to build: task.json (fine-tuning), run_config.json (pretraining's seq_len),
-xlnet_config.json, spiece.model and the checkpoints.
+Called by `tasks/finetuning.py` (evaluation without training: every fine-tuning command's
+--nodo_train), `export/feature_files.py` (feature extraction) and `export/saved_model.py`
+(export). Every model_dir this project writes is self-contained (run_dir.py), so the
+directory alone says what to build: task.json (fine-tuning), run_config.json (pretraining's
+seq_len), xlnet_config.json, spiece.model and the checkpoints.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
+from typing import Optional
 
 import tensorflow as tf
 
@@ -56,12 +58,13 @@ class FeatureSpec:
         return dataclasses.replace(self, **changes)
 
 
-def load_task_model(model_dir: str, kind: str, checkpoint: str = "best"):
+def load_task_model(model_dir: str, kind: Optional[str] = None, checkpoint: str = "best"):
     """(model, spec, spm_model path) of a trained model_dir for inference (no dropout, no
     memory), through the one loader (models/pretrained.py's `load`), its `checkpoint`
     ("best" or "latest") read only from inside model_dir:
-      - a declared task's name (`kind`): its task model (HeadModel.from_pretrained, the class
-        task.json's kind declares) and its HeadSpec (task.json, checked against `kind`);
+      - None or a declared task's name (`kind`): its task model (HeadModel.from_pretrained,
+        the class task.json's kind declares) and its HeadSpec (task.json, whose kind a given
+        `kind` must be: a mismatch, or no task.json, is one RunConfigError line);
       - "features": the backbone (XLNetModel.from_pretrained) of any directory holding an
         xlnet_config.json, spiece.model and a checkpoint (converted release, pretraining run,
         fine-tuning run: its head left out), and its FeatureSpec (seq_len:
@@ -72,10 +75,15 @@ def load_task_model(model_dir: str, kind: str, checkpoint: str = "best"):
     if kind == "features":
         backbone = XLNetModel.from_pretrained(model_dir, which=checkpoint, **INFERENCE)
         return backbone, FeatureSpec(default_seq_len(model_dir)), spm_model
+    task_file = os.path.join(model_dir, run_dir.TASK_FILE)
+    if not tf.io.gfile.exists(task_file):
+        raise RunConfigError(f"{task_file} does not exist: the directory holds no fine-tuned "
+                             "model (a fine-tuning run writes it); export its backbone's "
+                             "features with --kind=features.")
     spec = HeadSpec.read(model_dir)
-    if spec.kind != kind:
+    if kind is not None and spec.kind != kind:
         raise RunConfigError(f"--kind={kind} but {model_dir}/task.json says {spec.kind!r}; "
-                             f"pass --kind={spec.kind} (or --kind=features).")
+                             "leave --kind out (or pass --kind=features).")
     model = HeadModel.from_pretrained(model_dir, which=checkpoint, head_dropout=0.0,
                                       **INFERENCE)
     return model, spec, spm_model

@@ -9,48 +9,68 @@ import dataclasses
 import inspect
 import json
 import os
-from typing import Callable, Optional
+from typing import Callable, Dict, Optional, Tuple
 
 import keras
 import tensorflow as tf
 from absl import logging
 
-from xlnet_tf2 import fileio, run_dir
+from xlnet_tf2 import fileio, run_dir, task_registry
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.models.saving import restore_weights
+from xlnet_tf2.models import pretrained
+from xlnet_tf2.models.xlnet_model import model_inputs
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
+from xlnet_tf2.tasks.finetuned_model import load_task_model
 from xlnet_tf2.tasks.head_spec import HeadSpec
 from xlnet_tf2.training.metrics_logger import pretrain_step_flops
 from xlnet_tf2.training.layer_decay import layer_lr_multipliers
 from xlnet_tf2.training.task import RunSettings, Task
-from xlnet_tf2.training.trainer import TrainResult
+from xlnet_tf2.training import distribution
+from xlnet_tf2.training.trainer import TrainResult, run_task
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
 EVAL_RESULTS_FILE = "eval_results.jsonl"
 
 
 def init_backbone(model: keras.Model, path: str) -> str:
-    """Loads backbone weights into `model.transformer` from one of our pretraining checkpoints,
-    a converted release directory (xlnet_tf2.load_pretrained layout) or a fine-tuned model_dir.
-    Task heads are left as initialized; unmatched checkpoint values (LM bias, optimizer) are
-    ignored. Raises if the backbone's weights are not all in the checkpoint."""
-    return restore_weights(model.transformer, path, source="--init_checkpoint")
+    """Loads backbone weights into `model.transformer` from --init_checkpoint `path`: whatever
+    `from_pretrained` takes (a pretraining run, a converted release, a fine-tuned model_dir's
+    backbone at its best checkpoint, a HuggingFace directory or hub id, a release name, an
+    original release), read by the one loader (models/pretrained.py's read_weights), or one
+    of our checkpoint prefixes. The task head is left as initialized; values the backbone
+    does not have (LM bias, optimizer) are ignored. Returns what was read."""
+    return pretrained.read_weights(model.transformer, path)
+
+
+# The fine-tuning run's settings of the backbone: this run's dropout, no memory, no bi_data
+# (whatever the pretraining run used).
+def _runtime(config: FinetuneConfig) -> dict:
+    return dict(dropout=config.model.dropout, dropatt=config.model.dropatt, mem_len=0,
+                reuse_len=0, bi_data=False)
 
 
 def backbone_config(config: FinetuneConfig) -> XLNetConfig:
-    """The backbone's XLNetConfig: the architecture of --model_config (default: the
-    xlnet_config.json beside --init_checkpoint) with fine-tuning's run-time settings (this
-    run's dropout; no memory, no bi_data, whatever the pretraining run used)."""
-    source = run_dir.architecture_file(config.model_config, config.init_checkpoint)
-    return XLNetConfig.resolve(source, dropout=config.model.dropout,
-                               dropatt=config.model.dropatt, mem_len=0, reuse_len=0,
-                               bi_data=False)
+    """The backbone's XLNetConfig: the architecture of --model_config, default
+    --init_checkpoint's (whatever the loader takes: models/pretrained.py's architecture), with
+    fine-tuning's run-time settings. A missing --init_checkpoint fails here, before any data
+    is read."""
+    if config.init_checkpoint:
+        pretrained.model_directory(config.init_checkpoint, source="--init_checkpoint")
+    if config.model_config or not config.init_checkpoint:
+        return XLNetConfig.resolve(run_dir.architecture_file(config.model_config),
+                                   **_runtime(config))
+    return pretrained.architecture(config.init_checkpoint, **_runtime(config))
 
 
 def spm_model_of(config: FinetuneConfig) -> str:
-    """--spm_model, default the spiece.model beside --init_checkpoint."""
-    return run_dir.spm_model_file(config.spm_model, config.init_checkpoint)
+    """--spm_model, default the spiece.model of --init_checkpoint's model directory (where the
+    loader reads it: models/pretrained.py's model_directory)."""
+    directory = None
+    if config.init_checkpoint and not config.spm_model:
+        directory = pretrained.model_directory(config.init_checkpoint,
+                                               source="--init_checkpoint").directory
+    return run_dir.spm_model_file(config.spm_model, directory)
 
 
 def backbone_tokenizer(spm_model: str, lower: bool,
@@ -78,6 +98,20 @@ class FinetuneResult:
         return json.dumps({"final_step": self.final_step, "best": self.best}, indent=2)
 
 
+@dataclasses.dataclass
+class EvaluationResult:
+    """What evaluation without training (--nodo_train) gives: the metrics of --model_dir's
+    trained model (its `checkpoint`) on the evaluation data."""
+    model_dir: str
+    checkpoint: str
+    kind: str
+    metrics: Dict[str, float]
+
+    def summary(self) -> str:
+        """What the fine-tuning commands print."""
+        return json.dumps(dataclasses.asdict(self), indent=2)
+
+
 class FinetuneTask(Task):
     """One fine-tuning run.
 
@@ -85,14 +119,16 @@ class FinetuneTask(Task):
                             seq_len=128)
         result = task.result(Trainer(task, strategy=strategy).train())   # + the best evaluation
 
-    ClassificationTask, SquadTask and RaceTask (classification.py, squad.py, race.py) build
-    these pieces from their configuration trees (finetune_config.py); their commands run them
-    with `run_task(ClassificationTask, config)` (training/trainer.py). What this class gives
-    the loop: the loss as a mean over the global batch's examples (`loss_count` = examples),
-    layer-wise learning-rate decay (training/layer_decay.py, applied by the optimizer's
-    per-variable multipliers), `--init_checkpoint` loaded into the backbone, mask_emb left out
-    of training (it only feeds pretraining's query stream), and every `eval_every` steps the
-    evaluation with best-checkpoint keeping.
+    ClassificationTask, SquadTask, RaceTask and TokenClassificationTask (classification.py,
+    squad.py, race.py, token_classification.py) build these pieces from their configuration
+    trees (finetune_config.py, token_classification_config.py) and say how they evaluate
+    (`evaluation`); their commands run them with `run_finetuning(ClassificationTask, config)`:
+    `run_task` (training/trainer.py), or with --nodo_train `evaluate_trained`. What this
+    class gives the loop: the loss as a mean over the global batch's examples (`loss_count` =
+    examples), layer-wise learning-rate decay (training/layer_decay.py, applied by the
+    optimizer's per-variable multipliers), `--init_checkpoint` loaded into the backbone,
+    mask_emb left out of training (it only feeds pretraining's query stream), and every
+    `eval_every` steps the evaluation with best-checkpoint keeping.
 
     model_dir layout:
       ckpt-N.*            latest training checkpoints (model, optimizer, step) for resuming
@@ -139,6 +175,25 @@ class FinetuneTask(Task):
         self.evaluations: list = []
         self._model_config: Optional[XLNetConfig] = None
 
+    # What names the evaluation data of the task's configuration (for messages).
+    EVALUATION_DATA = "an evaluation file"
+
+    @classmethod
+    def kinds(cls) -> Tuple[str, ...]:
+        """The kinds of model this task trains: the declared tasks naming it
+        (task_registry.py's `finetune_task`)."""
+        path = f"{cls.__module__}.{cls.__qualname__}"
+        return tuple(d.name for d in task_registry.declared_tasks() if d.finetune_task == path)
+
+    @classmethod
+    def evaluation(cls, config: FinetuneConfig, spec: HeadSpec, tokenizer
+                   ) -> Optional[Callable[[keras.Model], Dict[str, float]]]:
+        """(model) -> the metrics of `config`'s evaluation data, read and laid out as `spec`
+        (task.json) says with `tokenizer`; None when the configuration names no evaluation
+        data. A task's training evaluates with it (eval_fn), and so does evaluation without
+        training (`evaluate_trained`), on the model task.json describes."""
+        raise NotImplementedError(f"{cls.__name__} does not say how it evaluates.")
+
     # ------------------------------------------------------------------ what to build
     def build_model(self) -> keras.Model:
         model = self.model_fn()
@@ -169,7 +224,7 @@ class FinetuneTask(Task):
         return tf.cast(tf.shape(first)[0], tf.float32)
 
     def loss(self, model, features, state, training: bool = True, plan=None):
-        outputs = model(features, training=training, plan=plan)
+        outputs = model(model_inputs(model, features), training=training, plan=plan)
         per_example = tf.cast(self.loss_fn(outputs, features), tf.float32)
         return tf.reduce_sum(per_example), state
 
@@ -237,6 +292,35 @@ class FinetuneTask(Task):
     def result(self, trained: TrainResult) -> FinetuneResult:
         return FinetuneResult(trained.final_step, self.best, self.evaluations,
                               trained.last_log, trained.start_step, trained.steps)
+
+
+def run_finetuning(task_class, config: FinetuneConfig):
+    """What every fine-tuning command runs (xlnet-classify, xlnet-race, xlnet-squad,
+    xlnet-tag): training (`run_task`) or, with --nodo_train, the evaluation of --model_dir's
+    trained model (`evaluate_trained`). Returns a result whose summary() the command prints."""
+    if config.do_train:
+        return run_task(task_class, config)
+    return evaluate_trained(task_class, config)
+
+
+def evaluate_trained(task_class, config: FinetuneConfig) -> EvaluationResult:
+    """--nodo_train: the trained model in --model_dir (its --checkpoint, best or latest)
+    evaluated on the configuration's evaluation data with `task_class.evaluation`, laid out as
+    its task.json says and tokenized by its spiece.model (--spm_model, --seq_len and the other
+    layout flags are not read); the model_dir is only read."""
+    distribution.apply_determinism(config.loop)  # before TensorFlow's runtime starts
+    model, spec, spm_model = load_task_model(config.model_dir, None, config.checkpoint)
+    kinds = task_class.kinds()
+    if spec.kind not in kinds:
+        raise RunConfigError(f"{config.model_dir}/task.json says {spec.kind!r}; this command "
+                             f"evaluates {' or '.join(kinds)} models (xlnet-export serves any).")
+    tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
+    evaluate = task_class.evaluation(config, spec, tokenizer)
+    if evaluate is None:
+        raise RunConfigError(f"--nodo_train evaluates a trained model and needs evaluation "
+                             f"data: give {task_class.EVALUATION_DATA}.")
+    metrics = {k: float(v) for k, v in evaluate(model).items()}
+    return EvaluationResult(config.model_dir, config.checkpoint, spec.kind, metrics)
 
 
 def read_best(model_dir: str) -> Optional[dict]:

@@ -94,9 +94,11 @@ class PretrainConfig:
         "size is taken from the data, or the path of an xlnet_config.json file, whose n_token "
         "must match the data. Only its architecture keys are used.")
     init_checkpoint: Optional[str] = setting(
-        None, "Checkpoint (prefix or directory) to initialize the model weights from when "
-        "--model_dir holds no checkpoint yet, e.g. a converted release; its optimizer state is "
-        "ignored.", resume="free")
+        None, "The weights to start from when --model_dir holds no checkpoint yet: whatever "
+        "from_pretrained takes (a pretraining run, a converted release, a HuggingFace "
+        "directory or hub id, a release name such as xlnet-base-cased, an original release "
+        "directory) or a checkpoint prefix (DIR/ckpt-1000); its architecture must be "
+        "--model_config's, and its optimizer state is ignored.", resume="free")
     spm_model: Optional[str] = setting(
         None, "The SentencePiece model the data was encoded with, copied into --model_dir so "
         "fine-tuning and export need nothing else. Default: the one the data manifest names "

@@ -21,6 +21,7 @@ from typing import Dict, List, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.finetune_batches import global_batches_fn
 from xlnet_tf2.models.xlnet_multiple_choice import MultipleChoiceModel
 from xlnet_tf2.tasks import feature_cache, metrics
@@ -132,37 +133,48 @@ class RaceTask(FinetuneTask):
     (tokenized once, feature cache) -> MultipleChoiceModel, softmax over the options,
     evaluated by accuracy."""
 
+    EVALUATION_DATA = "--eval_path"
+
     def __init__(self, config: RaceConfig):
+        if not config.train_path:
+            raise RunConfigError("--train_path is required when training (--do_train).")
         xlnet_config, spm_model = backbone_config(config), spm_model_of(config)
         spec = HeadSpec(kind="race", seq_len=config.seq_len, max_qa_length=config.max_qa_length,
                         lower=config.lower)
         tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-        is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
-
-        def features_of(name, path):
-            examples = read_race(path, spec.num_choices)
-            return feature_cache.cached_features(
-                name, {"examples": feature_cache.examples_fingerprint(examples),
-                       "spm": tokenizer.checksum, "spec": dataclasses.asdict(spec)},
-                lambda: build_features(examples, tokenizer, spec.seq_len, spec.max_qa_length),
-                config.feature_cache_dir, is_chief)
-
-        train = features_of("train", config.train_path)
-        if "label" not in train:
-            raise TaskDataError(config.train_path, None, "training passages need \"answers\".")
-        evaluation = features_of("eval", config.eval_path) if config.eval_path else None
-
-        eval_fn = None
-        if evaluation is not None:
-            def eval_fn(model):
-                logits = predict(model, evaluation, config.eval_batch_size)["logits"]
-                return {"accuracy": metrics.accuracy(evaluation["label"], logits.argmax(-1))}
-
+        train = race_features("train", config.train_path, spec, tokenizer, config)
         super().__init__(
             config, model_fn=lambda: MultipleChoiceModel(
                 xlnet_config, spec.num_choices, spec.summary_type,
                 head_dropout=config.head_dropout),
             loss_fn=classification_loss,
             dataset_fn=global_batches_fn(train, config.train_batch_size, config.seed),
-            eval_fn=eval_fn, seq_len=spec.seq_len,
+            eval_fn=self.evaluation(config, spec, tokenizer), seq_len=spec.seq_len,
             tokens_per_example=spec.seq_len * spec.num_choices, spec=spec, spm_model=spm_model)
+
+    @classmethod
+    def evaluation(cls, config: RaceConfig, spec: HeadSpec, tokenizer):
+        if not config.eval_path:
+            return None
+        evaluation = race_features("eval", config.eval_path, spec, tokenizer, config)
+
+        def evaluate(model):
+            logits = predict(model, evaluation, config.eval_batch_size)["logits"]
+            return {"accuracy": metrics.accuracy(evaluation["label"], logits.argmax(-1))}
+
+        return evaluate
+
+
+def race_features(name: str, path: str, spec: HeadSpec, tokenizer, config: RaceConfig):
+    """The features of the passages at `path` laid out as `spec` says, with their answers
+    (passages without "answers" are refused), through the feature cache."""
+    examples = read_race(path, spec.num_choices)
+    features = feature_cache.cached_features(
+        name, {"examples": feature_cache.examples_fingerprint(examples),
+               "spm": tokenizer.checksum, "spec": dataclasses.asdict(spec)},
+        lambda: build_features(examples, tokenizer, spec.seq_len, spec.max_qa_length),
+        config.feature_cache_dir, distribution.is_chief(tf.distribute.get_strategy()))
+    if "label" not in features:
+        raise TaskDataError(path, None, "the passages need \"answers\" (one letter per "
+                            "question) to train or evaluate on.")
+    return features

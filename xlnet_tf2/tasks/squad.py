@@ -35,7 +35,6 @@ from xlnet_tf2.models.xlnet_question_answerer import SquadModel
 from xlnet_tf2.tasks import feature_cache, squad_eval
 from xlnet_tf2.tasks.errors import TaskDataError
 from xlnet_tf2.tasks.finetune_config import SquadConfig
-from xlnet_tf2.tasks.finetuned_model import load_task_model
 from xlnet_tf2.tasks.finetuning import (FinetuneTask, backbone_config, backbone_tokenizer,
                                         spm_model_of)
 from xlnet_tf2.tasks.losses import squad_loss
@@ -281,6 +280,8 @@ class SquadTask(FinetuneTask):
     --predict_file every eval_every steps (the prediction files of each evaluation overwrite
     the previous ones)."""
 
+    EVALUATION_DATA = "--predict_file"
+
     def __init__(self, config: SquadConfig):
         if not config.train_file:
             raise RunConfigError("--train_file is required when training (--do_train).")
@@ -288,35 +289,26 @@ class SquadTask(FinetuneTask):
         spec = squad_spec(config)
         tokenizer = backbone_tokenizer(spm_model, spec.lower, xlnet_config)
         is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
-        cache_dir = config.feature_cache_dir
-        train = train_features(config.train_file, tokenizer, spec, cache_dir, is_chief)
-        evaluation = (SquadEvalSet.build(config.predict_file, tokenizer, spec, cache_dir,
-                                         is_chief) if config.predict_file else None)
-
-        eval_fn = None
-        if evaluation is not None:
-            def eval_fn(model):
-                return predict_and_evaluate(model, evaluation, spec, config.eval_batch_size,
-                                            config.output_dir or config.model_dir)
-
+        train = train_features(config.train_file, tokenizer, spec, config.feature_cache_dir,
+                               is_chief)
         super().__init__(
             config, model_fn=lambda: SquadModel(xlnet_config, spec.n_best_size,
                                                 spec.n_best_size,
                                                 head_dropout=config.head_dropout),
             loss_fn=squad_loss,
             dataset_fn=global_batches_fn(train, config.train_batch_size, config.seed),
-            eval_fn=eval_fn, seq_len=spec.seq_len, spec=spec, spm_model=spm_model)
+            eval_fn=self.evaluation(config, spec, tokenizer), seq_len=spec.seq_len, spec=spec,
+            spm_model=spm_model)
 
-
-def predict_only(config: SquadConfig) -> Dict[str, float]:
-    """Predicts and evaluates --predict_file with the trained model in --model_dir (no
-    training; its task.json settings and spiece.model are used)."""
-    if not config.predict_file:
-        raise RunConfigError("--nodo_train needs --predict_file.")
-    distribution.apply_determinism(config.loop)  # before TensorFlow's runtime starts
-    model_dir = config.model_dir
-    model, spec, spm_model = load_task_model(model_dir, "squad", config.checkpoint)
-    tokenizer = SentencePieceTokenizer.from_file(spm_model, lower=spec.lower)
-    data = SquadEvalSet.build(config.predict_file, tokenizer, spec, config.feature_cache_dir)
-    return predict_and_evaluate(model, data, spec, config.eval_batch_size,
-                                config.output_dir or model_dir)
+    @classmethod
+    def evaluation(cls, config: SquadConfig, spec: HeadSpec, tokenizer):
+        """Predicts --predict_file and scores it with the official metrics; the prediction
+        files go to --output_dir (default --model_dir)."""
+        if not config.predict_file:
+            return None
+        evaluation = SquadEvalSet.build(config.predict_file, tokenizer, spec,
+                                        config.feature_cache_dir,
+                                        distribution.is_chief(tf.distribute.get_strategy()))
+        return lambda model: predict_and_evaluate(model, evaluation, spec,
+                                                  config.eval_batch_size,
+                                                  config.output_dir or config.model_dir)

@@ -11,6 +11,7 @@ pieces only. The sequence is `pieces <sep> <cls>`, left-padded (the layout of ev
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Dict, List, Sequence, Tuple
 
 import numpy as np
@@ -18,6 +19,7 @@ import tensorflow as tf
 
 from xlnet_tf2 import fileio
 from xlnet_tf2 import special_ids as sid
+from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.finetune_batches import global_batches_fn
 from xlnet_tf2.models.xlnet_token_classifier import IGNORE, TokenClassifier
 from xlnet_tf2.tasks import feature_cache
@@ -26,6 +28,7 @@ from xlnet_tf2.tasks.errors import TaskDataError
 from xlnet_tf2.tasks.finetuning import (FinetuneTask, backbone_config, backbone_tokenizer,
                                         spm_model_of)
 from xlnet_tf2.tasks.head_spec import HeadSpec
+from xlnet_tf2.tasks.losses import token_classification_loss
 from xlnet_tf2.tasks.token_classification_config import TokenClassificationConfig
 from xlnet_tf2.training import distribution
 from xlnet_tf2.training.inference import predict
@@ -99,6 +102,13 @@ def encode_words(words: Sequence[str], tokenizer, seq_len: int) -> Tuple[Dict[st
     return encoded, positions
 
 
+# The label of an evaluation word whose tag the model does not know (not in its label_list):
+# it marks the word's first piece as IGNORE's other values do not, so its prediction is read
+# and scored against the gold tag, which it never equals (conlleval's rule: such entities
+# count as missed). Only evaluation features carry it; the loss never reads them.
+UNSEEN_TAG = -2
+
+
 def tag_ids(sentences: Sequence[Sentence], label_list: Sequence[str], source: str
             ) -> List[List[int]]:
     """Each sentence's tag ids; a tag outside label_list raises TaskDataError naming its line."""
@@ -111,6 +121,20 @@ def tag_ids(sentences: Sequence[Sentence], label_list: Sequence[str], source: st
                                     f"among the model's tags {list(label_list)}.")
         out.append([index[t] for t in s.tags])
     return out
+
+
+def eval_tag_ids(sentences: Sequence[Sentence], label_list: Sequence[str], source: str
+                 ) -> List[List[int]]:
+    """Each evaluation sentence's tag ids, UNSEEN_TAG for a tag the model does not know; those
+    tags are named in one warning line on stderr (their words are scored as missed)."""
+    index = {t: i for i, t in enumerate(label_list)}
+    unseen = sorted({t for s in sentences for t in s.tags if t not in index})
+    if unseen:
+        words = sum(t in unseen for s in sentences for t in s.tags)
+        print(f"warning: {source}: tags {unseen} ({words} word{'s' * (words != 1)}) are not "
+              f"among the model's tags {list(label_list)}: scored as missed, as conlleval "
+              "scores them.", file=sys.stderr, flush=True)
+    return [[index.get(t, UNSEEN_TAG) for t in s.tags] for s in sentences]
 
 
 def build_features(sentences: Sequence[Sentence], tokenizer, seq_len: int,
@@ -130,20 +154,11 @@ def build_features(sentences: Sequence[Sentence], tokenizer, seq_len: int,
     return features
 
 
-def token_classification_loss(outputs, features):
-    """Per sentence [B]: the mean softmax cross-entropy of its labeled positions' logits
-    [B, L, C] (label != IGNORE); 0 for a sentence with none."""
-    labels = tf.cast(features["label"], tf.int32)
-    keep = tf.cast(labels != IGNORE, tf.float32)
-    losses = tf.nn.sparse_softmax_cross_entropy_with_logits(
-        labels=tf.maximum(labels, 0), logits=outputs["logits"])
-    return tf.reduce_sum(losses * keep, -1) / tf.maximum(tf.reduce_sum(keep, -1), 1.0)
-
-
 def word_tags(logits: np.ndarray, features: Dict[str, np.ndarray], label_list: Sequence[str],
               lengths: Sequence[int]) -> List[List[str]]:
     """Each sentence's predicted tags from logits [E, L, C]: the argmax at every labeled
-    position in order (the words' first pieces), "O" for the words cut off."""
+    position in order (the words' first pieces, UNSEEN_TAG's too), "O" for the words cut
+    off."""
     best = logits.argmax(-1)
     out = []
     for row, label, length in zip(best, features["label"], lengths):
@@ -163,37 +178,47 @@ class TokenClassificationTask(FinetuneTask):
     """Token classification from a TokenClassificationConfig: CoNLL files -> TokenClassifier,
     evaluated by entity F1 (the best metric), precision, recall and token accuracy."""
 
+    EVALUATION_DATA = "--eval_file"
+
     def __init__(self, config: TokenClassificationConfig):
+        if not config.train_file:
+            raise RunConfigError("--train_file is required when training (--do_train).")
         xlnet_config, spm_model = backbone_config(config), spm_model_of(config)
         train_sentences = read_conll(config.train_file)
-        eval_sentences = read_conll(config.eval_file) if config.eval_file else []
         label_list = label_list_of(train_sentences)
         spec = HeadSpec(kind=KIND, seq_len=config.seq_len, label_list=label_list,
                         lower=config.lower)
         tokenizer = backbone_tokenizer(spm_model, spec.lower, xlnet_config)
-        is_chief = distribution.is_chief(tf.distribute.get_strategy())  # run_task's, in its scope
-
-        def features_of(name, sentences, source):
-            ids = tag_ids(sentences, label_list, source)  # checked every run: errors name the line
-            return feature_cache.cached_features(
-                name, {"examples": feature_cache.examples_fingerprint(sentences),
-                       "spm": tokenizer.checksum, "spec": dataclasses.asdict(spec)},
-                lambda: build_features(sentences, tokenizer, spec.seq_len, ids),
-                config.feature_cache_dir, is_chief)
-
-        train = features_of("train", train_sentences, config.train_file)
-        evaluation = (features_of("eval", eval_sentences, config.eval_file)
-                      if eval_sentences else None)
-
-        eval_fn = None
-        if evaluation is not None:
-            def eval_fn(model):
-                return evaluate(model, evaluation, eval_sentences, label_list,
-                                config.eval_batch_size)
-
+        train = conll_features("train", train_sentences,
+                               tag_ids(train_sentences, label_list, config.train_file), spec,
+                               tokenizer, config)
         super().__init__(
             config, model_fn=lambda: TokenClassifier(xlnet_config, len(label_list),
                                                      head_dropout=config.head_dropout),
             loss_fn=token_classification_loss,
             dataset_fn=global_batches_fn(train, config.train_batch_size, config.seed),
-            eval_fn=eval_fn, seq_len=spec.seq_len, spec=spec, spm_model=spm_model)
+            eval_fn=self.evaluation(config, spec, tokenizer), seq_len=spec.seq_len, spec=spec,
+            spm_model=spm_model)
+
+    @classmethod
+    def evaluation(cls, config: TokenClassificationConfig, spec: HeadSpec, tokenizer):
+        """Entity F1 of --eval_file; a tag the model does not know is scored as missed, with
+        one warning line (eval_tag_ids)."""
+        if not config.eval_file:
+            return None
+        sentences = read_conll(config.eval_file)
+        ids = eval_tag_ids(sentences, spec.label_list, config.eval_file)
+        features = conll_features("eval", sentences, ids, spec, tokenizer, config)
+        return lambda model: evaluate(model, features, sentences, spec.label_list,
+                                      config.eval_batch_size)
+
+
+def conll_features(name: str, sentences: Sequence[Sentence], ids, spec: HeadSpec, tokenizer,
+                   config: TokenClassificationConfig) -> Dict[str, np.ndarray]:
+    """build_features of `sentences` with their tag `ids`, through the feature cache (the ids
+    follow from the sentences' tags and the spec's label_list, both in the key)."""
+    return feature_cache.cached_features(
+        name, {"examples": feature_cache.examples_fingerprint(sentences),
+               "spm": tokenizer.checksum, "spec": dataclasses.asdict(spec)},
+        lambda: build_features(sentences, tokenizer, spec.seq_len, ids),
+        config.feature_cache_dir, distribution.is_chief(tf.distribute.get_strategy()))

@@ -29,11 +29,12 @@ class TokenClassificationConfig(FinetuneConfig):
 
     train_file: Optional[str] = setting(
         None, "CoNLL-format training file: one word per line, its tag in the last column "
-        "(BIO or IOB), a blank line between sentences; -DOCSTART- lines are skipped.",
-        required=True, resume="warn")
+        "(BIO or IOB), a blank line between sentences; -DOCSTART- lines are skipped. "
+        "Required when training.", resume="warn")
     eval_file: Optional[str] = setting(
-        None, "CoNLL-format evaluation file (its tags must be among the training file's).",
-        resume="free")
+        None, "CoNLL-format evaluation file. A tag the model does not know (absent from the "
+        "training file) is scored as conlleval scores it: its entities count as missed, with "
+        "one warning line naming the tags.", resume="free")
     seq_len: int = setting(
         128, "Tokens per sentence, special tokens included; words past it are left untagged "
         "(predicted \"O\") and counted as missed.")

@@ -41,10 +41,12 @@ TextInput = Union[str, Sequence[str], Sequence[Sequence[str]]]
 class XLNetTokenizer:
     """SentencePiece XLNet tokenizer with HuggingFace's calling conventions.
 
-        tokenizer = XLNetTokenizer.from_pretrained("path/to/model_dir")
+        tokenizer = XLNetTokenizer.from_pretrained("converted/base")   # a model directory
         batch = tokenizer(["first text", "second"], ["pair b", "pair b 2"], max_length=128)
-        model(batch)                      # input_ids, token_type_ids, attention_mask: int32 [B, L]
-        tokenizer.decode(ids, skip_special_tokens=True)
+        # input_ids, token_type_ids, attention_mask int32 [B, L]
+        model = xlnet_tf2.XLNetModel.from_pretrained("converted/base")
+        model(batch)                      # last_hidden_state [B, L, D]
+        tokenizer.decode(batch["input_ids"][0], skip_special_tokens=True)
         tokenizer.save_pretrained("dir")  # spiece.model + configs transformers.XLNetTokenizer reads
 
     Layout (docs/SEMANTICS.md#fine-tuning-formats, packing.py): `A <sep> B <sep> <cls>`, LEFT

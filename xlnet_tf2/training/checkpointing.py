@@ -18,7 +18,8 @@ import tensorflow as tf
 from absl import logging
 
 from xlnet_tf2 import run_dir
-from xlnet_tf2.models.saving import checkpoint_damage, restore_weights
+from xlnet_tf2.models import pretrained
+from xlnet_tf2.models.saving import checkpoint_damage
 
 
 class CheckpointRestoreError(RuntimeError):
@@ -153,8 +154,11 @@ def repair_state_file(model_dir: str) -> bool:
     return True
 
 
-def load_model_weights(model, path: str) -> None:
-    """Initializes `model` from a checkpoint holding it under the key `model` (one of ours, or
-    a converted release); the optimizer and memory of that checkpoint are ignored."""
-    resolved = restore_weights(model, path, source="--init_checkpoint")
+def load_model_weights(model, path: str) -> str:
+    """Initializes `model` (built) from --init_checkpoint `path`: whatever
+    `from_pretrained` takes, read by the one loader (models/pretrained.py's read_weights);
+    the optimizer and memory of one of our training checkpoints are ignored. Returns what was
+    read."""
+    resolved = pretrained.read_weights(model, path)
     logging.info("Initialized the model from %s", resolved)
+    return resolved

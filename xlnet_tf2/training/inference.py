@@ -18,6 +18,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
+from xlnet_tf2.models.xlnet_model import model_inputs
 from xlnet_tf2.progress import Progress
 from xlnet_tf2.training import distribution
 
@@ -70,8 +71,7 @@ def predict(model, features: Dict[str, np.ndarray], batch_size: int,
     """Runs `model` over all rows in batches of exactly `batch_size` (the last is padded and
     the padding outputs dropped), so every call has the same shapes; inside the current
     distribution strategy (inference.py), with a progress line on long sets."""
-    inputs = {k: v for k, v in features.items() if k != "label" and not k.endswith("positions")
-              and k != "is_impossible"}
+    inputs = model_inputs(model, features)  # not the labels
 
     def outputs_of(batch):
         outputs = model(batch, training=False)
