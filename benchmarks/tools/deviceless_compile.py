@@ -44,12 +44,12 @@ VENV_DIRS = {"gpu": ".venv-aot-gpu", "tpu": ".venv-aot-tpu"}
 VENV_VARIABLES = {"gpu": "XLNET_TF2_AOT_GPU_VENV", "tpu": "XLNET_TF2_AOT_TPU_VENV"}
 # What the plugins need to start on a machine without the device. libtpu takes a lock file in
 # /tmp that a second process waits on or fails at; a compile-only client shares no device, so
-# two compiles (two users, or a test beside a run) may go at once. TPU_ACCELERATOR_TYPE only
-# silences libtpu's warning that it cannot tell which TPU host it is on.
+# two compiles (two users, or a test beside a run) may go at once. TPU_ACCELERATOR_TYPE is left
+# unset (libtpu warns that it cannot tell which TPU host it is on): with it set to "v4-8",
+# libtpu 0.0.30 aborts in the v4 program's cost analysis looking for a chip-config file.
 _GPU_ENV = {"CUDA_VISIBLE_DEVICES": "-1", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK": "1"}
 _TPU_ENV = {"JAX_PLATFORMS": "cpu", "TPU_SKIP_MDS_QUERY": "1",
             "TPU_WORKER_HOSTNAMES": "localhost", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
-_TPU_HOST_TYPE = {"tpu_v5e": "v5litepod-4", "tpu_v4": "v4-8", "tpu_v5p": "v5p-8"}
 
 
 class AcceleratorCompileError(RunConfigError):
@@ -97,8 +97,9 @@ def worker_target(target: str) -> dict:
 
 def worker_env(target: str, environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = dict(os.environ if environ is None else environ)
-    env.update(_GPU_ENV if target == "h100" else
-               dict(_TPU_ENV, TPU_ACCELERATOR_TYPE=_TPU_HOST_TYPE[target]))
+    env.update(_GPU_ENV if target == "h100" else _TPU_ENV)
+    if target != "h100":
+        env.pop("TPU_ACCELERATOR_TYPE", None)
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 

@@ -29,6 +29,9 @@ if TYPE_CHECKING:  # a type only: layers/dropout.py builds the keys
 
 DEVICES = ("cpu", "gpu", "tpu")
 GPU_GENERATIONS = ("sm_90", "sm_80")
+# TPU generations the Pallas kernels are compiled for: v5e and newer rotate each row of a tile
+# by its own amount in one instruction (a strided rotate), v4 by rotates and selects.
+TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v4")
 
 
 def this_machine() -> str:
@@ -54,6 +57,8 @@ class StepPlan:
       generator.
     gpu_generation: the GPU generation Triton kernels are lowered for ("sm_90": H100/H200,
       "sm_80": A100), when `device` is "gpu".
+    tpu_generation: the TPU generation the Pallas kernels are written for (TPU_GENERATIONS),
+      when `device` is "tpu".
     """
 
     device: str = "cpu"
@@ -61,13 +66,15 @@ class StepPlan:
     position_scores: str = "auto"
     dropout_keys: Optional["DropoutKeys"] = None
     gpu_generation: str = "sm_90"
+    tpu_generation: str = "v5e"
 
     def __post_init__(self):
         for name, value, allowed in (
                 ("device", self.device, DEVICES),
                 ("attention implementation", self.attention, ATTENTION_IMPLEMENTATIONS),
                 ("position-score form", self.position_scores, POSITION_SCORE_FORMS),
-                ("GPU generation", self.gpu_generation, GPU_GENERATIONS)):
+                ("GPU generation", self.gpu_generation, GPU_GENERATIONS),
+                ("TPU generation", self.tpu_generation, TPU_GENERATIONS)):
             if value not in allowed:
                 where = " to trace a step for" if name == "device" else ""
                 raise ValueError(f"Unknown {name} {value!r}{where}; expected one of "
