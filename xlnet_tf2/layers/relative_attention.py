@@ -20,11 +20,13 @@ stream, all L rows) or g (query stream, only the P target rows: computing the ot
 as the original does and discarding them gives the same numbers with more work).
 
 The attention itself (softmax, dropout, values) is one call, whose implementations (TensorFlow
-ops, cuDNN, the project's Triton kernels) live in layers/kernels/ and are chosen by the step's
-plan (layers/step_plan.py), passed down from where the step is traced: `kernels.attention`
-with the position and segment terms assembled into one [B, N, S, K] bias, or, for the Triton
-kernels, `kernels.triton_attention` with the terms as they are made (the position scores
-before their shift, the segment ids), which the kernels combine tile by tile.
+ops, cuDNN, the project's Triton and Pallas kernels) live in layers/kernels/ and are chosen by
+the step's plan (layers/step_plan.py), passed down from where the step is traced:
+`kernels.attention` with the position and segment terms assembled into one [B, N, S, K] bias,
+or, for the Triton kernels, `kernels.triton_attention` with the terms as they are made (the
+position scores before their shift, the segment ids), and for the Pallas kernels (TPU)
+`kernels.pallas_attention` with the position embedding's projection k_r itself, whose bands
+the kernels multiply and shift tile by tile.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from xlnet_tf2.layers.kernels.position_product import (example_position_product,
                                                        grouped_position_product)
 from xlnet_tf2.layers.relative_position import (content_positions, content_shift,
                                                 gather_relative_scores)
+from xlnet_tf2.layers.kernels.pallas_attention import pallas_attention
 from xlnet_tf2.layers.kernels.triton_attention import triton_attention
 from xlnet_tf2.layers.step_plan import StepPlan, plan_or_default
 
@@ -212,7 +215,7 @@ class RelativeAttention(keras.layers.Layer):
                 queries, keys, dropout=self.attention_dropout, training=training, plan=plan,
                 dropout_rows=dropout_rows, score_terms=_why_no_score_terms(
                     angle_table, mismatch, segment_ids))
-            if implementation == "triton":
+            if implementation in ("triton", "pallas"):
                 if positions is None:
                     positions = content_positions(queries, q_len)
                 segments = {}
@@ -221,12 +224,19 @@ class RelativeAttention(keras.layers.Layer):
                         segment_scores=segment_scores(queries), key_segments=segment_ids,
                         row_segments=tf.gather(segment_ids, positions + (k_len - q_len),
                                                batch_dims=1))
+                common = dict(seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
+                              training=training, plan=plan, dropout_rows=dropout_rows,
+                              **segments)
+                if implementation == "pallas":
+                    # The content rows first (both streams stacked, or the content stream
+                    # alone); the kernels read the projection k_r itself, band by band.
+                    query_positions = positions[:, q_len:] if queries.shape[2] > q_len else None
+                    return pallas_attention(queries + r_w, queries + r_r, keys, values, k_r,
+                                            query_positions, blocked, **common)
                 # The scores in the kernels' row-major [B, N, S, T], with no transpose.
                 scores = example_position_product(queries + r_r, k_r)
-                return triton_attention(
-                    queries + r_w, keys, values, scores, positions, blocked,
-                    seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
-                    training=training, plan=plan, dropout_rows=dropout_rows, **segments)
+                return triton_attention(queries + r_w, keys, values, scores, positions, blocked,
+                                        **common)
             bias = position_scores(queries, positions)
             if mismatch is not None:  # (q + r_s) . seg_embed[s_ij], s_ij: mismatch [B, S, K]
                 per_class = segment_scores(queries)                               # [B, N, S, 2]

@@ -21,7 +21,7 @@ from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
-from xlnet_tf2.layers.kernels.attention import (GPU_ONLY_IMPLEMENTATIONS,
+from xlnet_tf2.layers.kernels.attention import (IMPLEMENTATION_DEVICE,
                                                 attention_implementation_error_line)
 from xlnet_tf2.layers.step_plan import StepPlan
 from xlnet_tf2.training import checkpointing, distribution, preemption, run_record
@@ -487,11 +487,13 @@ class Trainer:
 
     def _train(self) -> TrainResult:
         cfg = self.loop_config
-        if self.plan.attention in GPU_ONLY_IMPLEMENTATIONS and self.plan.device != "gpu":
+        needs = IMPLEMENTATION_DEVICE.get(self.plan.attention)
+        if needs is not None and self.plan.device != needs:
             raise RunConfigError(
                 f"--attention_implementation={self.plan.attention} runs only in a step traced "
-                f"for a GPU, and this machine's step is traced for a {self.plan.device.upper()}; "
-                "use --attention_implementation=auto (or reference).")
+                f"for a {needs.upper()}, and this machine's step is traced for a "
+                f"{self.plan.device.upper()}; use --attention_implementation=auto (or "
+                "reference).")
         if self.is_chief:
             run_record.clean_stale_files(cfg.model_dir)
         restored = self.restore()

@@ -12,6 +12,7 @@ import zlib
 import numpy as np
 import pytest
 import tensorflow as tf
+from fixtures.attention_cases import relative_attention_case
 
 pytest.importorskip("jax")
 
@@ -35,7 +36,15 @@ def _interpreted_run(geometry, backward, keys, operands):
 
 @pytest.fixture
 def interpreted(monkeypatch):
-    monkeypatch.setattr(pallas_attention, "_run", _interpreted_run)
+    """The calls the kernels run, (forward or backward) each, in order."""
+    calls = []
+
+    def run(geometry, backward, keys, operands):
+        calls.append("backward" if backward else "forward")
+        return _interpreted_run(geometry, backward, keys, operands)
+
+    monkeypatch.setattr(pallas_attention, "_run", run)
+    return calls
 
 
 def _plan(generation="v5e"):
@@ -202,3 +211,83 @@ def test_hash_keys_are_the_two_draws_key_terms():
         mix = dropout_masks.fmix32(tf.bitwise.bitwise_xor(k1, dropout_masks.fmix32(k0)))
         np.testing.assert_array_equal(keys[4 * part:4 * part + 2], term)
         np.testing.assert_array_equal(keys[4 * part + 2:4 * part + 4], mix.numpy())
+
+
+# ---------------------------------------------------------------- the layer on the Pallas path
+@pytest.fixture
+def interpreted_layer(monkeypatch, interpreted):
+    """The layer's Pallas path on this CPU: the kernels interpreted in place of the custom
+    calls at 8-row tiles, and the XLA-context condition waived (the interpreter runs
+    eagerly)."""
+    checked = pallas_attention.pallas_unavailable_reason
+
+    def reason(*args, **kwargs):
+        why = checked(*args, **kwargs)
+        return None if why == "the step is not compiled by XLA (--jit_compile)" else why
+
+    monkeypatch.setattr(pallas_attention, "pallas_unavailable_reason", reason)
+    monkeypatch.setattr(pallas_attention, "BLOCKS", BLOCKS)
+    return interpreted
+
+
+def test_the_layer_on_the_pallas_path_is_the_reference(interpreted_layer):
+    """RelativeAttention with both streams (one kernel call), memory, bi_data's two position
+    groups, a position embedding dropped out as the model drops it, padding, a row that sees
+    nothing, three segment ids and attention dropout: its outputs and every gradient on the
+    Pallas path (the kernels interpreted, fed the position embedding's projection, the query
+    rows' positions and the segment ids the layer hands them) equal the reference's."""
+    from xlnet_tf2.layers.relative_attention import RelativeAttention
+    layer = RelativeAttention(32, 2, 16, dropatt=0.2)
+    layer.attention_dropout.salt = 5
+    case = relative_attention_case("bi", True)
+    embedding_dropout = Dropout(0.1)
+    case["pos_emb"] = embedding_dropout(case["pos_emb"], training=True, shared_over_batch=True,
+                                        plan=_plan())
+    assert float(tf.reduce_mean(tf.cast(case["pos_emb"] == 0, tf.float32))) > 0.05
+    layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
+          query_positions=case["query_positions"], query_weights=case["query_weights"])
+
+    def run(attention_implementation):
+        plan = StepPlan(device="tpu", attention=attention_implementation).with_dropout_keys(
+            DropoutKeys(3, tf.constant(9), tf.constant([4, 1]), 6))
+        inputs = [case["h"], case["g"], case["mems"], case["pos_emb"]]
+        with tf.GradientTape() as tape:
+            tape.watch(inputs)
+            h_out, g_out = layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
+                                 training=True, plan=plan,
+                                 **{k: v for k, v in case.items()
+                                    if k not in ("h", "g", "mems", "pos_emb")})
+            loss = tf.reduce_sum(h_out * h_out) + tf.reduce_sum(g_out * tf.range(32.0))
+        grads = tape.gradient(loss, inputs + layer.trainable_weights)
+        return [h_out, g_out] + grads
+
+    reference = run("reference")
+    assert interpreted_layer == []
+    pallas = run("pallas")
+    assert interpreted_layer == ["forward", "backward"]  # both streams in one call
+    names = ["h_out", "g_out", "d_h", "d_g", "d_mems", "d_pos_emb"] + [
+        w.path for w in layer.trainable_weights]
+    for name, want, got in zip(names, reference, pallas):
+        want, got = np.asarray(want), np.asarray(got)
+        scale = max(1.0, float(np.abs(want).max()))
+        np.testing.assert_allclose(got, want, atol=1e-5 * scale, rtol=0, err_msg=name)
+
+
+def test_forced_where_it_cannot_run_is_one_line():
+    from xlnet_tf2.layers.kernels import attention
+    q = tf.zeros([1, 2, 4, 16])
+    k = tf.zeros([1, 2, 6, 16])
+    with pytest.raises(attention.AttentionImplementationError,
+                       match=r"^--attention_implementation=pallas cannot run here: the step is "
+                             r"traced for a GPU, not a TPU; use --attention_implementation=auto "
+                             r"\(or reference\)\.$"):
+        attention.attention(q, k, k, tf.zeros([1, 2, 4, 6]), None, scale=0.25,
+                            dropout=Dropout(0.0), training=False,
+                            plan=StepPlan(device="gpu", attention="pallas"))
+    plan = StepPlan(device="tpu")
+    assert pallas_attention.pallas_unavailable_reason(
+        q, k, dropout_rate=0.0, dropout_rows=None, plan=plan) == \
+        "the step is not compiled by XLA (--jit_compile)"
+    assert plan.pallas_kernels and plan.one_attention_for_both_streams
+    assert not plan.angle_position_scores  # the kernels read the embedding's projection
+    assert StepPlan(device="tpu", attention="reference").angle_position_scores

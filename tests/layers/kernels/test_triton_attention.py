@@ -15,6 +15,7 @@ from xlnet_tf2.layers.kernels import attention, dropout_masks, triton_attention
 from xlnet_tf2.layers.kernels import flash_relative_attention as flash
 from xlnet_tf2.layers.kernels import triton_call
 from xlnet_tf2.layers.step_plan import StepPlan
+from fixtures.attention_cases import relative_attention_case
 
 pytest.importorskip("triton")
 
@@ -94,7 +95,7 @@ def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation
     unshifted [B, N, S, T] position scores, TTIR that TensorFlow 2.21's own XLA parses and
     verifies."""
     from xlnet_tf2.layers.relative_attention import RelativeAttention
-    case = _layer_case("bi", True)
+    case = relative_attention_case("bi", True)
     layer = RelativeAttention(32, 2, 16, dropatt=0.1, dtype="mixed_bfloat16")
     layer.attention_dropout.salt = 3
     batch, q_len, n_query = 2, 12, 4
@@ -161,36 +162,6 @@ def interpreted_triton(monkeypatch):
     monkeypatch.setattr(triton_call, "ttir", lambda *args, **kwargs: "")
 
 
-def _layer_case(attn_type, segments):
-    from xlnet_tf2.layers.relative_position import (key_segment_ids,
-                                                    relative_position_encoding, segment_matrix)
-    rng = np.random.default_rng(7)
-    batch, q_len, m_len, n_query, d_model = 2, 12, 6, 4, 32
-    k_len = q_len + m_len
-    case = dict(
-        h=tf.constant(rng.normal(size=[batch, q_len, d_model]), tf.float32),
-        g=tf.constant(rng.normal(size=[batch, n_query, d_model]), tf.float32),
-        mems=tf.constant(rng.normal(size=[batch, m_len, d_model]), tf.float32),
-        pos_emb=relative_position_encoding(q_len, k_len, d_model, attn_type, True, -1))
-    content = rng.random([batch, q_len, k_len]) < 0.2
-    content[1, 3, :] = True                                     # a row that sees nothing
-    positions = np.stack([rng.permutation(q_len)[:n_query] for _ in range(batch)])
-    query = np.take_along_axis(content, positions[:, :, None], 1) | (
-        rng.random([batch, n_query, k_len]) < 0.3)
-    case.update(content_mask=tf.constant(content), query_mask=tf.constant(query),
-                query_positions=tf.constant(positions, tf.int32),
-                query_weights=tf.constant([[1, 1, 1, 0], [1, 1, 1, 1]], tf.float32))
-    if segments:
-        ids = tf.constant(rng.integers(0, 3, [batch, q_len]), tf.int32)  # A, B and <cls>
-        case.update(
-            segment_mismatch=segment_matrix(ids, m_len),
-            query_segment_mismatch=segment_matrix(
-                ids, m_len, query_segment_ids=tf.gather(ids, case["query_positions"],
-                                                        batch_dims=1)),
-            segment_ids=key_segment_ids(ids, m_len))
-    return case
-
-
 @pytest.mark.parametrize("attn_type,segments", [("bi", True), ("uni", False)])
 def test_the_layer_on_the_triton_path_is_the_reference(interpreted_triton, attn_type,
                                                        segments):
@@ -201,7 +172,7 @@ def test_the_layer_on_the_triton_path_is_the_reference(interpreted_triton, attn_
     from xlnet_tf2.layers.relative_attention import RelativeAttention
     layer = RelativeAttention(32, 2, 16, dropatt=0.2)
     layer.attention_dropout.salt = 5
-    case = _layer_case(attn_type, segments)
+    case = relative_attention_case(attn_type, segments)
     layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
           query_positions=case["query_positions"], query_weights=case["query_weights"])
 

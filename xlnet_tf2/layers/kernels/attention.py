@@ -11,13 +11,18 @@ Its implementations, one module each, chosen by the step's plan (layers/step_pla
   "triton"     the project's flash Triton kernels as XLA custom calls (kernels/triton_attention.py):
                only inside an XLA program traced for a GPU, with the `triton` package (the gpu
                extra); with attention dropout (the reference's bits).
+  "pallas"     the project's flash Pallas kernels as XLA tpu_custom_calls
+               (kernels/pallas_attention.py): only inside an XLA program traced for a TPU, with
+               JAX (the tpu extra); both streams in one call, with attention dropout (the
+               reference's bits).
 
-"auto" (the default) takes "triton" wherever it can run, else "cudnn", and "reference"
-elsewhere (`chosen_implementation`); the trainer's --attention_implementation forces one (a
-forced one that cannot run is one clear error). The Triton kernels read the position scores
-before their shift and the segment ids, not an assembled bias: relative_attention.py asks
-`chosen_implementation` first and calls kernels/triton_attention.py with the score's terms, or
-`attention` with the bias.
+"auto" (the default) takes "triton" (GPU) or "pallas" (TPU) wherever it can run, else
+"cudnn", and "reference" elsewhere (`chosen_implementation`); the trainer's
+--attention_implementation forces one (a forced one that cannot run is one clear error). The
+Triton and Pallas kernels read the score's terms before they are assembled into a bias (the
+position scores or the position embedding's projection, the segment ids):
+relative_attention.py asks `chosen_implementation` first and calls kernels/triton_attention.py
+or kernels/pallas_attention.py with the terms, or `attention` with the bias.
 """
 
 from __future__ import annotations
@@ -27,12 +32,12 @@ from typing import Optional, Sequence
 
 import tensorflow as tf
 
-from xlnet_tf2.layers.kernels import cudnn, reference, triton_attention
+from xlnet_tf2.layers.kernels import cudnn, pallas_attention, reference, triton_attention
 from xlnet_tf2.layers.step_plan import StepPlan
 
 
-# The implementations that run only inside an XLA program traced for a GPU.
-GPU_ONLY_IMPLEMENTATIONS = ("cudnn", "triton")
+# The implementations that run only inside an XLA program traced for one kind of device.
+IMPLEMENTATION_DEVICE = {"cudnn": "gpu", "triton": "gpu", "pallas": "tpu"}
 _FORCED_LINE = re.compile(r"--attention_implementation=\w+ cannot run here: [^\n\x1b]*")
 
 
@@ -56,21 +61,24 @@ def attention_implementation_error_line(error: BaseException) -> Optional[str]:
 def chosen_implementation(queries: tf.Tensor, keys: tf.Tensor, *, dropout, training,
                           plan: StepPlan, dropout_rows: Optional[Sequence[int]] = None,
                           score_terms: Optional[str] = None) -> str:
-    """The implementation ("triton", "cudnn" or "reference") that computes this attention in
-    the step being traced: the plan's `attention`, or under "auto" the first of triton, cudnn
-    that can run. A forced one that cannot run raises AttentionImplementationError (one line
-    naming the flag). `score_terms`: why the caller cannot give the score's terms unassembled
-    (triton needs them), or None. Arguments as `attention`'s."""
+    """The implementation ("triton", "pallas", "cudnn" or "reference") that computes this
+    attention in the step being traced: the plan's `attention`, or under "auto" the first of
+    triton, pallas, cudnn that can run. A forced one that cannot run raises
+    AttentionImplementationError (one line naming the flag). `score_terms`: why the caller
+    cannot give the score's terms unassembled (triton and pallas need them), or None.
+    Arguments as `attention`'s."""
     rate = dropout.rate if training else 0.0
-    if plan.attention in ("auto", "triton"):
-        why_not = triton_attention.triton_unavailable_reason(
-            queries, keys, dropout_rate=rate, dropout_rows=dropout_rows, plan=plan,
-            score_terms=score_terms)
+    for name, unavailable in (("triton", triton_attention.triton_unavailable_reason),
+                              ("pallas", pallas_attention.pallas_unavailable_reason)):
+        if plan.attention not in ("auto", name):
+            continue
+        why_not = unavailable(queries, keys, dropout_rate=rate, dropout_rows=dropout_rows,
+                              plan=plan, score_terms=score_terms)
         if why_not is None:
-            return "triton"
-        if plan.attention == "triton":
+            return name
+        if plan.attention == name:
             raise AttentionImplementationError(
-                f"--attention_implementation=triton cannot run here: {why_not}; use "
+                f"--attention_implementation={name} cannot run here: {why_not}; use "
                 "--attention_implementation=auto (or reference).")
     if plan.attention == "reference":
         return "reference"
@@ -102,8 +110,9 @@ def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.T
       dropout_rows: the Dropout's `row_draws` (query rows that stack several attentions, each
         to get the mask of a call of its own), or None.
       implementation: "reference" or "cudnn", as `chosen_implementation` returned it; None:
-        chosen here. (The Triton kernels take the score's terms unassembled: the caller runs
-        kernels/triton_attention.py itself when `chosen_implementation` says "triton".)
+        chosen here. (The Triton and Pallas kernels take the score's terms unassembled: the
+        caller runs kernels/triton_attention.py or kernels/pallas_attention.py itself when
+        `chosen_implementation` says "triton" or "pallas".)
     Returns:
       [B, N, S, H] in the compute dtype.
     """

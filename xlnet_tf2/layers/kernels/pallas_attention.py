@@ -108,15 +108,16 @@ def pallas_attention(q_w, q_r, keys, values, position_projection, query_position
                      seq_len: int, scale: float, dropout, training, plan: StepPlan,
                      segment_scores=None, row_segments=None, key_segments=None,
                      dropout_rows: Optional[Sequence[int]] = None,
-                     blocks: Sequence[int] = BLOCKS) -> tf.Tensor:
+                     blocks: Optional[Sequence[int]] = None) -> tf.Tensor:
     """The attention of the L = `seq_len` content rows and the P query-stream rows of q_w,
     q_r [B, N, L + P, H] over keys, values [B, N, K, H] with the score's terms unassembled
     (module docstring): position_projection [X, T, N, H], query_positions int [B, P] (None
     when P = 0), segment_scores [B, N, S, 2] with row_segments [B, S] and key_segments [B, K]
     (or all None: no segment term), blocked bool [B, S, K] or None -> [B, N, L + P, H].
-    `blocks`: (BQ, BK), the kernels' tiles. The caller has checked
+    `blocks`: (BQ, BK), the kernels' tiles (default BLOCKS). The caller has checked
     `pallas_unavailable_reason`."""
     kernels = pallas_call.jax_module()
+    blocks = blocks or BLOCKS
     batch, heads, rows, head_size = q_w.shape
     n_keys = keys.shape[2]
     groups, distances = position_projection.shape[:2]
