@@ -12,7 +12,8 @@ import zlib
 import numpy as np
 import pytest
 import tensorflow as tf
-from fixtures.attention_cases import relative_attention_case
+from fixtures.attention_cases import (gradient_names, outputs_and_gradients,
+                                     relative_attention_case)
 
 pytest.importorskip("jax")
 
@@ -247,27 +248,14 @@ def test_the_layer_on_the_pallas_path_is_the_reference(interpreted_layer):
     layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
           query_positions=case["query_positions"], query_weights=case["query_weights"])
 
-    def run(attention_implementation):
-        plan = StepPlan(device="tpu", attention=attention_implementation).with_dropout_keys(
-            DropoutKeys(3, tf.constant(9), tf.constant([4, 1]), 6))
-        inputs = [case["h"], case["g"], case["mems"], case["pos_emb"]]
-        with tf.GradientTape() as tape:
-            tape.watch(inputs)
-            h_out, g_out = layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
-                                 training=True, plan=plan,
-                                 **{k: v for k, v in case.items()
-                                    if k not in ("h", "g", "mems", "pos_emb")})
-            loss = tf.reduce_sum(h_out * h_out) + tf.reduce_sum(g_out * tf.range(32.0))
-        grads = tape.gradient(loss, inputs + layer.trainable_weights)
-        return [h_out, g_out] + grads
+    def run(implementation):
+        return outputs_and_gradients(layer, case, "tpu", implementation)
 
     reference = run("reference")
     assert interpreted_layer == []
     pallas = run("pallas")
     assert interpreted_layer == ["forward", "backward"]  # both streams in one call
-    names = ["h_out", "g_out", "d_h", "d_g", "d_mems", "d_pos_emb"] + [
-        w.path for w in layer.trainable_weights]
-    for name, want, got in zip(names, reference, pallas):
+    for name, want, got in zip(gradient_names(layer), reference, pallas):
         want, got = np.asarray(want), np.asarray(got)
         scale = max(1.0, float(np.abs(want).max()))
         np.testing.assert_allclose(got, want, atol=1e-5 * scale, rtol=0, err_msg=name)

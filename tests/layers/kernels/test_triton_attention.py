@@ -15,7 +15,8 @@ from xlnet_tf2.layers.kernels import attention, dropout_masks, triton_attention
 from xlnet_tf2.layers.kernels import flash_relative_attention as flash
 from xlnet_tf2.layers.kernels import triton_call
 from xlnet_tf2.layers.step_plan import StepPlan
-from fixtures.attention_cases import relative_attention_case
+from fixtures.attention_cases import (gradient_names, outputs_and_gradients,
+                                     relative_attention_case)
 
 pytest.importorskip("triton")
 
@@ -176,23 +177,11 @@ def test_the_layer_on_the_triton_path_is_the_reference(interpreted_triton, attn_
     layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
           query_positions=case["query_positions"], query_weights=case["query_weights"])
 
-    def run(attention_implementation):
-        plan = StepPlan(device="gpu", attention=attention_implementation).with_dropout_keys(
-            DropoutKeys(3, tf.constant(9), tf.constant([4, 1]), 6))
-        inputs = [case["h"], case["g"], case["mems"]]
-        with tf.GradientTape() as tape:
-            tape.watch(inputs)
-            h_out, g_out = layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
-                                 training=True, plan=plan,
-                                 **{k: v for k, v in case.items()
-                                    if k not in ("h", "g", "mems", "pos_emb")})
-            loss = tf.reduce_sum(h_out * h_out) + tf.reduce_sum(g_out * tf.range(32.0))
-        grads = tape.gradient(loss, inputs + layer.trainable_weights)
-        return [h_out, g_out] + grads
+    def run(implementation):
+        return outputs_and_gradients(layer, case, "gpu", implementation)
 
     reference, triton = run("reference"), run("triton")
-    names = ["h_out", "g_out", "d_h", "d_g", "d_mems"] + [w.path for w in
-                                                          layer.trainable_weights]
+    names = gradient_names(layer)
     for name, want, got in zip(names, reference, triton):
         if want is None:  # seg_embed without a segment term
             assert got is None, name
