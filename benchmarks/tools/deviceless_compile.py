@@ -214,11 +214,27 @@ def analyse(target: str, meta: dict, record: dict, top: int = 15) -> dict:
     return report
 
 
+def check_generation(step_dir: str, meta: dict, target: str) -> None:
+    """A step whose Pallas kernels (tpu_custom_calls) were written for a v5e or newer holds a
+    strided rotate a v4 lacks: refused for tpu_v4 in one line before libtpu refuses it."""
+    generation = meta.get("tpu_generation")
+    if target != "tpu_v4" or generation in (None, "v4"):
+        return
+    with open(os.path.join(step_dir, "step.hlo.pb"), "rb") as f:
+        if b"tpu_custom_call" not in f.read():
+            return
+    raise AcceleratorCompileError(
+        f"{step_dir}'s Pallas attention kernels were written for a TPU {generation} (a strided "
+        "rotate a v4 lacks): export the step with --tpu_generation=v4 to compile it for "
+        "tpu_v4.")
+
+
 def run(step_dir: str, target: str, venv: Optional[str] = None, top: int = 15,
         save_hlo: Optional[str] = None) -> dict:
     """Steps 1-3 of the module docstring; the report's values."""
     step_dir = os.path.abspath(step_dir)
     meta = read_step(step_dir)
+    check_generation(step_dir, meta, target)
     python = accelerator_python(target, venv)
     device = "an H100" if target == "h100" else f"one {tpu_estimate.CHIPS[target].device} chip"
     say(f"compiling {step_dir}/step.hlo.pb for {device} in {python} (XLNet-Base takes "

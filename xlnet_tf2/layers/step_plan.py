@@ -37,9 +37,11 @@ TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v4")
 
 
 def this_tpu_generation() -> str:
-    """The TPU generation of this machine as TPU_ACCELERATOR_TYPE names it ("v4-8" -> "v4",
-    "v5litepod-8" -> "v5e", "v5p-8" -> "v5p", "v6e-8" -> "v6e"), "v5e" without it."""
-    accelerator = os.environ.get("TPU_ACCELERATOR_TYPE", "").lower()
+    """The TPU generation of this machine as the TPU VM's TPU_ACCELERATOR_TYPE (or
+    ACCELERATOR_TYPE) names it ("v4-8" -> "v4", "v5litepod-8" -> "v5e", "v5p-8" -> "v5p",
+    "v6e-8" -> "v6e"), "v5e" without it."""
+    accelerator = os.environ.get("TPU_ACCELERATOR_TYPE",
+                                 os.environ.get("ACCELERATOR_TYPE", "")).lower()
     for prefix, generation in (("v5litepod", "v5e"), ("v5e", "v5e"), ("v5p", "v5p"),
                                ("v6e", "v6e"), ("v4", "v4")):
         if accelerator.startswith(prefix):
@@ -104,9 +106,10 @@ class StepPlan:
             settings.setdefault("tpu_generation", this_tpu_generation())
         return cls(device=device, **settings)
 
-    def on(self, device: str) -> "StepPlan":
-        """The same plan traced for `device`."""
-        return dataclasses.replace(self, device=device)
+    def on(self, device: str, tpu_generation: Optional[str] = None) -> "StepPlan":
+        """The same plan traced for `device` (and, given, for that TPU generation)."""
+        changes = {} if tpu_generation is None else {"tpu_generation": tpu_generation}
+        return dataclasses.replace(self, device=device, **changes)
 
     def with_dropout_keys(self, keys: Optional["DropoutKeys"]) -> "StepPlan":
         return dataclasses.replace(self, dropout_keys=keys)

@@ -343,7 +343,7 @@ class Trainer:
         keys = self.task.step_features
         return features if keys is None else {k: features[k] for k in keys}
 
-    def first_step(self, device: Optional[str] = None):
+    def first_step(self, device: Optional[str] = None, tpu_generation: Optional[str] = None):
         """The compiled step and its arguments for the first batch `train` would run from the
         current global step: `(step_fn, (features, state, step))`. `step_fn(*args)` runs that
         step (forward, backward, clipping, the optimizer's update of the variables) and
@@ -354,8 +354,8 @@ class Trainer:
         trace.
 
         `device` ("cpu", "gpu" or "tpu"): a step function of its own, traced with the plan of
-        that device (the program that device would run, whatever this machine is); None: the
-        Trainer's own compiled step."""
+        that device (the program that device would run, whatever this machine is; on a TPU of
+        `tpu_generation`, when given); None: the Trainer's own compiled step."""
         if not self.whole_step_compiled:
             raise RunConfigError(
                 "The step is one XLA computation only with --jit_compile and one replica "
@@ -369,7 +369,7 @@ class Trainer:
         features = next(iter(dataset))
         step_fn = self._step_fn
         if device is not None:
-            plan = self.plan.on(device)
+            plan = self.plan.on(device, tpu_generation)
 
             def planned_step(features, state, step):
                 return self._planned_step(features, state, step, plan)
