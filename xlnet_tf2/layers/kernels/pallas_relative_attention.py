@@ -32,19 +32,19 @@ d_seg [B, N, 2, Sp] (float32: the gradients of the scalars above).
 
 Kernels (one pallas_call each; `forward_call`, `backward_call`):
   forward   grid (N, B), both parallel: one program per (head, example). The program's operands
-            stay in VMEM (at XLNet-Base: q_w, q_r 80 KB each, k, v 112 KB, k_r 192 KB in bf16,
+            stay in VMEM (at XLNet-Base: q_w, q_r 80 KB each, k, v 112 KB, k_r 176 KB in bf16,
             double-buffered by the pipeline across programs). Per query tile of BQ rows:
             the position scores of its rows against the band of k_r they need, on the MXU:
             BQ + Kp rows for a content tile (row r needs u0 + BQ - r + j), Lp + Kp for a
-            query-stream tile (rows at any positions); then row r rotated left by its offset
-            in VMEM: content tiles by BQ - r, one strided rotate
-            (`pltpu.roll(stride=1, stride_axis=0)`, TPU v5 and newer) or log2(BQ) uniform
-            rotates and selects (v4: `generation`), query tiles by Lp - position (rotates and
-            selects on every generation). The aligned [BQ, Kp] position scores live in a VMEM
-            scratch; the T-wide scores never reach HBM. Then the online softmax over key tiles
-            of BK: ac = q_w . k on the MXU, + the position scores' tile, + the segment scalar
-            of each (row, key) (ids compared), * scale, blocked bits -> -1e30; the dropout
-            keep bits hashed from (row, key) exactly as layers/dropout.py's mask over
+            query-stream tile (rows at any positions); then row r shifted left by its offset
+            in VMEM: content tiles by BQ - r with one strided rotate
+            (`pltpu.roll(stride=1, stride_axis=0)`, TPU v5 and newer), query tiles (and content
+            tiles on a v4, `generation`) by lane gathers within each vreg and selects of the
+            row's source vreg (`_shift_rows`). The aligned [BQ, Kp] position scores live in a
+            VMEM scratch; the T-wide scores never reach HBM. Then the online softmax over key
+            tiles of BK: ac = q_w . k on the MXU, + the position scores' tile, + the segment
+            scalar of each (row, key) (ids compared), * scale, blocked bits -> -1e30; the
+            dropout keep bits hashed from (row, key) exactly as layers/dropout.py's mask over
             [B, N, rows of the part, K]. Writes out and lse.
   backward  grid (N, B), B arbitrary (dk_r of a direction group accumulates over its
             examples in the resident output block). FlashAttention-2's recomputation: per query
@@ -52,9 +52,9 @@ Kernels (one pallas_call each; `forward_call`, `backward_call`):
             p = exp(score - lse), dp = d_out . v, ds = p (dp - delta) (delta = rowsum(d_out *
             out), computed here); dq_w += ds . k, dk += ds^T q_w and dv += p_drop^T d_out in
             VMEM accumulators, the segment scalars' gradients as row sums of ds split by
-            segment mismatch; ds of the whole row tile is kept [BQ, Kp] in VMEM, rotated back
-            (right, the inverse shift: rotates and selects) into the band's columns, and
-            dq_r = ds_band . band, dk_r[band] += ds_band^T q_r on the MXU.
+            segment mismatch; ds of the whole row tile is kept [BQ, Kp] in VMEM, shifted back
+            (right, by lane gathers) into the band's columns, and dq_r = ds_band . band,
+            dk_r[band] += ds_band^T q_r on the MXU.
 
 FLOPs (`flops`; MXU, 2 per multiply-add) per (example, head) with S = Sp rows in tiles of BQ:
 forward 2 H (2 S Kp + sum over tiles of BQ x band); backward 2 H (5 S Kp + 3 sum of
@@ -165,6 +165,13 @@ class Geometry:
         return self.padded_distances
 
     @property
+    def lanes(self) -> int:
+        """The column width the row shifts gather in: a vreg's 128 lanes on a TPU (the tiles
+        are multiples of 128), the tiles' common power-of-two divisor in interpret mode."""
+        common = math.gcd(self.block_q, self.block_k, 128)
+        return common & -common
+
+    @property
     def jnp_dtype(self):
         return jnp.dtype(self.dtype)
 
@@ -254,26 +261,59 @@ def _dot(a, b):
                                preferred_element_type=jnp.float32)
 
 
-def _column(row):
-    """[1, R] -> [R, 1]: a lane vector as a sublane vector (a transpose, on the XLU)."""
-    return jnp.transpose(jnp.broadcast_to(row, (128, row.shape[1])))[:, :1]
+def _columns(*rows):
+    """Lane vectors [1, R] (int32 or float32) -> the same values as sublane vectors [R, 1],
+    by one transpose on the XLU for all of them (stacked, padded to 128 rows)."""
+    width = rows[0].shape[1]
+    as_int = [jax.lax.bitcast_convert_type(r, jnp.int32) if r.dtype != jnp.int32 else r
+              for r in rows]
+    stacked = jnp.concatenate(as_int + [jnp.zeros((128 - len(rows), width), jnp.int32)], axis=0)
+    columns = jnp.transpose(stacked)                                      # [R, 128]
+    return [columns[:, i:i + 1] if r.dtype == jnp.int32 else
+            jax.lax.bitcast_convert_type(columns[:, i:i + 1], r.dtype)
+            for i, r in enumerate(rows)]
 
 
-def _row(column):
-    """[R, 1] -> [1, R]."""
-    return jnp.transpose(jnp.broadcast_to(column, (column.shape[0], 128)))[:1, :]
+def _rows(*columns):
+    """Sublane vectors [R, 1] (float32) -> lane vectors [1, R], by one transpose."""
+    height = columns[0].shape[0]
+    stacked = jnp.concatenate(
+        list(columns) + [jnp.zeros((height, 128 - len(columns)), jnp.float32)], axis=1)
+    rows = jnp.transpose(stacked)                                         # [128, R]
+    return [rows[i:i + 1, :] for i in range(len(columns))]
 
 
-def _rotate_rows(x, amounts, bits: int, left: bool):
-    """Row r of x [R, W] rotated left (or right) by amounts[r] ([R, 1] int32 in
-    [0, 2**bits), 2**(bits - 1) < W): `bits` uniform rotates, each kept where the amount has
-    that bit (rotates and selects: any TPU generation)."""
-    width = x.shape[1]
-    for bit in range(bits):
-        step = 1 << bit
-        x = jnp.where((amounts & step) != 0, pltpu.roll(x, width - step if left else step, 1),
-                      x)
-    return x
+def _shift_rows(x, amount, most: int, width: int, lanes: int, left: bool):
+    """Row r of x [R, W] shifted by amount[r] ([R, 1] int32 in [0, most]) lanes: left,
+    out[r, c] = x[r, c + amount[r]], or right, out[r, c] = x[r, c - amount[r]] (0 where that
+    is outside x), for c < `width`. By lane gathers (`jnp.take_along_axis`, one per vreg, on
+    the XLU) inside each column of `lanes` lanes, the row's column chosen by selects: any
+    amount per row, on every TPU generation, about one gather and most / lanes + 2 selects per
+    vreg of the result (rotates and selects would take log2(most) rotates and selects of the
+    whole array)."""
+    columns = [x[:, i * lanes:(i + 1) * lanes] for i in range(x.shape[1] // lanes)]
+    zero = jnp.zeros_like(columns[0])
+    log_lanes = lanes.bit_length() - 1
+    whole = jax.lax.shift_right_logical(amount, jnp.int32(log_lanes))       # [R, 1]
+    part = amount & jnp.int32(lanes - 1)
+    lane = jax.lax.broadcasted_iota(jnp.int32, (1, lanes), 1)
+    index = (lane + part if left else lane - part) & jnp.int32(lanes - 1)  # [R, lanes]
+    wraps = lane + part >= lanes if left else lane < part
+    sign = 1 if left else -1
+
+    def column(c):
+        return columns[c] if 0 <= c < len(columns) else zero
+
+    @functools.lru_cache(maxsize=None)
+    def gathered(c):
+        """Column c + sign * whole[r] of each row r, gathered at `index`."""
+        source = column(c)
+        for m in range(1, most // lanes + 1):
+            source = jnp.where(whole == m, column(c + sign * m), source)
+        return jnp.take_along_axis(source, jnp.broadcast_to(index, source.shape), axis=1)
+
+    out = [jnp.where(wraps, gathered(c + sign), gathered(c)) for c in range(width // lanes)]
+    return jnp.concatenate(out, axis=1)
 
 
 # ------------------------------------------------------------------------------ the tiles
@@ -286,11 +326,22 @@ class _Tile:
         head, b = program
         bq = g.block_q
         self.rows = pl.ds(start, bq)
-        self.position = _column(refs["rows"][0:1, self.rows])              # [BQ, 1]
+        # The rows' scalars as columns [BQ, 1], by one transpose: position, and segment id
+        # and segment scalars with a segment term, and the lse in the backward kernel.
+        wanted = [refs["rows"][0:1, self.rows]]
         if g.has_segment:
-            self.row_seg = _column(refs["rows"][1:2, self.rows])
-            self.seg_same = _column(refs["seg"][0:1, self.rows])
-            self.seg_diff = _column(refs["seg"][1:2, self.rows])
+            wanted += [refs["rows"][1:2, self.rows], refs["seg"][0:1, self.rows],
+                       refs["seg"][1:2, self.rows]]
+        if "lse" in refs and "d_out" in refs:
+            wanted.append(refs["lse"][:, self.rows])
+        columns = _columns(*wanted)
+        self.position = columns[0]
+        if g.has_segment:
+            self.row_seg, self.seg_same, self.seg_diff = columns[1:4]
+        self.lse = columns[-1]
+        # Row 8 k + w of the tile is bit k of its word w (the `bits` operand).
+        self.mask_bit = jax.lax.shift_right_logical(
+            jax.lax.broadcasted_iota(jnp.int32, (bq, 1), 0), jnp.int32(3))
         if g.has_dropout:
             part = 1 if query_stream else 0
             part_rows = g.query_rows if query_stream else g.seq_len
@@ -302,8 +353,8 @@ class _Tile:
             self.row_term = ((head * part_rows + local) * g.keys) * jnp.int32(_GOLDEN) + key_term
 
     def position_band(self):
-        """(first k_r row u0, band width W, each row's left rotation [BQ, 1] int32, the
-        largest rotation): row r reads k_r rows u0 + rotation[r] + j for keys j."""
+        """(first k_r row u0, band width W, each row's shift [BQ, 1] int32, the largest
+        shift): row r reads k_r rows u0 + shift[r] + j for keys j."""
         g = self.g
         if self.query_stream:  # a row at position p reads u = Lp - p + j
             return 0, g.query_band, g.content_rows - self.position, g.content_rows
@@ -314,7 +365,7 @@ class _Tile:
 
     def position_scores(self, q_r):
         """The tile's position scores aligned with the keys [BQ, Kp] float32, the band of
-        k_r they read [W, H] and each row's rotation [BQ, 1]."""
+        k_r they read [W, H] and each row's shift [BQ, 1]."""
         g = self.g
         start, width, amount, most = self.position_band()
         band = self.refs["k_r"][pl.ds(start, width), :]                    # [W, H]
@@ -322,9 +373,14 @@ class _Tile:
         if not self.query_stream and g.generation in STRIDED_ROTATE_GENERATIONS:
             # Row r rotated right by (W - BQ) + r, i.e. left by BQ - r: one strided rotate.
             full = pltpu.roll(full, width - g.block_q, 1, stride=1, stride_axis=0)
-        else:
-            full = _rotate_rows(full, amount, _bits_for(most), left=True)
-        return full[:, :g.padded_keys], band, amount
+            return full[:, :g.padded_keys], band, amount
+        return _shift_rows(full, amount, most, g.padded_keys, g.lanes, left=True), band, amount
+
+    def band_gradient(self, ds):
+        """The position scores' gradient ds [BQ, Kp] shifted back into the band's columns:
+        [BQ, W] (zero where a row reads no key)."""
+        _, width, amount, most = self.position_band()
+        return _shift_rows(ds, amount, most, width, self.g.lanes, left=False)
 
     def key_context(self, j0):
         """The tile's [BQ, BK] masks at key tile j0: valid keys, blocked, segment mismatch,
@@ -332,14 +388,14 @@ class _Tile:
         g = self.g
         bk, bq = g.block_k, g.block_q
         col = j0 + jax.lax.broadcasted_iota(jnp.int32, (1, bk), 1)          # [1, BK]
-        valid = col < g.keys
+        # Keys past K exist only where K is not a whole number of key tiles.
+        valid = col < g.keys if g.keys < g.padded_keys else None
         blocked = differ = keep = None
         if g.has_mask:
-            tile = self.start // bq
-            words = self.refs["bits"][pl.ds(tile * 8, 8), pl.ds(j0, bk)]    # [8, BK]
+            first = pl.multiple_of(self.start // (bq // 8), 8)
+            words = self.refs["bits"][pl.ds(first, 8), pl.ds(j0, bk)]       # [8, BK]
             words = jnp.concatenate([words] * (bq // 8), axis=0)            # [BQ, BK]
-            bit = jax.lax.broadcasted_iota(jnp.int32, (bq, bk), 0) // 8
-            blocked = (jax.lax.shift_right_logical(words, bit) & 1) != 0
+            blocked = (jax.lax.shift_right_logical(words, self.mask_bit) & 1) != 0
         if g.has_segment:
             key_seg = self.refs["key_seg"][:, pl.ds(j0, bk)]                # [1, BK]
             differ = self.row_seg != key_seg
@@ -360,12 +416,7 @@ class _Tile:
         s = s * g.scale
         if g.has_mask:
             s = jnp.where(blocked, BLOCKED_SCORE, s)
-        return jnp.where(valid, s, -jnp.inf)
-
-
-def _bits_for(width: int) -> int:
-    """Bits of a rotation amount in [0, width]."""
-    return max(1, int(math.ceil(math.log2(width + 1))))
+        return s if valid is None else jnp.where(valid, s, -jnp.inf)
 
 
 def _tiles(g: Geometry):
@@ -411,7 +462,7 @@ def _forward_kernel(g: Geometry, names, keys_ref, *refs):
                     jnp.zeros((bq, g.head_size), jnp.float32))
             m, l, acc = jax.lax.fori_loop(0, g.padded_keys // bk, key_body, init)
             out_ref[tile.rows, :] = (acc * (keep_scale / l)).astype(out_ref.dtype)
-            lse_ref[:, tile.rows] = _row(m + jnp.log(l))
+            lse_ref[:, tile.rows] = _rows(m + jnp.log(l))[0]
             return carry
 
         jax.lax.fori_loop(0, count, tile_body, 0)
@@ -442,13 +493,13 @@ def _backward_kernel(g: Geometry, names, keys_ref, *refs):
             q_r = named["q_r"][tile.rows, :]
             d_out = named["d_out"][tile.rows, :]
             out = named["out"][tile.rows, :]
-            lse = _column(named["lse"][:, tile.rows])                           # [BQ, 1]
+            lse = tile.lse                                                      # [BQ, 1]
             delta = jnp.sum(d_out.astype(jnp.float32) * out.astype(jnp.float32), axis=1,
                             keepdims=True)
             # A row whose keys are all blocked: lse = -1e30 + log K rounds to -1e30; its
             # probabilities are the reference's uniform 1 / K.
             dead = lse < 0.5 * BLOCKED_SCORE
-            bd, band, amount = tile.position_scores(q_r)
+            bd, band, _ = tile.position_scores(q_r)
             bd_ref[...] = bd
 
             def key_body(kt, state):
@@ -460,15 +511,20 @@ def _backward_kernel(g: Geometry, names, keys_ref, *refs):
                 context = tile.key_context(j0)
                 valid, blocked, differ, keep = context
                 s = tile.scores(q_w, k_tile, bd_ref[:, keys], context)
-                p = jnp.where(valid, jnp.where(dead, 1.0 / g.keys, jnp.exp(s - lse)), 0.0)
+                p = jnp.where(dead, 1.0 / g.keys, jnp.exp(s - lse))
+                if valid is not None:
+                    p = jnp.where(valid, p, 0.0)
                 dp = _dot_nt(d_out, v_tile)
                 p_drop = p
                 if g.has_dropout:
                     p_drop = jnp.where(keep, p * keep_scale, 0.0)
                     dp = jnp.where(keep, dp * keep_scale, 0.0)
-                live = valid if blocked is None else valid & jnp.logical_not(blocked)
-                # d loss / d (ac + bd + ef): the softmax's gradient, zero where blocked.
-                ds = jnp.where(live, p * (dp - delta), 0.0) * g.scale
+                # d loss / d (ac + bd + ef): the softmax's gradient, zero where blocked (and
+                # at keys past K, where p is 0).
+                ds = p * (dp - delta)
+                if blocked is not None:
+                    ds = jnp.where(blocked, 0.0, ds)
+                ds = ds * g.scale
                 dv_acc[keys, :] += _dot_tn(p_drop.astype(dt), d_out)
                 dk_acc[keys, :] += _dot_tn(ds.astype(dt), q_w)
                 ds_ref[:, keys] = ds
@@ -482,17 +538,14 @@ def _backward_kernel(g: Geometry, names, keys_ref, *refs):
             dq, d_same, d_diff = jax.lax.fori_loop(
                 0, g.padded_keys // bk, key_body,
                 (jnp.zeros((bq, g.head_size), jnp.float32), zero_column, zero_column))
-            # The position scores' gradient rotated back into the band's columns.
-            start_u, width, _, most = tile.position_band()
-            ds_band = jnp.concatenate(
-                [ds_ref[...], jnp.zeros((bq, width - g.padded_keys), jnp.float32)], axis=1)
-            ds_band = _rotate_rows(ds_band, amount, _bits_for(most), left=False).astype(dt)
+            # The position scores' gradient shifted back into the band's columns.
+            start_u, width = tile.position_band()[:2]
+            ds_band = tile.band_gradient(ds_ref[...]).astype(dt)
             named["dq_w"][tile.rows, :] = dq.astype(dt)
             named["dq_r"][tile.rows, :] = _dot(ds_band, band).astype(dt)
             dk_r_ref[pl.ds(start_u, width), :] += _dot_tn(ds_band, q_r)
             if g.has_segment:
-                named["d_seg"][0:1, tile.rows] = _row(d_same)
-                named["d_seg"][1:2, tile.rows] = _row(d_diff)
+                named["d_seg"][:, tile.rows] = jnp.concatenate(_rows(d_same, d_diff), axis=0)
             return carry
 
         jax.lax.fori_loop(0, count, tile_body, 0)
