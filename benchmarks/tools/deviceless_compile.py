@@ -347,10 +347,22 @@ def format_report(r: dict) -> str:
                 + (f" ({corrected:.4g} with its {tpu['uncosted_custom_calls']} uncosted custom "
                    "calls' -1 each added back)" if tpu["uncosted_custom_calls"] else ""))
         mfu = tpu["serial_mfu"]
+        libtpu_ms = tpu["serial_ms"] - tpu["pallas_ms"]
         lines.append(
             f"libtpu's estimated cycles, summed: "
-            f"{tpu['estimated_cycles']:,.0f} = {tpu['serial_ms']:.1f} ms at "
-            f"{tpu['clock_ghz']:g} GHz (serial, no overlap: an estimate, not a measurement)"
+            f"{tpu['estimated_cycles']:,.0f} = {libtpu_ms:.1f} ms at "
+            f"{tpu['clock_ghz']:g} GHz (serial, no overlap: an estimate, not a measurement)")
+        if tpu["pallas_kernels"]:
+            lines.append(
+                f"plus {tpu['pallas_kernels']} Pallas custom calls, which libtpu gives no "
+                f"cycles: {tpu['pallas_ms']:.2f} ms for their {tpu['pallas_flops'] / 1e12:.3f} "
+                f"TFLOP and {_gb(tpu['pallas_bytes'])} at ASSUMED shares "
+                f"{100 * tpu['pallas_flops_share']:.0f}% of peak FLOPs, "
+                f"{100 * tpu['pallas_bandwidth_share']:.0f}% of "
+                f"{tpu['hbm_bandwidth'] / 1e9:.0f} GB/s (no TPU has timed the kernels)")
+        lines.append(
+            f"step: {tpu['cycles_equivalent']:,.0f} cycles-equivalent = "
+            f"{tpu['serial_ms']:.1f} ms"
             + (f"; MFU at that time {100 * mfu:.1f}% of {tpu['peak_flops'] / 1e12:.0f} "
                "TFLOP/s" if mfu else ""))
         total, unit = tpu["serial_ms"], "libtpu's cycles"
