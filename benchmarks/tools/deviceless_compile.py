@@ -234,8 +234,8 @@ def run(step_dir: str, target: str, venv: Optional[str] = None, top: int = 15,
     """Steps 1-3 of the module docstring; the report's values."""
     step_dir = os.path.abspath(step_dir)
     meta = read_step(step_dir)
-    check_generation(step_dir, meta, target)
     python = accelerator_python(target, venv)
+    check_generation(step_dir, meta, target)
     device = "an H100" if target == "h100" else f"one {tpu_estimate.CHIPS[target].device} chip"
     say(f"compiling {step_dir}/step.hlo.pb for {device} in {python} (XLNet-Base takes "
         "minutes)")

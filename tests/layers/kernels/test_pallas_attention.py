@@ -58,7 +58,10 @@ def _case(name):
     rng = np.random.default_rng(zlib.crc32(name.encode()))
     two_stream = name.startswith("two_stream")
     batch, heads, head = 2, 2, 8
-    mem, seq_len, n_query = (20, 12, 5) if two_stream else (0, 16, 0)
+    # L = 16 is two whole tiles of 8 rows (the rows padded at the end only), 12 is not (each
+    # stream's rows padded to whole tiles).
+    mem, seq_len, n_query = ((20, 16 if name == "two_stream" else 12, 5) if two_stream
+                             else (0, 16, 0))
     groups = 2 if two_stream else 1                      # bi_data's two direction groups
     keys, rows = mem + seq_len, seq_len + n_query
     dist = keys + seq_len
@@ -162,7 +165,7 @@ def test_dropout_drops_what_the_reference_drops(interpreted):
     bits of the Dropout's two draws (content rows, query rows) drop, at rate 0.6 (a threshold
     above 2**31)."""
     rng = np.random.default_rng(3)
-    batch, heads, seq_len, n_query, n_keys = 2, 2, 12, 5, 16
+    batch, heads, seq_len, n_query, n_keys = 2, 2, 16, 5, 16  # L a whole number of tiles
     rows, dist = seq_len + n_query, n_keys + seq_len
     f = lambda *shape: tf.constant(rng.standard_normal(shape), tf.float32)  # noqa: E731
     dropout = Dropout(0.6)
@@ -279,3 +282,95 @@ def test_forced_where_it_cannot_run_is_one_line():
     assert plan.pallas_kernels and plan.one_attention_for_both_streams
     assert not plan.angle_position_scores  # the kernels read the embedding's projection
     assert StepPlan(device="tpu", attention="reference").angle_position_scores
+
+
+# ---------------------------------------------------------------- the step traced for a TPU
+def _tpu_step_hlo(generation: str, stage: str):
+    """A training step's attention traced for a TPU of `generation` under jit_compile, in
+    bfloat16, with both streams, memory, segments, a mask and attention dropout (tiles of
+    128: a TPU's), as the HLO stage asked."""
+    batch, heads, head, seq_len, mem, n_query = 2, 2, 64, 128, 128, 20
+    keys, rows = mem + seq_len, seq_len + n_query
+    dropout = Dropout(0.1)
+    dropout.salt = 3
+
+    @tf.function(jit_compile=True)
+    def step(q_w, q_r, k, v, k_r, seg):
+        plan = StepPlan(device="tpu", tpu_generation=generation).with_dropout_keys(
+            DropoutKeys(7, tf.constant(5), tf.range(batch), 2))
+        blocked = tf.random.stateless_uniform([batch, rows, keys], [1, 2]) < 0.2
+        with tf.GradientTape() as tape:
+            tape.watch([q_w, q_r, k, v, k_r, seg])
+            out = pallas_attention.pallas_attention(
+                q_w, q_r, k, v, k_r, tf.zeros([batch, n_query], tf.int32) + 3, blocked,
+                seq_len=seq_len, scale=0.125, dropout=dropout, training=True, plan=plan,
+                segment_scores=seg, row_segments=tf.zeros([batch, rows], tf.int32),
+                key_segments=tf.ones([batch, keys], tf.int32), dropout_rows=(seq_len, n_query))
+            loss = tf.reduce_sum(tf.cast(out, tf.float32))
+        return loss, tape.gradient(loss, [q_w, q_r, k, v, k_r, seg])
+
+    bf16 = tf.bfloat16
+    args = [tf.zeros([batch, heads, rows, head], bf16), tf.zeros([batch, heads, rows, head], bf16),
+            tf.zeros([batch, heads, keys, head], bf16), tf.zeros([batch, heads, keys, head], bf16),
+            tf.zeros([2, keys + seq_len, heads, head], bf16), tf.zeros([batch, heads, rows, 2], bf16)]
+    return step.experimental_get_compiler_ir(*args)(stage=stage)
+
+
+def test_a_tpu_step_carries_the_lowered_kernels_verbatim():
+    """The forward and the backward call, each with the backend_config JAX lowered for its
+    geometry (a Mosaic body of serialization format 1 and the kernel's cost estimate)."""
+    import json
+
+    from tensorflow.compiler.xla.service import hlo_pb2
+    module = hlo_pb2.HloModuleProto.FromString(_tpu_step_hlo("v5e", "hlo_serialized"))
+    calls = [i for c in module.computations for i in c.instructions
+             if i.opcode == "custom-call" and i.custom_call_target == "tpu_custom_call"]
+    assert len(calls) == 2
+    configs = [json.loads(c.backend_config.decode()) for c in calls]
+    for config in configs:
+        body = config["custom_call_config"]
+        assert body["serialization_format"] == 1 and len(body["body"]) > 10_000
+        assert int(body["cost_estimate"]["flops"]) > 0
+    kernels = pallas_call.jax_module()
+    g = kernels.Geometry(batch=2, heads=2, head_size=64, seq_len=128, query_rows=20, keys=256,
+                         distances=384, groups=2, scale=0.125, dropout_rate=0.1,
+                         has_segment=True, has_mask=True)
+    shapes = kernels.shapes(g)
+    for call, backward in zip(calls, (False, True)):
+        names = ("keys",) + kernels.operand_names(g, backward)
+        fn = kernels.backward_call(g) if backward else kernels.forward_call(g)
+        config, _ = pallas_call.lowered(fn, [(shapes[n][0], np.dtype(shapes[n][1]).name)
+                                             for n in names])
+        assert call.backend_config.decode() == config
+        estimate = json.loads(config)["custom_call_config"]["cost_estimate"]
+        assert int(estimate["flops"]) == kernels.flops(g, backward)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("generation,target", [("v5e", "tpu_v5e"), ("v4", "tpu_v4")])
+def test_libtpu_compiles_the_step_for_a_v5e_and_a_v4(tmp_path, generation, target):
+    """The step traced for each generation (v5e's strided rotate, v4's gathers) compiled by
+    libtpu for that chip without one (benchmarks/tools/deviceless_worker.py in the compile
+    venv: the project's .venv with the test extra has libtpu 0.0.30)."""
+    import json
+    import subprocess
+
+    from benchmarks.tools import deviceless_compile
+    from fixtures.paths import REPO_ROOT
+    try:
+        python = deviceless_compile.accelerator_python(target)
+    except deviceless_compile.AcceleratorCompileError as e:
+        pytest.skip(str(e))
+    hlo = tmp_path / "step.hlo.pb"
+    hlo.write_bytes(_tpu_step_hlo(generation, "hlo_serialized"))
+    run = subprocess.run(
+        [python, "-m", "benchmarks.tools.deviceless_worker",
+         f"--target={json.dumps(deviceless_compile.worker_target(target))}", f"--hlo={hlo}",
+         f"--out={tmp_path}"], cwd=REPO_ROOT, env=deviceless_compile.worker_env(target),
+        capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, run.stderr[-3000:]
+    record = json.loads((tmp_path / "compile.json").read_text())
+    assert "error" not in record, record.get("error")
+    assert record["memory"]["generated_code"] > 0
+    text = (tmp_path / "optimized.hlo.txt").read_text()
+    assert text.count('custom_call_target="tpu_custom_call"') == 2

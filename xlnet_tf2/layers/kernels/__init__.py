@@ -13,6 +13,12 @@ the step's plan (layers/step_plan.py) picks among them.
                        their shifted columns, segment term, bit-packed mask, the dropout hash)
                        as Triton kernels, forward and backward; tested under Triton's CPU
                        interpreter and lowered to TTIR, not yet emitted from the step
+  pallas_relative_attention.py  the same attention for a TPU as Pallas kernels (JAX): the
+                       position scores of each row tile against the band of the position
+                       embedding's projection it needs, shifted in VMEM; forward and backward
+  pallas_call.py       a Pallas kernel lowered by JAX and emitted as XLA's tpu_custom_call
+  pallas_attention.py  the op's "pallas" implementation: the operands laid out for those
+                       kernels, the custom gradient
   dropout_masks.py     the dropout masks' counter hash, stored and bit-packed masks
 
 A new implementation of the op is a module here, a name in config.ATTENTION_IMPLEMENTATIONS and

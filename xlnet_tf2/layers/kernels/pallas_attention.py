@@ -133,9 +133,13 @@ def pallas_attention(q_w, q_r, keys, values, position_projection, query_position
     n_query, lp, kp = g.query_rows, g.content_rows, g.padded_keys
 
     def padded_rows(x, axis: int):
-        """[..., L + P, ...] -> [..., Lp + Pp, ...]: each part padded to whole tiles."""
-        content, query = tf.split(x, [seq_len, n_query], axis=axis)
+        """[..., L + P, ...] -> [..., Lp + Pp, ...]: each part padded to whole tiles (where L
+        is a whole number of tiles, as at XLNet's lengths, one pad at the end: a copy of x
+        split and joined again would be a pass of its own over it on a TPU)."""
         pad = [[0, 0]] * len(x.shape)
+        if lp == seq_len:
+            return tf.pad(x, pad[:axis] + [[0, g.rows - seq_len - n_query]] + pad[axis + 1:])
+        content, query = tf.split(x, [seq_len, n_query], axis=axis)
         parts = [tf.pad(content, pad[:axis] + [[0, lp - seq_len]] + pad[axis + 1:])]
         if n_query:
             parts.append(tf.pad(query, pad[:axis] + [[0, g.query_stream_rows - n_query]]
@@ -185,8 +189,8 @@ def pallas_attention(q_w, q_r, keys, values, position_projection, query_position
         return out, grad
 
     out = tf.custom_gradient(run)(*differentiable.values())
-    if not n_query:
-        return out[:, :, :seq_len]
+    if lp == seq_len or not n_query:
+        return out[:, :, :seq_len + n_query]
     return tf.concat([out[:, :, :seq_len], out[:, :, lp:lp + n_query]], axis=2)
 
 
