@@ -77,6 +77,7 @@ def _check_totals(report, meta):
                         "optimizer (AdamW)", "gradient clipping"} <= parts
 
 
+@pytest.mark.xla
 @pytest.mark.parametrize("target", ["tpu_v5e", "tpu_v4"])
 def test_tiny_step_compiles_for_a_tpu(request, target, tmp_path):
     """The step with the Pallas kernels (2 layers: a forward and a backward call each),
@@ -103,6 +104,7 @@ def test_tiny_step_compiles_for_a_tpu(request, target, tmp_path):
     assert "plus 4 Pallas custom calls" in stdout and "ASSUMED shares 25%" in stdout
 
 
+@pytest.mark.xla
 def test_a_v5e_step_is_refused_for_a_v4_in_one_line(tiny_step):
     run = _run("accelerator_compile", "--target=tpu_v4", str(tiny_step))
     assert run.returncode == 2 and "Traceback" not in run.stderr
@@ -110,6 +112,7 @@ def test_a_v5e_step_is_refused_for_a_v4_in_one_line(tiny_step):
                                        "it for tpu_v4.")
 
 
+@pytest.mark.xla
 def test_tiny_step_compiles_for_h100(tiny_step, tmp_path):
     _venv_or_skip("h100")
     stdout, report = _compile("h100", tiny_step, tmp_path / "h100.json")
@@ -123,6 +126,7 @@ def test_tiny_step_compiles_for_h100(tiny_step, tmp_path):
     assert "predicted H100 step" in stdout and "+-18%" in stdout
 
 
+@pytest.mark.xla
 def test_a_missing_venv_is_one_line(tiny_step):
     run = _run("accelerator_compile", "--target=tpu_v4", "--venv=/nonexistent/venv",
                str(tiny_step))

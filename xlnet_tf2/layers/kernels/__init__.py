@@ -1,27 +1,24 @@
-"""The device forms of the attention's pieces, one module each behind one call the math makes;
-the step's plan (layers/step_plan.py) picks among them.
+"""The device forms of the layers' pieces that a CPU's step does not trace, one module each
+behind one call the math makes; the step's plan (layers/step_plan.py) picks among them. The
+reference forms (TensorFlow ops, what a CPU traces) live with the math: the attention op in
+layers/xlnet_block.py, the dropout masks' hash and the CPU's stored mask in layers/dropout.py.
 
-  attention.py         the attention op: softmax(scale * (q . k + bias)), dropout, values;
-                       picks an implementation by the plan
-  reference.py         the op in TensorFlow ops (everywhere; the parity tests' numbers) and the
-                       narrow-probability softmax of mixed precision
-  cudnn.py             the op as cuDNN's flash attention (XLA custom calls; GPU)
-  position_product.py  the position scores' product with its one-layout gradient
+  cudnn.py             the attention op as cuDNN's flash attention (XLA custom calls; GPU)
+  triton_attention.py  the attention op as the project's flash Triton kernels, emitted as XLA
+                       custom calls by triton_call.py (GPU); the kernels themselves, forward
+                       and backward, with the dropout hash: flash_relative_attention.py
+  position_product.py  the position scores in the layout the Triton kernels read (GPU)
+  dropout_masks.py     a stored dropout mask bit-packed (GPU)
   window_read.py       the shift of query rows at arbitrary positions as a gather (GPU, TPU)
   angle_scores.py      the position scores as a product with an angle table, no shift (TPU)
-  flash_relative_attention.py  the whole attention of both streams (position scores read at
-                       their shifted columns, segment term, bit-packed mask, the dropout hash)
-                       as Triton kernels, forward and backward; tested under Triton's CPU
-                       interpreter and lowered to TTIR, not yet emitted from the step
-  pallas_relative_attention.py  the same attention for a TPU as Pallas kernels (JAX): the
-                       position scores of each row tile against the band of the position
-                       embedding's projection it needs, shifted in VMEM; forward and backward
-  pallas_call.py       a Pallas kernel lowered by JAX and emitted as XLA's tpu_custom_call
-  pallas_attention.py  the op's "pallas" implementation: the operands laid out for those
-                       kernels, the custom gradient
-  dropout_masks.py     the dropout masks' counter hash, stored and bit-packed masks
+  pallas_attention.py  the attention op as the project's flash Pallas kernels, emitted as XLA
+                       tpu_custom_calls by pallas_call.py (TPU); the kernels themselves (JAX),
+                       forward and backward, the position scores of each row tile against the
+                       band of the position embedding's projection it needs, shifted in VMEM,
+                       with the dropout hash: pallas_relative_attention.py
 
-A new implementation of the op is a module here, a name in config.ATTENTION_IMPLEMENTATIONS and
-a branch in attention.py; a new device form of another piece is a module here and a property of
+A new implementation of the attention op is a module here, a name in
+config.ATTENTION_IMPLEMENTATIONS and a branch in layers/xlnet_block.py's
+`chosen_implementation`; a new device form of another piece is a module here and a property of
 StepPlan that says where it runs.
 """

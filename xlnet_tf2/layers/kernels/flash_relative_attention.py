@@ -1,7 +1,7 @@
 """Flash two-stream relative attention: XLNet's attention of S = L + P query rows (the content
 stream, then the query stream) over K = M + L keys as Triton kernels, forward and backward,
 never materializing a score-sized tensor. The formulas are the project's reference attention
-(layers/relative_attention.py's scores, layers/kernels/reference.py's op):
+(layers/xlnet_block.py's scores and op, `reference_attention`):
 
     score[s, j] = (q_w[s].k[j] + pos[s, L - row_pos[s] + j] + seg[s, row_seg[s] != key_seg[j]])
                   * scale,  blocked -> -1e30

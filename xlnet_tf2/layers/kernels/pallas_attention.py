@@ -3,8 +3,8 @@ inside the step's XLA program: two `tpu_custom_call`s (kernels/pallas_call.py), 
 under a `tf.custom_gradient` whose gradient is the backward call.
 
 Like the Triton implementation, the kernels take the score's terms before they are assembled
-into a [B, N, S, K] bias (relative_attention.py's `attend` asks kernels/attention.py's
-`chosen_implementation` first):
+into a [B, N, S, K] bias (layers/xlnet_block.py's `attend` asks `chosen_implementation` there
+first):
 
   q_w, q_r [B, N, S, H]         q + r_w and q + r_r of the S = L + P rows: the L content
                                 rows in order, then the P query-stream rows.
@@ -41,7 +41,7 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import control_flow_util
 
 from xlnet_tf2.layers.kernels import pallas_call
-from xlnet_tf2.layers.kernels.dropout_masks import KEY_MULTIPLIER, fmix32
+from xlnet_tf2.layers.dropout import KEY_MULTIPLIER, fmix32
 from xlnet_tf2.layers.kernels.triton_attention import dropout_keys, score_terms_reason
 from xlnet_tf2.layers.step_plan import StepPlan
 
@@ -83,7 +83,7 @@ def row_packed_blocked(blocked: tf.Tensor, block_q: int) -> tf.Tensor:
 def hash_keys(dropout, batch: int, dropout_rows, plan: StepPlan) -> tf.Tensor:
     """int32 [4 B]: for the content rows' draw, then the query rows', each example's key term
     k0 * KEY_MULTIPLIER + k1 and key mix fmix32(k1 ^ fmix32(k0)) (layers/kernels/
-    dropout_masks.py's hash of element n is fmix32(fmix32(n * GOLDEN + term) ^ mix))."""
+    dropout.py's hash of element n is fmix32(fmix32(n * GOLDEN + term) ^ mix))."""
     k0s, k1 = dropout_keys(dropout, batch, dropout_rows, plan)
     k0s, k1 = tf.bitcast(k0s, tf.uint32), tf.bitcast(k1, tf.uint32)
     parts = []

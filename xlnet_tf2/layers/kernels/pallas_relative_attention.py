@@ -1,8 +1,8 @@
 """Flash two-stream relative attention for the TPU as Pallas kernels (JAX), forward and
 backward: XLNet's attention of the L content rows and the P query-stream rows over K = M + L
 keys in one kernel, with the position scores computed and shifted in VMEM. The formulas are
-the project's reference attention (layers/relative_attention.py's scores,
-layers/kernels/reference.py's op):
+the project's reference attention (layers/xlnet_block.py: RelativeAttention's scores,
+`reference_attention`):
 
     score[s, j] = ((q_w[s] . k[j]) + (q_r[s] . k_r[u(s, j)]) + seg[s, row_seg[s] != key_seg[j]])
                   * scale,  blocked -> -1e30
@@ -75,8 +75,8 @@ import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import tpu as pltpu
 
-BLOCKED_SCORE = -1e30   # the reference's blocked score (kernels/reference.py)
-# layers/kernels/dropout_masks.py's multipliers, as int32 (the products wrap as uint32's do).
+BLOCKED_SCORE = -1e30   # the reference's blocked score (layers/xlnet_block.py)
+# layers/dropout.py's hash multipliers, as int32 (the products wrap as uint32's do).
 _GOLDEN = 0x9E3779B9 - 2 ** 32
 _MIX_1 = 0x85EBCA6B - 2 ** 32
 _MIX_2 = 0xC2B2AE35 - 2 ** 32

@@ -1,25 +1,9 @@
-"""The position scores' product with the custom gradient that keeps the score-sized gradient in
-one layout (relative_attention.py's `attend` calls it)."""
+"""The position scores in the layout the Triton kernels read (kernels/triton_attention.py):
+layers/xlnet_block.py's `RelativeAttention` calls it where the step runs them (GPU)."""
 
 from __future__ import annotations
 
 import tensorflow as tf
-
-
-@tf.custom_gradient
-def grouped_position_product(queries, k_r):
-    """einsum("xbnsh,xtnh->xbnst"): queries [X, B/X, N, S, H], k_r [X, T, N, H].
-
-    The gradient is TensorFlow's, but with k_r's product written as queries^T . d_scores: so
-    both backward products read the score-sized gradient in the layout the forward product
-    wrote, and a compiler materializes it once (the other order asked for a second, transposed
-    copy of it for k_r's product)."""
-    def grad(d_scores):
-        d_queries = tf.einsum("xbnst,xtnh->xbnsh", d_scores, k_r)
-        d_k_r = tf.einsum("xbnsh,xbnst->xnht", queries, d_scores)  # [X, N, H, T]
-        return d_queries, tf.transpose(d_k_r, [0, 3, 1, 2])
-
-    return tf.einsum("xbnsh,xtnh->xbnst", queries, k_r), grad
 
 
 def example_position_product(queries, k_r):
@@ -28,7 +12,7 @@ def example_position_product(queries, k_r):
 
     For a consumer that reads the position scores as a buffer in this layout (the Triton
     kernels, kernels/triton_attention.py): a product batched over (x, n), as
-    `grouped_position_product`'s, comes out [X, N, B/X, S, T] and XLA adds a transpose of the
+    layers/xlnet_block.py's `grouped_position_product`'s, comes out [X, N, B/X, S, T] and XLA adds a transpose of the
     whole T-wide tensor (forward and backward) to hand it over. Batched over (b, n) instead,
     with k_r repeated for each example of its group ([B, N, T, H], a few MB), the products
     write and read the layout the kernels take; the FLOPs are the same."""

@@ -3,8 +3,8 @@ inside the step's XLA program: three `__gpu$xla.gpu.triton` custom calls (kernel
 the forward under a `tf.custom_gradient` whose gradient is the two backward calls.
 
 Unlike the other implementations of the attention op, the kernels take the score's terms before
-they are assembled into a [B, N, S, K] bias (relative_attention.py's `attend` asks
-kernels/attention.py `chosen_implementation` first, and builds that bias only for the others):
+they are assembled into a [B, N, S, K] bias (xlnet_block.py's `attend` asks
+`chosen_implementation` there first, and builds that bias only for the others):
 
   position_scores [B, N, S, T]  (q + r_r) . k_r for every encoded distance, unshifted; row s
                                 reads column L - row_positions[s] + j for key j, by pointer
@@ -21,7 +21,7 @@ kernels/attention.py `chosen_implementation` first, and builds that bias only fo
                                 layer's counter advances identically): k0s [2] (the parts' k0)
                                 and k1 [B] (each example's key), bit-cast to int32. The kernels
                                 hash exactly the reference's bits
-                                (layers/kernels/dropout_masks.py `hashed_bits`).
+                                (layers/dropout.py `hashed_bits`).
 
 `triton` (the optional `gpu` extra) is imported only when this implementation is traced.
 """
