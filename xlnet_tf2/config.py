@@ -23,8 +23,9 @@ from absl import logging
 from xlnet_tf2 import fileio
 
 # How the attention op is computed (layers/xlnet_block.py, chosen by the step's plan): "auto" picks the flash
-# Triton kernels, else cuDNN's flash attention, where they can run and TensorFlow ops elsewhere; the others force one.
-ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "cudnn", "triton")
+# Triton kernels (GPU) or Pallas kernels (TPU), else cuDNN's flash attention, where they can run and TensorFlow ops
+# elsewhere; the others force one.
+ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "cudnn", "triton", "pallas")
 # The position scores' form (layers/step_plan.py): with the rel-shift of the T-wide scores
 # ("shift"), or as a product with an angle table ("angles", layers/kernels/angle_scores.py);
 # "auto": angles in a program traced for a TPU.

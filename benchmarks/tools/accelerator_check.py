@@ -250,8 +250,10 @@ def run_export(c, outdir: str, dry_run: bool = False) -> dict:
     prepared, shape = prepare_data(c, shape)
     model_dir = os.path.join(c.workdir, "export_run")
     shutil.rmtree(model_dir, ignore_errors=True)  # a fresh run: its first step is step 1
+    device = c.export_target.upper() + (f" {c.tpu_generation}" if c.export_target == "tpu"
+                                         else "")
     say(f"export: the Trainer at {_shape_text(shape)}, {c.precision}; tracing its step as on "
-        f"a {c.export_target.upper()} and lowering it to XLA"
+        f"a {device} and lowering it to XLA"
         + ("; then TensorFlow's first step from the same weights and batch, for validation"
            if validate else ""))
     trainer = build_trainer(PretrainConfig.flat(
@@ -263,7 +265,8 @@ def run_export(c, outdir: str, dry_run: bool = False) -> dict:
         model_dir=model_dir))
     try:
         result = step_export.export_step(trainer, outdir, shape, validate=validate,
-                                           target=c.export_target)
+                                           target=c.export_target,
+                                           tpu_generation=c.tpu_generation)
     finally:  # the Trainer sets the global policy; leave float32 behind
         keras.mixed_precision.set_global_policy("float32")
     hlo = result["hlo"]

@@ -24,6 +24,7 @@ from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_ne
                                     check_positive, section, setting, setting_like)
 from benchmarks.tools.doc_corpus import SOURCES
 from benchmarks.tools.payoff_tasks import TASKS as PAYOFF_TASKS
+from xlnet_tf2.layers.step_plan import TPU_GENERATIONS
 from xlnet_tf2.tasks.finetune_config import SUMMARY_TYPES
 from xlnet_tf2.training.run_config import (PRECISIONS, DistributionConfig, DropoutConfig,
                                            LoopConfig)
@@ -387,6 +388,11 @@ class AcceleratorCheckConfig:
         "gpu", "The device --export_step traces the step for: its program as TensorFlow "
         "would hand it to XLA on a GPU or on a TPU, whatever devices this machine has.",
         choices=("gpu", "tpu"))
+    tpu_generation: str = setting(
+        "v5e", "The TPU generation a step exported for a TPU (--export_target=tpu) is traced "
+        "for: its Pallas attention kernels rotate rows with one strided rotate on v5e and "
+        "newer and with rotates and selects on v4 (libtpu refuses the strided one on a v4: "
+        "export with v4 to compile for --target=tpu_v4).", choices=TPU_GENERATIONS)
     distribution: DistributionConfig = section(DistributionConfig)
 
     def __post_init__(self):

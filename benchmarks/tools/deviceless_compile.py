@@ -44,12 +44,12 @@ VENV_DIRS = {"gpu": ".venv-aot-gpu", "tpu": ".venv-aot-tpu"}
 VENV_VARIABLES = {"gpu": "XLNET_TF2_AOT_GPU_VENV", "tpu": "XLNET_TF2_AOT_TPU_VENV"}
 # What the plugins need to start on a machine without the device. libtpu takes a lock file in
 # /tmp that a second process waits on or fails at; a compile-only client shares no device, so
-# two compiles (two users, or a test beside a run) may go at once. TPU_ACCELERATOR_TYPE only
-# silences libtpu's warning that it cannot tell which TPU host it is on.
+# two compiles (two users, or a test beside a run) may go at once. TPU_ACCELERATOR_TYPE is left
+# unset (libtpu warns that it cannot tell which TPU host it is on): with it set to "v4-8",
+# libtpu 0.0.30 aborts in the v4 program's cost analysis looking for a chip-config file.
 _GPU_ENV = {"CUDA_VISIBLE_DEVICES": "-1", "JAX_SKIP_CUDA_CONSTRAINTS_CHECK": "1"}
 _TPU_ENV = {"JAX_PLATFORMS": "cpu", "TPU_SKIP_MDS_QUERY": "1",
             "TPU_WORKER_HOSTNAMES": "localhost", "ALLOW_MULTIPLE_LIBTPU_LOAD": "1"}
-_TPU_HOST_TYPE = {"tpu_v5e": "v5litepod-4", "tpu_v4": "v4-8", "tpu_v5p": "v5p-8"}
 
 
 class AcceleratorCompileError(RunConfigError):
@@ -97,8 +97,9 @@ def worker_target(target: str) -> dict:
 
 def worker_env(target: str, environ: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = dict(os.environ if environ is None else environ)
-    env.update(_GPU_ENV if target == "h100" else
-               dict(_TPU_ENV, TPU_ACCELERATOR_TYPE=_TPU_HOST_TYPE[target]))
+    env.update(_GPU_ENV if target == "h100" else _TPU_ENV)
+    if target != "h100":
+        env.pop("TPU_ACCELERATOR_TYPE", None)
     env["PYTHONPATH"] = ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
@@ -213,12 +214,28 @@ def analyse(target: str, meta: dict, record: dict, top: int = 15) -> dict:
     return report
 
 
+def check_generation(step_dir: str, meta: dict, target: str) -> None:
+    """A step whose Pallas kernels (tpu_custom_calls) were written for a v5e or newer holds a
+    strided rotate a v4 lacks: refused for tpu_v4 in one line before libtpu refuses it."""
+    generation = meta.get("tpu_generation")
+    if target != "tpu_v4" or generation in (None, "v4"):
+        return
+    with open(os.path.join(step_dir, "step.hlo.pb"), "rb") as f:
+        if b"tpu_custom_call" not in f.read():
+            return
+    raise AcceleratorCompileError(
+        f"{step_dir}'s Pallas attention kernels were written for a TPU {generation} (a strided "
+        "rotate a v4 lacks): export the step with --tpu_generation=v4 to compile it for "
+        "tpu_v4.")
+
+
 def run(step_dir: str, target: str, venv: Optional[str] = None, top: int = 15,
         save_hlo: Optional[str] = None) -> dict:
     """Steps 1-3 of the module docstring; the report's values."""
     step_dir = os.path.abspath(step_dir)
     meta = read_step(step_dir)
     python = accelerator_python(target, venv)
+    check_generation(step_dir, meta, target)
     device = "an H100" if target == "h100" else f"one {tpu_estimate.CHIPS[target].device} chip"
     say(f"compiling {step_dir}/step.hlo.pb for {device} in {python} (XLNet-Base takes "
         "minutes)")
@@ -330,10 +347,22 @@ def format_report(r: dict) -> str:
                 + (f" ({corrected:.4g} with its {tpu['uncosted_custom_calls']} uncosted custom "
                    "calls' -1 each added back)" if tpu["uncosted_custom_calls"] else ""))
         mfu = tpu["serial_mfu"]
+        libtpu_ms = tpu["serial_ms"] - tpu["pallas_ms"]
         lines.append(
             f"libtpu's estimated cycles, summed: "
-            f"{tpu['estimated_cycles']:,.0f} = {tpu['serial_ms']:.1f} ms at "
-            f"{tpu['clock_ghz']:g} GHz (serial, no overlap: an estimate, not a measurement)"
+            f"{tpu['estimated_cycles']:,.0f} = {libtpu_ms:.1f} ms at "
+            f"{tpu['clock_ghz']:g} GHz (serial, no overlap: an estimate, not a measurement)")
+        if tpu["pallas_kernels"]:
+            lines.append(
+                f"plus {tpu['pallas_kernels']} Pallas custom calls, which libtpu gives no "
+                f"cycles: {tpu['pallas_ms']:.2f} ms for their {tpu['pallas_flops'] / 1e12:.3f} "
+                f"TFLOP and {_gb(tpu['pallas_bytes'])} at ASSUMED shares "
+                f"{100 * tpu['pallas_flops_share']:.0f}% of peak FLOPs, "
+                f"{100 * tpu['pallas_bandwidth_share']:.0f}% of "
+                f"{tpu['hbm_bandwidth'] / 1e9:.0f} GB/s (no TPU has timed the kernels)")
+        lines.append(
+            f"step: {tpu['cycles_equivalent']:,.0f} cycles-equivalent = "
+            f"{tpu['serial_ms']:.1f} ms"
             + (f"; MFU at that time {100 * mfu:.1f}% of {tpu['peak_flops'] / 1e12:.0f} "
                "TFLOP/s" if mfu else ""))
         total, unit = tpu["serial_ms"], "libtpu's cycles"

@@ -42,19 +42,41 @@ def _device(target: dict, gpu_config: str):
                                         **extra).devices[0]
 
 
-def _module_bytes(path: str) -> bytes:
-    """The HloModuleProto, with every `copy` replaced by its operand: TensorFlow writes copies
-    for returned variables, and the StableHLO converter refuses them (a copy is an identity at
-    this level; XLA adds the copies it needs again)."""
-    from jaxlib import _hlo
-
+def _stablehlo_module(path: str, ir, xla_client):
+    """The HloModuleProto at `path` as a StableHLO module, with every `copy` replaced by its
+    operand: TensorFlow writes copies for returned variables, and the StableHLO converter
+    refuses them (a copy is an identity at this level; XLA adds the copies it needs again).
+    jaxlib 0.10 removes them from the HLO (its `_hlo` module); jaxlib 0.8 (the JAX of libtpu
+    0.0.30) has no HLO editing and converts them to `mhlo.copy`, removed from the MLIR."""
     with open(path, "rb") as f:
-        module = _hlo.HloModule.from_serialized_hlo_module_proto(f.read())
-    for computation in module.computations():
-        for instruction in list(computation.instructions()):
-            if instruction.opcode == _hlo.HloOpcode.kCopy:
-                computation.replace_instruction(instruction, instruction.operands()[0])
-    return module.as_serialized_hlo_module_proto()
+        proto = f.read()
+    try:
+        from jaxlib import _hlo
+    except ImportError:
+        _hlo = None
+    if _hlo is not None:
+        module = _hlo.HloModule.from_serialized_hlo_module_proto(proto)
+        for computation in module.computations():
+            for instruction in list(computation.instructions()):
+                if instruction.opcode == _hlo.HloOpcode.kCopy:
+                    computation.replace_instruction(instruction, instruction.operands()[0])
+        proto = module.as_serialized_hlo_module_proto()
+    module = ir.Module.parse(xla_client._xla.mlir.hlo_to_stablehlo(proto))
+    copies = []
+
+    def visit(operation):
+        for region in operation.regions:
+            for block in region.blocks:
+                for inner in block.operations:
+                    if inner.operation.name == "mhlo.copy":
+                        copies.append(inner.operation)
+                    visit(inner.operation)
+
+    visit(module.operation)
+    for copy in copies:
+        copy.result.replace_all_uses_with(copy.operands[0])
+        copy.erase()
+    return module
 
 
 def _versions() -> dict:
@@ -79,10 +101,9 @@ def compile_step(target: dict, hlo_path: str, out_dir: str, gpu_config: str) -> 
     dev = _device(target, gpu_config)
     record = {"versions": _versions(), "device_kind": dev.device_kind}
     start = time.perf_counter()
-    stablehlo = xla_client._xla.mlir.hlo_to_stablehlo(_module_bytes(hlo_path))
     try:
         with jax_mlir.make_ir_context():
-            module = ir.Module.parse(stablehlo)
+            module = _stablehlo_module(hlo_path, ir, xla_client)
             executable = compiler.backend_compile_and_load(
                 dev.client, module, xla_client.DeviceList((dev,)),
                 _compile_options(compiler, dev), [])

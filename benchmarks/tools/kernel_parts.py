@@ -29,7 +29,7 @@ import math
 import re
 from typing import Callable, Optional, Tuple
 
-from benchmarks.tools.optimized_hlo import Kernel
+from benchmarks.tools.optimized_hlo import PALLAS_KIND, Kernel
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,6 +98,7 @@ def _softmax_like(k: Kernel, shape: StepShape) -> bool:
 
 
 PARTS: Tuple[Rule, ...] = (
+    Rule("attention kernels (Pallas)", r"", when=lambda k, s: k.kind == PALLAS_KIND),
     Rule("gradient clipping", r"global_norm|clip_by|L2Loss"),
     Rule("optimizer (AdamW)", r"(?i)adamw|/Assign(Add|Sub)?VariableOp"),
     Rule("query-stream shift", ATTENTION + r"(.*/)?(GatherV2|take)", scope="any",

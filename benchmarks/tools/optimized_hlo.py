@@ -33,6 +33,11 @@ _TARGET = re.compile(r'custom_call_target="([^"]+)"')
 TRITON_TARGET = "__gpu$xla.gpu.triton"
 TRITON_KIND = "Triton custom call"
 _TRITON_NAME = re.compile(r'\bname = "(\w+)"')  # the backend_config's tt.func name
+# libtpu's Mosaic kernels (the project's Pallas attention, layers/kernels/pallas_call.py): the
+# backend_config carries the kernel's own cost estimate, which libtpu leaves out of its cycles.
+PALLAS_TARGET = "tpu_custom_call"
+PALLAS_KIND = "Pallas custom call"
+_PALLAS_FLOPS = re.compile(r'"cost_estimate":\{"flops":"?(\d+)')
 # Matrix FLOPs of the project's flash attention kernels (xlnet_tf2/layers/kernels/
 # flash_relative_attention.py) per B * N * S * K * H, 2 per multiply-add, from what each
 # launch computes: the forward q.k and p.v; dk/dv recomputes q.k, then d_out.v, p^T.d_out and
@@ -267,6 +272,9 @@ class _Module:
             contracted = math.prod(lhs[int(d)] for d in m.group(1).replace('"', "").split(",")
                                    if d)
             flops = 2 * math.prod(outputs[0][1]) * contracted
+        elif target == PALLAS_TARGET:
+            estimate = _PALLAS_FLOPS.search(i.attrs)
+            flops = int(estimate.group(1)) if estimate else 0
         elif target == TRITON_TARGET:
             name = _TRITON_NAME.search(i.attrs)
             q_dims, k_dims = ((arrays(self.shapes.get(o, "")) or [("", ())])[0][1]
@@ -360,7 +368,8 @@ def _kind(i: Instruction, target: str, opcodes: collections.Counter) -> str:
     backend = backend.group(1) if backend else ""
     if target:
         return ("gemm (cuBLAS)" if "cublas" in target else "cuDNN" if "cudnn" in target
-                else TRITON_KIND if target == TRITON_TARGET else f"custom-call {target}")
+                else TRITON_KIND if target == TRITON_TARGET else PALLAS_KIND
+                if target == PALLAS_TARGET else f"custom-call {target}")
     if "gemm" in backend or (backend.startswith("__triton") and opcodes.get("dot")):
         return "gemm (Triton)"
     if backend.startswith("__triton"):

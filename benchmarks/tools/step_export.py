@@ -14,7 +14,8 @@ place whole, so no file of an earlier export lingers):
                 (the module's input/output aliasing: a runner feeds them back).
   inputs.npz    a0, a1, ...: the explicit arguments, compressed: one real batch of the task's
                 input pipeline (its first), the initial carried state, the step.
-  meta.json     shape (the caller's), target ("gpu" or "tpu"), precision, n_explicit and explicit (dtype and shape of
+  meta.json     shape (the caller's), target ("gpu" or "tpu"; for a TPU its tpu_generation),
+                precision, n_explicit and explicit (dtype and shape of
                 each a<i>), n_captured and captured (the same of each captured input c<i>;
                 of the variable, for a variable's handle), trainable_params, flops_per_step
                 (the task's count at the shape's batch); with `validate` also tf_loss and
@@ -110,10 +111,11 @@ def _save_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:
 
 
 def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = False,
-                target: str = "gpu") -> dict:
+                target: str = "gpu", tpu_generation: str = "v5e") -> dict:
     """Writes OUTDIR as the module docstring says, the step traced for `target` ("gpu" or
-    "tpu"); returns meta.json's values plus `hlo` (the module's `hlo_summary`) and `trace_s`
-    (seconds to trace and lower the step).
+    "tpu"; a TPU of `tpu_generation`, which the Pallas kernels are written for); returns
+    meta.json's values plus `hlo` (the module's `hlo_summary`) and `trace_s` (seconds to
+    trace and lower the step).
 
     `trainer` must be fresh (its step not traced yet: the trace made here is the one kept) and,
     with `validate`, set to train one step (train_steps 1) in a model_dir without checkpoints.
@@ -126,7 +128,8 @@ def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = Fal
     # A step function of its own, traced with the target's plan; the validation run below
     # traces the Trainer's own step for this machine (a GPU's program can hold calls only a
     # GPU runs: layers/kernels/cudnn.py's attention).
-    step_fn, args = trainer.first_step(device=target)
+    step_fn, args = trainer.first_step(
+        device=target, tpu_generation=tpu_generation if target == "tpu" else None)
     start = time.perf_counter()
     concrete = step_fn.get_concrete_function(*args)
     hlo = step_fn.experimental_get_compiler_ir(*args)(stage="hlo_serialized")
@@ -141,6 +144,7 @@ def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = Fal
     task = trainer.task
     meta = {
         "shape": shape, "target": target, "precision": trainer.loop_config.precision,
+        **({"tpu_generation": tpu_generation} if target == "tpu" else {}),
         "n_explicit": len(explicit), "explicit": [_spec(t) for t in explicit],
         "n_captured": len(captured), "captured": [_spec(t) for t in captured],
         "trainable_params": int(sum(np.prod(v.shape) for v in

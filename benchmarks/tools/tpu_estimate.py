@@ -8,6 +8,12 @@ temporaries, code), its cost analysis (FLOPs, bytes accessed, `optimal_seconds`)
 op's backend config `estimated_cycles`. Summed over the kernels and divided by the chip's clock,
 the cycles give a serial time: no overlap of the asynchronous copies with compute, an estimate
 of libtpu's cost model, not a measurement.
+
+libtpu gives a Mosaic kernel (tpu_custom_call: the project's Pallas attention) no cycles. Such
+a kernel is priced by its own FLOPs and bytes (the cost estimate its backend_config carries:
+layers/kernels/pallas_relative_attention.py's `flops`, `bytes_accessed`) at stated shares of
+the chip's peaks: max(FLOPs / (PALLAS_FLOPS_SHARE x peak), bytes / (PALLAS_BANDWIDTH_SHARE x
+HBM bandwidth)). An assumption until a TPU times the kernels; BENCHMARKS.md says why 25%.
 """
 
 from __future__ import annotations
@@ -16,9 +22,15 @@ import dataclasses
 import re
 from typing import Iterable, Optional
 
-from benchmarks.tools.optimized_hlo import Kernel
+from benchmarks.tools.optimized_hlo import PALLAS_KIND, Kernel
 
 GIB = 2 ** 30
+# The Pallas kernels' assumed shares of the chip's peaks (module docstring): a quarter of the
+# dense bf16 peak (every product of the kernel has a side of H = 64, half the MXU's 128, and
+# the kernel's vector work, counted in BENCHMARKS.md, is of the same order as its matrix
+# work), 80% of HBM bandwidth.
+PALLAS_FLOPS_SHARE = 0.25
+PALLAS_BANDWIDTH_SHARE = 0.8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -31,12 +43,13 @@ class Chip:
     hbm_gib: float  # per chip, data sheet
     peak_flops: float  # dense bf16 FLOP/s per chip, data sheet (training/device_peak.py)
     clock_ghz: float  # peak / (MXUs x 128 x 128 x 2): derived, not read from libtpu
+    hbm_bandwidth: float  # bytes/s per chip, data sheet
 
 
 CHIPS = {
-    "tpu_v5e": Chip("TPU v5 lite", "v5e:2x2", None, 16, 197e12, 1.5),
-    "tpu_v4": Chip("TPU v4", "v4:2x2x1", "megacore", 32, 275e12, 1.05),
-    "tpu_v5p": Chip("TPU v5", "v5p:2x2x1", "megacore", 95, 459e12, 1.75),
+    "tpu_v5e": Chip("TPU v5 lite", "v5e:2x2", None, 16, 197e12, 1.5, 819e9),
+    "tpu_v4": Chip("TPU v4", "v4:2x2x1", "megacore", 32, 275e12, 1.05, 1200e9),
+    "tpu_v5p": Chip("TPU v5", "v5p:2x2x1", "megacore", 95, 459e12, 1.75, 2765e9),
 }
 _SIZE = r"([\d.]+)\s*([KMGT]i?)?B?"
 _UNITS = {"": 1, "K": 2 ** 10, "M": 2 ** 20, "G": 2 ** 30, "T": 2 ** 40}
@@ -81,7 +94,9 @@ def summary(kernels: Iterable[Kernel], record: dict, chip: Chip, flops_per_step:
         return out
     kernels = list(kernels)
     cycles = sum((k.cycles or 0) * k.count for k in kernels)
-    serial_ms = cycles / (chip.clock_ghz * 1e9) * 1e3
+    pallas = [k for k in kernels if k.kind == PALLAS_KIND]
+    pallas_ms = sum(kernel_us(k, chip) * k.count for k in pallas) / 1e3
+    serial_ms = cycles / (chip.clock_ghz * 1e9) * 1e3 + pallas_ms
     needs = needed_bytes(record["memory"])
     cost = dict(record.get("cost_analysis", {}))
     # optimal_seconds counts -1 for every custom call libtpu has no cost for (Mosaic kernels,
@@ -94,6 +109,13 @@ def summary(kernels: Iterable[Kernel], record: dict, chip: Chip, flops_per_step:
     # sum says (near the limit it exceeds the chip's HBM: buffers counted in two statistics).
     out.update(fits=True, needs_bytes=needs, cost_analysis=cost,
                uncosted_custom_calls=uncosted, estimated_cycles=cycles, serial_ms=serial_ms,
+               pallas_kernels=sum(k.count for k in pallas), pallas_ms=pallas_ms,
+               pallas_flops=sum(k.flops * k.count for k in pallas),
+               pallas_bytes=sum(k.bytes * k.count for k in pallas),
+               pallas_flops_share=PALLAS_FLOPS_SHARE,
+               pallas_bandwidth_share=PALLAS_BANDWIDTH_SHARE,
+               hbm_bandwidth=chip.hbm_bandwidth,
+               cycles_equivalent=serial_ms * chip.clock_ghz * 1e6,
                kernels_with_cycles=sum(k.count for k in kernels if k.cycles),
                serial_mfu=flops_per_step / (serial_ms / 1e3) / chip.peak_flops
                if serial_ms else None)
@@ -101,5 +123,9 @@ def summary(kernels: Iterable[Kernel], record: dict, chip: Chip, flops_per_step:
 
 
 def kernel_us(k: Kernel, chip: Chip) -> float:
-    """libtpu's estimate for one launch of the kernel in microseconds (0 without one)."""
+    """libtpu's estimate for one launch of the kernel in microseconds (0 without one); a
+    Pallas kernel's, its FLOPs and bytes at the stated shares of the chip's peaks."""
+    if k.kind == PALLAS_KIND:
+        return max(k.flops / (PALLAS_FLOPS_SHARE * chip.peak_flops),
+                   k.bytes / (PALLAS_BANDWIDTH_SHARE * chip.hbm_bandwidth)) * 1e6
     return (k.cycles or 0) / (chip.clock_ghz * 1e3)

@@ -1,9 +1,11 @@
 """benchmarks/accelerator_compile.py as a user runs it, on the tiny step that
-benchmarks/accelerator_check.py --cpu_dry_run --export_step writes: compiled for one TPU v5e
-chip by libtpu (the project's .venv has libtpu with the `test` extra; elsewhere
-XLNET_TF2_AOT_TPU_VENV or .venv-aot-tpu, else the test is skipped) and for an H100 where its
-venv is (about 5.5 GB, which CI does not install: skipped without it); a missing venv is one
-line."""
+benchmarks/accelerator_check.py --cpu_dry_run --export_step writes: traced for a TPU with the
+Pallas attention kernels (the `test` extra installs JAX) and compiled for one TPU v5e chip and,
+exported for a v4, one TPU v4 chip by the libtpu a TPU's TensorFlow loads, 0.0.30 (the
+project's .venv has it with the `test` extra; elsewhere XLNET_TF2_AOT_TPU_VENV or
+.venv-aot-tpu, as scripts/setup_accelerator_compile.sh tpu makes it, else the test is
+skipped); and for an H100 where its venv is (about 5.5 GB, which CI does not install: skipped
+without it); a missing venv is one line."""
 
 import json
 import os
@@ -31,14 +33,25 @@ def _venv_or_skip(target):
         pytest.skip(f"no compile venv for {target}: {e}")
 
 
-@pytest.fixture(scope="module")
-def tiny_step(tmp_path_factory):
-    """The tiny step exported for a TPU."""
+def _export(tmp_path_factory, generation):
     root = tmp_path_factory.mktemp("compile")
     run = _run("accelerator_check", "--cpu_dry_run", f"--workdir={root / 'work'}",
-               f"--export_step={root / 'step'}", "--export_target=tpu")
+               f"--export_step={root / 'step'}", "--export_target=tpu",
+               f"--tpu_generation={generation}")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     return root / "step"
+
+
+@pytest.fixture(scope="module")
+def tiny_step(tmp_path_factory):
+    """The tiny step exported for a TPU (a v5e: the kernels' strided rotate)."""
+    return _export(tmp_path_factory, "v5e")
+
+
+@pytest.fixture(scope="module")
+def tiny_step_v4(tmp_path_factory):
+    """The tiny step exported for a TPU v4 (the kernels' lane gathers)."""
+    return _export(tmp_path_factory, "v4")
 
 
 def _compile(target, step, out):
@@ -58,27 +71,45 @@ def _check_totals(report, meta):
     assert report["flops_per_step"] == meta["flops_per_step"] > 0
     assert report["shape"] == meta["shape"] and report["export_target"] == "tpu"
     parts = {r["part"] for r in report["part_totals"]}
-    assert {"attention scores and values (q.k, p.v)", "position scores (q.r)", "rel shift",
-            "softmax", "feed-forward", "layer norm", "optimizer (AdamW)",
-            "gradient clipping"} <= parts
+    attention = ({"attention kernels (Pallas)"} if "tpu" in report else
+                 {"attention scores and values (q.k, p.v)", "rel shift", "softmax"})
+    assert attention | {"position scores (q.r)", "feed-forward", "layer norm",
+                        "optimizer (AdamW)", "gradient clipping"} <= parts
 
 
 @pytest.mark.xla
-def test_tiny_step_compiles_for_tpu_v5e(tiny_step, tmp_path):
-    _venv_or_skip("tpu_v5e")
-    stdout, report = _compile("tpu_v5e", tiny_step, tmp_path / "v5e.json")
-    meta = json.loads((tiny_step / "meta.json").read_text())
-    assert report["device"] == "TPU v5 lite" and report["versions"]["libtpu"] == "0.0.42.1"
-    # The tiny program: hundreds of kernels, megabytes of traffic, a sliver of 16 GiB.
+@pytest.mark.parametrize("target", ["tpu_v5e", "tpu_v4"])
+def test_tiny_step_compiles_for_a_tpu(request, target, tmp_path):
+    """The step with the Pallas kernels (2 layers: a forward and a backward call each),
+    compiled by libtpu 0.0.30; the calls priced at the stated shares, the rest by libtpu."""
+    _venv_or_skip(target)
+    step = request.getfixturevalue("tiny_step" if target == "tpu_v5e" else "tiny_step_v4")
+    stdout, report = _compile(target, step, tmp_path / f"{target}.json")
+    meta = json.loads((step / "meta.json").read_text())
+    device, hbm = {"tpu_v5e": ("TPU v5 lite", 16), "tpu_v4": ("TPU v4", 32)}[target]
+    assert report["device"] == device and report["versions"]["libtpu"] == "0.0.30"
+    # The tiny program: hundreds of kernels, megabytes of traffic, a sliver of the HBM.
     assert 300 < report["kernels"] < 20_000 and 1e6 < report["bytes"] < 1e9
     tpu = report["tpu"]
     assert tpu["fits"] is True and 0 < tpu["needs_bytes"] < 2 ** 30
-    assert tpu["hbm_bytes"] == 16 * 2 ** 30
+    assert tpu["hbm_bytes"] == hbm * 2 ** 30
     assert tpu["cost_analysis"]["flops"] > 0 and tpu["cost_analysis"]["bytes accessed"] > 0
     assert tpu["estimated_cycles"] > 0 and tpu["kernels_with_cycles"] > 100
+    assert tpu["pallas_kernels"] == 4 and tpu["pallas_flops"] > 0 and tpu["pallas_ms"] > 0
+    assert tpu["serial_ms"] == pytest.approx(
+        tpu["estimated_cycles"] / (tpu["clock_ghz"] * 1e6) + tpu["pallas_ms"])
     _check_totals(report, meta)
-    assert "fits HBM: needs 0.0" in stdout and "of 16.00 GiB" in stdout
+    assert "fits HBM: needs 0.0" in stdout and f"of {hbm}.00 GiB" in stdout
     assert f"kernels {report['kernels']:,} top-level ops (" in stdout
+    assert "plus 4 Pallas custom calls" in stdout and "ASSUMED shares 25%" in stdout
+
+
+@pytest.mark.xla
+def test_a_v5e_step_is_refused_for_a_v4_in_one_line(tiny_step):
+    run = _run("accelerator_compile", "--target=tpu_v4", str(tiny_step))
+    assert run.returncode == 2 and "Traceback" not in run.stderr
+    assert run.stderr.strip().endswith("export the step with --tpu_generation=v4 to compile "
+                                       "it for tpu_v4.")
 
 
 @pytest.mark.xla

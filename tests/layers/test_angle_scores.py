@@ -118,8 +118,8 @@ def test_the_shift_stays_where_the_table_is_not_the_embedding():
         inputs = _lm_inputs(config, rng)
         programs = []
         for form in ("auto", "shift"):
-            step, args = _training_step(model, inputs, StepPlan(device="tpu",
-                                                                position_scores=form))
+            plan = StepPlan(device="tpu", attention="reference", position_scores=form)
+            step, args = _training_step(model, inputs, plan)
             text = step.experimental_get_compiler_ir(*args)(stage="hlo")
             programs.append(sorted(re.findall(r"= (\S+\[[\d,]*\])\S* (\w+)\(", text)))
         assert programs[0] == programs[1], settings
@@ -127,8 +127,9 @@ def test_the_shift_stays_where_the_table_is_not_the_embedding():
 
 @pytest.mark.xla
 def test_a_tpus_training_step_without_dropout_has_no_t_wide_scores_and_the_same_gradients():
-    """The TPU's plan takes the angle form: no [B, N, rows, T] position scores in its program,
-    and the step (loss and every gradient) is the shift form's."""
+    """The TPU's plan without the Pallas kernels takes the angle form: no [B, N, rows, T]
+    position scores in its program, and the step (loss and every gradient) is the shift
+    form's."""
     config = XLNetConfig.preset("tiny", n_token=60, n_layer=2, mem_len=M, bi_data=True,
                                 dropout=0.0, dropatt=0.1)
     model = XLNetLMHeadModel(config)
@@ -137,7 +138,8 @@ def test_a_tpus_training_step_without_dropout_has_no_t_wide_scores_and_the_same_
     inputs = _lm_inputs(config, np.random.default_rng(3))
     results, texts = {}, {}
     for form in ("auto", "shift"):
-        step, args = _training_step(model, inputs, StepPlan(device="tpu", position_scores=form))
+        step, args = _training_step(model, inputs, StepPlan(device="tpu", attention="reference",
+                                                            position_scores=form))
         results[form] = [np.asarray(t) for t in step(*args)]
         texts[form] = step.experimental_get_compiler_ir(*args)(stage="hlo")
     t_wide = rf"\[{B},{config.n_head},(?:{L}|{P}),{K + L}\]"

@@ -1,6 +1,7 @@
 """layers/step_plan.py: how a step is traced is a value handed down the calls, not a global."""
 
 import dataclasses
+import importlib.util
 import re
 
 import numpy as np
@@ -24,7 +25,12 @@ def test_an_accelerators_plan_turns_every_cpu_form_off(device):
     plan = StepPlan(device=device)
     assert not plan.stores_dropout_masks and not plan.coordinate_gather
     assert plan.grouped_optimizer
-    assert plan.one_attention_for_both_streams == plan.content_window_read == (device == "gpu")
+    assert plan.content_window_read == (device == "gpu")
+    # A TPU stacks the streams only for the Pallas kernels (auto, with JAX installed).
+    assert plan.on(device).one_attention_for_both_streams == (
+        device == "gpu" or importlib.util.find_spec("jax") is not None)
+    assert StepPlan(device=device, attention="reference").one_attention_for_both_streams == (
+        device == "gpu")
     assert plan.packs_dropout_masks == (device == "gpu")
     assert plan.on("cpu").stores_dropout_masks and plan.device == device  # frozen: a copy
 

@@ -3,7 +3,9 @@
 A tiny pretraining Trainer's whole compiled step (forward, backward, AdamW) traced for a GPU
 holds the flash Triton kernels' calls under "auto" (triton importable), with attention dropout
 or without; cuDNN's flash-attention calls when forced without attention dropout; neither when
-the reference is forced; the CPU's and the TPU's traces never hold them."""
+the reference is forced; the CPU's and the TPU's traces never hold them. Traced for a TPU it
+holds the Pallas kernels' calls under "auto" (JAX importable), one forward and one backward
+per layer for both streams, and none with the reference forced."""
 
 import re
 
@@ -12,6 +14,7 @@ import pytest
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.layers.kernels.cudnn import CUDNN_BACKWARD, CUDNN_FORWARD
+from xlnet_tf2.layers.kernels.pallas_call import TARGET as PALLAS_TARGET
 from xlnet_tf2.layers.kernels.triton_call import TARGET as TRITON_TARGET
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
@@ -103,3 +106,24 @@ def test_a_forced_implementation_that_cannot_run_is_one_line(tmp_path, target, j
     assert str(raised.value) == said
     if target == "cpu":  # refused before the run directory was made
         assert not (tmp_path / "run-cpu-0.0-triton").exists()
+
+
+@pytest.mark.xla
+@pytest.mark.slow  # two tiny Trainer steps traced to HLO, the kernels lowered by JAX
+def test_the_step_for_a_tpu_holds_the_pallas_kernels(tmp_path):
+    pytest.importorskip("jax")
+    calls = _step_calls(tmp_path, "tpu", dropatt=0.1)
+    assert calls.count(PALLAS_TARGET) == 2 * LAYERS  # both streams: one forward, one backward
+    assert PALLAS_TARGET not in _step_calls(tmp_path, "tpu", implementation="reference")
+
+
+@pytest.mark.xla
+def test_pallas_forced_on_a_cpu_is_one_line(tmp_path):
+    trainer = _trainer(tmp_path, "cpu", implementation="pallas")
+    with pytest.raises(RunConfigError) as raised:
+        trainer.train()
+    assert str(raised.value) == (
+        "--attention_implementation=pallas runs only in a step traced for a TPU, and this "
+        "machine's step is traced for a CPU; use --attention_implementation=auto (or "
+        "reference).")
+    assert not (tmp_path / "run-cpu-0.0-pallas").exists()

@@ -27,6 +27,8 @@ arithmetic no simplifier sees through keeps the computation in the program.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
+import os
 from typing import Optional
 
 import tensorflow as tf
@@ -35,6 +37,22 @@ from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS, POSITION_SCORE_FORMS
 
 DEVICES = ("cpu", "gpu", "tpu")
 GPU_GENERATIONS = ("sm_90", "sm_80")
+# TPU generations the Pallas kernels are compiled for: v5e and newer rotate each row of a tile
+# by its own amount in one instruction (a strided rotate), v4 by rotates and selects.
+TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v4")
+
+
+def this_tpu_generation() -> str:
+    """The TPU generation of this machine as the TPU VM's TPU_ACCELERATOR_TYPE (or
+    ACCELERATOR_TYPE) names it ("v4-8" -> "v4", "v5litepod-8" -> "v5e", "v5p-8" -> "v5p",
+    "v6e-8" -> "v6e"), "v5e" without it."""
+    accelerator = os.environ.get("TPU_ACCELERATOR_TYPE",
+                                 os.environ.get("ACCELERATOR_TYPE", "")).lower()
+    for prefix, generation in (("v5litepod", "v5e"), ("v5e", "v5e"), ("v5p", "v5p"),
+                               ("v6e", "v6e"), ("v4", "v4")):
+        if accelerator.startswith(prefix):
+            return generation
+    return "v5e"
 
 
 def this_machine() -> str:
@@ -86,6 +104,8 @@ class StepPlan:
       generator.
     gpu_generation: the GPU generation Triton kernels are lowered for ("sm_90": H100/H200,
       "sm_80": A100), when `device` is "gpu".
+    tpu_generation: the TPU generation the Pallas kernels are written for (TPU_GENERATIONS),
+      when `device` is "tpu".
     """
 
     device: str = "cpu"
@@ -93,13 +113,15 @@ class StepPlan:
     position_scores: str = "auto"
     dropout_keys: Optional[DropoutKeys] = None
     gpu_generation: str = "sm_90"
+    tpu_generation: str = "v5e"
 
     def __post_init__(self):
         for name, value, allowed in (
                 ("device", self.device, DEVICES),
                 ("attention implementation", self.attention, ATTENTION_IMPLEMENTATIONS),
                 ("position-score form", self.position_scores, POSITION_SCORE_FORMS),
-                ("GPU generation", self.gpu_generation, GPU_GENERATIONS)):
+                ("GPU generation", self.gpu_generation, GPU_GENERATIONS),
+                ("TPU generation", self.tpu_generation, TPU_GENERATIONS)):
             if value not in allowed:
                 where = " to trace a step for" if name == "device" else ""
                 raise ValueError(f"Unknown {name} {value!r}{where}; expected one of "
@@ -109,23 +131,37 @@ class StepPlan:
     def for_this_machine(cls, **settings) -> "StepPlan":
         """This machine's device (asked when the call is traced: a TPU system initialized
         later in the process changes the answer) with `settings` (attention=...,
-        position_scores=...): the plan of a call that was given none."""
-        return cls(device=this_machine(), **settings)
+        position_scores=...): the plan of a call that was given none. On a TPU its generation
+        is `this_tpu_generation()`'s unless `settings` names it."""
+        device = this_machine()
+        if device == "tpu":
+            settings.setdefault("tpu_generation", this_tpu_generation())
+        return cls(device=device, **settings)
 
-    def on(self, device: str) -> "StepPlan":
-        """The same plan traced for `device`."""
-        return dataclasses.replace(self, device=device)
+    def on(self, device: str, tpu_generation: Optional[str] = None) -> "StepPlan":
+        """The same plan traced for `device` (and, given, for that TPU generation)."""
+        changes = {} if tpu_generation is None else {"tpu_generation": tpu_generation}
+        return dataclasses.replace(self, device=device, **changes)
 
     def with_dropout_keys(self, keys: Optional[DropoutKeys]) -> "StepPlan":
         return dataclasses.replace(self, dropout_keys=keys)
 
     # ---------------------------------------------------------------- the device switches
     @property
+    def pallas_kernels(self) -> bool:
+        """The attention may be the Pallas kernels (layers/kernels/pallas_attention.py): a
+        step traced for a TPU, --attention_implementation auto or pallas, JAX installed (the
+        op still checks each call's operands)."""
+        return (self.device == "tpu" and self.attention in ("auto", "pallas")
+                and importlib.util.find_spec("jax") is not None)
+
+    @property
     def one_attention_for_both_streams(self) -> bool:
         """Both streams as one attention of L + P query rows (one score product, one softmax,
-        nothing to concatenate): on a GPU only. A CPU's fused loops do not need the stacked
-        copies, and a TPU makes every slice of a stacked score-sized tensor a pass of its own."""
-        return self.device == "gpu"
+        nothing to concatenate): on a GPU, and on a TPU with the Pallas kernels (which take
+        both streams in one call). A CPU's fused loops do not need the stacked copies, and a
+        TPU's compiler makes every slice of a stacked score-sized tensor a pass of its own."""
+        return self.device == "gpu" or self.pallas_kernels
 
     @property
     def content_window_read(self) -> bool:
@@ -154,11 +190,13 @@ class StepPlan:
     @property
     def angle_position_scores(self) -> bool:
         """The position scores as a product with an angle table, without the rel-shift
-        (layers/kernels/angle_scores.py): on a TPU, whose compiler makes the shift's reshapes
-        and slices passes of their own; forced by `position_scores`. The model keeps the
-        shift where the table is not exact (clamp_len, dropout on the position embedding)."""
+        (layers/kernels/angle_scores.py): on a TPU without the Pallas kernels (which shift in
+        VMEM and read the position embedding's projection), whose compiler makes the shift's
+        reshapes and slices passes of their own; forced by `position_scores`. The model keeps
+        the shift where the table is not exact (clamp_len, dropout on the position
+        embedding)."""
         if self.position_scores == "auto":
-            return self.device == "tpu"
+            return self.device == "tpu" and not self.pallas_kernels
         return self.position_scores == "angles"
 
     @property

@@ -9,7 +9,8 @@ Letters (docs/GLOSSARY.md):
   K  key length, K = M + L            P  query-stream rows (predicted positions)
   T  encoded relative positions (see relative_position.py)
   X  direction groups (1, or 2 with bi_data: the batch's forward and backward halves)
-  S  query rows of one attention: L, P, or L + P (both streams as one, on a GPU)
+  S  query rows of one attention: L, P, or L + P (both streams as one, on a GPU and with the
+     Pallas kernels on a TPU)
 
 Score from query row i to key j, with biases r_w, r_r, r_s [N, H]:
   ac = (q_i + r_w) . k_j                     content
@@ -34,13 +35,19 @@ the step is traced:
   "triton"     the project's flash Triton kernels as XLA custom calls (kernels/triton_attention.py):
                only inside an XLA program traced for a GPU, with the `triton` package (the gpu
                extra); with attention dropout (the reference's bits).
+  "pallas"     the project's flash Pallas kernels as XLA tpu_custom_calls
+               (kernels/pallas_attention.py): only inside an XLA program traced for a TPU, with
+               JAX (the tpu extra); both streams in one call, with attention dropout (the
+               reference's bits).
 
-"auto" (the default) takes "triton" wherever it can run, else "cudnn", and "reference"
-elsewhere (`chosen_implementation`); the trainer's --attention_implementation forces one (a
-forced one that cannot run is one clear error). The Triton kernels read the position scores
-before their shift and the segment ids, not an assembled bias: `RelativeAttention`'s `attend`
-asks `chosen_implementation` first and calls kernels/triton_attention.py with the score's
-terms, or `attention` with the bias.
+"auto" (the default) takes "triton" (GPU) or "pallas" (TPU) wherever it can run, else
+"cudnn", and "reference" elsewhere (`chosen_implementation`); the trainer's
+--attention_implementation forces one (a forced one that cannot run is one clear error). The
+Triton and Pallas kernels read the score's terms before they are assembled into a bias (the
+position scores before their shift, or the position embedding's projection itself, and the
+segment ids): `RelativeAttention`'s `attend` asks `chosen_implementation` first and calls
+kernels/triton_attention.py or kernels/pallas_attention.py with the terms, or `attention` with
+the bias.
 """
 
 from __future__ import annotations
@@ -51,7 +58,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.kernels import cudnn, position_product, triton_attention
+from xlnet_tf2.layers.kernels import cudnn, pallas_attention, position_product, triton_attention
 from xlnet_tf2.layers.kernels.angle_scores import angle_position_scores
 from xlnet_tf2.layers.relative_position import (content_positions, content_shift,
                                                 gather_relative_scores)
@@ -267,7 +274,7 @@ class RelativeAttention(keras.layers.Layer):
           segment_mismatch: bool [B, L, K] (content rows) or None for no segment term.
           query_segment_mismatch: bool [B, P, K] (query rows) or None.
           segment_ids: int [B, K], the keys' segment ids (memory keys 0), from which the
-            mismatches were made, or None: the Triton kernels compare ids instead of reading a
+            mismatches were made, or None: the Triton and Pallas kernels compare ids instead of reading a
             [B, S, K] matrix (a row's id is its key's, M + its position in the example).
           query_positions: int32 [B, P], each query-stream row's position in the example.
           query_weights: [B, P], 1 for real target rows, 0 for empty ones (their attention
@@ -342,7 +349,7 @@ class RelativeAttention(keras.layers.Layer):
                 queries, keys, dropout=self.attention_dropout, training=training, plan=plan,
                 dropout_rows=dropout_rows, score_terms=_why_no_score_terms(
                     angle_table, mismatch, segment_ids))
-            if implementation == "triton":
+            if implementation in ("triton", "pallas"):
                 if positions is None:
                     positions = content_positions(queries, q_len)
                 segments = {}
@@ -351,12 +358,20 @@ class RelativeAttention(keras.layers.Layer):
                         segment_scores=segment_scores(queries), key_segments=segment_ids,
                         row_segments=tf.gather(segment_ids, positions + (k_len - q_len),
                                                batch_dims=1))
+                common = dict(seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
+                              training=training, plan=plan, dropout_rows=dropout_rows,
+                              **segments)
+                if implementation == "pallas":
+                    # The content rows first (both streams stacked, or the content stream
+                    # alone); the kernels read the projection k_r itself, band by band.
+                    query_positions = positions[:, q_len:] if queries.shape[2] > q_len else None
+                    return pallas_attention.pallas_attention(
+                        queries + r_w, queries + r_r, keys, values, k_r, query_positions,
+                        blocked, **common)
                 # The scores in the kernels' row-major [B, N, S, T], with no transpose.
                 scores = position_product.example_position_product(queries + r_r, k_r)
-                return triton_attention.triton_attention(
-                    queries + r_w, keys, values, scores, positions, blocked,
-                    seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
-                    training=training, plan=plan, dropout_rows=dropout_rows, **segments)
+                return triton_attention.triton_attention(queries + r_w, keys, values, scores,
+                                                         positions, blocked, **common)
             bias = position_scores(queries, positions)
             if mismatch is not None:  # (q + r_s) . seg_embed[s_ij], s_ij: mismatch [B, S, K]
                 per_class = segment_scores(queries)                               # [B, N, S, 2]
@@ -422,34 +437,39 @@ def _rows(content, query, q_len: int, n_query):
 
 
 # ---------------------------------------------------------------------------- the attention op
-# The implementations that run only inside an XLA program traced for a GPU.
-GPU_ONLY_IMPLEMENTATIONS = ("cudnn", "triton")
+# The implementations that run only inside an XLA program traced for one kind of device.
+IMPLEMENTATION_DEVICE = {"cudnn": "gpu", "triton": "gpu", "pallas": "tpu"}
 
 
 class AttentionImplementationError(ValueError):
-    """--attention_implementation=cudnn or triton where that implementation cannot run."""
+    """--attention_implementation=cudnn, triton or pallas where that implementation cannot
+    run."""
 
 
 def chosen_implementation(queries: tf.Tensor, keys: tf.Tensor, *, dropout, training,
                           plan: StepPlan, dropout_rows: Optional[Sequence[int]] = None,
                           score_terms: Optional[str] = None) -> str:
-    """The implementation ("triton", "cudnn" or "reference") that computes this attention in
-    the step being traced: the plan's `attention`, or under "auto" the first of triton, cudnn
-    that can run. A forced one that cannot run raises AttentionImplementationError (one line
-    naming the flag). `score_terms`: why the caller cannot give the score's terms unassembled
-    (triton needs them), or None. Arguments as `attention`'s."""
-    if plan.attention == "reference" or (plan.attention == "auto" and plan.device != "gpu"):
-        return "reference"  # triton and cudnn run only in a step traced for a GPU
+    """The implementation ("triton", "pallas", "cudnn" or "reference") that computes this
+    attention in the step being traced: the plan's `attention`, or under "auto" the first of
+    triton, pallas, cudnn that can run. A forced one that cannot run raises
+    AttentionImplementationError (one line naming the flag). `score_terms`: why the caller
+    cannot give the score's terms unassembled (triton and pallas need them), or None.
+    Arguments as `attention`'s."""
+    if plan.attention == "reference" or (
+            plan.attention == "auto" and plan.device not in IMPLEMENTATION_DEVICE.values()):
+        return "reference"  # the others run only in a step traced for a GPU or a TPU
     rate = dropout.rate if training else 0.0
-    if plan.attention in ("auto", "triton"):
-        why_not = triton_attention.triton_unavailable_reason(
-            queries, keys, dropout_rate=rate, dropout_rows=dropout_rows, plan=plan,
-            score_terms=score_terms)
+    for name, unavailable in (("triton", triton_attention.triton_unavailable_reason),
+                              ("pallas", pallas_attention.pallas_unavailable_reason)):
+        if plan.attention not in ("auto", name):
+            continue
+        why_not = unavailable(queries, keys, dropout_rate=rate, dropout_rows=dropout_rows,
+                              plan=plan, score_terms=score_terms)
         if why_not is None:
-            return "triton"
-        if plan.attention == "triton":
+            return name
+        if plan.attention == name:
             raise AttentionImplementationError(
-                f"--attention_implementation=triton cannot run here: {why_not}; use "
+                f"--attention_implementation={name} cannot run here: {why_not}; use "
                 "--attention_implementation=auto (or reference).")
     reason = cudnn.cudnn_unavailable_reason(queries, keys, rate, plan.device)
     if reason is None:
@@ -479,8 +499,9 @@ def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.T
       dropout_rows: the Dropout's `row_draws` (query rows that stack several attentions, each
         to get the mask of a call of its own), or None.
       implementation: "reference" or "cudnn", as `chosen_implementation` returned it; None:
-        chosen here. (The Triton kernels take the score's terms unassembled: the caller runs
-        kernels/triton_attention.py itself when `chosen_implementation` says "triton".)
+        chosen here. (The Triton and Pallas kernels take the score's terms unassembled: the
+        caller runs kernels/triton_attention.py or kernels/pallas_attention.py itself when
+        `chosen_implementation` says "triton" or "pallas".)
     Returns:
       [B, N, S, H] in the compute dtype.
     """

@@ -92,11 +92,13 @@ class LoopConfig:
     attention_implementation: str = setting(
         "auto", "How the attention op is computed: triton is the project's flash Triton kernels "
         "(the gpu extra), only in an XLA program (--jit_compile) traced for a GPU, with "
-        "dropout; cudnn is cuDNN's flash attention, only in "
+        "dropout; pallas is the project's flash Pallas kernels (the tpu extra: JAX), only in a "
+        "step compiled for a TPU, with dropout; cudnn is cuDNN's flash attention, only in "
         "an XLA program (--jit_compile) on a GPU in bfloat16 or float16 and without attention "
         "dropout (--dropatt 0, or inference); reference is TensorFlow ops, everywhere; auto "
-        "takes triton, else cudnn, where it can run and reference elsewhere (docs/PRETRAINING.md, "
-        "\"Attention on GPUs\").", choices=ATTENTION_IMPLEMENTATIONS, resume="free")
+        "takes triton (GPU) or pallas (TPU), else cudnn, where it can run and reference "
+        "elsewhere (docs/PRETRAINING.md, \"Attention on GPUs\", \"Attention on TPUs\").",
+        choices=ATTENTION_IMPLEMENTATIONS, resume="free")
     position_scores: str = setting(
         "auto", "How the attention's position scores are computed: shift is the original's "
         "product with every encoded distance and its rel-shift; angles is the same scores as a "

@@ -93,11 +93,11 @@ class TrainingStep:
                            tf.function(self.gradients, jit_compile=jit_compile,
                                        reduce_retracing=True))
 
-    def on(self, device: str) -> "TrainingStep":
-        """This step traced for `device` ("cpu", "gpu", "tpu"): the program that device runs,
-        whatever this machine is."""
+    def on(self, device: str, tpu_generation: Optional[str] = None) -> "TrainingStep":
+        """This step traced for `device` ("cpu", "gpu", "tpu"; a TPU of `tpu_generation` when
+        given): the program that device runs, whatever this machine is."""
         other = copy.copy(self)
-        other.plan = self.plan.on(device)
+        other.plan = self.plan.on(device, tpu_generation)
         return other
 
     def replica_step(self, features, state, step):

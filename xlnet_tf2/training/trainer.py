@@ -23,7 +23,7 @@ from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers.dropout import assign_dropout_salts
 from xlnet_tf2.layers.step_plan import StepPlan
-from xlnet_tf2.layers.xlnet_block import GPU_ONLY_IMPLEMENTATIONS
+from xlnet_tf2.layers.xlnet_block import IMPLEMENTATION_DEVICE
 from xlnet_tf2.training import checkpointing, distribution, preemption, run_record
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
@@ -236,7 +236,7 @@ class Trainer:
         keys = self.task.step_features
         return features if keys is None else {k: features[k] for k in keys}
 
-    def first_step(self, device: Optional[str] = None):
+    def first_step(self, device: Optional[str] = None, tpu_generation: Optional[str] = None):
         """The compiled step and its arguments for the first batch `train` would run from the
         current global step: `(step_fn, (features, state, step))`. `step_fn(*args)` runs that
         step (forward, backward, clipping, the optimizer's update of the variables) and
@@ -247,8 +247,8 @@ class Trainer:
         trace.
 
         `device` ("cpu", "gpu" or "tpu"): a step function of its own, traced with the plan of
-        that device (the program that device would run, whatever this machine is); None: the
-        Trainer's own compiled step."""
+        that device (the program that device would run, whatever this machine is; on a TPU of
+        `tpu_generation`, when given); None: the Trainer's own compiled step."""
         if not self.whole_step_compiled:
             raise RunConfigError(
                 "The step is one XLA computation only with --jit_compile and one replica "
@@ -262,8 +262,8 @@ class Trainer:
         features = next(iter(dataset))
         step_fn = self._step_fn
         if device is not None:
-            step_fn = tf.function(self.step.on(device).replica_step, jit_compile=True,
-                                  reduce_retracing=True)
+            step_fn = tf.function(self.step.on(device, tpu_generation).replica_step,
+                                  jit_compile=True, reduce_retracing=True)
         return step_fn, (self._step_features(features), self.distribute_state(),
                          self.global_step.read_value())
 
@@ -376,11 +376,13 @@ class Trainer:
 
     def _train(self) -> TrainResult:
         cfg = self.loop_config
-        if self.plan.attention in GPU_ONLY_IMPLEMENTATIONS and self.plan.device != "gpu":
+        needs = IMPLEMENTATION_DEVICE.get(self.plan.attention)
+        if needs is not None and self.plan.device != needs:
             raise RunConfigError(
                 f"--attention_implementation={self.plan.attention} runs only in a step traced "
-                f"for a GPU, and this machine's step is traced for a {self.plan.device.upper()}; "
-                "use --attention_implementation=auto (or reference).")
+                f"for a {needs.upper()}, and this machine's step is traced for a "
+                f"{self.plan.device.upper()}; use --attention_implementation=auto (or "
+                "reference).")
         if self.is_chief:
             run_record.clean_stale_files(cfg.model_dir)
         restored = self.restore()

@@ -16,6 +16,8 @@ from xlnet_tf2.layers.kernels import triton_attention
 from xlnet_tf2.layers.kernels import flash_relative_attention as flash
 from xlnet_tf2.layers.kernels import triton_call
 from xlnet_tf2.layers.step_plan import DropoutKeys, StepPlan
+from fixtures.attention_cases import (gradient_names, outputs_and_gradients,
+                                     relative_attention_case)
 
 pytest.importorskip("triton")
 
@@ -95,7 +97,7 @@ def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation
     segments and attention dropout: forward, dk/dv and dq calls, the forward fed the
     unshifted [B, N, S, T] position scores, TTIR that TensorFlow 2.21's own XLA parses and
     verifies."""
-    case = _layer_case("bi", True)
+    case = relative_attention_case("bi", True)
     layer = xlnet_block.RelativeAttention(32, 2, 16, dropatt=0.1, dtype="mixed_bfloat16")
     layer.attention_dropout.salt = 3
     batch, q_len, n_query = 2, 12, 4
@@ -162,36 +164,6 @@ def interpreted_triton(monkeypatch):
     monkeypatch.setattr(triton_call, "ttir", lambda *args, **kwargs: "")
 
 
-def _layer_case(attn_type, segments):
-    from xlnet_tf2.layers.relative_position import (key_segment_ids,
-                                                    relative_position_encoding, segment_matrix)
-    rng = np.random.default_rng(7)
-    batch, q_len, m_len, n_query, d_model = 2, 12, 6, 4, 32
-    k_len = q_len + m_len
-    case = dict(
-        h=tf.constant(rng.normal(size=[batch, q_len, d_model]), tf.float32),
-        g=tf.constant(rng.normal(size=[batch, n_query, d_model]), tf.float32),
-        mems=tf.constant(rng.normal(size=[batch, m_len, d_model]), tf.float32),
-        pos_emb=relative_position_encoding(q_len, k_len, d_model, attn_type, True, -1))
-    content = rng.random([batch, q_len, k_len]) < 0.2
-    content[1, 3, :] = True                                     # a row that sees nothing
-    positions = np.stack([rng.permutation(q_len)[:n_query] for _ in range(batch)])
-    query = np.take_along_axis(content, positions[:, :, None], 1) | (
-        rng.random([batch, n_query, k_len]) < 0.3)
-    case.update(content_mask=tf.constant(content), query_mask=tf.constant(query),
-                query_positions=tf.constant(positions, tf.int32),
-                query_weights=tf.constant([[1, 1, 1, 0], [1, 1, 1, 1]], tf.float32))
-    if segments:
-        ids = tf.constant(rng.integers(0, 3, [batch, q_len]), tf.int32)  # A, B and <cls>
-        case.update(
-            segment_mismatch=segment_matrix(ids, m_len),
-            query_segment_mismatch=segment_matrix(
-                ids, m_len, query_segment_ids=tf.gather(ids, case["query_positions"],
-                                                        batch_dims=1)),
-            segment_ids=key_segment_ids(ids, m_len))
-    return case
-
-
 @pytest.mark.parametrize("attn_type,segments", [("bi", True), ("uni", False)])
 def test_the_layer_on_the_triton_path_is_the_reference(interpreted_triton, attn_type,
                                                        segments):
@@ -201,27 +173,15 @@ def test_the_layer_on_the_triton_path_is_the_reference(interpreted_triton, attn_
     the row positions and the segment ids the layer hands them) equal the reference's."""
     layer = xlnet_block.RelativeAttention(32, 2, 16, dropatt=0.2)
     layer.attention_dropout.salt = 5
-    case = _layer_case(attn_type, segments)
+    case = relative_attention_case(attn_type, segments)
     layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
           query_positions=case["query_positions"], query_weights=case["query_weights"])
 
-    def run(attention_implementation):
-        plan = StepPlan(device="gpu", attention=attention_implementation).with_dropout_keys(
-            DropoutKeys.of(3, tf.constant(9), tf.constant([4, 1]), 6))
-        inputs = [case["h"], case["g"], case["mems"]]
-        with tf.GradientTape() as tape:
-            tape.watch(inputs)
-            h_out, g_out = layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
-                                 training=True, plan=plan,
-                                 **{k: v for k, v in case.items()
-                                    if k not in ("h", "g", "mems", "pos_emb")})
-            loss = tf.reduce_sum(h_out * h_out) + tf.reduce_sum(g_out * tf.range(32.0))
-        grads = tape.gradient(loss, inputs + layer.trainable_weights)
-        return [h_out, g_out] + grads
+    def run(implementation):
+        return outputs_and_gradients(layer, case, "gpu", implementation)
 
     reference, triton = run("reference"), run("triton")
-    names = ["h_out", "g_out", "d_h", "d_g", "d_mems"] + [w.path for w in
-                                                          layer.trainable_weights]
+    names = gradient_names(layer)
     for name, want, got in zip(names, reference, triton):
         if want is None:  # seg_embed without a segment term
             assert got is None, name

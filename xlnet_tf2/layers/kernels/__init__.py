@@ -11,6 +11,11 @@ layers/xlnet_block.py, the dropout masks' hash and the CPU's stored mask in laye
   dropout_masks.py     a stored dropout mask bit-packed (GPU)
   window_read.py       the shift of query rows at arbitrary positions as a gather (GPU, TPU)
   angle_scores.py      the position scores as a product with an angle table, no shift (TPU)
+  pallas_attention.py  the attention op as the project's flash Pallas kernels, emitted as XLA
+                       tpu_custom_calls by pallas_call.py (TPU); the kernels themselves (JAX),
+                       forward and backward, the position scores of each row tile against the
+                       band of the position embedding's projection it needs, shifted in VMEM,
+                       with the dropout hash: pallas_relative_attention.py
 
 A new implementation of the attention op is a module here, a name in
 config.ATTENTION_IMPLEMENTATIONS and a branch in layers/xlnet_block.py's

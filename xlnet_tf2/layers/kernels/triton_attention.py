@@ -64,6 +64,17 @@ def triton_unavailable_reason(queries: tf.Tensor, keys: tf.Tensor, *, dropout_ra
     head = queries.shape[-1]
     if head is None or head < 16 or head & (head - 1):
         return f"the head size must be a power of two >= 16, not {head}"
+    return score_terms_reason(queries, keys, dropout_rate=dropout_rate,
+                              dropout_rows=dropout_rows, plan=plan, score_terms=score_terms)
+
+
+def score_terms_reason(queries: tf.Tensor, keys: tf.Tensor, *, dropout_rate: float,
+                       dropout_rows: Optional[Sequence[int]], plan: StepPlan,
+                       score_terms: Optional[str] = None) -> Optional[str]:
+    """Why kernels that take the score's terms unassembled and hash the dropout bits from the
+    Dropout's keys (the Triton and the Pallas kernels) cannot take these operands, or None:
+    static shapes, the terms given (`score_terms`: why not), at most two dropout row parts,
+    one dropout key per example."""
     if None in queries.shape or None in keys.shape:
         return "it needs static shapes"
     if score_terms is not None:
