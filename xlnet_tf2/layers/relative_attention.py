@@ -23,8 +23,8 @@ The attention itself (softmax, dropout, values) is one call, whose implementatio
 ops, cuDNN, the project's Triton kernels) live in layers/kernels/ and are chosen by the step's
 plan (layers/step_plan.py), passed down from where the step is traced: `kernels.attention`
 with the position and segment terms assembled into one [B, N, S, K] bias, or, for the Triton
-kernels, `kernels.triton_attention` with the terms as they are made (the position scores
-before their shift, the segment ids), which the kernels combine tile by tile.
+kernels, `kernels.triton_attention` with the terms as they are made (q + r_r and the projected
+position embedding k_r, the segment ids), which the kernels combine tile by tile.
 """
 
 from __future__ import annotations
@@ -37,8 +37,7 @@ import tensorflow as tf
 from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.kernels.angle_scores import angle_position_scores
 from xlnet_tf2.layers.kernels.attention import attention, chosen_implementation
-from xlnet_tf2.layers.kernels.position_product import (example_position_product,
-                                                       grouped_position_product)
+from xlnet_tf2.layers.kernels.position_product import grouped_position_product
 from xlnet_tf2.layers.relative_position import (content_positions, content_shift,
                                                 gather_relative_scores)
 from xlnet_tf2.layers.kernels.triton_attention import triton_attention
@@ -221,10 +220,8 @@ class RelativeAttention(keras.layers.Layer):
                         segment_scores=segment_scores(queries), key_segments=segment_ids,
                         row_segments=tf.gather(segment_ids, positions + (k_len - q_len),
                                                batch_dims=1))
-                # The scores in the kernels' row-major [B, N, S, T], with no transpose.
-                scores = example_position_product(queries + r_r, k_r)
                 return triton_attention(
-                    queries + r_w, keys, values, scores, positions, blocked,
+                    queries + r_w, queries + r_r, keys, values, k_r, positions, blocked,
                     seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
                     training=training, plan=plan, dropout_rows=dropout_rows, **segments)
             bias = position_scores(queries, positions)

@@ -5,6 +5,8 @@ and the step traced for a GPU: three `__gpu$xla.gpu.triton` calls (forward, dk/d
 TTIR TensorFlow's own XLA parses and verifies (benchmarks/tools/triton_parse_check.py). The
 kernels' numbers are tests/layers/kernels/test_flash_kernel.py's (Triton's CPU interpreter)."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -90,9 +92,9 @@ def test_backend_config_is_the_dictionary_xla_reads():
 @pytest.mark.parametrize("generation", ["sm_90", "sm_80"])
 def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation):
     """The layer traced for a GPU under jit_compile, in bfloat16, with both streams, memory,
-    segments and attention dropout: forward, dk/dv and dq calls, the forward fed the
-    unshifted [B, N, S, T] position scores, TTIR that TensorFlow 2.21's own XLA parses and
-    verifies."""
+    segments and attention dropout: forward, dk/dv and dq calls, the forward fed q + r_r and
+    the [X, N, T, H] projected position embedding (no [B, N, S, T] array in the program), TTIR
+    that TensorFlow 2.20's own XLA parses and verifies."""
     from xlnet_tf2.layers.relative_attention import RelativeAttention
     case = _layer_case("bi", True)
     layer = RelativeAttention(32, 2, 16, dropatt=0.1, dtype="mixed_bfloat16")
@@ -122,10 +124,12 @@ def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation
     grids = {c.name: c.grid for c in checks}
     assert grids["flash_fwd"] == (1, batch * 2, 1)          # 16 rows in one 64-row tile
     assert all(c.ir_bytes > 10_000 and c.num_warps == 4 for c in checks)
-    # The position scores reach the forward unshifted: a bf16[B, N, S, T] operand.
+    # The forward reads k_r per group and head; no array of B x N x S x T elements exists.
     forward = next(line for line in hlo.splitlines()
                    if "__gpu$xla.gpu.triton" in line and "flash_fwd" in line)
-    assert f"bf16[{batch},2,{q_len + n_query},{t_len}]" in forward.split("custom-call(")[1]
+    assert f"bf16[2,2,{t_len},16]" in forward.split("custom-call(")[1]
+    rows = q_len + n_query
+    assert not re.search(rf"\[{batch},2,{rows},{t_len}\]|\[{batch * 2},{rows},{t_len}\]", hlo)
     assert k_len < t_len
 
 

@@ -9,10 +9,10 @@ the step's plan (layers/step_plan.py) picks among them.
   position_product.py  the position scores' product with its one-layout gradient
   window_read.py       the shift of query rows at arbitrary positions as a gather (GPU, TPU)
   angle_scores.py      the position scores as a product with an angle table, no shift (TPU)
-  flash_relative_attention.py  the whole attention of both streams (position scores read at
-                       their shifted columns, segment term, bit-packed mask, the dropout hash)
-                       as Triton kernels, forward and backward; tested under Triton's CPU
-                       interpreter and lowered to TTIR, not yet emitted from the step
+  flash_relative_attention.py  the whole attention of both streams (position scores made tile
+                       by tile from k_r, segment term, bit-packed mask, the dropout hash) as
+                       Triton kernels, forward and backward; triton_attention.py emits them
+                       into a GPU step
   dropout_masks.py     the dropout masks' counter hash, stored and bit-packed masks
 
 A new implementation of the op is a module here, a name in config.ATTENTION_IMPLEMENTATIONS and

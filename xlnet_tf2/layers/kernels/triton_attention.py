@@ -6,11 +6,13 @@ Unlike the other implementations of the attention op, the kernels take the score
 they are assembled into a [B, N, S, K] bias (relative_attention.py's `attend` asks
 kernels/attention.py `chosen_implementation` first, and builds that bias only for the others):
 
-  position_scores [B, N, S, T]  (q + r_r) . k_r for every encoded distance, unshifted; row s
-                                reads column L - row_positions[s] + j for key j, by pointer
-                                arithmetic in the kernel (no shifted copy is made), and the
-                                kernels' d_pos is their gradient at the same columns.
-  row_positions [B, S] int32    each row's position i in the example.
+  queries_r [B, N, S, H],       q + r_r and the projected position embedding of each direction
+  k_r [X, T, N, H]              group: the kernels make each tile's position scores
+                                (q + r_r) . k_r[L - row_positions[s] + j] themselves, from the
+                                band of k_r rows the tile needs, and return the gradients of
+                                both (no [B, N, S, T] tensor is made, forward or backward).
+  row_positions [B, S] int32    each row's position i in the example; the kernels take the rows
+                                in position order (`row_order`, a stable argsort).
   segment_scores [B, N, S, 2]   (q + r_s) . seg_embed[c] for c = same, different; with
   row_segments [B, S],          the rows' and keys' segment ids (memory keys are segment 0):
   key_segments [B, K] int32     the kernel compares the ids, no [B, S, K] matrix is read.
@@ -41,8 +43,9 @@ from xlnet_tf2.layers.step_plan import StepPlan
 
 _DTYPE_NAMES = {tf.bfloat16: "bfloat16", tf.float16: "float16", tf.float32: "float32"}
 # The kernels' pointers whose element type is not the operands' float dtype.
-_FIXED_POINTER_TYPES = {"row_pos": "*i32", "row_seg": "*i32", "key_seg": "*i32",
-                        "blocked_bits": "*i32", "k0s": "*i32", "k1": "*i32", "lse": "*fp32"}
+_FIXED_POINTER_TYPES = {"row_pos": "*i32", "row_order": "*i32", "row_seg": "*i32",
+                        "key_seg": "*i32", "blocked_bits": "*i32", "k0s": "*i32", "k1": "*i32",
+                        "lse": "*fp32", "dk_r": "*fp32"}
 
 
 def triton_unavailable_reason(queries: tf.Tensor, keys: tf.Tensor, *, dropout_rate: float,
@@ -123,27 +126,30 @@ def _call(launch, ir, buffers: dict, specs: dict):
     return dict(zip(launch.results, results))
 
 
-def triton_attention(queries, keys, values, position_scores, row_positions, blocked, *,
+def triton_attention(queries_w, queries_r, keys, values, k_r, row_positions, blocked, *,
                      seq_len: int, scale: float, dropout, training, plan: StepPlan,
                      segment_scores=None, row_segments=None, key_segments=None,
                      dropout_rows: Optional[Sequence[int]] = None) -> tf.Tensor:
-    """The attention of query rows [B, N, S, H] (already q + r_w) over keys, values
-    [B, N, K, H] with the score's terms unassembled (module docstring): position_scores
-    [B, N, S, T], row_positions int32 [B, S] (`seq_len` = L), segment_scores [B, N, S, 2] with
+    """The attention of query rows [B, N, S, H] (queries_w = q + r_w, queries_r = q + r_r) over
+    keys, values [B, N, K, H] with the score's terms unassembled (module docstring): k_r
+    [X, T, N, H], row_positions int32 [B, S] (`seq_len` = L), segment_scores [B, N, S, 2] with
     row_segments [B, S] and key_segments [B, K] (or all None: no segment term), blocked bool
     [B, S, K] or None -> [B, N, S, H]. The caller has checked `triton_unavailable_reason`."""
-    batch, heads, rows, head_size = queries.shape
+    batch, heads, rows, head_size = queries_w.shape
     n_keys = keys.shape[2]
-    distances = position_scores.shape[-1]
-    dtype = queries.dtype
+    groups, distances = k_r.shape[0], k_r.shape[1]
+    dtype = queries_w.dtype
     rate = float(dropout.rate) if training else 0.0
     split = dropout_rows[0] if dropout_rows is not None and len(dropout_rows) == 2 else None
     has_segment = segment_scores is not None
     shapes = dict(batch=batch, heads=heads, rows=rows, keys=n_keys, head_size=head_size,
-                  distances=distances, seq_len=seq_len, split=split, scale=scale,
-                  dropout_rate=rate, has_segment=has_segment, has_mask=blocked is not None)
+                  distances=distances, seq_len=seq_len, groups=groups, split=split,
+                  scale=scale, dropout_rate=rate, has_segment=has_segment,
+                  has_mask=blocked is not None)
     calls = _calls(shapes, dtype, plan.gpu_generation)
-    fixed = {"row_pos": tf.cast(row_positions, tf.int32)}
+    row_positions = tf.cast(row_positions, tf.int32)
+    fixed = {"row_pos": row_positions,
+             "row_order": tf.argsort(row_positions, axis=1, stable=True)}
     if has_segment:
         fixed["row_seg"] = tf.cast(row_segments, tf.int32)
         fixed["key_seg"] = tf.cast(key_segments, tf.int32)
@@ -154,12 +160,12 @@ def triton_attention(queries, keys, values, position_scores, row_positions, bloc
     q_spec = tf.TensorSpec([batch, heads, rows, head_size], dtype)
     k_spec = tf.TensorSpec([batch, heads, n_keys, head_size], dtype)
     specs = {"out": q_spec, "lse": tf.TensorSpec([batch, heads, rows], tf.float32),
-             "dq_w": q_spec, "dk": k_spec, "dv": k_spec,
-             "d_pos": tf.TensorSpec([batch, heads, rows, distances], dtype),
+             "dq_w": q_spec, "dq_r": q_spec, "dk": k_spec, "dv": k_spec,
+             "dk_r": tf.TensorSpec([batch, heads, distances, head_size], tf.float32),
              "d_seg": tf.TensorSpec([batch, heads, rows, 2], dtype)}
 
-    def run(q, k, v, pos, seg):
-        buffers = dict(fixed, q_w=q, k=k, v=v, pos=pos)
+    def run(q_w, q_r, k, v, k_r_heads, seg):
+        buffers = dict(fixed, q_w=q_w, q_r=q_r, k=k, v=v, k_r=k_r_heads)
         if has_segment:
             buffers["seg"] = seg
         forward = _call(*calls["flash_fwd"], buffers, specs)
@@ -169,12 +175,17 @@ def triton_attention(queries, keys, values, position_scores, row_positions, bloc
                          d_out=tf.cast(d_out, dtype))
             dkdv = _call(*calls["flash_bwd_dkdv"], saved, specs)
             dq = _call(*calls["flash_bwd_dq"], saved, specs)
+            # Each example's gradient of its group's k_r, summed over the group's examples.
+            d_k_r = tf.reduce_sum(tf.reshape(dq["dk_r"], [groups, batch // groups, heads,
+                                                          distances, head_size]), axis=1)
             d_seg = dq["d_seg"] if has_segment else tf.zeros_like(seg)
-            return dq["dq_w"], dkdv["dk"], dkdv["dv"], dq["d_pos"], d_seg
+            return (dq["dq_w"], dq["dq_r"], dkdv["dk"], dkdv["dv"], tf.cast(d_k_r, dtype),
+                    d_seg)
 
         return forward["out"], grad
 
     # Without a segment term the kernels take no seg operand; a zero [1] stands in for it in
     # the custom gradient's signature and gets a zero gradient.
     seg = (tf.cast(segment_scores, dtype) if has_segment else tf.zeros([1], dtype))
-    return tf.custom_gradient(run)(queries, keys, values, tf.cast(position_scores, dtype), seg)
+    k_r_heads = tf.transpose(tf.cast(k_r, dtype), [0, 2, 1, 3])                 # [X, N, T, H]
+    return tf.custom_gradient(run)(queries_w, queries_r, keys, values, k_r_heads, seg)
