@@ -14,6 +14,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2 import special_ids as sid
+from xlnet_tf2 import tensorflow_build
 from xlnet_tf2.models import memory as mem
 
 DUMMY_ID = 0  # the placeholder after the sequence; no position sees it, so its id is moot
@@ -508,6 +509,10 @@ def _check_search(num_beams, num_return_sequences, do_sample, streamer, use_cach
                          f"{early_stopping!r}.")
     if streamer is not None and jit_compile:
         raise ValueError("A streamer needs jit_compile=False (XLA cannot call back to Python).")
+    if jit_compile and tensorflow_build.xla_on_cpu_missing() and not tf.config.list_logical_devices(
+            "TPU"):
+        raise ValueError(f"jit_compile=True: {tensorflow_build.xla_on_cpu_missing()}; generate "
+                         "with jit_compile=False here.")
     if num_beams > 1:
         if do_sample:
             raise ValueError("Beam search with sampling is not supported: use num_beams=1 "

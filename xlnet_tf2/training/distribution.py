@@ -17,6 +17,7 @@ from typing import Optional
 
 import tensorflow as tf
 
+from xlnet_tf2 import tensorflow_build
 from xlnet_tf2.config_flags import RunConfigError
 
 STRATEGIES = ("auto", "tpu", "multi_worker", "mirrored", "one_device")
@@ -57,6 +58,9 @@ def _connect_tpu(tpu: str, timeout_s: float):
         raise StrategyError(
             "--tpu is empty. Pass the name of a Cloud TPU (e.g. --tpu=my-tpu), 'local' on a "
             "TPU VM, or a grpc://host:port address; or choose --strategy=one_device/mirrored.")
+    missing = tensorflow_build.tpu_runtime_missing()
+    if missing:  # known before any connection is tried: the resolver would fail obscurely
+        raise StrategyError(f"--tpu={tpu!r}: {missing}.")
     _check_tpu_address(tpu, timeout_s)
     result = {}
 
@@ -77,10 +81,27 @@ def _connect_tpu(tpu: str, timeout_s: float):
                             "TPU name, zone and project, or that this VM can reach it.")
     if "error" in result:
         e = result["error"]
-        raise StrategyError(f"--tpu={tpu!r} could not be resolved or initialized: "
-                            f"{type(e).__name__}: {e}. Check the TPU name (gcloud compute tpus "
-                            "list), zone and project, or use 'local' on a TPU VM.") from e
+        why = f"{type(e).__name__}: {' '.join(str(e).split())}"
+        if tpu == "local":
+            raise StrategyError(
+                f"--tpu='local': this machine has no TPU ({why}). 'local' is the TPU of the "
+                "Cloud TPU VM the run is on; from another machine pass the TPU's name (gcloud "
+                "compute tpus list) or grpc://host:port.") from e
+        raise StrategyError(f"--tpu={tpu!r} could not be resolved or initialized: {why}. Check "
+                            "the TPU name (gcloud compute tpus list), zone and project, or use "
+                            "'local' on a TPU VM.") from e
     return tf.distribute.TPUStrategy(result["resolver"])
+
+
+def check_jit_compile(jit_compile: bool, strategy: tf.distribute.Strategy) -> None:
+    """--jit_compile off a TPU where this TensorFlow has no XLA for the CPU (the TPU build): one
+    line naming the flag, before anything is traced."""
+    if not jit_compile or isinstance(strategy, tf.distribute.TPUStrategy):
+        return
+    missing = tensorflow_build.xla_on_cpu_missing()
+    if missing:
+        raise RunConfigError(f"--jit_compile: {missing}; run the step on the TPU (--tpu=local on "
+                             "a TPU VM), or pass --nojit_compile.")
 
 
 def resolve_strategy(name: str = "auto", tpu: Optional[str] = None,

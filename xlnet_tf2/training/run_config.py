@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional
 
+from xlnet_tf2 import tensorflow_build
 from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS, POSITION_SCORE_FORMS
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
                                     check_positive, setting)
@@ -142,7 +143,9 @@ class LoopConfig:
         if self.peak_tflops is not None and not self.peak_tflops > 0:
             raise RunConfigError(f"--peak_tflops must be positive, got {self.peak_tflops}.")
         if self.jit_compile is None:  # the default: whichever is faster for this run's length
-            object.__setattr__(self, "jit_compile", self.train_steps >= JIT_MIN_STEPS)
+            # (the TPU build has no XLA for the CPU; on a TPU everything is compiled anyway)
+            object.__setattr__(self, "jit_compile", self.train_steps >= JIT_MIN_STEPS
+                               and tensorflow_build.xla_on_cpu_missing() is None)
 
 
 @dataclasses.dataclass(frozen=True)

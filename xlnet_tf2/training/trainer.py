@@ -112,6 +112,7 @@ class Trainer:
         self.plan = (StepPlan.for_this_machine(**settings) if device is None
                      else StepPlan(device=device, **settings))
         self.on_tpu = isinstance(self.strategy, tf.distribute.TPUStrategy)
+        distribution.check_jit_compile(loop.jit_compile, self.strategy)
         self.loss_scaling = loop.precision == "mixed_float16"
         self.attempt: Optional[int] = None
         self._changed_settings: list = []
