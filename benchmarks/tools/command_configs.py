@@ -387,6 +387,12 @@ class AcceleratorCheckConfig:
         "gpu", "The device --export_step traces the step for: its program as TensorFlow "
         "would hand it to XLA on a GPU or on a TPU, whatever devices this machine has.",
         choices=("gpu", "tpu"))
+    gpu_bundle: Optional[str] = setting(
+        None, "Instead of the check, write to this directory what benchmarks/gpu/"
+        "step_comparison.py measures on a GPU machine without TensorFlow: this shape's step "
+        "exported for a GPU with the Triton kernels and with the reference attention, and the "
+        "tiny shape's two with their weights (--attention_implementation and --cpu_dry_run "
+        "are set for each; needs no accelerator).")
     distribution: DistributionConfig = section(DistributionConfig)
 
     def __post_init__(self):

@@ -19,6 +19,7 @@ from xlnet_tf2.layers.kernels import triton_call
 from xlnet_tf2.layers.step_plan import StepPlan
 
 pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
 
 
 def _fmix32(h):
@@ -139,21 +140,30 @@ def _interpreted_call(launch, ir, buffers, specs):
     custom call: the same launch (kernel, pointers, constexprs, grid) on the same buffers."""
     import torch
     kernel = flash.kernels(interpret=True)[launch.name]
-    pointers = {p + "_ptr": torch.from_numpy(np.array(buffers[p].numpy()))
-                for p in launch.operands}
-    dtypes = {tf.float32: torch.float32, tf.int32: torch.int32}
+
+    def to_torch(t):
+        if t.dtype == tf.bfloat16:  # numpy's bfloat16 is not torch's: through the bits
+            return torch.from_numpy(tf.bitcast(t, tf.int16).numpy().copy()).view(torch.bfloat16)
+        return torch.from_numpy(np.array(t.numpy()))
+
+    def to_tf(t, dtype):
+        if dtype == tf.bfloat16:
+            return tf.bitcast(tf.constant(t.view(torch.int16).numpy()), tf.bfloat16)
+        return tf.constant(t.numpy())
+
+    pointers = {p + "_ptr": to_torch(buffers[p]) for p in launch.operands}
+    dtypes = {tf.float32: torch.float32, tf.bfloat16: torch.bfloat16, tf.int32: torch.int32}
     results = {p: torch.full(specs[p].shape.as_list(), float("nan"), dtype=dtypes[specs[p].dtype])
                for p in launch.results}
-    kernel[launch.grid](**pointers, **{p + "_ptr": t for p, t in results.items()},
-                        **launch.constexprs)
-    return {p: tf.constant(t.numpy()) for p, t in results.items()}
+    # The interpreter multiplies 16-bit floats' bit patterns in tl.dot: in float32 there.
+    constexprs = dict(launch.constexprs, DOT_F32=buffers["q_w"].dtype != tf.float32)
+    kernel[launch.grid](**pointers, **{p + "_ptr": t for p, t in results.items()}, **constexprs)
+    return {p: to_tf(t, specs[p].dtype) for p, t in results.items()}
 
 
 @pytest.fixture
-def interpreted_triton(monkeypatch):
-    """The layer's Triton path on this CPU: the kernels interpreted in place of the custom
-    calls, and the XLA-context condition waived (the interpreter runs eagerly)."""
-    pytest.importorskip("torch")
+def xla_context_waived(monkeypatch):
+    """The Triton path chosen outside an XLA program (eagerly)."""
     checked = triton_attention.triton_unavailable_reason
 
     def reason(*args, **kwargs):
@@ -161,6 +171,13 @@ def interpreted_triton(monkeypatch):
         return None if why == "the step is not compiled by XLA (--jit_compile)" else why
 
     monkeypatch.setattr(triton_attention, "triton_unavailable_reason", reason)
+
+
+@pytest.fixture
+def interpreted_triton(monkeypatch, xla_context_waived):
+    """The layer's Triton path on this CPU: the kernels interpreted in place of the custom
+    calls, and the XLA-context condition waived (the interpreter runs eagerly)."""
+    pytest.importorskip("torch")
     monkeypatch.setattr(triton_attention, "_call", _interpreted_call)
     monkeypatch.setattr(triton_call, "ttir", lambda *args, **kwargs: "")
 
@@ -235,3 +252,95 @@ def test_the_layer_on_the_triton_path_is_the_reference(interpreted_triton, attn_
         np.testing.assert_allclose(got, want, atol=1e-5 * scale, rtol=0, err_msg=name)
     assert float(np.abs(np.asarray(reference[0]) - np.asarray(run("reference")[0])).max()) \
         == 0  # the draws repeat: same keys, same bits
+
+
+# ---------------------------------------------------------------- the check on the device
+@pytest.fixture
+def checked_here(monkeypatch):
+    """A GPU machine as the device check sees it, with Triton's CPU interpreter standing in
+    for the GPU: the kernels interpreted in place of the custom calls, the check's program run
+    eagerly instead of compiled by XLA; no check result kept from another test."""
+    pytest.importorskip("torch")
+    monkeypatch.setattr(triton_attention, "_gpu_present", lambda: True)
+    monkeypatch.setattr(triton_attention, "_run_compiled", lambda fn, *args: fn(*args))
+    monkeypatch.setattr(triton_attention, "_call", _interpreted_call)
+    monkeypatch.setattr(triton_call, "ttir", lambda *args, **kwargs: "")
+    monkeypatch.setattr(triton_attention, "_CHECKED", {})
+    monkeypatch.setattr(attention, "_SAID", set())
+
+
+def _shifted(g, rel, low, BLOCK_N):  # noqa: N803 - a kernel function's constexpr
+    """flash_relative_attention._shifted reading one column too far: a deliberately wrong
+    kernel (its name is the one the kernels call)."""
+    column = rel - low + 1
+    inside = (column >= 0) & (column < BLOCK_N)
+    return tl.where(inside, tl.gather(g, tl.where(inside, column, 0), 1), 0.0)
+
+
+@pytest.fixture
+def wrong_kernels(monkeypatch):
+    """The flash kernels built with this module's `_shifted` in place of theirs."""
+    monkeypatch.setattr(flash, "_TRITON_FUNCTIONS", tuple(
+        _shifted if f is flash._shifted else f for f in flash._TRITON_FUNCTIONS))
+    flash.kernels.cache_clear()
+    yield
+    monkeypatch.undo()
+    flash.kernels.cache_clear()
+
+
+def _choose(attention_implementation, dtype=tf.bfloat16):
+    """chosen_implementation for a bfloat16 attention with dropout, XLA's context waived."""
+    q = tf.zeros([2, 2, 8, 64], dtype)
+    plan = StepPlan(device="gpu", attention=attention_implementation).with_dropout_keys(
+        DropoutKeys(1, tf.constant(2), tf.range(2), 2))
+    return attention.chosen_implementation(q, tf.zeros([2, 2, 12, 64], dtype),
+                                           dropout=Dropout(0.1), training=True, plan=plan)
+
+
+@pytest.mark.slow  # the check's attention, forward and backward, interpreted: about 40 s
+@pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float32])
+def test_the_kernels_pass_their_check_and_auto_takes_them(checked_here, interpreted_triton,
+                                                          dtype):
+    triton_attention.device_check(dtype, 64, "sm_90", compare=True)
+    assert triton_attention._CHECKED == {(dtype.name, 64, "sm_90", True): None}
+    assert _choose("auto", dtype) == "triton"
+
+
+@pytest.mark.slow  # the check's attention, interpreted: about 40 s
+def test_a_wrong_kernel_fails_the_check_and_auto_takes_the_reference(
+        checked_here, interpreted_triton, wrong_kernels, caplog):
+    with pytest.raises(triton_attention.TritonKernelsFailed,
+                       match=r"^their output differs from the reference op's by \d"):
+        triton_attention.device_check(tf.bfloat16, 64, "sm_90", compare=True)
+    assert _choose("auto") == "reference"
+    said = [r.getMessage() for r in caplog.records if "Triton" in r.getMessage()]
+    assert said == ["--attention_implementation=auto: the Triton attention kernels failed "
+                    "their check: their output differs from the reference op's by "
+                    + said[0].split(" by ")[1]]
+    assert _choose("auto") == "reference"                      # asked again: said once
+    assert len([r for r in caplog.records if "Triton" in r.getMessage()]) == 1
+    assert _choose("triton") == "triton"                       # forced: no comparison
+
+
+def test_kernels_that_do_not_compile_fail_the_check_in_one_line(monkeypatch, xla_context_waived):
+    """This CPU's XLA, which has no Triton custom call, stands in for a GPU's XLA that rejects
+    the kernels: auto takes the reference op, forced triton is one line naming the flag."""
+    monkeypatch.setattr(triton_attention, "_gpu_present", lambda: True)
+    monkeypatch.setattr(triton_attention, "_CHECKED", {})
+    monkeypatch.setattr(attention, "_SAID", set())
+    assert _choose("auto") == "reference"
+    with pytest.raises(attention.AttentionImplementationError) as raised:
+        _choose("triton")
+    line = str(raised.value)
+    assert "\n" not in line
+    assert re.fullmatch(r"--attention_implementation=triton cannot run here: the Triton "
+                        r"attention kernels failed their check: they did not compile or run "
+                        r"on this device \(\w+: .*\); use --attention_implementation=auto \(or "
+                        r"reference\)\.", line), line
+
+
+def test_without_a_gpu_the_kernels_are_not_checked(monkeypatch, xla_context_waived):
+    """A step traced for a GPU on a machine without one (an export) takes the kernels as a GPU
+    that passes the check would: there is nothing to run them on."""
+    monkeypatch.setattr(triton_attention, "_CHECKED", {})
+    assert _choose("auto") == "triton" and triton_attention._CHECKED == {}
