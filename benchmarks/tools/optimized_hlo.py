@@ -43,12 +43,11 @@ FLASH_FLOPS = {"flash_fwd": 6, "flash_bwd_dkdv": 12, "flash_bwd_dq": 12}
 
 
 def flash_flops(name: str, q_dims: Tuple[int, ...], k_dims: Tuple[int, ...]) -> int:
-    """Matrix FLOPs of one launch of flash kernel `name` with q_w [B, N, S, H] and
-    k [B, N, K, H]; 0 for a Triton kernel the table does not know."""
+    """Matrix FLOPs of one launch of flash kernel `name` with q [B, S, N, H] and
+    k [B, K, N, H]; 0 for a Triton kernel the table does not know."""
     if name not in FLASH_FLOPS or len(q_dims) != 4 or len(k_dims) != 4:
         return 0
-    batch, heads, rows, head = q_dims
-    return FLASH_FLOPS[name] * batch * heads * rows * k_dims[2] * head
+    return FLASH_FLOPS[name] * math.prod(q_dims) * k_dims[1]
 
 
 _TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
@@ -256,9 +255,9 @@ class _Module:
             flops = 2 * math.prod(outputs[0][1]) * contracted
         elif target == TRITON_TARGET:
             name = _TRITON_NAME.search(i.attrs)
-            # The kernels' operands open with q_w, q_r, k [B, N, K, H].
+            # The kernels' operands open with q [B, S, N, H], r_w, r_r, k [B, K, N, H].
             q_dims, k_dims = ((arrays(self.shapes.get(o, "")) or [("", ())])[0][1]
-                              for o in i.operands[0:3:2])
+                              for o in i.operands[0:4:3])
             flops = flash_flops(name.group(1) if name else "", q_dims, k_dims)
         else:
             flops = sum(self.dot_flops(x, shapes) for x in body)

@@ -8,8 +8,8 @@ from benchmarks.tools import h100_proxy, optimized_hlo
 from xlnet_tf2.layers.kernels import flash_relative_attention
 
 B, N, S, K, H = 2, 12, 597, 896, 64
-_CALL = ('  {root}%c{i} = (bf16[{B},{N},{S},{H}]{{3,2,1,0}}, f32[{B},{N},{S}]{{2,1,0}}) '
-         'custom-call(%q, %q, %k), custom_call_target="__gpu$xla.gpu.triton", '
+_CALL = ('  {root}%c{i} = (bf16[{B},{S},{N},{H}]{{3,2,1,0}}, f32[{B},{N},{S}]{{2,1,0}}) '
+         'custom-call(%q, %r, %r, %k), custom_call_target="__gpu$xla.gpu.triton", '
          'backend_config={{debug = false, grid_x = 10 : i32, grid_y = 24 : i32, grid_z = 1 : i32, '
          'ir = "tt.func public @{name}(\\22x\\22)", name = "{name}", num_stages = 3 : i32, '
          'num_warps = 4 : i32}}')
@@ -18,10 +18,11 @@ _CALL = ('  {root}%c{i} = (bf16[{B},{N},{S},{H}]{{3,2,1,0}}, f32[{B},{N},{S}]{{2
 def _program(names):
     calls = "\n".join(_CALL.format(root="ROOT " if i == len(names) - 1 else "", i=i, name=n,
                                    B=B, N=N, S=S, H=H) for i, n in enumerate(names))
-    return (f"HloModule m\n\nENTRY %main (q: bf16[{B},{N},{S},{H}], k: bf16[{B},{N},{K},{H}]) "
-            f"-> (bf16[{B},{N},{S},{H}], f32[{B},{N},{S}]) {{\n"
-            f"  %q = bf16[{B},{N},{S},{H}]{{3,2,1,0}} parameter(0)\n"
-            f"  %k = bf16[{B},{N},{K},{H}]{{3,2,1,0}} parameter(1)\n{calls}\n}}\n")
+    return (f"HloModule m\n\nENTRY %main (q: bf16[{B},{S},{N},{H}], r: bf16[{N},{H}], "
+            f"k: bf16[{B},{K},{N},{H}]) -> (bf16[{B},{S},{N},{H}], f32[{B},{N},{S}]) {{\n"
+            f"  %q = bf16[{B},{S},{N},{H}]{{3,2,1,0}} parameter(0)\n"
+            f"  %r = bf16[{N},{H}]{{1,0}} parameter(1)\n"
+            f"  %k = bf16[{B},{K},{N},{H}]{{3,2,1,0}} parameter(2)\n{calls}\n}}\n")
 
 
 def test_flash_calls_are_counted_from_their_shapes_at_the_stated_efficiency():
@@ -32,8 +33,8 @@ def test_flash_calls_are_counted_from_their_shapes_at_the_stated_efficiency():
     assert by_flops == [0, 6 * unit, 12 * unit, 12 * unit]
     assert {k.kind for k in found} == {optimized_hlo.TRITON_KIND}
     fwd = next(k for k in found if k.flops == 6 * unit)
-    # bytes: operands q (read once, though passed twice), k and the results out, lse
-    assert fwd.bytes == 2 * (B * N * S * H) * 2 + 2 * B * N * K * H + 4 * B * N * S
+    # bytes: operands q, r (read once, though passed twice), k and the results out, lse
+    assert fwd.bytes == 2 * (B * N * S * H) * 2 + 2 * N * H + 2 * B * N * K * H + 4 * B * N * S
     # 6 * 2*12*597*896*64 = 2.47 GFLOP at half of 989 TFLOP/s: 4.99 us, compute-bound
     assert h100_proxy.kernel_us(fwd) == pytest.approx(
         6 * unit / (0.5 * 989e12) * 1e6 + 2.0)

@@ -23,8 +23,9 @@ The attention itself (softmax, dropout, values) is one call, whose implementatio
 ops, cuDNN, the project's Triton kernels) live in layers/kernels/ and are chosen by the step's
 plan (layers/step_plan.py), passed down from where the step is traced: `kernels.attention`
 with the position and segment terms assembled into one [B, N, S, K] bias, or, for the Triton
-kernels, `kernels.triton_attention` with the terms as they are made (q + r_r and the projected
-position embedding k_r, the segment ids), which the kernels combine tile by tile.
+kernels, `kernels.triton_attention` with the terms as they are made (the queries and their
+biases, the projected position embedding k_r, the segment ids), which the kernels combine tile
+by tile.
 """
 
 from __future__ import annotations
@@ -221,7 +222,7 @@ class RelativeAttention(keras.layers.Layer):
                         row_segments=tf.gather(segment_ids, positions + (k_len - q_len),
                                                batch_dims=1))
                 return triton_attention(
-                    queries + r_w, queries + r_r, keys, values, k_r, positions, blocked,
+                    queries, r_w[:, 0], r_r[:, 0], keys, values, k_r, positions, blocked,
                     seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
                     training=training, plan=plan, dropout_rows=dropout_rows, **segments)
             bias = position_scores(queries, positions)

@@ -156,7 +156,7 @@ def _interpreted_call(launch, ir, buffers, specs):
     results = {p: torch.full(specs[p].shape.as_list(), float("nan"), dtype=dtypes[specs[p].dtype])
                for p in launch.results}
     # The interpreter multiplies 16-bit floats' bit patterns in tl.dot: in float32 there.
-    constexprs = dict(launch.constexprs, DOT_F32=buffers["q_w"].dtype != tf.float32)
+    constexprs = dict(launch.constexprs, DOT_F32=buffers["q"].dtype != tf.float32)
     kernel[launch.grid](**pointers, **{p + "_ptr": t for p, t in results.items()}, **constexprs)
     return {p: to_tf(t, specs[p].dtype) for p, t in results.items()}
 

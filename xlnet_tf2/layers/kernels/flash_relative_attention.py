@@ -5,17 +5,19 @@ position-score tensor exists outside the kernels. The formulas are the project's
 attention (layers/relative_attention.py's scores, layers/kernels/reference.py's op):
 
     score[s, j] = (q_w[s].k[j] + q_r[s].k_r[L - row_pos[s] + j]
-                   + seg[s, row_seg[s] != key_seg[j]]) * scale,  blocked -> -1e30
+                   + seg[s, row_seg[s] != key_seg[j]]) * scale,  blocked -> -1e30,
+    q_w = q + r_w, q_r = q + r_r
     p = softmax(score),  p_drop = p * keep / (1 - rate)  (keep: layers/dropout.py's hash),
     out[s] = sum_j p_drop[s, j] v[j]
 
 (L - row_pos[s] + j indexes the distance M + i - j in k_r's T rows; a row past T reads zero.)
 
-Shapes (GLOSSARY letters; row-major buffers): q_w, q_r [B,N,S,H] (q + r_w, q + r_r), k, v
-[B,N,K,H], k_r [X,N,T,H] (the projected position embedding of each direction group: example b
-reads group b // (B / X)), seg [B,N,S,2], row_pos, row_order, row_seg [B,S] int32, key_seg [B,K]
-int32, blocked_bits [B,S,W] int32 (W = ceil(K / 32), bit j % 32 of word j // 32 set = blocked),
-k0s [2] and k1 [B] 32-bit keys; out [B,N,S,H], lse [B,N,S] float32.
+Shapes (GLOSSARY letters; row-major buffers): q [B,S,N,H], r_w, r_r [N,H], k, v [B,K,N,H] (the
+layouts the projections write and the output projection reads: no transposed copy is made for
+the kernels), k_r [X,N,T,H] (the projected position embedding of each direction group: example
+b reads group b // (B / X)), seg [B,N,S,2], row_pos, row_order, row_seg [B,S] int32, key_seg
+[B,K] int32, blocked_bits [B,S,W] int32 (W = ceil(K / 32), bit j % 32 of word j // 32 set =
+blocked), k0s [2] and k1 [B] 32-bit keys; out [B,S,N,H], lse [B,N,S] float32.
 
 The position scores of a tile (the design). A tile pairs BLOCK_M rows with BLOCK_N keys. Its
 rows are taken in the order of their positions (`row_order`: a stable sort of row_pos, which
@@ -38,8 +40,10 @@ Kernels (separate launches; no atomics: every output element has one writer prog
                   (FlashAttention-2: p recomputed from lse); writes dk, dv. Two panels per
                   step (the rows change from step to step: no panel carries over).
   flash_bwd_dq    grid (1, B * N): one (example, head), loops over its row tiles and, for each,
-                  over the key tiles; writes dq_w, dq_r and d_seg of every row and dk_r
-                  [B,N,T,H] float32, the example's own gradient of k_r, summed in that buffer:
+                  over the key tiles; writes dq (through both q_w and q_r) and d_seg of every
+                  row, their sums over the rows d_r_w, d_r_r [B,N,H] float32 (the caller sums
+                  the examples), and dk_r [B,N,T,H] float32, the example's own gradient of
+                  k_r, summed in that buffer:
                   the program zeroes its slice, then adds each finished panel (this step's
                   panel 0 plus the last step's panel 1) by a read, add and store after a
                   barrier. One program owns the slice, so the sum's order is fixed. The caller
@@ -48,7 +52,7 @@ Both backward kernels compute delta = rowsum(d_out * out) of their rows themselv
 
 Matrix FLOPs, 2 per multiply-add, per B * N * S * K * H (a row tile's first panel and the dq
 kernel's last, 1 / (K / BLOCK_N) more, left out): forward 6 (q.k, a new panel, p.v), dk/dv 12
-(q.k, two panels, d_out.v, p^T.d_out, ds^T.q), dq 12 (q.k, a new panel, d_out.v, ds.k,
+(q.k, two panels, d_out.v, p^T.d_out, ds^T.q_w), dq 12 (q.k, a new panel, d_out.v, ds.k,
 dG.k_r, dG^T.q_r): 30 in all, against 18 for kernels that read the position scores made
 outside them, plus the 3 x 2 of the [B, N, S, T] products that made and differentiated them,
 and the [B, N, S, T] tensor itself (323 MB a layer at XLNet-Base, written and read forward and
@@ -246,20 +250,39 @@ def _scores(q, kt, bd, b, rows, row_ok, cols, col_ok, seg_same, seg_diff, rseg,
     return score, live, differ
 
 
-def _rows_of(ptr, bh, rows, row_ok, S: tl.constexpr, H: tl.constexpr, DOT_F32: tl.constexpr):
-    """Rows `rows` of a [B,N,S,H] buffer for (example, head) bh: [BLOCK_M, H]."""
-    hs = tl.arange(0, H)
-    x = tl.load(ptr + (bh * S + rows)[:, None] * H + hs[None, :], mask=row_ok[:, None], other=0)
+def _row_at(b, head, rows, S: tl.constexpr, N: tl.constexpr, H: tl.constexpr):
+    """Where rows `rows` of (example b, `head`) lie in a [B,S,N,H] buffer: [BLOCK_M, H]."""
+    return ((b * S + rows) * N + head)[:, None] * H + tl.arange(0, H)[None, :]
+
+
+def _rows_of(ptr, b, head, rows, row_ok, S: tl.constexpr, N: tl.constexpr, H: tl.constexpr,
+             DOT_F32: tl.constexpr):
+    """Rows `rows` of (example b, `head`) of a [B,S,N,H] buffer: [BLOCK_M, H]."""
+    x = tl.load(ptr + _row_at(b, head, rows, S, N, H), mask=row_ok[:, None], other=0)
     if DOT_F32:  # the CPU interpreter multiplies 16-bit floats' bit patterns in tl.dot (#11584)
         x = x.to(tl.float32)
     return x
 
 
-def _key_tile(k_ptr, v_ptr, bh, cols, col_ok, K: tl.constexpr, H: tl.constexpr,
-              DOT_F32: tl.constexpr):
-    """Keys and values of a key tile: [BLOCK_N, H] each."""
+def _queries(q_ptr, r_w_ptr, r_r_ptr, b, head, rows, row_ok, S: tl.constexpr, N: tl.constexpr,
+             H: tl.constexpr, DOT_F32: tl.constexpr):
+    """q + r_w and q + r_r of rows `rows`: [BLOCK_M, H] each, rounded to q's dtype as the
+    reference's sums are (added in float32: the CPU interpreter adds 16-bit floats' bits)."""
+    q = tl.load(q_ptr + _row_at(b, head, rows, S, N, H), mask=row_ok[:, None], other=0)
     hs = tl.arange(0, H)
-    kv_at = (bh * K + cols)[:, None] * H + hs[None, :]
+    wide = q.to(tl.float32)
+    q_w = (wide + tl.load(r_w_ptr + head * H + hs).to(tl.float32)[None, :]).to(q.dtype)
+    q_r = (wide + tl.load(r_r_ptr + head * H + hs).to(tl.float32)[None, :]).to(q.dtype)
+    if DOT_F32:
+        q_w = q_w.to(tl.float32)
+        q_r = q_r.to(tl.float32)
+    return q_w, q_r
+
+
+def _key_tile(k_ptr, v_ptr, b, head, cols, col_ok, K: tl.constexpr, N: tl.constexpr,
+              H: tl.constexpr, DOT_F32: tl.constexpr):
+    """Keys and values of a key tile of ([B,K,N,H]) k and v: [BLOCK_N, H] each."""
+    kv_at = _row_at(b, head, cols, K, N, H)
     kt = tl.load(k_ptr + kv_at, mask=col_ok[:, None], other=0)
     vt = tl.load(v_ptr + kv_at, mask=col_ok[:, None], other=0)
     if DOT_F32:
@@ -274,22 +297,22 @@ def _k_r_base(k_r_ptr, b, head, B: tl.constexpr, N: tl.constexpr, T: tl.constexp
     return k_r_ptr + ((b // (B // X)) * N + head) * T * H
 
 
-def flash_fwd(q_w_ptr, q_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order_ptr, seg_ptr,
-              row_seg_ptr, key_seg_ptr, blocked_bits_ptr, k0s_ptr, k1_ptr, out_ptr, lse_ptr,
+def flash_fwd(q_ptr, r_w_ptr, r_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order_ptr,
+              seg_ptr, row_seg_ptr, key_seg_ptr, blocked_bits_ptr, k0s_ptr, k1_ptr, out_ptr,
+              lse_ptr,
               B: tl.constexpr, N: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
               H: tl.constexpr, T: tl.constexpr, L: tl.constexpr, X: tl.constexpr,
               SPLIT: tl.constexpr, W: tl.constexpr, SCALE: tl.constexpr,
               THRESHOLD: tl.constexpr, KEEP_SCALE: tl.constexpr, HAS_SEGMENT: tl.constexpr,
               HAS_MASK: tl.constexpr, HAS_DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
               BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr):
-    """out [B,N,S,H] and lse [B,N,S] of one tile of BLOCK_M rows of one (example, head)."""
+    """out [B,S,N,H] and lse [B,N,S] of one tile of BLOCK_M rows of one (example, head)."""
     bh = tl.program_id(1)
     b = bh // N
     head = bh % N
     rows, row_ok, start, first, panels = _tile_rows(
         b, tl.program_id(0) * BLOCK_M, row_order_ptr, row_pos_ptr, S, L, BLOCK_M, BLOCK_N)
-    q = _rows_of(q_w_ptr, bh, rows, row_ok, S, H, DOT_F32)
-    qr = _rows_of(q_r_ptr, bh, rows, row_ok, S, H, DOT_F32)
+    q, qr = _queries(q_ptr, r_w_ptr, r_r_ptr, b, head, rows, row_ok, S, N, H, DOT_F32)
     seg_same, seg_diff, rseg, key_term, key_mix, n_base = _row_context(
         b, head, rows, row_ok, seg_ptr, row_seg_ptr, k0s_ptr, k1_ptr, N, S, K, SPLIT,
         HAS_SEGMENT, HAS_DROPOUT)
@@ -303,7 +326,7 @@ def flash_fwd(q_w_ptr, q_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order_pt
     for key_start in range(0, K, BLOCK_N):
         cols = key_start + tl.arange(0, BLOCK_N)
         col_ok = cols < K
-        kt, vt = _key_tile(k_ptr, v_ptr, bh, cols, col_ok, K, H, DOT_F32)
+        kt, vt = _key_tile(k_ptr, v_ptr, b, head, cols, col_ok, K, N, H, DOT_F32)
         bd, g_low, _ = _position_scores(qr, k_r_base, first, key_start, offset, panels, g_low,
                                         T, H, BLOCK_N, DOT_F32)
         score, live, differ = _scores(q, kt, bd, b, rows, row_ok, cols, col_ok, seg_same,
@@ -318,26 +341,24 @@ def flash_fwd(q_w_ptr, q_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order_pt
         acc = acc * alpha[:, None] + tl.dot(p.to(vt.dtype), vt, input_precision="ieee")
         m_i = m_new
     out = acc * (KEEP_SCALE / l_i)[:, None]
-    hs = tl.arange(0, H)
-    tl.store(out_ptr + (bh * S + rows)[:, None] * H + hs[None, :],
-             out.to(out_ptr.dtype.element_ty), mask=row_ok[:, None])
+    tl.store(out_ptr + _row_at(b, head, rows, S, N, H), out.to(out_ptr.dtype.element_ty),
+             mask=row_ok[:, None])
     tl.store(lse_ptr + bh * S + rows, m_i + tl.log(l_i), mask=row_ok)
 
 
-def _row_tile(b, head, bh, row_start, q_w_ptr, q_r_ptr, out_ptr, d_out_ptr, lse_ptr,
+def _row_tile(b, head, bh, row_start, q_ptr, r_w_ptr, r_r_ptr, out_ptr, d_out_ptr, lse_ptr,
               row_order_ptr, row_pos_ptr, seg_ptr, row_seg_ptr, k0s_ptr, k1_ptr,
               N: tl.constexpr, S: tl.constexpr, K: tl.constexpr, H: tl.constexpr,
               L: tl.constexpr, SPLIT: tl.constexpr, HAS_SEGMENT: tl.constexpr,
               HAS_DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
               DOT_F32: tl.constexpr):
-    """What a backward step needs of row tile `row_start`: `_tile_rows`' values, q_w, q_r,
-    d_out, lse, delta = rowsum(d_out * out), and `_row_context`'s values."""
+    """What a backward step needs of row tile `row_start`: `_tile_rows`' values, q + r_w,
+    q + r_r, d_out, lse, delta = rowsum(d_out * out), and `_row_context`'s values."""
     rows, row_ok, start, first, panels = _tile_rows(b, row_start, row_order_ptr, row_pos_ptr,
                                                     S, L, BLOCK_M, BLOCK_N)
-    q = _rows_of(q_w_ptr, bh, rows, row_ok, S, H, DOT_F32)
-    qr = _rows_of(q_r_ptr, bh, rows, row_ok, S, H, DOT_F32)
-    d_out = _rows_of(d_out_ptr, bh, rows, row_ok, S, H, False)
-    out = _rows_of(out_ptr, bh, rows, row_ok, S, H, False)
+    q, qr = _queries(q_ptr, r_w_ptr, r_r_ptr, b, head, rows, row_ok, S, N, H, DOT_F32)
+    d_out = _rows_of(d_out_ptr, b, head, rows, row_ok, S, N, H, False)
+    out = _rows_of(out_ptr, b, head, rows, row_ok, S, N, H, False)
     delta = _row_sum(d_out.to(tl.float32) * out.to(tl.float32), 1)
     lse = tl.load(lse_ptr + bh * S + rows, mask=row_ok, other=0)
     if DOT_F32:
@@ -375,9 +396,9 @@ def _score_grad(q, kt, vt, bd, d_out, lse, delta, b, rows, row_ok, cols, col_ok,
     return p_drop, ds, differ
 
 
-def flash_bwd_dkdv(q_w_ptr, q_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order_ptr, seg_ptr,
-                   row_seg_ptr, key_seg_ptr, blocked_bits_ptr, k0s_ptr, k1_ptr, out_ptr,
-                   lse_ptr, d_out_ptr, dk_ptr, dv_ptr,
+def flash_bwd_dkdv(q_ptr, r_w_ptr, r_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order_ptr,
+                   seg_ptr, row_seg_ptr, key_seg_ptr, blocked_bits_ptr, k0s_ptr, k1_ptr,
+                   out_ptr, lse_ptr, d_out_ptr, dk_ptr, dv_ptr,
                    B: tl.constexpr, N: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
                    H: tl.constexpr, T: tl.constexpr, L: tl.constexpr, X: tl.constexpr,
                    SPLIT: tl.constexpr, W: tl.constexpr, SCALE: tl.constexpr,
@@ -385,21 +406,21 @@ def flash_bwd_dkdv(q_w_ptr, q_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_ord
                    HAS_SEGMENT: tl.constexpr, HAS_MASK: tl.constexpr,
                    HAS_DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                    DOT_F32: tl.constexpr):
-    """dk, dv [B,N,K,H] of one tile of BLOCK_N keys of one (example, head), over all S rows."""
+    """dk, dv [B,K,N,H] of one tile of BLOCK_N keys of one (example, head), over all S rows."""
     bh = tl.program_id(1)
     b = bh // N
     head = bh % N
     key_start = tl.program_id(0) * BLOCK_N
     cols = key_start + tl.arange(0, BLOCK_N)
     col_ok = cols < K
-    kt, vt = _key_tile(k_ptr, v_ptr, bh, cols, col_ok, K, H, DOT_F32)
+    kt, vt = _key_tile(k_ptr, v_ptr, b, head, cols, col_ok, K, N, H, DOT_F32)
     k_r_base = _k_r_base(k_r_ptr, b, head, B, N, T, H, X)
     dk = tl.full([BLOCK_N, H], 0, tl.float32)
     dv = tl.full([BLOCK_N, H], 0, tl.float32)
     for row_start in range(0, S, BLOCK_M):
         (rows, row_ok, start, first, panels, q, qr, d_out, lse, delta, seg_same, seg_diff, rseg,
          key_term, key_mix, n_base) = _row_tile(
-            b, head, bh, row_start, q_w_ptr, q_r_ptr, out_ptr, d_out_ptr, lse_ptr,
+            b, head, bh, row_start, q_ptr, r_w_ptr, r_r_ptr, out_ptr, d_out_ptr, lse_ptr,
             row_order_ptr, row_pos_ptr, seg_ptr, row_seg_ptr, k0s_ptr, k1_ptr, N, S, K, H, L,
             SPLIT, HAS_SEGMENT, HAS_DROPOUT, BLOCK_M, BLOCK_N, DOT_F32)
         g_low = tl.dot(qr, tl.trans(_k_r_panel(k_r_base, first + key_start, T, H, BLOCK_N,
@@ -412,8 +433,7 @@ def flash_bwd_dkdv(q_w_ptr, q_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_ord
             SCALE, THRESHOLD, KEEP_SCALE, HAS_SEGMENT, HAS_MASK, HAS_DROPOUT)
         dv += tl.dot(tl.trans(p_drop.to(d_out.dtype)), d_out, input_precision="ieee")
         dk += tl.dot(tl.trans(ds.to(q.dtype)), q, input_precision="ieee")
-    hs = tl.arange(0, H)
-    kv_at = (bh * K + cols)[:, None] * H + hs[None, :]
+    kv_at = _row_at(b, head, cols, K, N, H)
     tl.store(dk_ptr + kv_at, dk.to(dk_ptr.dtype.element_ty), mask=col_ok[:, None])
     tl.store(dv_ptr + kv_at, dv.to(dv_ptr.dtype.element_ty), mask=col_ok[:, None])
 
@@ -431,23 +451,26 @@ def _add_panel(d_k_r_base, first_row, grad, T: tl.constexpr, H: tl.constexpr,
     tl.store(at, tl.load(at, mask=ok, other=0) + grad, mask=ok)
 
 
-def flash_bwd_dq(q_w_ptr, q_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order_ptr, seg_ptr,
-                 row_seg_ptr, key_seg_ptr, blocked_bits_ptr, k0s_ptr, k1_ptr, out_ptr, lse_ptr,
-                 d_out_ptr, dq_w_ptr, dq_r_ptr, d_seg_ptr, dk_r_ptr,
+def flash_bwd_dq(q_ptr, r_w_ptr, r_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order_ptr,
+                 seg_ptr, row_seg_ptr, key_seg_ptr, blocked_bits_ptr, k0s_ptr, k1_ptr, out_ptr,
+                 lse_ptr, d_out_ptr, dq_ptr, d_r_w_ptr, d_r_r_ptr, d_seg_ptr, dk_r_ptr,
                  B: tl.constexpr, N: tl.constexpr, S: tl.constexpr, K: tl.constexpr,
                  H: tl.constexpr, T: tl.constexpr, L: tl.constexpr, X: tl.constexpr,
                  SPLIT: tl.constexpr, W: tl.constexpr, SCALE: tl.constexpr,
                  THRESHOLD: tl.constexpr, KEEP_SCALE: tl.constexpr, HAS_SEGMENT: tl.constexpr,
                  HAS_MASK: tl.constexpr, HAS_DROPOUT: tl.constexpr, BLOCK_M: tl.constexpr,
                  BLOCK_N: tl.constexpr, DOT_F32: tl.constexpr):
-    """dq_w, dq_r [B,N,S,H] and d_seg [B,N,S,2] of every row of one (example, head), and its
-    gradient of k_r, dk_r [B,N,T,H] float32."""
+    """dq [B,S,N,H] (through q + r_w and q + r_r) and d_seg [B,N,S,2] of every row of one
+    (example, head), and its sums over the rows: the gradients of r_w and r_r, d_r_w and
+    d_r_r [B,N,H] float32, and of k_r, dk_r [B,N,T,H] float32."""
     bh = tl.program_id(1)
     b = bh // N
     head = bh % N
     hs = tl.arange(0, H)
     k_r_base = _k_r_base(k_r_ptr, b, head, B, N, T, H, X)
     d_k_r_base = dk_r_ptr + bh * T * H
+    d_r_w = tl.full([H], 0, tl.float32)
+    d_r_r = tl.full([H], 0, tl.float32)
     for t_start in range(0, T, BLOCK_N):
         t = t_start + tl.arange(0, BLOCK_N)
         tl.store(d_k_r_base + t[:, None] * H + hs[None, :],
@@ -455,7 +478,7 @@ def flash_bwd_dq(q_w_ptr, q_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order
     for row_start in range(0, S, BLOCK_M):
         (rows, row_ok, start, first, panels, q, qr, d_out, lse, delta, seg_same, seg_diff, rseg,
          key_term, key_mix, n_base) = _row_tile(
-            b, head, bh, row_start, q_w_ptr, q_r_ptr, out_ptr, d_out_ptr, lse_ptr,
+            b, head, bh, row_start, q_ptr, r_w_ptr, r_r_ptr, out_ptr, d_out_ptr, lse_ptr,
             row_order_ptr, row_pos_ptr, seg_ptr, row_seg_ptr, k0s_ptr, k1_ptr, N, S, K, H, L,
             SPLIT, HAS_SEGMENT, HAS_DROPOUT, BLOCK_M, BLOCK_N, DOT_F32)
         offset = start - first
@@ -469,7 +492,7 @@ def flash_bwd_dq(q_w_ptr, q_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order
         for key_start in range(0, K, BLOCK_N):
             cols = key_start + tl.arange(0, BLOCK_N)
             col_ok = cols < K
-            kt, vt = _key_tile(k_ptr, v_ptr, bh, cols, col_ok, K, H, DOT_F32)
+            kt, vt = _key_tile(k_ptr, v_ptr, b, head, cols, col_ok, K, N, H, DOT_F32)
             bd, g_high, k_r_high = _position_scores(qr, k_r_base, first, key_start, offset,
                                                     panels, g_low, T, H, BLOCK_N, DOT_F32)
             p_drop, ds, differ = _score_grad(
@@ -502,20 +525,24 @@ def flash_bwd_dq(q_w_ptr, q_r_ptr, k_ptr, v_ptr, k_r_ptr, row_pos_ptr, row_order
         _add_panel(d_k_r_base, first + ((K + BLOCK_N - 1) // BLOCK_N) * BLOCK_N,
                    tl.dot(tl.trans(dg_carried.to(qr.dtype)), qr, input_precision="ieee"), T, H,
                    BLOCK_N)
-        row_at = (bh * S + rows)[:, None] * H + hs[None, :]
-        tl.store(dq_w_ptr + row_at, dq.to(dq_w_ptr.dtype.element_ty), mask=row_ok[:, None])
-        tl.store(dq_r_ptr + row_at, dq_r.to(dq_r_ptr.dtype.element_ty), mask=row_ok[:, None])
+        tl.store(dq_ptr + _row_at(b, head, rows, S, N, H),
+                 (dq + dq_r).to(dq_ptr.dtype.element_ty), mask=row_ok[:, None])
+        d_r_w += _row_sum(dq, 0)
+        d_r_r += _row_sum(dq_r, 0)
         if HAS_SEGMENT:
             d_seg_at = (bh * S + rows) * 2
             tl.store(d_seg_ptr + d_seg_at, d_same.to(d_seg_ptr.dtype.element_ty), mask=row_ok)
             tl.store(d_seg_ptr + d_seg_at + 1, d_diff.to(d_seg_ptr.dtype.element_ty),
                      mask=row_ok)
+    tl.store(d_r_w_ptr + bh * H + hs, d_r_w)
+    tl.store(d_r_r_ptr + bh * H + hs, d_r_r)
 
 
 KERNEL_NAMES = ("flash_fwd", "flash_bwd_dkdv", "flash_bwd_dq")
 _TRITON_FUNCTIONS = (_fmix32, _add, _larger, _smaller, _row_sum, _row_max, _tile_rows,
                      _row_context, _keep, _k_r_panel, _shifted, _unshifted, _position_scores,
-                     _scores, _rows_of, _key_tile, _k_r_base, flash_fwd, _row_tile,
+                     _scores, _row_at, _rows_of, _queries, _key_tile, _k_r_base, flash_fwd,
+                     _row_tile,
                      _score_grad, flash_bwd_dkdv, _add_panel, flash_bwd_dq)
 # Matrix FLOPs of each kernel per B * N * S * K * H (the module docstring).
 MATRIX_FLOPS = {"flash_fwd": 6, "flash_bwd_dkdv": 12, "flash_bwd_dq": 12}
@@ -545,11 +572,11 @@ def kernels(interpret: bool = False) -> Dict[str, object]:
 
 # Every kernel's pointer parameters in signature order, and the flag that drops each optional
 # one (passed as None when its flag is off). The first names are operands, the rest results.
-_OPERANDS = ("q_w", "q_r", "k", "v", "k_r", "row_pos", "row_order", "seg", "row_seg",
+_OPERANDS = ("q", "r_w", "r_r", "k", "v", "k_r", "row_pos", "row_order", "seg", "row_seg",
              "key_seg", "blocked_bits", "k0s", "k1")
 _RESULTS = {"flash_fwd": ("out", "lse"),
             "flash_bwd_dkdv": ("dk", "dv"),
-            "flash_bwd_dq": ("dq_w", "dq_r", "d_seg", "dk_r")}
+            "flash_bwd_dq": ("dq", "d_r_w", "d_r_r", "d_seg", "dk_r")}
 _BACKWARD_OPERANDS = ("out", "lse", "d_out")
 _FLAG_OF = {"seg": "HAS_SEGMENT", "row_seg": "HAS_SEGMENT", "key_seg": "HAS_SEGMENT",
             "d_seg": "HAS_SEGMENT", "blocked_bits": "HAS_MASK", "k0s": "HAS_DROPOUT",

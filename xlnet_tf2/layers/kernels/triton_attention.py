@@ -6,11 +6,15 @@ Unlike the other implementations of the attention op, the kernels take the score
 they are assembled into a [B, N, S, K] bias (relative_attention.py's `attend` asks
 kernels/attention.py `chosen_implementation` first, and builds that bias only for the others):
 
-  queries_r [B, N, S, H],       q + r_r and the projected position embedding of each direction
-  k_r [X, T, N, H]              group: the kernels make each tile's position scores
-                                (q + r_r) . k_r[L - row_positions[s] + j] themselves, from the
-                                band of k_r rows the tile needs, and return the gradients of
-                                both (no [B, N, S, T] tensor is made, forward or backward).
+  queries [B, N, S, H],         the queries without their biases, r_w and r_r [N, H] (the
+  r_w, r_r [N, H],              kernels add them as they load a tile), and the projected
+  k_r [X, T, N, H]              position embedding of each direction group: the kernels make
+                                each tile's position scores (q + r_r) . k_r[L - row_positions[s]
+                                + j] themselves, from the band of k_r rows the tile needs, and
+                                return the gradients of all (no [B, N, S, T] tensor is made,
+                                forward or backward). The queries, keys, values and output
+                                travel as [B, S, N, H] (transposes XLA folds into the
+                                projections' products).
   row_positions [B, S] int32    each row's position i in the example; the kernels take the rows
                                 in position order (`row_order`, a stable argsort).
   segment_scores [B, N, S, 2]   (q + r_s) . seg_embed[c] for c = same, different; with
@@ -48,7 +52,7 @@ _DTYPE_NAMES = {tf.bfloat16: "bfloat16", tf.float16: "float16", tf.float32: "flo
 # The kernels' pointers whose element type is not the operands' float dtype.
 _FIXED_POINTER_TYPES = {"row_pos": "*i32", "row_order": "*i32", "row_seg": "*i32",
                         "key_seg": "*i32", "blocked_bits": "*i32", "k0s": "*i32", "k1": "*i32",
-                        "lse": "*fp32", "dk_r": "*fp32"}
+                        "lse": "*fp32", "d_r_w": "*fp32", "d_r_r": "*fp32", "dk_r": "*fp32"}
 
 
 def triton_refusal_before_tracing(device: str, xla: bool, dtype: tf.DType) -> Optional[str]:
@@ -141,19 +145,19 @@ def _call(launch, ir, buffers: dict, specs: dict):
     return dict(zip(launch.results, results))
 
 
-def triton_attention(queries_w, queries_r, keys, values, k_r, row_positions, blocked, *,
+def triton_attention(queries, r_w, r_r, keys, values, k_r, row_positions, blocked, *,
                      seq_len: int, scale: float, dropout, training, plan: StepPlan,
                      segment_scores=None, row_segments=None, key_segments=None,
                      dropout_rows: Optional[Sequence[int]] = None) -> tf.Tensor:
-    """The attention of query rows [B, N, S, H] (queries_w = q + r_w, queries_r = q + r_r) over
+    """The attention of query rows [B, N, S, H] (without their biases r_w, r_r [N, H]) over
     keys, values [B, N, K, H] with the score's terms unassembled (module docstring): k_r
     [X, T, N, H], row_positions int32 [B, S] (`seq_len` = L), segment_scores [B, N, S, 2] with
     row_segments [B, S] and key_segments [B, K] (or all None: no segment term), blocked bool
     [B, S, K] or None -> [B, N, S, H]. The caller has checked `triton_unavailable_reason`."""
-    batch, heads, rows, head_size = queries_w.shape
+    batch, heads, rows, head_size = queries.shape
     n_keys = keys.shape[2]
     groups, distances = k_r.shape[0], k_r.shape[1]
-    dtype = queries_w.dtype
+    dtype = queries.dtype
     rate = float(dropout.rate) if training else 0.0
     split = dropout_rows[0] if dropout_rows is not None and len(dropout_rows) == 2 else None
     has_segment = segment_scores is not None
@@ -172,15 +176,16 @@ def triton_attention(queries_w, queries_r, keys, values, k_r, row_positions, blo
         fixed["blocked_bits"] = bit_packed_blocked(blocked)
     if rate > 0:
         fixed["k0s"], fixed["k1"] = dropout_keys(dropout, batch, dropout_rows, plan)
-    q_spec = tf.TensorSpec([batch, heads, rows, head_size], dtype)
-    k_spec = tf.TensorSpec([batch, heads, n_keys, head_size], dtype)
+    q_spec = tf.TensorSpec([batch, rows, heads, head_size], dtype)
+    k_spec = tf.TensorSpec([batch, n_keys, heads, head_size], dtype)
+    per_head = tf.TensorSpec([batch, heads, head_size], tf.float32)
     specs = {"out": q_spec, "lse": tf.TensorSpec([batch, heads, rows], tf.float32),
-             "dq_w": q_spec, "dq_r": q_spec, "dk": k_spec, "dv": k_spec,
+             "dq": q_spec, "d_r_w": per_head, "d_r_r": per_head, "dk": k_spec, "dv": k_spec,
              "dk_r": tf.TensorSpec([batch, heads, distances, head_size], tf.float32),
              "d_seg": tf.TensorSpec([batch, heads, rows, 2], dtype)}
 
-    def run(q_w, q_r, k, v, k_r_heads, seg):
-        buffers = dict(fixed, q_w=q_w, q_r=q_r, k=k, v=v, k_r=k_r_heads)
+    def run(q, bias_w, bias_r, k, v, k_r_heads, seg):
+        buffers = dict(fixed, q=q, r_w=bias_w, r_r=bias_r, k=k, v=v, k_r=k_r_heads)
         if has_segment:
             buffers["seg"] = seg
         forward = _call(*calls["flash_fwd"], buffers, specs)
@@ -190,12 +195,13 @@ def triton_attention(queries_w, queries_r, keys, values, k_r, row_positions, blo
                          d_out=tf.cast(d_out, dtype))
             dkdv = _call(*calls["flash_bwd_dkdv"], saved, specs)
             dq = _call(*calls["flash_bwd_dq"], saved, specs)
-            # Each example's gradient of its group's k_r, summed over the group's examples.
+            # Each example's sums, summed over the examples (of a direction group, for k_r).
             d_k_r = tf.reduce_sum(tf.reshape(dq["dk_r"], [groups, batch // groups, heads,
                                                           distances, head_size]), axis=1)
             d_seg = dq["d_seg"] if has_segment else tf.zeros_like(seg)
-            return (dq["dq_w"], dq["dq_r"], dkdv["dk"], dkdv["dv"], tf.cast(d_k_r, dtype),
-                    d_seg)
+            return (dq["dq"], tf.cast(tf.reduce_sum(dq["d_r_w"], 0), dtype),
+                    tf.cast(tf.reduce_sum(dq["d_r_r"], 0), dtype), dkdv["dk"], dkdv["dv"],
+                    tf.cast(d_k_r, dtype), d_seg)
 
         return forward["out"], grad
 
@@ -203,7 +209,10 @@ def triton_attention(queries_w, queries_r, keys, values, k_r, row_positions, blo
     # the custom gradient's signature and gets a zero gradient.
     seg = (tf.cast(segment_scores, dtype) if has_segment else tf.zeros([1], dtype))
     k_r_heads = tf.transpose(tf.cast(k_r, dtype), [0, 2, 1, 3])                 # [X, N, T, H]
-    return tf.custom_gradient(run)(queries_w, queries_r, keys, values, k_r_heads, seg)
+    rows_major = lambda x: tf.transpose(x, [0, 2, 1, 3])  # noqa: E731 - [B, N, S, H] <-> [B, S, N, H]
+    out = tf.custom_gradient(run)(rows_major(queries), tf.cast(r_w, dtype), tf.cast(r_r, dtype),
+                                  rows_major(keys), rows_major(values), k_r_heads, seg)
+    return rows_major(out)
 
 
 # ---------------------------------------------------------------- the check on the device
@@ -262,8 +271,8 @@ def _check(dtype: tf.DType, head_size: int, generation: str, compare: bool) -> O
     inputs = _check_inputs(dtype, head_size)
     dropout = Dropout(_CHECK_DROPOUT, dtype=dtype.name)
 
-    def program(q_w, q_r, k, v, k_r, seg, d_out):
-        leaves = [q_w, q_r, k, v, k_r, seg]
+    def program(q, r_w, r_r, k, v, k_r, seg, d_out):
+        leaves = [q, r_w, r_r, k, v, k_r, seg]
         results = {}
         for implementation in ("triton", "reference") if compare else ("triton",):
             with tf.GradientTape() as tape:
@@ -290,7 +299,7 @@ def _check(dtype: tf.DType, head_size: int, generation: str, compare: bool) -> O
     return None
 
 
-_CHECK_LEAVES = ("q_w", "q_r", "k", "v", "k_r", "seg", "d_out")
+_CHECK_LEAVES = ("q", "r_w", "r_r", "k", "v", "k_r", "seg", "d_out")
 
 
 def _check_inputs(dtype: tf.DType, head_size: int) -> dict:
@@ -309,7 +318,8 @@ def _check_inputs(dtype: tf.DType, head_size: int) -> dict:
     blocked = rng.random((batch, rows, keys)) < 0.2
     blocked[1, 3, :] = True                                        # a row that sees nothing
     return dict(
-        q_w=normal(batch, heads, rows, head_size), q_r=normal(batch, heads, rows, head_size),
+        q=normal(batch, heads, rows, head_size), r_w=normal(heads, head_size),
+        r_r=normal(heads, head_size),
         k=normal(batch, heads, keys, head_size), v=normal(batch, heads, keys, head_size),
         k_r=normal(c["groups"], distances, heads, head_size), seg=normal(batch, heads, rows, 2),
         d_out=normal(batch, heads, rows, head_size),
@@ -318,27 +328,28 @@ def _check_inputs(dtype: tf.DType, head_size: int) -> dict:
         key_segments=tf.constant(key_segments, tf.int32))
 
 
-def _check_attention(implementation, q_w, q_r, k, v, k_r, seg, inputs, dropout, generation):
+def _check_attention(implementation, q, r_w, r_r, k, v, k_r, seg, inputs, dropout, generation):
     """The check's attention by `implementation`, its dropout keyed as a training step's."""
     c = _CHECK_SHAPE
     batch, seq_len = c["batch"], c["seq_len"]
     rows = dict(dropout_rows=(seq_len, c["predictions"]))
     plan = StepPlan(device="gpu", attention="triton", gpu_generation=generation
                     ).with_dropout_keys(DropoutKeys(7, tf.constant(3), tf.range(batch), batch))
-    scale = 1.0 / float(q_w.shape[-1]) ** 0.5
+    scale = 1.0 / float(q.shape[-1]) ** 0.5
     if implementation == "triton":
         return triton_attention(
-            q_w, q_r, k, v, k_r, inputs["positions"], inputs["blocked"], seq_len=seq_len,
+            q, r_w, r_r, k, v, k_r, inputs["positions"], inputs["blocked"], seq_len=seq_len,
             scale=scale, dropout=dropout, training=True, plan=plan, segment_scores=seg,
             row_segments=inputs["row_segments"], key_segments=inputs["key_segments"], **rows)
     # The reference: the same terms assembled into the [B, N, S, K] bias.
     n_keys = k.shape[2]
     per_example = tf.repeat(tf.transpose(k_r, [0, 2, 1, 3]), batch // c["groups"], axis=0)
-    every = tf.einsum("bnsh,bnth->bnst", q_r, per_example)                     # [B, N, S, T]
+    every = tf.einsum("bnsh,bnth->bnst", q + r_r[:, None], per_example)        # [B, N, S, T]
     columns = seq_len - inputs["positions"][:, :, None] + tf.range(n_keys)[None, None]
-    columns = tf.broadcast_to(columns[:, None], q_w.shape[:3] + [n_keys])
+    columns = tf.broadcast_to(columns[:, None], q.shape[:3] + [n_keys])
     differ = inputs["row_segments"][:, :, None] != inputs["key_segments"][:, None, :]
     bias = tf.gather(every, columns, batch_dims=3) + tf.where(
         differ[:, None], seg[..., 1:], seg[..., :1])
-    return reference.reference_attention(q_w, k, v, bias, inputs["blocked"], scale=scale,
-                                         dropout=dropout, training=True, plan=plan, **rows)
+    return reference.reference_attention(q + r_w[:, None], k, v, bias, inputs["blocked"],
+                                         scale=scale, dropout=dropout, training=True,
+                                         plan=plan, **rows)
