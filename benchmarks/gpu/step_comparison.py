@@ -23,10 +23,17 @@ hf_xlnet_step.py, same shape, bf16 autocast, AdamW, torch.compile). Prints one J
 program, then the table. MFU: the project's FLOPs per step (meta.json) against
 --peak_tflops (the H100's and H200's data-sheet dense bf16 peak by default).
 
+On a lent GPU machine (the project's device tool; the bundle, about 26 MB, travels in an
+ignored folder of the checkout named in `carry`): `PYTHONUNBUFFERED=1 python3
+benchmarks/gpu/step_comparison.py .gpu_bundle` (about 6 to 8 minutes: two Base compiles, the
+timed steps, torch.compile).
+
 A program the machine cannot compile or run is a row saying why (on a CPU: the Triton custom
 calls have no implementation there), so the script can be rehearsed without a GPU up to the
 point where one is needed: `JAX_PLATFORMS=cpu python benchmarks/gpu/step_comparison.py BUNDLE
---hf_tiny` runs the reference steps and a tiny HuggingFace step on the CPU.
+--rehearse` converts every program as a GPU run does (HLO text, StableHLO), runs the tiny ones
+and a tiny HuggingFace step (eager) on the CPU, and leaves the Base programs uncompiled (a Base
+step is minutes of a CPU).
 """
 import argparse
 import json
@@ -56,6 +63,9 @@ def parse_args(argv=None):
     p.add_argument("--hf_tiny", action="store_true",
                    help="HuggingFace's step at a tiny shape without torch.compile (rehearsal)")
     p.add_argument("--no_hf", action="store_true", help="leave HuggingFace's step out")
+    p.add_argument("--rehearse", action="store_true",
+                   help="on a CPU: the Base programs converted, not compiled; HuggingFace's "
+                   "step tiny and eager")
     p.add_argument("--peak_tflops", type=float, default=989.4)
     return p.parse_args(argv)
 
@@ -105,9 +115,10 @@ def arguments(step_dir: str, proto: bytes, device) -> tuple:
     return values, filled
 
 
-def run_step(step_dir: str, steps: int, peak: float) -> dict:
+def run_step(step_dir: str, steps: int, peak: float, compile_it: bool = True) -> dict:
     """Compiles the step, runs its first step (loss, gradient norm) and, with `steps`, times
-    it. Returns its JSON record; `error` says why where the machine cannot run it."""
+    it (without `compile_it`: converts it only). Returns its JSON record; `error` says why
+    where the machine cannot run it."""
     meta = json.load(open(os.path.join(step_dir, "meta.json")))
     record = dict(program=os.path.basename(step_dir.rstrip("/")), shape=meta["shape"],
                   precision=meta["precision"])
@@ -116,10 +127,13 @@ def run_step(step_dir: str, steps: int, peak: float) -> dict:
     try:
         proto = load_module(step_dir)
         args, record["filled_at_random"] = arguments(step_dir, proto, device)
+        stablehlo = _jax.mlir.hlo_to_stablehlo(proto)
+        if not compile_it:
+            record["error"] = "converted, not compiled (--rehearse)"
+            return record
         start = time.perf_counter()
         executable = device.client.compile_and_load(
-            _jax.mlir.hlo_to_stablehlo(proto), xla_client.DeviceList((device,)),
-            xla_client.CompileOptions())
+            stablehlo, xla_client.DeviceList((device,)), xla_client.CompileOptions())
         record["compile_s"] = round(time.perf_counter() - start, 1)
     except Exception as e:  # noqa: BLE001 - a row that says why
         record["error"] = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"
@@ -164,7 +178,7 @@ def run_huggingface(args, shape: dict) -> dict:
     here = os.path.dirname(os.path.abspath(__file__))
     command = [args.hf_python, os.path.join(here, "hf_xlnet_step.py"),
                "--steps", str(args.hf_steps)]
-    if args.hf_tiny:
+    if args.hf_tiny or args.rehearse:
         command += ["--tiny"]
     else:
         command += ["--compile", "--batch", str(shape["batch_size"]), "--seq",
@@ -242,7 +256,9 @@ def main(argv=None) -> int:
             print(f"step_comparison: {step_dir} is missing: `python benchmarks/"
                   f"accelerator_check.py --gpu_bundle={args.bundle}` writes it.", flush=True)
             return 2
-        records[name] = run_step(step_dir, 0 if name.startswith("tiny") else args.steps, peak)
+        tiny = name.startswith("tiny")
+        records[name] = run_step(step_dir, 0 if tiny else args.steps, peak,
+                                 compile_it=tiny or not args.rehearse)
         print(json.dumps(records[name]), flush=True)
     base_meta = json.load(open(os.path.join(args.bundle, "base_triton", "meta.json")))
     hf = {}
