@@ -1,16 +1,44 @@
 #!/usr/bin/env bash
-# Sets up .venv (runtime, test tools, the reference implementation) and runs the whole test
-# suite (CI). FAST=1 runs only the quick tier, `-m "not slow"`: no test that starts a Python
-# process or takes more than ~20 s (the marker's rule, kept by tests/fixtures/slow_tier.py).
+# The test suite. With no setting (CI: .ci/run), the whole suite, split between TensorFlow 2.20's
+# two builds so each test runs once: the tests marked `xla` (they compile XLA programs on the CPU)
+# under the plain `tensorflow` wheel in .venv, every other test under the TPU build
+# (`tensorflow-tpu` 2.20.0 with libtpu 0.0.30, in .venv-tpu made by scripts/setup_tpu_env.sh, the
+# README's TPU install), which has no XLA for the CPU. Both venvs get the test tools and the
+# PyTorch reference (EXTRA=test,reference).
+# FAST=1 runs only the quick tier, `-m "not slow"` (no test that starts a Python process or takes
+# more than ~20 s: the marker's rule, kept by tests/fixtures/slow_tier.py), all of it in .venv.
+# Arguments go to pytest (a path, -k ...), in each leg.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-EXTRA=test,reference bash scripts/setup_env.sh
 export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
+if [ "${FAST:-0}" != "1" ]; then
+    # The TPU build's venv is made meanwhile (mostly downloads); its output follows leg 1's.
+    tpu_log=$(mktemp)
+    (EXTRA=test,reference bash scripts/setup_tpu_env.sh >"$tpu_log" 2>&1) &
+    tpu_setup=$!
+fi
+EXTRA=test,reference bash scripts/setup_env.sh
 # Two worker processes, each test file on one of them (module fixtures are built once): the
 # suite is dominated by single-threaded tracing and subprocess start-up, so 2 CPU cores run it
 # in about two thirds of the serial time.
-TIER=()
+PYTEST=(-m pytest -q -n 2 --dist loadfile)
 if [ "${FAST:-0}" = "1" ]; then
-    TIER=(-m "not slow")
+    exec .venv/bin/python "${PYTEST[@]}" -m "not slow" "$@"
 fi
-exec .venv/bin/python -m pytest -q -n 2 --dist loadfile ${TIER[@]+"${TIER[@]}"} "$@"
+status=0
+echo "[tests] 1 of 2: the tests marked xla, under the plain tensorflow 2.20 (.venv)"
+.venv/bin/python "${PYTEST[@]}" -m xla "$@" || status=$?
+tpu_status=0
+wait "$tpu_setup" || tpu_status=$?
+cat "$tpu_log"
+rm -f "$tpu_log"
+if [ "$tpu_status" != 0 ]; then
+    echo "[tests] making .venv-tpu failed (status $tpu_status): leg 2 not run" >&2
+    exit 1
+fi
+echo "[tests] 2 of 2: every other test, under tensorflow-tpu 2.20 with libtpu 0.0.30 (.venv-tpu)"
+# Off a TPU VM the TPU build's `import tensorflow` waits minutes for the TPU metadata server
+# without these (scripts/setup_tpu_env.sh).
+TPU_SKIP_MDS_QUERY=1 TPU_WORKER_HOSTNAMES=localhost \
+    .venv-tpu/bin/python "${PYTEST[@]}" -m "not xla" "$@" || status=$?
+exit "$status"

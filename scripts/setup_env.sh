@@ -36,15 +36,21 @@ done
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 echo "[setup] installing $BASE${EXTRAS:+ and the extras $EXTRAS} into $VENV (a few minutes the first time)"
 "$VENV/bin/python" -m pip install --quiet "${REQUIREMENTS[@]}"
+# The editable install builds in the checkout (xlnet_tf2.egg-info): one venv at a time
+# (scripts/run_tests.sh makes two at once).
+exec 9>"${TMPDIR:-/tmp}/xlnet-tf2-editable-install.lock"
 if [ "$BUILD" = plain ]; then
   # pip checks the pins against the ranges pyproject.toml declares.
+  flock 9
   "$VENV/bin/python" -m pip install --quiet -e ".${EXTRAS:+[$EXTRAS]}"
   exit 0
 fi
 # The TPU build: tensorflow-text and the package without their dependencies, which name the
 # plain `tensorflow` wheel (pip cannot see that tensorflow-tpu provides it).
 "$VENV/bin/python" -m pip install --quiet --no-deps tensorflow-text==2.20.1
+flock 9
 "$VENV/bin/python" -m pip install --quiet --no-deps -e .
+flock -u 9
 if "$VENV/bin/python" -m pip show --quiet tensorflow 2>/dev/null; then
   echo "[setup] the plain tensorflow wheel got installed into $VENV beside tensorflow-tpu;" \
        "remove $VENV and run this again" >&2

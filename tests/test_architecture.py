@@ -171,3 +171,66 @@ def test_the_benchmarks_never_import_the_test_suite():
         "benchmarks/tools/):\n" + "\n".join(f"  {p}:{line}: {name}" for p, line, name in offenders)
     paths = open(os.path.join(benchmarks, "_paths.py"), encoding="utf-8").read()
     assert '"tests"' not in paths and "'tests'" not in paths
+
+
+def _layer_imports(layers_dir, package="xlnet_tf2.layers"):
+    """{module: {module}}: the arrows between the modules of layers/ (dotted names, the
+    package's __init__ as `package`), from every import statement of each file, those under
+    `if TYPE_CHECKING:` included: a circle there is a circle in the design."""
+    modules = {}
+    for path in _python_files(layers_dir):
+        parts = os.path.relpath(path, layers_dir).replace(os.sep, "/")[:-len(".py")].split("/")
+        name = ".".join([package] + (parts[:-1] if parts[-1] == "__init__" else parts))
+        modules[name] = path
+    arrows = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(open(path, encoding="utf-8").read(), path)):
+            targets = []
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                # A submodule named in `from PKG import name` is the arrow; else PKG itself.
+                targets = [f"{node.module}.{a.name}" if f"{node.module}.{a.name}" in modules
+                           else node.module for a in node.names]
+            arrows[name].update(t for t in targets if t in modules and t != name)
+    return arrows
+
+
+def _a_circle(arrows):
+    """One circle of the graph `arrows` as a list of modules (first == last), or None."""
+    state, stack = {}, []
+
+    def visit(node):
+        state[node] = "open"
+        stack.append(node)
+        for nxt in sorted(arrows[node]):
+            if state.get(nxt) == "open":
+                return stack[stack.index(nxt):] + [nxt]
+            if nxt not in state:
+                found = visit(nxt)
+                if found:
+                    return found
+        state[node] = "done"
+        stack.pop()
+        return None
+
+    for node in sorted(arrows):
+        if node not in state:
+            found = visit(node)
+            if found:
+                return found
+    return None
+
+
+def test_no_import_circle_among_the_layers_modules(tmp_path):
+    """The modules of layers/ import each other without a circle, TYPE_CHECKING imports
+    included (the step plan carries dropout keys; the dropout layer reads the plan: one way)."""
+    arrows = _layer_imports(os.path.join(PACKAGE, "layers"))
+    assert "xlnet_tf2.layers.step_plan" in arrows["xlnet_tf2.layers.dropout"]
+    assert _a_circle(arrows) is None, " -> ".join(_a_circle(arrows))
+    # The check finds a circle hidden under TYPE_CHECKING.
+    (tmp_path / "a.py").write_text("from xlnet_tf2.layers.b import B\n")
+    (tmp_path / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                   "    from xlnet_tf2.layers import a\n")
+    assert _a_circle(_layer_imports(str(tmp_path))) == [
+        "xlnet_tf2.layers.a", "xlnet_tf2.layers.b", "xlnet_tf2.layers.a"]

@@ -22,7 +22,7 @@ from absl import logging
 
 from xlnet_tf2 import fileio
 
-# How the attention op is computed (layers/kernels/attention.py, chosen by the step's plan): "auto" picks the flash
+# How the attention op is computed (layers/xlnet_block.py, chosen by the step's plan): "auto" picks the flash
 # Triton kernels, else cuDNN's flash attention, where they can run and TensorFlow ops elsewhere; the others force one.
 ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "cudnn", "triton")
 # The position scores' form (layers/step_plan.py): with the rel-shift of the T-wide scores

@@ -1,4 +1,4 @@
-"""The attention op (`attention` in xlnet_tf2/layers/kernels/attention.py) alone, forward and
+"""The attention op (`attention` in xlnet_tf2/layers/xlnet_block.py) alone, forward and
 backward, as XLA programs traced for a GPU: one per implementation, for a GPU machine without
 TensorFlow to compare and time (benchmarks/gpu/attention_op_check.py).
 
@@ -23,7 +23,7 @@ import tensorflow as tf
 
 from xlnet_tf2 import fileio
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.kernels.attention import attention
+from xlnet_tf2.layers.xlnet_block import attention
 from xlnet_tf2.layers.step_plan import StepPlan
 
 BASE_SHAPE = (16, 12, 597, 896, 64)

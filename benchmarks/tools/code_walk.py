@@ -5,8 +5,10 @@ measure before and after a restructuring).
   python -m benchmarks.tools.code_walk --static         # concepts and import graph only
   python -m benchmarks.tools.code_walk --list --json=walk.json
   python -m benchmarks.tools.code_walk --root=OTHER_CHECKOUT   # another version, same tool
+  python -m benchmarks.tools.code_walk --step_files --list      # the step's files only
+  python -m benchmarks.tools.code_walk --step_files --root=OLD --step_entry=FILE:FUNCTION
 
-Four measures:
+Five measures:
 
 1. Concepts. Each concept (`CONCEPTS`) is two patterns over identifiers: `defines`, the
    names of its functions and classes, and `parameters`, the names of its tensors and
@@ -22,7 +24,7 @@ Four measures:
 2. The pretraining step, traced: a tiny prepared corpus (built here, not traced), then the
    command's `run` (xlnet_tf2/commands/run_pretrain.py) for one step under `sys.setprofile`,
    recording every call into a function of xlnet_tf2/. Set-up is every call from the
-   command's start to the first entry into the training loop's function (`STEP_ENTRY`); the
+   command's start to the first entry into the training step's function (`STEP_ENTRY`); the
    step is every call while that function's Python runs the first time (TensorFlow traces
    it once, so its Python is the step: features in, loss, gradients and update out).
 3. `xlnet_tf2.from_pretrained(name_or_dir)` (the package's own entry, wherever it is
@@ -31,6 +33,14 @@ Four measures:
 4. The import graph (grimp): files, floors (pyproject.toml's import-linter layers) and
    arrows (module pairs with an import at module level; imports inside functions, which
    only `__init__.py`, cli.py and commands/ may have, are counted apart).
+5. The step's files: what a reader opens from the training step to the loss, kernels
+   included. The first step of a tiny pretraining Trainer on a synthetic batch, compiled as
+   one XLA computation and traced (the Python only: nothing runs) for each device's plan,
+   `Trainer.first_step(device)`: "cpu" is the reference path, "gpu" and "tpu" what those
+   devices trace (the Triton kernels lowered to TTIR and emitted, not run). Per plan: the
+   files of the step's walk (from `STEP_ENTRY`) and their whole line counts.
+   `files_beyond_cpu`: the files a plan adds to the reference path's, which should be device
+   forms (`KERNELS`) only.
 
 A traced walk: every call into xlnet_tf2/ is a call (comprehensions and generator
 expressions are part of their function, not calls of their own); the walk is the sequence
@@ -60,8 +70,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PACKAGE = os.path.join(ROOT, "xlnet_tf2")
-# The training loop's function: the first run of its Python is the pretraining step.
-STEP_ENTRY = ("training/trainer.py", "Trainer._train_loop")
+# The training step's function: the first run of its Python is the pretraining step.
+STEP_ENTRY = ("training/step.py", "TrainingStep.replica_step")
+# Where the device forms live (layers/kernels/): what an accelerator's step may add.
+KERNELS = "layers/kernels/"
+STEP_DEVICES = ("cpu", "gpu", "tpu")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -404,7 +417,8 @@ def _tiny_pretraining_data(workdir: str) -> str:
     return data
 
 
-def pretraining_walks(table: Dict[str, int], package: str = PACKAGE) -> Dict[str, dict]:
+def pretraining_walks(table: Dict[str, int], package: str = PACKAGE,
+                      step_entry: Tuple[str, str] = STEP_ENTRY) -> Dict[str, dict]:
     """One step of `xlnet-pretrain` on a tiny model, traced from the command's `run`:
     {"set-up": figures, "step": figures}."""
     from absl import flags
@@ -419,23 +433,77 @@ def pretraining_walks(table: Dict[str, int], package: str = PACKAGE) -> Dict[str
                 "--save_steps=1", "--peak_tflops=1"]
         flags.FLAGS(argv)
         try:
-            with CallRecorder(STEP_ENTRY, package=package) as recorder:
+            with CallRecorder(step_entry, package=package) as recorder:
                 run_pretrain.run(argv[:1])
         finally:
             flags.FLAGS.unparse_flags()
     if not recorder.phase_calls("step"):
-        raise RuntimeError(f"the pretraining run never called {STEP_ENTRY[0]}:"
-                           f"{STEP_ENTRY[1]}; update STEP_ENTRY in {__file__}.")
+        raise RuntimeError(f"the pretraining run never called {step_entry[0]}:"
+                           f"{step_entry[1]}; update STEP_ENTRY in {__file__}.")
     return {phase: walk_figures(recorder.phase_calls(phase), table)
             for phase in ("set-up", "step")}
 
 
+def _tiny_step_trainer(model_dir: str):
+    """A tiny pretraining Trainer (dropout, memory, bi_data, a jit-compiled step) on the
+    synthetic pipeline (benchmarks/tools/synthetic_data.py)."""
+    from benchmarks.tools.synthetic_data import SyntheticPretrainData
+    from xlnet_tf2.config import XLNetConfig
+    from xlnet_tf2.data.pretrain_dataset import DataShape
+    from xlnet_tf2.tasks.pretraining import PretrainTask
+    from xlnet_tf2.tasks.pretraining_config import PretrainConfig
+    from xlnet_tf2.training.trainer import Trainer
+
+    config = PretrainConfig.flat(model_dir=model_dir, data_dir=("synthetic",),
+                                 model_config="tiny", train_batch_size=4, train_steps=1,
+                                 mem_len=8, warmup_steps=0, jit_compile=True, peak_tflops=1.0)
+    data = SyntheticPretrainData(DataShape(seq_len=16, reuse_len=8, num_predict=4,
+                                           bi_data=True), vocab_size=100)
+    return Trainer(PretrainTask(config, architecture=XLNetConfig.preset("tiny", n_token=100),
+                                data=data))
+
+
+def _line_count(path: str) -> int:
+    with open(path, encoding="utf-8") as f:
+        return len(f.read().splitlines())
+
+
+def step_files(table: Dict[str, int], package: str = PACKAGE,
+               step_entry: Tuple[str, str] = STEP_ENTRY) -> Dict[str, dict]:
+    """The step traced for each of STEP_DEVICES (module docstring, 5): {device: {"files":
+    {file: lines}, "total_lines", "files_beyond_cpu", and the walk's figures}}. `step_entry`:
+    (file, qualified name) of the step's function (another version's, with --root)."""
+    found = {}
+    with tempfile.TemporaryDirectory() as scratch:
+        trainer = _tiny_step_trainer(os.path.join(scratch, "model"))
+        for device in STEP_DEVICES:
+            step_fn, args = trainer.first_step(device=device)
+            with CallRecorder(step_entry, package=package) as recorder:
+                step_fn.get_concrete_function(*args)
+            calls = recorder.phase_calls("step")
+            if not calls:
+                raise RuntimeError(f"tracing the step never called {step_entry[0]}:"
+                                   f"{step_entry[1]}; update STEP_ENTRY in {__file__}.")
+            figures = walk_figures(calls, table)
+            lines = {f: _line_count(os.path.join(package, f)) for f in figures["file_list"]}
+            found[device] = {**figures, "files": lines, "total_lines": sum(lines.values())}
+    reference = set(found["cpu"]["files"])
+    for device, figures in found.items():
+        figures["files_beyond_cpu"] = sorted(set(figures["files"]) - reference)
+    return found
+
+
 # ---------------------------------------------------------------------------- report
-def measure(root: str = ROOT, static_only: bool = False) -> dict:
-    """Every figure of the module docstring for the checkout at `root`."""
+def measure(root: str = ROOT, static_only: bool = False, step_only: bool = False,
+            step_entry: Tuple[str, str] = STEP_ENTRY) -> dict:
+    """Every figure of the module docstring for the checkout at `root` (`step_only`: the
+    step's files alone; `step_entry`: the step's function there)."""
     use_checkout(root)
     package = os.path.join(os.path.abspath(root), "xlnet_tf2")
     table = floors(os.path.join(root, "pyproject.toml"))
+    if step_only:
+        return {"root": os.path.abspath(root),
+                "step_files": step_files(table, package, step_entry)}
     trees = package_files(package)
     report = {"root": os.path.abspath(root), "concepts": {},
               "import_graph": import_graph(table, package)}
@@ -446,12 +514,31 @@ def measure(root: str = ROOT, static_only: bool = False) -> dict:
             "defines": concept.defines, "parameters": concept.parameters,
             "list": {path: v["why"] for path, v in sorted(found.items())}}
     if not static_only:
-        report["pretraining"] = pretraining_walks(table, package)
+        report["pretraining"] = pretraining_walks(table, package, step_entry)
         report["from_pretrained"] = from_pretrained_walks(table, package)
+        report["step_files"] = step_files(table, package, step_entry)
     return report
 
 
+def format_step_files(found: Dict[str, dict], listing: bool = False) -> List[str]:
+    """The step's files table (module docstring, 5); with `listing` each file's lines."""
+    lines = ["| step traced for | files | lines | stops | files beyond the cpu's |",
+             "|---|---|---|---|---|"]
+    for device, f in found.items():
+        beyond = ", ".join(f["files_beyond_cpu"]) or "-"
+        lines.append(f"| {device} | {len(f['files'])} | {f['total_lines']} | {f['stops']} "
+                     f"| {beyond} |")
+    if listing:
+        for device, f in found.items():
+            lines += ["", f"step traced for {device}: {len(f['files'])} files, "
+                          f"{f['total_lines']} lines"]
+            lines += [f"  {n:5d}  {path}" for path, n in f["files"].items()]
+    return lines
+
+
 def format_report(report: dict, listing: bool = False) -> str:
+    if "concepts" not in report:  # --step_files
+        return "\n".join(format_step_files(report["step_files"], listing))
     lines = ["| concept | files (define or use) | homes (define) |", "|---|---|---|"]
     for name, c in report["concepts"].items():
         lines.append(f"| {name} | {c['files']} | {c['homes']} |")
@@ -466,6 +553,8 @@ def format_report(report: dict, listing: bool = False) -> str:
                   "|---|---|---|---|---|---|---|"]
         lines += [f"| {name} | {w['calls']} | {w['stops']} | {w['files']} | {w['climbs']} "
                   f"| {w['returns']} | {w['calls_up']} |" for name, w in walks]
+    if "step_files" in report:
+        lines += [""] + format_step_files(report["step_files"], listing)
     if listing:
         for name, c in report["concepts"].items():
             lines += ["", f"{name} ({CONCEPTS[name].what}): defines {c['defines']!r}; "
@@ -487,13 +576,24 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--list", action="store_true",
                         help="Also print each concept's files with the identifiers that put "
                              "them there, and each traced walk's files and stops.")
+    parser.add_argument("--step_files", action="store_true",
+                        help="Measure only the training step's files and lines, traced for "
+                             "each device's plan (measure 5; about a minute).")
+    parser.add_argument("--step_entry", default=":".join(STEP_ENTRY),
+                        help="FILE:FUNCTION, the training step's function (relative to the "
+                             "package, its qualified name): another version's, with --root.")
     parser.add_argument("--json", help="Also write the figures and lists to this JSON file.")
     args = parser.parse_args(argv)
     if not os.path.isfile(os.path.join(args.root, "xlnet_tf2", "__init__.py")):
         parser.error(f"--root={args.root} holds no xlnet_tf2/ package: give a checkout.")
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
     start = time.time()
-    report = measure(args.root, static_only=args.static)
+    step_entry = tuple(args.step_entry.split(":", 1))
+    if len(step_entry) != 2:
+        parser.error(f"--step_entry={args.step_entry} is not FILE:FUNCTION "
+                     f"(e.g. {':'.join(STEP_ENTRY)}).")
+    report = measure(args.root, static_only=args.static, step_only=args.step_files,
+                     step_entry=step_entry)
     print(format_report(report, listing=args.list))
     if args.json:
         from xlnet_tf2 import fileio

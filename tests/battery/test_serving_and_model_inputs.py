@@ -230,7 +230,8 @@ CASES = [
          clear("input_ids holds ids outside the vocabulary", "-7")),
     Case("model/traced-large-id", api(model_call([[1, 9999]], "traced")),
          clear("input_ids", "9999")),
-    Case("model/compiled-valid-ids", api(model_call([[1, 2, 3]], "xla")), works(finite_logits)),
+    Case("model/compiled-valid-ids", api(model_call([[1, 2, 3]], "xla")), works(finite_logits),
+         xla=True),
     Case("model/eager-valid-ids", api(model_call([[1, 2, 3], [4, 5, 6]], "eager")),
          works(finite_logits)),
     # the model inside a task model and a functional model: the same one line, no Keras

@@ -104,6 +104,7 @@ def test_report_prints_every_field():
     assert "device memory: n/a" in format_report(_report(device_memory=None))
 
 
+@pytest.mark.xla
 @pytest.mark.slow
 def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_path,
                                                                              tiny_export):
@@ -197,6 +198,7 @@ META_KEYS = {"shape", "target", "precision", "n_explicit", "explicit", "n_captur
              "trainable_params", "flops_per_step", "tf_loss", "tf_grad_norm"}
 
 
+@pytest.mark.xla
 @pytest.mark.slow
 def test_export_step_writes_the_program_a_batch_and_its_meta(tiny_export):
     outdir, run = tiny_export
@@ -234,6 +236,7 @@ def test_export_step_writes_the_program_a_batch_and_its_meta(tiny_export):
         assert ids and all(a.max() < 300 for a in ids)
 
 
+@pytest.mark.xla
 @pytest.mark.slow
 def test_on_a_cpu_the_step_would_store_its_dropout_masks(tiny_export, tmp_path):
     """The contrast of the export's program: the same Trainer's step traced on this CPU
@@ -296,6 +299,7 @@ def _run_on_jax_cpu(outdir):
         jax.config.update("jax_enable_x64", x64)
 
 
+@pytest.mark.xla
 @pytest.mark.slow
 def test_tiny_export_on_jax_xla_gives_tensorflows_first_step_loss(tiny_export):
     outdir, _ = tiny_export

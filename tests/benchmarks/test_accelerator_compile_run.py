@@ -63,6 +63,7 @@ def _check_totals(report, meta):
             "gradient clipping"} <= parts
 
 
+@pytest.mark.xla
 def test_tiny_step_compiles_for_tpu_v5e(tiny_step, tmp_path):
     _venv_or_skip("tpu_v5e")
     stdout, report = _compile("tpu_v5e", tiny_step, tmp_path / "v5e.json")
@@ -80,6 +81,7 @@ def test_tiny_step_compiles_for_tpu_v5e(tiny_step, tmp_path):
     assert f"kernels {report['kernels']:,} top-level ops (" in stdout
 
 
+@pytest.mark.xla
 def test_tiny_step_compiles_for_h100(tiny_step, tmp_path):
     _venv_or_skip("h100")
     stdout, report = _compile("h100", tiny_step, tmp_path / "h100.json")
@@ -93,6 +95,7 @@ def test_tiny_step_compiles_for_h100(tiny_step, tmp_path):
     assert "predicted H100 step" in stdout and "+-18%" in stdout
 
 
+@pytest.mark.xla
 def test_a_missing_venv_is_one_line(tiny_step):
     run = _run("accelerator_compile", "--target=tpu_v4", "--venv=/nonexistent/venv",
                str(tiny_step))

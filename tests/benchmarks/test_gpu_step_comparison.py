@@ -19,7 +19,7 @@ from benchmarks.tools.deviceless_compile import AcceleratorCompileError, acceler
 
 pytest.importorskip("triton")
 pytest.importorskip("transformers")
-pytestmark = pytest.mark.slow  # two tiny exports and their compiles: about 3 minutes
+pytestmark = [pytest.mark.slow, pytest.mark.xla]  # two tiny exports, their compiles: 3 min
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 
 

@@ -38,6 +38,7 @@ def triton_step(tmp_path_factory):
     return root / "step"
 
 
+@pytest.mark.xla
 def test_the_step_holds_the_kernels_and_tensorflows_xla_parses_them(triton_step):
     checks = triton_parse_check.check_module((triton_step / "step.hlo.pb").read_bytes())
     names = sorted(c.name for c in checks)
@@ -46,6 +47,7 @@ def test_the_step_holds_the_kernels_and_tensorflows_xla_parses_them(triton_step)
     assert all(c.num_warps == 4 and c.grid[2] == 1 for c in checks)
 
 
+@pytest.mark.xla
 def test_the_kernels_compile_for_an_h100_and_the_proxy_counts_them(triton_step, tmp_path):
     try:
         accelerator_python("h100")

@@ -9,7 +9,8 @@ import tensorflow as tf
 
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
 from xlnet_tf2.layers import RelativeAttention, build_attention_masks, segment_matrix
-from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
+from xlnet_tf2.layers.dropout import assign_dropout_salts
+from xlnet_tf2.layers.step_plan import keyed_plan
 from xlnet_tf2.layers.kernels.angle_scores import angle_table
 from xlnet_tf2.layers.relative_position import relative_position_encoding
 from xlnet_tf2.layers.step_plan import StepPlan
@@ -104,6 +105,7 @@ def _training_step(model, inputs, plan):
     return step, (inputs, tf.constant(3, tf.int64))
 
 
+@pytest.mark.xla
 def test_the_shift_stays_where_the_table_is_not_the_embedding():
     """clamp_len, and training with dropout (on the position embedding too): a TPU's plan then
     traces the shift, the same program as a plan that asks for it."""
@@ -123,6 +125,7 @@ def test_the_shift_stays_where_the_table_is_not_the_embedding():
         assert programs[0] == programs[1], settings
 
 
+@pytest.mark.xla
 def test_a_tpus_training_step_without_dropout_has_no_t_wide_scores_and_the_same_gradients():
     """The TPU's plan takes the angle form: no [B, N, rows, T] position scores in its program,
     and the step (loss and every gradient) is the shift form's."""

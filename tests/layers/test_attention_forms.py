@@ -14,7 +14,8 @@ import tensorflow as tf
 from fixtures.layer_harness import global_policy
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
 from xlnet_tf2.layers import RelativeAttention, build_attention_masks, segment_matrix
-from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
+from xlnet_tf2.layers.dropout import assign_dropout_salts
+from xlnet_tf2.layers.step_plan import keyed_plan
 from xlnet_tf2.layers.step_plan import StepPlan
 
 B, L, M, P, D, N, H = 4, 6, 4, 3, 16, 2, 8
@@ -78,11 +79,13 @@ def cpu_step():
     return _layer_step("cpu")
 
 
+@pytest.mark.xla
 def test_other_dropout_keys_move_the_outputs_far_beyond_rounding(cpu_step):
     other = _layer_step("cpu", seed=4, jit=False)
     assert np.abs(other[1] - cpu_step[1]).max() > 0.1
 
 
+@pytest.mark.xla
 @pytest.mark.parametrize("target", ["gpu", "tpu"])
 def test_every_devices_form_computes_what_the_cpus_does(target, cpu_step):
     """Values and gradients of both streams, dropout included: a different dropout mask or a
@@ -130,6 +133,7 @@ def _ops_of_shape(hlo: str, opcode: str, dims) -> int:
     return len(re.findall(rf"= \w+\[{shape}\]\S* {opcode}\(", hlo))
 
 
+@pytest.mark.xla
 def test_a_gpus_program_has_one_attention_per_layer():
     """Per layer, one softmax and two score-sized products (the scores forward, the
     probabilities' gradient backward) over the L + P stacked rows, and none of either stream
@@ -148,6 +152,7 @@ def test_a_gpus_program_has_one_attention_per_layer():
     assert _ops_of_shape(cpu, "dot", stacked) == 0
 
 
+@pytest.mark.xla
 def test_a_gpus_program_stores_the_probabilities_mask_bit_packed():
     """The probabilities' keep mask reaches the softmax as one int16 per score position and
     example (the heads' bits), not as a byte per score; a CPU's keeps it behind a
@@ -160,6 +165,7 @@ def test_a_gpus_program_stores_the_probabilities_mask_bit_packed():
     assert not re.search(rf"s16\[{B},1,", _step_hlo("tpu", "mixed_bfloat16"))
 
 
+@pytest.mark.xla
 def test_a_gpus_window_reads_fold_no_index_into_a_constant():
     """The window read's row starts are built from 1-D ranges added onto run-time values: a
     [B, N, L + P] index folded into a literal (per layer, forward and backward) would be read
@@ -175,7 +181,7 @@ def test_a_gpus_window_reads_fold_no_index_into_a_constant():
 
 def test_the_position_products_gradient_is_the_einsums():
     """`grouped_position_product` changes only the order of the backward products."""
-    from xlnet_tf2.layers.kernels.position_product import grouped_position_product
+    from xlnet_tf2.layers.xlnet_block import grouped_position_product
 
     rng = np.random.default_rng(6)
     queries = tf.constant(rng.normal(size=(2, 3, N, 5, H)))           # [X, B/X, N, S, H]

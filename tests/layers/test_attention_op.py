@@ -1,4 +1,4 @@
-"""layers/kernels/attention.py: the attention op's implementations and how one is chosen.
+"""layers/xlnet_block.py: the attention op's implementations and how one is chosen.
 
 The cuDNN implementation runs only on a GPU; here its program is traced for one (the custom
 calls, their shapes and backend configs), and the choice is checked everywhere it is made.
@@ -13,7 +13,7 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.kernels.attention import AttentionImplementationError, attention
+from xlnet_tf2.layers.xlnet_block import AttentionImplementationError, attention
 from xlnet_tf2.layers.kernels.cudnn import CUDNN_BACKWARD, CUDNN_FORWARD
 from xlnet_tf2.layers.step_plan import StepPlan
 
@@ -52,6 +52,7 @@ def _custom_calls(hlo):
     return re.findall(r'custom_call_target="([^"]+)"', hlo)
 
 
+@pytest.mark.xla
 def test_traced_for_a_gpu_under_xla_the_op_is_cudnns_forward_and_backward_call():
     hlo = _hlo(_program(), _operands())
     assert _custom_calls(hlo) == [CUDNN_FORWARD,
@@ -81,6 +82,7 @@ def test_traced_for_a_gpu_under_xla_the_op_is_cudnns_forward_and_backward_call()
     ("dropout", "attention dropout is on (rate 0.1; --dropatt)"),
     ("head", "head size must be a multiple of 8"),
 ])
+@pytest.mark.xla
 def test_auto_takes_the_reference_where_cudnn_cannot_run_and_forcing_cudnn_says_why(case,
                                                                                      reason):
     operands = _operands(tf.float32 if case == "float32" else tf.bfloat16,
@@ -103,11 +105,13 @@ def test_auto_takes_the_reference_where_cudnn_cannot_run_and_forcing_cudnn_says_
         program("cudnn").get_concrete_function(*operands)
 
 
+@pytest.mark.xla
 def test_dropout_off_at_inference_lets_cudnn_run():
     assert _custom_calls(_hlo(_program(rate=0.1, training=False), _operands())) == [
         CUDNN_FORWARD, CUDNN_BACKWARD]
 
 
+@pytest.mark.xla
 def test_forcing_the_reference_on_a_gpu_keeps_tensorflows_ops():
     assert _custom_calls(_hlo(_program(implementation="reference"), _operands())) == []
 

@@ -10,8 +10,7 @@ import tensorflow as tf
 
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
 from xlnet_tf2.layers import gather_relative_scores
-from xlnet_tf2.layers.kernels.reference import masked_softmax
-from xlnet_tf2.layers.relative_attention import RelativeAttention
+from xlnet_tf2.layers.xlnet_block import RelativeAttention, masked_softmax
 from xlnet_tf2.layers.step_plan import StepPlan
 
 B, N, P, L, M = 2, 3, 4, 6, 4
@@ -50,6 +49,7 @@ def shift_path(request):
     return StepPlan(device=target[request.param])
 
 
+@pytest.mark.xla
 @pytest.mark.parametrize("t_len", [K + L, K + 1], ids=["bi", "uni"])
 @pytest.mark.parametrize("jit", [False, True])
 def test_query_stream_shift_values_and_gradient(t_len, jit, shift_path):
@@ -140,6 +140,7 @@ def _two_stream_step_hlo(target):
     return step.experimental_get_compiler_ir(h, g)(stage="hlo")
 
 
+@pytest.mark.xla
 def test_two_stream_step_compiles_without_score_sized_gather_index():
     """Off a CPU the query stream once gathered with an s32[B, N, P, K, 4] index (batch
     coordinates included) and scattered its gradient back; neither may come back there. On
@@ -193,6 +194,7 @@ def test_masked_softmax_matches_float32_softmax_and_its_gradient(dtype):
     assert error < tolerance, error
 
 
+@pytest.mark.xla
 def test_mixed_bfloat16_loss_and_gradient_track_float32():
     """The accelerator check's criterion at a tiny shape: the first-step loss under
     mixed_bfloat16 within 1% of float32's (the narrow softmax changes only the backward pass,

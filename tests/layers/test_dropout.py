@@ -5,10 +5,8 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers import Dropout
-from xlnet_tf2.layers.dropout import keyed_plan
-from xlnet_tf2.layers.kernels.dropout_masks import hashed_bits, hashed_uniform_bits
-from xlnet_tf2.layers.run_time import always_true
-from xlnet_tf2.layers.step_plan import StepPlan
+from xlnet_tf2.layers.dropout import hashed_bits
+from xlnet_tf2.layers.step_plan import StepPlan, always_true, keyed_plan
 
 
 def test_inference_is_identity_and_training_drops_and_rescales():
@@ -22,7 +20,8 @@ def test_inference_is_identity_and_training_drops_and_rescales():
 
 
 def test_bits_are_uniform_and_neighbours_independent():
-    bits = hashed_uniform_bits(tf.constant([1 << 18]), tf.constant([12345, 678], tf.uint32))
+    bits = hashed_bits(tf.constant([1 << 18]), tf.constant(12345, tf.uint32),
+                       tf.constant(678, tf.uint32))
     u = bits.numpy().astype(np.float64) / 2.0 ** 32
     # Uniform: every 1/16 bin holds 1/16 of the values (4 sigma of a binomial count).
     counts = np.bincount((u * 16).astype(int), minlength=16)
@@ -33,11 +32,13 @@ def test_bits_are_uniform_and_neighbours_independent():
         corr = np.corrcoef(u[:-lag], u[lag:])[0, 1]
         assert abs(corr) < 4 / np.sqrt(u.size), (lag, corr)
     # Keys that differ in one bit give unrelated streams.
-    other = hashed_uniform_bits(tf.constant([1 << 18]), tf.constant([12345, 679], tf.uint32))
+    other = hashed_bits(tf.constant([1 << 18]), tf.constant(12345, tf.uint32),
+                        tf.constant(679, tf.uint32))
     corr = np.corrcoef(u, other.numpy().astype(np.float64))[0, 1]
     assert abs(corr) < 4 / np.sqrt(u.size)
 
 
+@pytest.mark.xla
 def test_masks_differ_between_calls_and_compile_under_xla():
     layer = Dropout(0.5, seed=1)
     step = tf.function(lambda x: layer(x, training=True), jit_compile=True)
@@ -75,6 +76,7 @@ def _keyed_dropout(store_mask: bool, device: str = "cpu"):
     return call
 
 
+@pytest.mark.xla
 def test_stored_mask_gives_the_same_values_and_gradients():
     x = tf.random.stateless_normal([4, 3, 16, 24], seed=[1, 2])
     step = tf.constant(7, tf.int64)
@@ -90,6 +92,7 @@ def test_stored_mask_gives_the_same_values_and_gradients():
     np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.xla
 def test_stored_mask_is_a_conditional_that_xla_keeps_on_a_cpu():
     """The mask is stored only if XLA keeps the conditional: a condition it could prove true
     would be folded away, and the speed-up lost without any other sign."""
@@ -105,6 +108,7 @@ def test_stored_mask_is_a_conditional_that_xla_keeps_on_a_cpu():
     assert conditionals(False) == 0
 
 
+@pytest.mark.xla
 def test_a_gpus_bit_packed_mask_gives_the_same_values_and_gradients():
     """On a GPU `store_mask` packs the mask's axis 1 into the bits of an integer (int16 up to
     15 elements, int32 up to 31) and reads it back: nothing may change."""
@@ -124,6 +128,7 @@ def test_a_gpus_bit_packed_mask_gives_the_same_values_and_gradients():
         stage="hlo")  # packed: the three heads' bits in one int16
 
 
+@pytest.mark.xla
 def test_row_draws_give_each_part_the_mask_of_a_call_of_its_own():
     """Two tensors stacked on their second-to-last axis and dropped out at once with
     `row_draws` get exactly the masks of two calls, inside the training loop's keys and
@@ -193,6 +198,7 @@ def _formula_bits(shape, k0, k1):
     ((2, 1409, 1), 77),
     ((), 5),
 ])
+@pytest.mark.xla
 def test_bits_follow_the_flat_index_formula_exactly(shape, k1):
     """The per-dimension sum that builds n * GOLDEN equals the flat index formula bit for bit,
     eagerly and under XLA, with the step a run-time value as in the trainer."""
@@ -229,6 +235,7 @@ def _layout_masks(layer, rows_of_calls, step, jit):
     return masks, shared_masks
 
 
+@pytest.mark.xla
 def test_masks_are_the_same_for_any_split_of_the_step_over_replicas_and_micro_batches():
     """One device (8 rows, compiled) against two replicas holding interleaved examples and
     against four micro-batches (eager): every example draws the same mask, and so does every

@@ -4,17 +4,17 @@ tf.where (autodiff), and the traced step holds a second hash, fed keys that XLA 
 equal to the forward's, instead of the forward's mask."""
 
 import numpy as np
+import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers import Dropout
-from xlnet_tf2.layers.dropout import DropoutKeys
-from xlnet_tf2.layers.kernels.dropout_masks import hashed_bits
-from xlnet_tf2.layers.step_plan import StepPlan
+from xlnet_tf2.layers.dropout import hashed_bits
+from xlnet_tf2.layers.step_plan import DropoutKeys, StepPlan
 
 
 def _plan():
     return StepPlan(device="gpu").with_dropout_keys(
-        DropoutKeys(11, tf.constant(7), tf.constant([3, 0, 2]), 4))
+        DropoutKeys.of(11, tf.constant(7), tf.constant([3, 0, 2]), 4))
 
 
 def _independent(x, dy, layer, plan, row_draws):
@@ -44,6 +44,7 @@ def _bits(t):
     return tf.bitcast(t, tf.uint16 if t.dtype == tf.bfloat16 else tf.uint32).numpy()
 
 
+@pytest.mark.xla
 def test_values_and_gradients_are_the_masks_bit_for_bit():
     """Eager against eager, compiled against compiled (XLA may divide by a constant as a
     multiply: the same in both programs)."""

@@ -1,5 +1,6 @@
 """layers/step_plan.py: how a step is traced is a value handed down the calls, not a global."""
 
+import dataclasses
 import re
 
 import numpy as np
@@ -7,8 +8,8 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2 import XLNetConfig, XLNetLMHeadModel
-from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
-from xlnet_tf2.layers.step_plan import StepPlan
+from xlnet_tf2.layers.dropout import assign_dropout_salts
+from xlnet_tf2.layers.step_plan import DropoutKeys, StepPlan, keyed_plan
 
 
 def test_this_machine_traces_for_a_cpu():
@@ -35,6 +36,7 @@ def test_bad_settings_are_refused_by_name():
         StepPlan(attention="flash")
 
 
+@pytest.mark.xla
 def test_two_plans_traced_in_one_process_give_two_programs():
     """The same training step traced with a CPU's plan, a GPU's, then a CPU's again: the GPU's
     program differs (one attention of L + P rows, bit-packed masks), and the second CPU trace is
@@ -75,3 +77,43 @@ def test_two_plans_traced_in_one_process_give_two_programs():
     stacked = f"f32[{batch},{config.n_head},{length + predict},{length}]"
     shapes = lambda program: {shape for shape, _ in program}
     assert stacked in shapes(gpu) and stacked not in shapes(cpu)  # both streams as one
+
+
+def _mutable_parts(value, path="plan"):
+    """[(path, type)] of what `value` holds that can change: anything but None, str, int,
+    float, bool, tensors and frozen dataclasses of those."""
+    if value is None or isinstance(value, (str, int, float, bool, tf.Tensor)):
+        return []
+    if dataclasses.is_dataclass(value) and type(value).__dataclass_params__.frozen:
+        return [part for field in dataclasses.fields(value)
+                for part in _mutable_parts(getattr(value, field.name), f"{path}.{field.name}")]
+    return [(path, type(value).__name__)]
+
+
+def test_the_plan_holds_nothing_mutable_and_a_trace_leaves_it_as_it_was():
+    """A traced training step counts each Dropout's draws (layers/dropout.py): the count lives
+    in the layer, never in the frozen plan, whose keys are values made once per trace."""
+    config = XLNetConfig.preset("tiny", n_token=40, n_layer=1, mem_len=0, dropout=0.1,
+                                dropatt=0.1)
+    model = XLNetLMHeadModel(config)
+    model.build()
+    assign_dropout_salts(model)
+    seen = []
+
+    @tf.function
+    def step(ids, global_step):
+        plan = keyed_plan(seed=1, step=global_step, example_ids=tf.range(2),
+                          examples_per_step=2, plan=StepPlan(device="cpu"))
+        before = dict(vars(plan.dropout_keys))
+        model({"input_ids": ids}, training=True, plan=plan)
+        seen.append((plan, before, dict(vars(plan.dropout_keys))))
+        return ids
+
+    step(tf.constant([[3, 4, 5], [6, 7, 8]]), tf.constant(2, tf.int64))
+    plan, before, after = seen[0]
+    assert isinstance(plan.dropout_keys, DropoutKeys)
+    assert _mutable_parts(plan) == []
+    assert after.keys() == before.keys() and all(after[k] is before[k] for k in before)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.dropout_keys.seed = 2
+    assert _mutable_parts(StepPlan(device="gpu")) == []

@@ -141,6 +141,7 @@ def test_seeded_sampling_stays_in_the_filtered_set(models):
     assert rank.max() < 5 and rank.max() > 0  # in the top 5, not always the top 1
 
 
+@pytest.mark.xla
 def test_jit_compile_gives_the_same_tokens(models):
     _, ours = models
     ids = _prompts(seed=3)

@@ -121,6 +121,7 @@ def test_memory_mask_hides_empty_slots():
     assert np.abs(unmasked - want).max() > 1e-3
 
 
+@pytest.mark.xla
 def test_hidden_states_under_jit_compile_and_in_a_saved_model(tmp_path):
     config = _config()
     model = xlnet_tf2.XLNetLMHeadModel(config)

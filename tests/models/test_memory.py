@@ -10,6 +10,8 @@ import tensorflow as tf
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import memory
 from xlnet_tf2.models.memory import MemoryState, MemoryStateError
+from xlnet_tf2.models.xlnet_model import next_memory
+from xlnet_tf2.tasks.objective import reset_at_stream_start
 
 
 def _state(slots, worker, replicas=1):
@@ -84,15 +86,15 @@ def test_initial_next_and_reset_follow_the_config():
     # The next memory: the last M of (previous, the layer input's first R positions).
     h = tf.reshape(tf.range(2 * 4 * 4, dtype=tf.float32), [2, 4, 4])     # [B, L, D]
     previous = -tf.ones([2, 3, 4])
-    nxt = memory.next_memory(config, h, previous).numpy()
+    nxt = next_memory(config, h, previous).numpy()
     np.testing.assert_array_equal(nxt[:, 0], -np.ones([2, 4]))
     np.testing.assert_array_equal(nxt[:, 1:], h.numpy()[:, :2])
-    np.testing.assert_array_equal(memory.next_memory(config, h, None), h.numpy()[:, :2])
+    np.testing.assert_array_equal(next_memory(config, h, None), h.numpy()[:, :2])
     # Rows at chunk 0 start a stream: their memory is zeroed, the others keep theirs.
     mems = [tf.ones([3, 3, 4]), 2 * tf.ones([3, 3, 4])]
-    reset = memory.reset_at_stream_start(mems, tf.constant([0, 1, 5]))
+    reset = reset_at_stream_start(mems, tf.constant([0, 1, 5]))
     np.testing.assert_array_equal([m.numpy()[:, 0, 0] for m in reset], [[0, 1, 1], [0, 2, 2]])
-    assert memory.reset_at_stream_start([], tf.constant([0])) == []
+    assert reset_at_stream_start([], tf.constant([0])) == []
 
 
 def test_generation_memory_is_a_right_aligned_window():

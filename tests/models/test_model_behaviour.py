@@ -68,6 +68,7 @@ def test_query_stream_output_depends_on_visible_tokens_only():
     assert np.max(np.abs(model(changed)["hidden"].numpy() - base)) > 1e-3
 
 
+@pytest.mark.xla
 def test_xla_compiled_forward_and_gradient_match_eager():
     model = _built(_config())
     inputs = _inputs(np.random.default_rng(1))
@@ -90,6 +91,7 @@ def test_xla_compiled_forward_and_gradient_match_eager():
         np.testing.assert_allclose(a.numpy(), b.numpy(), atol=1e-5)
 
 
+@pytest.mark.xla
 @pytest.mark.parametrize("policy", ["mixed_bfloat16", "mixed_float16"])
 def test_mixed_precision_is_finite_with_float32_logits(policy):
     reference = _built(_config())

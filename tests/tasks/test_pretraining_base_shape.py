@@ -20,6 +20,7 @@ from xlnet_tf2.training.trainer import Trainer
 L, R, M, P, B = 512, 256, 384, 85, 2
 
 
+@pytest.mark.xla
 @pytest.mark.slow
 def test_base_shape_step_compiles_and_runs_on_cpu(tmp_path):
     shape = DataShape(seq_len=L, reuse_len=R, num_predict=P, bi_data=True)

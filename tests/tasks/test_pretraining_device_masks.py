@@ -10,7 +10,8 @@ from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.tasks.objective import COMPACT_FEATURES, two_stream_masks
 from xlnet_tf2.data.pretrain_dataset import (DENSE_HOST_DTYPES, OUTPUT_FEATURES,
                                              build_pretrain_dataset, bytes_per_example)
-from xlnet_tf2.tasks.pretraining import (LOSS_FEATURES, MODEL_FEATURES, DataShape,
+from xlnet_tf2.tasks.objective import LOSS_FEATURES, MODEL_FEATURES
+from xlnet_tf2.tasks.pretraining import (DataShape,
                                          PretrainTask)
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
@@ -67,6 +68,7 @@ def _small_pretrainer(model_dir, shape, dataset_fn, eval_dataset_fn=None, **over
                                 eval_data=eval_data))
 
 
+@pytest.mark.xla
 @pytest.mark.parametrize("online", [False, True])
 def test_device_masks_equal_host_masks_on_real_records(tmp_path, prepared, online):
     """The real pipeline (stored and online orders): the pretraining task's jit-compiled builder
@@ -146,6 +148,7 @@ def test_bytes_per_example_at_the_paper_shape():
     assert sum(s.shape.num_elements() * s.dtype.size for s in spec.values()) == 2 * compact
 
 
+@pytest.mark.xla
 def test_left_to_right_order_reaches_the_step_and_ignores_later_tokens(tmp_path):
     """--factorization_order=left_to_right: the task's compiled mask builder gives causal
     masks, and a target's loss does not move when every token after it changes (it does under

@@ -140,6 +140,7 @@ def test_corrupt_latest_checkpoint_falls_back_to_previous(tmp_path, capsys):
     assert "ckpt-4 is unreadable" in capsys.readouterr().out
 
 
+@pytest.mark.xla
 @pytest.mark.parametrize("precision", ["float32", "mixed_bfloat16", "mixed_float16"])
 def test_jit_compiled_step_and_mixed_precision(tmp_path, precision):
     # The paper's initializer scale: with the large test scale (0.3) float16 overflows under
@@ -226,6 +227,7 @@ def test_held_out_evaluation_matches_an_eager_pass(tmp_path):
 
 
 
+@pytest.mark.xla
 @pytest.mark.slow
 def test_the_accelerators_step_on_this_cpu_matches_the_cpus(tmp_path):
     """The whole step compiled as traced for a GPU (layers/step_plan.py: among others the

@@ -13,7 +13,8 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.layers.kernels import attention, triton_attention
+from xlnet_tf2.layers import xlnet_block
+from xlnet_tf2.layers.kernels import triton_attention
 from xlnet_tf2.layers.kernels.cudnn import CUDNN_BACKWARD, CUDNN_FORWARD
 from xlnet_tf2.layers.kernels.triton_call import TARGET as TRITON_TARGET
 from xlnet_tf2.tasks.pretraining import DataShape, PretrainTask
@@ -53,6 +54,7 @@ def _step_calls(tmp_path, target, dropatt=0.0, implementation="auto"):
     return re.findall(r'custom_call_target="([^"]+)"', hlo)
 
 
+@pytest.mark.xla
 @pytest.mark.slow  # seven tiny Trainer steps traced to HLO, about 60 s
 def test_the_step_for_a_gpu_holds_flash_attention_only_where_it_can_run(tmp_path):
     pytest.importorskip("triton")
@@ -72,6 +74,7 @@ def test_the_step_for_a_gpu_holds_flash_attention_only_where_it_can_run(tmp_path
         assert not any("cudnn" in c or "triton" in c for c in _step_calls(tmp_path, target))
 
 
+@pytest.mark.xla
 @pytest.mark.slow  # tiny Trainer steps traced and compiled, about 60 s
 def test_a_gpu_whose_xla_rejects_the_kernels_trains_on_the_reference_or_refuses_in_one_line(
         tmp_path, monkeypatch, caplog):
@@ -82,7 +85,7 @@ def test_a_gpu_whose_xla_rejects_the_kernels_trains_on_the_reference_or_refuses_
     pytest.importorskip("triton")
     monkeypatch.setattr(triton_attention, "_gpu_present", lambda: True)
     monkeypatch.setattr(triton_attention, "_CHECKED", {})
-    monkeypatch.setattr(attention, "_SAID", set())
+    monkeypatch.setattr(xlnet_block, "_SAID", set())
     result = _trainer(tmp_path, "gpu", dropatt=0.1).train()
     assert len(result.steps) == 1
     said = [r.getMessage() for r in caplog.records if "Triton attention kernels" in
@@ -117,10 +120,10 @@ def test_the_trainer_finds_the_attentions_error_by_its_type():
         except Exception as e:  # noqa: BLE001
             return e
 
-    raised = traced(attention.AttentionImplementationError(line))
-    assert not isinstance(raised, attention.AttentionImplementationError)
-    assert str(attention.raised_while_tracing(raised)) == line
-    assert attention.raised_while_tracing(traced(ValueError(line))) is None
+    raised = traced(xlnet_block.AttentionImplementationError(line))
+    assert not isinstance(raised, xlnet_block.AttentionImplementationError)
+    assert str(xlnet_block.raised_while_tracing(raised)) == line
+    assert xlnet_block.raised_while_tracing(traced(ValueError(line))) is None
 
 
 @pytest.mark.parametrize("target,jit_compile,said", [
@@ -131,6 +134,7 @@ def test_the_trainer_finds_the_attentions_error_by_its_type():
                    "compiled by XLA (--jit_compile); use --attention_implementation=auto (or "
                    "reference)."),
 ])
+@pytest.mark.xla
 def test_a_forced_implementation_that_cannot_run_is_one_line(tmp_path, target, jit_compile,
                                                             said):
     """Before anything is written: what is known before the step is traced (the device, XLA)

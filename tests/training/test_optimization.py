@@ -7,13 +7,12 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import XLNetLMHeadModel
-from xlnet_tf2.training import optimization
-from xlnet_tf2.training.optimization import (GROUPED_MAX_ELEMENTS, NORM_GROUP_SIZE,
-                                             UPDATE_GROUP_SIZE,
-                                             LinearWarmupLinearDecay, XLNetAdamW, apply_gradients,
-                                             create_optimizer, decay_exempt_variables,
-                                             describe_optimizer, global_norm, update_groups,
-                                             resolve_bias_correction, warmup_warning)
+from xlnet_tf2.training.optimization import (create_optimizer, decay_exempt_variables,
+                                             describe_optimizer, resolve_bias_correction,
+                                             warmup_warning)
+from xlnet_tf2.training.step import (GROUPED_MAX_ELEMENTS, NORM_GROUP_SIZE, UPDATE_GROUP_SIZE,
+                                     LinearWarmupLinearDecay, XLNetAdamW, apply_gradients,
+                                     global_norm, update_groups)
 
 
 def test_schedule_hand_values():
@@ -248,6 +247,7 @@ def test_grouped_update_under_loss_scaling():
         np.testing.assert_array_equal(gpu, cpu)
 
 
+@pytest.mark.xla
 def test_grouped_update_compiled_by_xla_is_the_per_variable_update():
     """Both forms of the update inside one XLA computation (jit_compile on this CPU): the same
     weights and slots bit for bit, over groups larger than UPDATE_GROUP_SIZE."""

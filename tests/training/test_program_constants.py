@@ -66,6 +66,7 @@ def step_constants(tmp_path, seq_len: int, width: int):
     return constant_sizes(hlo)
 
 
+@pytest.mark.xla
 @pytest.mark.slow  # two Trainer steps traced to HLO: 20-35 s
 def test_the_training_steps_constants_stay_small_as_the_shape_grows(tmp_path):
     small = step_constants(tmp_path, seq_len=16, width=32)
@@ -81,6 +82,7 @@ def test_the_training_steps_constants_stay_small_as_the_shape_grows(tmp_path):
     assert total_large < 2 * total_small, (total_small, total_large, large[:8])
 
 
+@pytest.mark.xla
 def test_the_finetuning_step_is_one_program_that_reads_its_variables(tmp_path):
     n_token, width = 300, 32
     ids = np.random.RandomState(0).randint(9, n_token, [16, 16]).astype(np.int32)

@@ -10,6 +10,7 @@ from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.training.run_config import JIT_MIN_STEPS, LoopConfig
 
 
+@pytest.mark.xla
 @pytest.mark.parametrize("steps, compiled", [(1, False), (JIT_MIN_STEPS - 1, False),
                                              (JIT_MIN_STEPS, True), (500_000, True)])
 def test_unset_jit_compile_follows_the_run_length(steps, compiled):
@@ -23,6 +24,7 @@ def test_an_explicit_jit_compile_wins(steps, explicit):
         explicit
 
 
+@pytest.mark.xla
 @pytest.mark.parametrize("cls", [PretrainConfig, ClassificationConfig, SquadConfig, RaceConfig],
                          ids=lambda c: c.__name__)
 def test_every_command_compiles_at_its_default_length_and_not_a_short_run(cls):
@@ -35,6 +37,7 @@ def test_every_command_compiles_at_its_default_length_and_not_a_short_run(cls):
                     **extra).loop.jit_compile is True
 
 
+@pytest.mark.xla
 def test_the_resolved_value_is_recorded_and_free_to_change_on_resume():
     short = config_flags.to_flat(LoopConfig(model_dir="m", train_steps=20))
     assert short["jit_compile"] is False

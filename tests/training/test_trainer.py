@@ -156,6 +156,7 @@ def test_toy_regression_evaluations_loop_boundaries_and_nan_stop(tmp_path):
     assert issubclass(TrainingDivergedError, FloatingPointError)
 
 
+@pytest.mark.xla
 def test_first_step_is_the_step_train_runs_first(tmp_path):
     """Trainer.first_step: the compiled step and its arguments for the first batch; running it
     gives the loss and gradient norm of train()'s first step from the same weights."""

@@ -1,12 +1,12 @@
-"""Inverted dropout whose mask comes from a counter-based hash that XLA vectorizes
-(layers/kernels/dropout_masks.py), keyed so that a training run's masks are a pure function of
-(seed, step, example), whatever the topology.
+"""Inverted dropout whose mask comes from a counter-based hash that XLA vectorizes, keyed so
+that a training run's masks are a pure function of (seed, step, example), whatever the
+topology; and the forms its keep mask is handed to the compiler in (stored once, bit-packed).
 
 Same semantics as `keras.layers.Dropout`: while training, each element is zeroed with
 probability `rate` and the kept ones are scaled by 1 / (1 - rate); identity at inference.
 
-Keys inside the training loop (`DropoutKeys`, built by the trainer for each traced step and
-handed down in the step's plan, layers/step_plan.py):
+Keys inside the training loop (the step plan's `DropoutKeys`, layers/step_plan.py, built where
+the step is traced):
     k0 = hash(seed, the layer's place in the model, the call's place in the traced step)
     k1 = step * examples_per_step + example       for a tensor with a batch dimension: each
                                                   example row draws its own key, n counts
@@ -18,52 +18,48 @@ replicas or micro-batches (pretraining: its stream and direction), so one device
 replicas and gradient accumulation draw the same mask for the same example, and a run resumed
 from a checkpoint (which holds the step) draws exactly the masks of the uninterrupted run,
 whatever `steps_per_loop`. k1 is injective in (step, example) up to 2**32 draws. The layer's
-place is `salt`, given to every Dropout of a model in a fixed order (`assign_dropout_salts`).
-Without keys (a user calling `model(x, training=True)`), the key comes from the layer's Keras
-`SeedGenerator`, a new key per call.
+place is `salt`, given to every Dropout of a model in a fixed order (`assign_dropout_salts`);
+the call's place is counted by the layer itself, per trace (`Dropout._draw_number`): the plan
+holds values only. Without keys (a user calling `model(x, training=True)`), the key comes from
+the layer's Keras `SeedGenerator`, a new key per call.
 
+Random bits. Element n of a draw with key (k0, k1) gets the 32-bit value
+    fmix32(fmix32(n * 0x9E3779B9 + k0 * 0x85EBCA77 + k1) ^ fmix32(k1 ^ fmix32(k0)))
+(fmix32 is MurmurHash3's finalizer: an invertible mixing of all 32 bits). The key enters twice,
+additively and through a hash, so two different keys never give shifted copies of one stream
+(unless their 32-bit hashes collide). The element is kept when the value is >= rate * 2**32.
+This is the counter-based construction of Philox and Threefry with a cheaper round function.
 Why not a TensorFlow generator: with a run-time seed under XLA, tf.random.stateless_uniform
 (Philox) and Keras' own dropout were many times slower per value than this hash on a CPU
 (BENCHMARKS.md, "Dropout masks").
+
+Made where they are used: a Dropout's backward hashes its bits again rather than keep the
+forward's mask (`_recomputed_dropout`), so no mask of the hidden dropouts is written and read
+back (BENCHMARKS.md, "The GPU step with the position scores inside the kernels").
+
+Stored masks (`stored`, CPU): XLA recomputes a cheap elementwise value in every fusion that
+uses it; the attention probabilities' mask is used by several fusions of the backward pass, so
+it leaves a `tf.cond` (XLA does not fuse across control flow) and is computed once. The
+condition is always true, but only at run time (layers/step_plan.py's `always_true`), so XLA
+cannot fold it away.
+
+Bit-packed masks (GPU): layers/kernels/dropout_masks.py's `bit_packed`.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import keras
 import tensorflow as tf
 
-from xlnet_tf2.layers import run_time
-from xlnet_tf2.layers.kernels import dropout_masks
-from xlnet_tf2.layers.kernels.dropout_masks import GOLDEN, MASK32, fmix32, fmix32_int
-from xlnet_tf2.layers.step_plan import StepPlan, plan_or_default
+from xlnet_tf2.layers.kernels.dropout_masks import bit_packed
+from xlnet_tf2.layers.step_plan import (DropoutKeys, StepPlan, always_true, int_zero,
+                                        plan_or_default)
 
-
-class DropoutKeys:
-    """What the keys of the draws of one traced training (micro-)step are made of (the module
-    docstring; `Dropout._keys` draws them): every Dropout call draws from (seed, its salt, its
-    call number in this trace, `step` and, for batch tensors, each row's `example_ids` [b], the
-    rows' places among the `examples_per_step` examples of a step). Built once per trace: it
-    counts the calls of each Dropout in that trace."""
-
-    def __init__(self, seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor] = None,
-                 examples_per_step: int = 1):
-        self.seed = int(seed) & MASK32
-        step = tf.cast(tf.math.floormod(tf.cast(step, tf.int64), 2 ** 32), tf.uint32)
-        self.shared_k1 = step
-        self.example_k1 = None
-        if example_ids is not None:
-            self.example_k1 = (step * tf.constant(examples_per_step & MASK32, tf.uint32)
-                               + tf.cast(example_ids, tf.uint32))          # [b]
-        self.calls = {}  # salt -> calls so far in this trace
-
-
-def keyed_plan(seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor] = None,
-               examples_per_step: int = 1, plan: Optional[StepPlan] = None) -> StepPlan:
-    """`plan` (default: this machine's) with the dropout keys of one traced training step."""
-    plan = plan_or_default(plan)
-    return plan.with_dropout_keys(DropoutKeys(seed, step, example_ids, examples_per_step))
+GOLDEN = 0x9E3779B9
+KEY_MULTIPLIER = 0x85EBCA77
+MASK32 = 0xFFFFFFFF
 
 
 def assign_dropout_salts(model: keras.layers.Layer) -> int:
@@ -82,8 +78,8 @@ class Dropout(keras.layers.Layer):
     """x [...] -> x with each element zeroed with probability `rate` (training only).
 
     `store_mask`: hand the keep mask to the compiler in the form the plan's device reads best
-    (stored once on a CPU, bit-packed on a GPU: layers/kernels/dropout_masks.py). The values
-    are the same either way.
+    (stored once on a CPU, bit-packed on a GPU: `stored`, kernels/dropout_masks.py). The
+    values are the same either way.
     """
 
     def __init__(self, rate: float, seed=None, store_mask: bool = False, **kwargs):
@@ -96,6 +92,9 @@ class Dropout(keras.layers.Layer):
         self.salt = 0
         self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
         self._threshold = min(int(round(self.rate * 2.0 ** 32)), 2 ** 32 - 1)
+        # The keys this layer last drew from and how many draws it made from them.
+        self._drawing_from: Optional[DropoutKeys] = None
+        self._draws = 0
         self.built = True
 
     def get_config(self):
@@ -103,18 +102,26 @@ class Dropout(keras.layers.Layer):
         config.update(rate=self.rate, seed=self.seed, store_mask=self.store_mask)
         return config
 
+    def _draw_number(self, keys: DropoutKeys) -> int:
+        """This call's place among the layer's draws from `keys` (0, 1, ...): keys are made
+        once per traced step, so new keys start a new count. The draws of one trace are its
+        Python calls in order (the layer's calls, and a row part of `row_draws` each)."""
+        if self._drawing_from is not keys:
+            self._drawing_from, self._draws = keys, 0
+        self._draws += 1
+        return self._draws - 1
+
     def _keys(self, shared: bool, rows: Optional[int], plan: Optional[StepPlan]):
         """(k0, k1) of this call's draw: k1 a scalar, or [rows] (one key per row of a tensor
         of `rows` rows)."""
-        scope = None if plan is None else plan.dropout_keys
-        if scope is not None:
-            call = scope.calls.get(self.salt, 0)
-            scope.calls[self.salt] = call + 1
-            k0 = fmix32_int(scope.seed ^ fmix32_int(self.salt * GOLDEN + call * 0x27D4EB2F + 1))
+        keys = None if plan is None else plan.dropout_keys
+        if keys is not None:
+            call = self._draw_number(keys)
+            k0 = fmix32_int(keys.seed ^ fmix32_int(self.salt * GOLDEN + call * 0x27D4EB2F + 1))
             k0 = tf.constant(k0, tf.uint32)
-            if shared or scope.example_k1 is None:
-                return k0, scope.shared_k1
-            k1 = scope.example_k1
+            if shared or keys.example_k1 is None:
+                return k0, keys.shared_k1
+            k1 = keys.example_k1
             examples = k1.shape[0]
             if examples is None or rows is None or rows == examples:
                 return k0, k1
@@ -162,12 +169,12 @@ class Dropout(keras.layers.Layer):
             return _recomputed_dropout(inputs, draws, threshold, self.rate)
         keep = _keep_mask(draws, threshold)
         k1 = draws[-1][2]
-        # The form the plan's device reads the mask in (kernels/dropout_masks.py).
+        # The form the plan's device reads the mask in (module docstring).
         plan = plan_or_default(plan)
         if plan.stores_dropout_masks:
-            keep = dropout_masks.stored(keep, k1)
+            keep = stored(keep, k1)
         elif plan.packs_dropout_masks:
-            keep = dropout_masks.bit_packed(keep)
+            keep = bit_packed(keep)
         scaled = inputs / tf.cast(1.0 - self.rate, inputs.dtype)
         return tf.where(keep, scaled, tf.zeros_like(inputs))
 
@@ -175,16 +182,16 @@ class Dropout(keras.layers.Layer):
 def _keep_mask(draws, threshold: tf.Tensor) -> tf.Tensor:
     """The keep mask of `draws` [(part shape, k0, k1), ...], the parts stacked on the
     second-to-last axis."""
-    keeps = [dropout_masks.hashed_bits(part, k0, k1) >= threshold for part, k0, k1 in draws]
+    keeps = [hashed_bits(part, k0, k1) >= threshold for part, k0, k1 in draws]
     return keeps[0] if len(keeps) == 1 else tf.concat(keeps, axis=-2)
 
 
 def _recomputed_dropout(inputs: tf.Tensor, draws, threshold: tf.Tensor, rate: float):
     """inputs with the mask of `draws` applied, whose backward hashes the same bits again
     where it uses them instead of keeping the forward's mask. Its keys get a zero that only
-    the run knows (layers/run_time.py) added: XLA would otherwise merge the two identical
-    hashes into one mask, written by the forward and read back by the backward. The values
-    and the gradient are bit for bit those of tf.where(keep, inputs / (1 - rate), 0)."""
+    the run knows (layers/step_plan.py's `int_zero`) added: XLA would otherwise merge the two
+    identical hashes into one mask, written by the forward and read back by the backward. The
+    values and the gradient are bit for bit those of tf.where(keep, inputs / (1 - rate), 0)."""
     scale = tf.cast(1.0 - rate, inputs.dtype)
 
     @tf.custom_gradient
@@ -192,10 +199,94 @@ def _recomputed_dropout(inputs: tf.Tensor, draws, threshold: tf.Tensor, rate: fl
         keep = _keep_mask(draws, threshold)
 
         def grad(dy):
-            again = [(part, k0, k1 + tf.cast(run_time.int_zero(k1), tf.uint32))
+            again = [(part, k0, k1 + tf.cast(int_zero(k1), tf.uint32))
                      for part, k0, k1 in draws]
             return tf.where(_keep_mask(again, threshold), dy / scale, tf.zeros_like(dy))
 
         return tf.where(keep, x / scale, tf.zeros_like(x)), grad
 
     return dropped(inputs)
+
+
+# ---------------------------------------------------------------------------- the bits
+def fmix32(h: tf.Tensor) -> tf.Tensor:
+    """MurmurHash3's 32-bit finalizer on a uint32 tensor."""
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
+    h = h * tf.constant(0x85EBCA6B, tf.uint32)
+    h = tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 13))
+    h = h * tf.constant(0xC2B2AE35, tf.uint32)
+    return tf.bitwise.bitwise_xor(h, tf.bitwise.right_shift(h, 16))
+
+
+def fmix32_int(h: int) -> int:
+    """fmix32 on a Python int (for keys known when the step is traced)."""
+    h &= MASK32
+    h ^= h >> 16
+    h = (h * 0x85EBCA6B) & MASK32
+    h ^= h >> 13
+    h = (h * 0xC2B2AE35) & MASK32
+    return h ^ (h >> 16)
+
+
+def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
+    """uint32 [shape] pseudo-random bits. `k0` is a uint32 scalar; `k1` a uint32 scalar, or a
+    uint32 [shape[0]] vector giving every row its own key (n then counts within the row).
+    `shape`: a list (ints, or int32 scalars for sizes known only at run time), a TensorShape
+    or an int32 [rank] tensor.
+
+    The hash input n * GOLDEN + k0 * KEY_MULTIPLIER + k1 (n the row-major index of an element)
+    is built with n * GOLDEN = sum_d i_d * (stride_d * GOLDEN) mod 2**32: a sum of small
+    per-dimension ranges, each broadcast-added onto the key term, which holds the step (or the
+    layer's seed stream) and so is known only at run time. No op has only constant inputs of a
+    large shape: TensorFlow folds such an op (a flat index) into a literal of the tensor's size
+    in the compiled program, read from memory at every step; this way XLA computes the index
+    in the fusion that hashes it (tests/training/test_program_constants.py keeps large
+    constants out). The sum equals the flat index formula bit for bit (tests).
+    """
+    # The sizes: Python ints where known when the step is traced, int32 scalars otherwise.
+    if isinstance(shape, (list, tuple, tf.TensorShape)):
+        if any(d is None for d in shape):
+            raise ValueError(f"Dropout got a shape with unknown sizes {shape}: give int32 "
+                             "scalars (tf.shape(x)[i]) for them.")
+        dims = [d if tf.is_tensor(d) else int(d) for d in shape]
+    elif tf.get_static_value(shape) is not None:
+        dims = [int(d) for d in tf.get_static_value(shape)]
+    else:
+        rank = shape.shape[0]
+        if rank is None:
+            raise ValueError("Dropout needs inputs of a known rank.")
+        dims = [shape[i] for i in range(rank)]
+    rank = len(dims)
+    keyed = k1.shape.rank == 1
+    h = k0 * tf.constant(KEY_MULTIPLIER, tf.uint32) + k1       # [] or [rows]
+    if rank:
+        h = tf.reshape(h, [-1 if keyed else 1] + [1] * (rank - 1))  # [rows or 1, 1, ...]
+    # The row-major stride of dimension d (within a row when keyed): a Python int while the
+    # sizes after d are, a uint32 tensor from the first size known only at run time on.
+    stride: Union[int, tf.Tensor] = 1
+    for d in reversed(range(1 if keyed else 0, rank)):
+        size = dims[d]
+        if not (isinstance(size, int) and size == 1):
+            if isinstance(stride, int):
+                step = tf.constant(stride * GOLDEN & MASK32, tf.uint32)
+            else:
+                step = stride * GOLDEN
+            term = tf.cast(tf.range(size, dtype=tf.int32), tf.uint32) * step          # [size]
+            h = h + tf.reshape(term, [1] * d + [-1] + [1] * (rank - d - 1))
+        if isinstance(stride, int) and isinstance(size, int):
+            stride = stride * size
+        else:
+            if isinstance(stride, int):
+                stride = tf.constant(stride & MASK32, tf.uint32)
+            stride = stride * tf.cast(size, tf.uint32)
+    h = fmix32(h)  # every dimension got its term (or is 1), or is the key's rows
+    if keyed:
+        k1 = tf.reshape(k1, [-1] + [1] * (rank - 1))             # [rows, 1, ...]
+    return fmix32(tf.bitwise.bitwise_xor(h, fmix32(tf.bitwise.bitwise_xor(k1, fmix32(k0)))))
+
+
+# ---------------------------------------------------------------------------- the CPU's form
+def stored(keep: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
+    """`keep` through a conditional that is true only at run time (`key`: a run-time integer
+    tensor), so that XLA computes the mask once and reads it where it is used (CPU)."""
+    return tf.cond(always_true(key), lambda: keep, lambda: tf.zeros_like(keep))

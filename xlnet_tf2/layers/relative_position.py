@@ -2,7 +2,7 @@
 whether the two lie in different segments (the segment matrix), how far apart they are (the
 relative position encoding), and the two ways of aligning position scores with the keys.
 The masks, the segment matrix and the encoding are built once per forward pass
-(models/xlnet_model.py); every layer aligns its scores (layers/relative_attention.py).
+(models/xlnet_model.py); every layer aligns its scores (layers/xlnet_block.py's `RelativeAttention`).
 
 Letters (docs/GLOSSARY.md; used in every shape below):
   B  batch size                       N  attention heads
@@ -30,8 +30,8 @@ from typing import Optional, Tuple
 import keras
 import tensorflow as tf
 
-from xlnet_tf2.layers import run_time
 from xlnet_tf2.layers.kernels.window_read import take_windows
+from xlnet_tf2.layers import step_plan
 from xlnet_tf2.layers.step_plan import StepPlan
 
 
@@ -54,7 +54,7 @@ def causal_mask(q_len: int, m_len: int, same_length: bool = False,
 
 def _positions(q_len: int, m_len: int, zero: Optional[tf.Tensor]):
     """Query positions i [L, 1] and key positions j [1, K]; with `zero` (an int32 0 known only
-    at run time, layers/run_time.py) the [L, K] patterns built from them are computed in the
+    at run time, layers/step_plan.py) the [L, K] patterns built from them are computed in the
     compiled program instead of being folded into constants of that size."""
     i, j = tf.range(q_len), tf.range(m_len + q_len)
     if zero is not None:
@@ -77,7 +77,7 @@ def build_attention_masks(
         (same polarity as attention_mask).
       run_time_input: any integer tensor known only at run time (the model's input ids):
         the [L, K] patterns (diagonal, causal) are then computed in a compiled program instead
-        of being folded into constants of that size (layers/run_time.py).
+        of being folded into constants of that size (layers/step_plan.py).
     Returns:
       (content_mask, query_mask), each bool [B, L, K] with True = blocked, or (None, None)
       when nothing is masked (bidirectional attention with no padding and no permutation).
@@ -85,7 +85,7 @@ def build_attention_masks(
       always may see itself, so its mask is the query mask with the diagonal (j = M + i)
       cleared.
     """
-    zero = None if run_time_input is None else run_time.int_zero(run_time_input)
+    zero = None if run_time_input is None else step_plan.int_zero(run_time_input)
     blocked = None
     if attn_type == "uni":
         blocked = tf.broadcast_to(causal_mask(q_len, m_len, same_length, zero)[None],
@@ -173,11 +173,11 @@ def relative_position_encoding(
     ids). The table depends only on the shape, so TensorFlow would fold it into a literal of
     X * T * D floats (8.6 MB at XLNet-Base with bi_data) that a compiled step reads from
     memory at every step; with the distances offset by a zero derived from this tensor, which
-    no compiler sees through (`layers/run_time.py`), the step computes the table instead
+    no compiler sees through (`layers/step_plan.py`), the step computes the table instead
     (X * T * D / 2 sines and cosines). Adding +0.0 changes no distance, so the values are
     those of the formula (up to the sine's implementation, a few ulp).
     """
-    zero = None if run_time_input is None else run_time.zero(run_time_input)
+    zero = None if run_time_input is None else step_plan.zero(run_time_input)
     forward = relative_distances(q_len, k_len, attn_type, zero)
     groups = [forward, -forward] if bi_data else [forward]
     if clamp_len > 0:

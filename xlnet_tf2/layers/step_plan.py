@@ -8,24 +8,30 @@ passes it down the model's calls, `model(inputs, training=..., plan=plan)` ->
 without a plan (eager use, inference, Keras' own `fit`) gets `StepPlan.for_this_machine()`.
 
     plan = StepPlan(device="gpu", attention="auto")          # a step traced for a GPU
-    plan = plan.with_dropout_keys(DropoutKeys(seed, step, example_ids, examples_per_step))
+    plan = keyed_plan(seed, step, example_ids, examples_per_step, plan)  # with dropout keys
 
 Every device switch of the project is a property of this class, so forcing `device` traces
 exactly the program that device would run, on any machine: that is how a step is exported
-for an accelerator from a CPU-only machine (benchmarks/tools/step_export.py).
+for an accelerator from a CPU-only machine (benchmarks/tools/step_export.py). The plan holds
+only values (strings and the step's `DropoutKeys`, tensors made once per trace): what a trace
+counts as it goes (each Dropout's draws) lives in the layer that counts (layers/dropout.py).
+
+Run-time values (`always_true`, `zero`, `int_zero`). TensorFlow folds every op whose inputs
+are all constants into a literal before XLA sees the program, and XLA's algebraic simplifier
+folds what it can prove: a table computed from constants alone (the relative position
+sinusoids, an [L, K] index pattern) would become a constant of its full size in the compiled
+program, read from memory at every step. Deriving one input from a run-time tensor through
+arithmetic no simplifier sees through keeps the computation in the program.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import tensorflow as tf
 
 from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS, POSITION_SCORE_FORMS
-
-if TYPE_CHECKING:  # a type only: layers/dropout.py builds the keys
-    from xlnet_tf2.layers.dropout import DropoutKeys
 
 DEVICES = ("cpu", "gpu", "tpu")
 GPU_GENERATIONS = ("sm_90", "sm_80")
@@ -40,17 +46,43 @@ def this_machine() -> str:
     return "cpu"
 
 
+# eq=False: compared and hashed by identity (its tensors have no truth value while traced).
+@dataclasses.dataclass(frozen=True, eq=False)
+class DropoutKeys:
+    """The keys of one traced training (micro-)step's dropout draws (layers/dropout.py's module
+    docstring): the run's `seed` (uint32 as an int), `shared_k1` uint32 [] (the step, for a
+    tensor shared by the batch) and `example_k1` uint32 [b] (step * examples_per_step +
+    each row's place among the step's examples) or None. Built once per trace (`of`); each
+    Dropout adds its own salt and draw number."""
+
+    seed: int
+    shared_k1: tf.Tensor
+    example_k1: Optional[tf.Tensor] = None
+
+    @classmethod
+    def of(cls, seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor] = None,
+           examples_per_step: int = 1) -> "DropoutKeys":
+        """The keys of training step `step` (int, any integer dtype) for rows `example_ids`
+        int [b] (None: one key for every row)."""
+        step = tf.cast(tf.math.floormod(tf.cast(step, tf.int64), 2 ** 32), tf.uint32)
+        example_k1 = None
+        if example_ids is not None:
+            example_k1 = (step * tf.constant(examples_per_step % 2 ** 32, tf.uint32)
+                          + tf.cast(example_ids, tf.uint32))                # [b]
+        return cls(int(seed) % 2 ** 32, step, example_k1)
+
+
 @dataclasses.dataclass(frozen=True)
 class StepPlan:
     """What a traced step is traced for.
 
     device: "cpu", "gpu" or "tpu": the device whose program is traced.
     attention: the attention op's implementation, one of config.ATTENTION_IMPLEMENTATIONS
-      ("auto" picks per call: layers/kernels/attention.py).
+      ("auto" picks per call: layers/xlnet_block.py's `chosen_implementation`).
     position_scores: one of config.POSITION_SCORE_FORMS (`angle_position_scores` says which
       form is used).
-    dropout_keys: the keys of this trace's dropout draws (layers/dropout.py's `DropoutKeys`,
-      built per traced training step), or None: each Dropout then draws from its own seed
+    dropout_keys: the keys of this trace's dropout draws (`DropoutKeys`, built per traced
+      training step: `keyed_plan`), or None: each Dropout then draws from its own seed
       generator.
     gpu_generation: the GPU generation Triton kernels are lowered for ("sm_90": H100/H200,
       "sm_80": A100), when `device` is "gpu".
@@ -59,7 +91,7 @@ class StepPlan:
     device: str = "cpu"
     attention: str = "auto"
     position_scores: str = "auto"
-    dropout_keys: Optional["DropoutKeys"] = None
+    dropout_keys: Optional[DropoutKeys] = None
     gpu_generation: str = "sm_90"
 
     def __post_init__(self):
@@ -84,7 +116,7 @@ class StepPlan:
         """The same plan traced for `device`."""
         return dataclasses.replace(self, device=device)
 
-    def with_dropout_keys(self, keys: Optional["DropoutKeys"]) -> "StepPlan":
+    def with_dropout_keys(self, keys: Optional[DropoutKeys]) -> "StepPlan":
         return dataclasses.replace(self, dropout_keys=keys)
 
     # ---------------------------------------------------------------- the device switches
@@ -139,3 +171,33 @@ class StepPlan:
 def plan_or_default(plan: Optional[StepPlan]) -> StepPlan:
     """`plan`, or this machine's plan for a call given none."""
     return plan if plan is not None else StepPlan.for_this_machine()
+
+
+def keyed_plan(seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor] = None,
+               examples_per_step: int = 1, plan: Optional[StepPlan] = None) -> StepPlan:
+    """`plan` (default: this machine's) with the dropout keys of one traced training step
+    (`DropoutKeys.of`)."""
+    return plan_or_default(plan).with_dropout_keys(
+        DropoutKeys.of(seed, step, example_ids, examples_per_step))
+
+
+# ---------------------------------------------------------------------------- run-time values
+def always_true(x: tf.Tensor) -> tf.Tensor:
+    """bool scalar, true for every value of `x` (an integer tensor of any shape, possibly
+    empty, that is not a constant), computed at run time from its largest element u:
+    u + 1 != u in uint32 arithmetic (wrapping), which no simplifier folds."""
+    if x.dtype != tf.uint32:
+        x = tf.bitcast(tf.cast(x, tf.int32), tf.uint32)
+    largest = tf.reduce_max(x)
+    return tf.not_equal(largest + tf.constant(1, tf.uint32), largest)
+
+
+def zero(x: tf.Tensor) -> tf.Tensor:
+    """float32 scalar 0.0 (positive zero), computed at run time from `x` (see `always_true`)."""
+    return 1.0 - tf.cast(always_true(x), tf.float32)
+
+
+def int_zero(x: tf.Tensor) -> tf.Tensor:
+    """int32 scalar 0, computed at run time from `x` (see `always_true`): added to a
+    `tf.range`, it keeps index patterns built from the range ([L, K] masks) in the program."""
+    return 1 - tf.cast(always_true(x), tf.int32)

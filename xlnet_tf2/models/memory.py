@@ -1,6 +1,8 @@
-"""Transformer-XL's memory, the one home of it: creating it (training, evaluation, generation),
-computing the next one from a layer's input, resetting it where a stream starts, and carrying
-it across steps, loops and restarts as host variables saved per worker (`MemoryState`).
+"""Transformer-XL's memory: creating it (training, evaluation, generation) and carrying it
+across steps, loops and restarts as host variables saved per worker (`MemoryState`). What the
+training step does with it lives with the step: the model computes each layer's next memory
+from the layer's input (models/xlnet_model.py `next_memory`), and the pretraining loss zeroes
+the rows that start a stream (tasks/objective.py `reset_at_stream_start`).
 
 Letters (docs/GLOSSARY.md): B rows per replica, M mem_len, D d_model, R reuse_len, L seq_len.
 Memories are batch-major, n_layer x [B, M, D]. In training and evaluation M is the model's
@@ -35,31 +37,6 @@ def initial_memory(config: XLNetConfig, batch_size: int, dtype) -> List[tf.Tenso
         return []
     return [tf.zeros([batch_size, config.mem_len, config.d_model], dtype)
             for _ in range(config.n_layer)]
-
-
-def next_memory(config: XLNetConfig, layer_input: tf.Tensor,
-                previous: Optional[tf.Tensor]) -> tf.Tensor:
-    """A layer's memory for the next chunk: the last M of concat(previous, first R positions
-    of this layer's input [B, L, D]); [B, M_new, D] with stopped gradient.
-
-    Only the reused prefix is cached: the rest of the chunk is not seen again by the
-    stream (and caching it would leak the B part of the pretraining example)."""
-    current = layer_input if config.reuse_len <= 0 else layer_input[:, :config.reuse_len]
-    if previous is not None:
-        current = tf.concat([tf.cast(previous, current.dtype), current], axis=1)
-    return tf.stop_gradient(current[:, -config.mem_len:])
-
-
-def reset_at_stream_start(mems: Sequence[tf.Tensor], chunk_index: tf.Tensor) -> List[tf.Tensor]:
-    """Zeroes the memory of rows that start a stream (chunk 0): at a block boundary of the data
-    schedule a slot moves to another stream, whose text does not follow what the memory holds.
-    Zero memory is what every stream starts from (as in the original).
-
-    mems: n_layer x [B, M, D] ([] without memory, returned as it is); chunk_index: int32 [B]."""
-    if not mems:
-        return []
-    keep = tf.cast(chunk_index > 0, mems[0].dtype)[:, None, None]  # [B, 1, 1]
-    return [m * keep for m in mems]
 
 
 # ---------------------------------------------------------------------------- generation

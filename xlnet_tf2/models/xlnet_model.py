@@ -21,12 +21,11 @@ import tensorflow as tf
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.kernels import angle_scores
-from xlnet_tf2.layers.relative_attention import normal_initializer
 from xlnet_tf2.layers.relative_position import (build_attention_masks,
                                                 relative_position_encoding, key_segment_ids,
                                                 segment_matrix)
 from xlnet_tf2.layers.step_plan import StepPlan, plan_or_default
-from xlnet_tf2.layers.xlnet_block import XLNetBlock
+from xlnet_tf2.layers.xlnet_block import XLNetBlock, normal_initializer
 from xlnet_tf2.models import memory, pretrained
 
 INPUT_KEYS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask", "perm_mask",
@@ -284,7 +283,7 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
         for i, block in enumerate(self.blocks):
             layer_mems = None if mems is None else mems[i]
             if c.mem_len > 0:
-                new_mems.append(memory.next_memory(c, h, layer_mems))
+                new_mems.append(next_memory(c, h, layer_mems))
             hidden_states.append(h)
             query_hidden_states.append(g)
             out = block(h, pos_emb, g=g, mems=layer_mems, content_mask=content_mask,
@@ -306,3 +305,17 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
         """Zero memories [B, mem_len, D] per layer ([] without memory): models/memory.py's
         `initial_memory` in this model's compute dtype."""
         return memory.initial_memory(self.config, batch_size, dtype or self.compute_dtype)
+
+
+def next_memory(config: XLNetConfig, layer_input: tf.Tensor,
+                previous: Optional[tf.Tensor]) -> tf.Tensor:
+    """A layer's memory for the next chunk (models/memory.py's module docstring): the last M of
+    concat(previous, first R positions of this layer's input [B, L, D]); [B, M_new, D] with
+    stopped gradient.
+
+    Only the reused prefix is cached: the rest of the chunk is not seen again by the
+    stream (and caching it would leak the B part of the pretraining example)."""
+    current = layer_input if config.reuse_len <= 0 else layer_input[:, :config.reuse_len]
+    if previous is not None:
+        current = tf.concat([tf.cast(previous, current.dtype), current], axis=1)
+    return tf.stop_gradient(current[:, -config.mem_len:])

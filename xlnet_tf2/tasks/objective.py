@@ -14,13 +14,15 @@ Letters (docs/GLOSSARY.md): B rows of the batch, L seq_len (queries i, keys j), 
    step with `two_stream_masks`: perm_mask [B, L, L], target_mapping [B, P, L], target [B, P],
    target_mask [B, P]. docs/SEMANTICS.md#masks.
 3. Two-stream attention: layers/relative_position.py turns perm_mask into the content and query
-   streams' masks; layers/relative_attention.py `RelativeAttention` runs both streams (content
+   streams' masks; layers/xlnet_block.py `RelativeAttention` runs both streams (content
    h, query g), one layer in layers/xlnet_block.py `XLNetBlock`; models/xlnet_model.py
    `XLNetModel` starts g at the target slots and carries the memory (models/memory.py).
 4. Prediction: models/lm_head_model.py `XLNetLMHeadModel`, logits [B, P, V] at the targets.
 5. The loss (here): `target_cross_entropy` / `target_count` over the global batch; the
-   trainer all-reduces the count (training/trainer.py), held-out evaluation sums both
-   (tasks/pretraining_eval.py). tasks/pretraining.py `PretrainTask.loss` runs 2-5 in a step.
+   training step all-reduces the count (training/step.py), held-out evaluation sums both
+   (tasks/pretraining_eval.py). `PretrainStep.loss` (here) runs 2-5 in a step, with the
+   memory's reset where a stream starts (`reset_at_stream_start`); tasks/pretraining.py's
+   `PretrainTask` is `PretrainStep` with what goes around the loop.
 
 Mask polarity: `perm_mask[b, i, j] = 1.0` means position i may NOT attend to position j (the
 original and HuggingFace polarity). It is the query-stream mask: a target never sees itself,
@@ -39,11 +41,15 @@ Mask rules, with rank[i] the place of i in the factorization order:
 
 from __future__ import annotations
 
+from typing import List, Optional, Sequence
+
 import tensorflow as tf
 
 from xlnet_tf2 import special_ids
+from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.data.objective_sampling import FACTORIZATION_ORDERS
-from xlnet_tf2.layers import run_time
+from xlnet_tf2.layers import step_plan
+from xlnet_tf2.training.task import Task
 
 
 def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_positions: tf.Tensor,
@@ -74,7 +80,7 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
     target_mapping = tf.one_hot(target_positions, seq_len, dtype=tf.float32)  # [B, P, L]
     is_target = tf.reduce_max(target_mapping, axis=1) > 0.5                    # [B, L]
     if order == "left_to_right":
-        perm_rank = tf.broadcast_to(tf.range(seq_len) + run_time.int_zero(input_ids),
+        perm_rank = tf.broadcast_to(tf.range(seq_len) + step_plan.int_zero(input_ids),
                                     tf.shape(input_ids))                      # [B, L]
         ranked = tf.ones_like(is_target)                                      # [B, L]
     else:
@@ -88,8 +94,8 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
                              ranked[:, None, :])                              # [B, L, L]
     # Halves: reused rows never see new columns; new rows see every reused column.
     # A run-time zero keeps the [L, L] half patterns in a compiled step, not folded into
-    # constants of that size (layers/run_time.py).
-    pos = tf.range(seq_len) + run_time.int_zero(input_ids)
+    # constants of that size (layers/step_plan.py).
+    pos = tf.range(seq_len) + step_plan.int_zero(input_ids)
     row_new = pos[:, None] >= reuse_len                                       # [L, 1]
     col_new = pos[None, :] >= reuse_len                                       # [1, L]
     same_half = tf.equal(row_new, col_new)                                    # [L, L]
@@ -109,6 +115,13 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
 # What the pretraining pipeline ships per example, with the dtype of each feature; the dense
 # masks are built from these on the device (`dense_features`).
 COMPACT_FEATURES = ("input_ids", "segment_ids", "perm_rank", "target_positions")
+# Features the model consumes and the loss inputs, both built on the device from the batch's
+# compact features by `dense_features`.
+MODEL_FEATURES = ("input_ids", "segment_ids", "perm_mask", "target_mapping")
+LOSS_FEATURES = ("target", "target_mask")
+# Which stream and direction each row reads: its place in the global batch, independent of
+# the replicas (keys its dropout masks, see layers/dropout.py).
+SLOT_FEATURES = ("stream_id", "direction", "chunk_index")
 
 
 def dense_features(features: dict, reuse_len: int, order: str = "permutation") -> dict:
@@ -149,3 +162,79 @@ def target_count(target_positions: tf.Tensor) -> tf.Tensor:
     float32 scalar. The loss is target_cross_entropy / target_count, each summed over the
     global batch."""
     return tf.reduce_sum(tf.cast(target_positions >= 0, tf.float32))
+
+
+def reset_at_stream_start(mems: Sequence[tf.Tensor], chunk_index: tf.Tensor) -> List[tf.Tensor]:
+    """Zeroes the memory of rows that start a stream (chunk 0): at a block boundary of the data
+    schedule a slot moves to another stream, whose text does not follow what the memory holds.
+    Zero memory is what every stream starts from (as in the original).
+
+    mems: n_layer x [B, M, D] ([] without memory, returned as it is); chunk_index: int32 [B]."""
+    if not mems:
+        return []
+    keep = tf.cast(chunk_index > 0, mems[0].dtype)[:, None, None]  # [B, 1, 1]
+    return [m * keep for m in mems]
+
+
+class PretrainStep(Task):
+    """The pretraining task inside the training step: the Task protocol's step methods
+    (training/task.py) on a batch of compact features. tasks/pretraining.py's `PretrainTask`
+    adds everything around the loop.
+
+    Args:
+      xlnet_config: the model's configuration (mem_len).
+      data_shape: the data's DataShape (seq_len L, reuse_len R, num_predict P, bi_data).
+      factorization_order: one of FACTORIZATION_ORDERS (see `two_stream_masks`).
+      global_batch: G, the training batch over all replicas.
+    The rows per replica, B, are the batch layout's (`_replica_batch`, set by the task's
+    `batch_layout`).
+    """
+
+    def __init__(self, xlnet_config: XLNetConfig, data_shape, factorization_order: str,
+                 global_batch: int):
+        self.xlnet_config = xlnet_config
+        self.data_shape = data_shape
+        self.factorization_order = factorization_order
+        self.global_batch = global_batch
+        self._replica_batch = 0
+
+    def replica_features(self, features, b: Optional[int] = None):
+        """Pins the per-replica batch shapes (B rows, default the training replica batch):
+        some strategies' iterators (multi-worker) hand out batches with an unknown batch
+        dimension, and XLA/TPU need static shapes."""
+        b = b or self._replica_batch
+        L, P = self.data_shape.seq_len, self.data_shape.num_predict
+        shapes = {"input_ids": [b, L], "segment_ids": [b, L], "perm_rank": [b, L],
+                  "target_positions": [b, P], "stream_id": [b], "direction": [b],
+                  "chunk_index": [b]}
+        return {k: tf.ensure_shape(v, shapes[k]) for k, v in features.items()}
+
+    def example_ids(self, features):
+        """int32 [rows]: direction * S + stream within the step's group (S streams per step),
+        the same for an example on any number of replicas or micro-batches. Stream ids are
+        unique across directories by multiples of num_streams, a multiple of S."""
+        streams = self.global_batch // (2 if self.data_shape.bi_data else 1)
+        return (tf.cast(features["direction"], tf.int32) * streams
+                + tf.math.floormod(tf.cast(features["stream_id"], tf.int32), streams))
+
+    def loss_count(self, features):
+        """float32: the real targets of a batch of compact features (positions >= 0)."""
+        return target_count(features["target_positions"])
+
+    def model_features(self, features):
+        """The dense model and loss inputs of a batch of compact features, built where this
+        runs (on the device inside the step): `dense_features` at this run's reuse_len."""
+        return dense_features(features, self.data_shape.reuse_len, self.factorization_order)
+
+    def loss(self, model, features, mems, training: bool = True, plan=None):
+        """(summed cross-entropy over this replica's real targets, new memory); `features`
+        are compact, the dense masks are built here (inside the compiled step)."""
+        chunk_index = features["chunk_index"]
+        features = self.model_features(features)
+        inputs = {k: features[k] for k in MODEL_FEATURES}
+        if self.xlnet_config.mem_len:
+            inputs["mems"] = reset_at_stream_start(list(mems), chunk_index)
+        outputs = model(inputs, training=training, plan=plan)
+        ce_sum = target_cross_entropy(outputs["logits"], features["target"],
+                                      features["target_mask"])
+        return ce_sum, list(outputs["new_mems"])

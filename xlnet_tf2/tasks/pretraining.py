@@ -1,6 +1,7 @@
-"""Pretraining as a Task: the LM model, the permutation-LM loss (tasks/objective.py) and the
-Transformer-XL memory as the carried state (models/memory.py); the generic loop
-(training/trainer.py) does the steps, strategy, optimizer, checkpoints and logs.
+"""Pretraining as a Task: the LM model, the permutation-LM loss and the task's part of the step
+(tasks/objective.py's `PretrainStep`, which `PretrainTask` extends) and the Transformer-XL
+memory as the carried state (models/memory.py); the generic loop (training/trainer.py) does
+the steps, strategy, optimizer, checkpoints and logs.
 
     result = run_task(PretrainTask, config)       # the command (training/trainer.py)
 
@@ -29,21 +30,15 @@ from xlnet_tf2.data.pretrain_dataset import DataShape, PretrainData
 from xlnet_tf2.models import XLNetLMHeadModel, memory
 from xlnet_tf2.models.memory import MemoryState
 from xlnet_tf2.tasks import objective
+from xlnet_tf2.tasks.objective import PretrainStep
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 from xlnet_tf2.tasks.pretraining_eval import HeldOutEvaluator, default_eval_dirs
 from xlnet_tf2.training import checkpointing, distribution
 from xlnet_tf2.training.metrics_logger import pretrain_step_flops
-from xlnet_tf2.training.task import RunSettings, Task
+from xlnet_tf2.training.task import RunSettings
 from xlnet_tf2.training.trainer import Trainer, TrainResult
 
-# Features the model consumes and the loss inputs, both built on the device from the batch's
-# compact features (COMPACT_FEATURES) by objective.dense_features.
-MODEL_FEATURES = ("input_ids", "segment_ids", "perm_mask", "target_mapping")
-LOSS_FEATURES = ("target", "target_mask")
-# Which stream and direction each row reads: its place in the global batch, independent of
-# the replicas (keys its dropout masks, see layers/dropout.py).
-SLOT_FEATURES = ("stream_id", "direction", "chunk_index")
 # Bookkeeping ids of each example (which stream slot, which chunk of it, which direction and
 # pass), recorded per step when `record_steps` is on, to audit what was consumed.
 EXAMPLE_ID_FEATURES = ("stream_id", "chunk_index", "direction", "pass_id")
@@ -51,7 +46,7 @@ EXAMPLE_ID_FEATURES = ("stream_id", "chunk_index", "direction", "pass_id")
 __all__ = ["DataShape", "PretrainResult", "PretrainTask", "build_trainer"]
 
 
-class PretrainTask(Task):
+class PretrainTask(PretrainStep):
     """One pretraining run: LM model and loss, memory, data position, held-out loss.
 
     Args:
@@ -80,19 +75,19 @@ class PretrainTask(Task):
         self.data = data
         self.eval_data = eval_data
         self.spm_model = spm_model
-        self.data_shape: DataShape = data.shape
-        shape = self.data_shape
+        shape: DataShape = data.shape
         runtime = config.model.runtime(reuse_len=shape.reuse_len, bi_data=shape.bi_data)
-        self.xlnet_config = XLNetConfig.from_architecture(architecture.architecture(), **runtime)
         loop = config.loop
-        self.step_features = objective.COMPACT_FEATURES + SLOT_FEATURES
+        super().__init__(XLNetConfig.from_architecture(architecture.architecture(), **runtime),
+                         shape, config.factorization_order, loop.train_batch_size)
+        self.step_features = objective.COMPACT_FEATURES + objective.SLOT_FEATURES
         self.record_features = EXAMPLE_ID_FEATURES if loop.record_steps else ()
         self.eval_every = config.evaluation.eval_steps if eval_data is not None else None
         self.exhausted_hint = ("Prepare more data or passes (data_prep/create_tfrecords.py "
                                "--num_passes) or lower --train_steps.")
         self.evaluator: Optional[HeldOutEvaluator] = None
         self._model: Optional[keras.Model] = None
-        self._replica_batch = self._eval_replica_batch = 0
+        self._eval_replica_batch = 0
         self._corrupt_record_locator = None
 
     # ------------------------------------------------------------------ what to build
@@ -133,50 +128,6 @@ class PretrainTask(Task):
         return MemoryState.for_worker(self.xlnet_config, model.compute_dtype, layout, strategy,
                                       distribution.worker_id(strategy),
                                       distribution.num_workers(strategy))
-
-    # ------------------------------------------------------------------ the step
-    def replica_features(self, features, b: Optional[int] = None):
-        """Pins the per-replica batch shapes (B rows, default the training replica batch):
-        some strategies' iterators (multi-worker) hand out batches with an unknown batch
-        dimension, and XLA/TPU need static shapes."""
-        b = b or self._replica_batch
-        L, P = self.data_shape.seq_len, self.data_shape.num_predict
-        shapes = {"input_ids": [b, L], "segment_ids": [b, L], "perm_rank": [b, L],
-                  "target_positions": [b, P], "stream_id": [b], "direction": [b],
-                  "chunk_index": [b]}
-        return {k: tf.ensure_shape(v, shapes[k]) for k, v in features.items()}
-
-    def example_ids(self, features):
-        """int32 [rows]: direction * S + stream within the step's group (S streams per step),
-        the same for an example on any number of replicas or micro-batches. Stream ids are
-        unique across directories by multiples of num_streams, a multiple of S."""
-        streams = self.config.loop.train_batch_size // (2 if self.data_shape.bi_data else 1)
-        return (tf.cast(features["direction"], tf.int32) * streams
-                + tf.math.floormod(tf.cast(features["stream_id"], tf.int32), streams))
-
-    def loss_count(self, features):
-        """float32: the real targets of a batch of compact features (positions >= 0)."""
-        return objective.target_count(features["target_positions"])
-
-    def model_features(self, features):
-        """The dense model and loss inputs of a batch of compact features, built where this
-        runs (on the device inside the step): objective.dense_features at this run's
-        reuse_len."""
-        return objective.dense_features(features, self.data_shape.reuse_len,
-                                        self.config.factorization_order)
-
-    def loss(self, model, features, mems, training: bool = True, plan=None):
-        """(summed cross-entropy over this replica's real targets, new memory); `features`
-        are compact, the dense masks are built here (inside the compiled step)."""
-        chunk_index = features["chunk_index"]
-        features = self.model_features(features)
-        inputs = {k: features[k] for k in MODEL_FEATURES}
-        if self.xlnet_config.mem_len:
-            inputs["mems"] = memory.reset_at_stream_start(list(mems), chunk_index)
-        outputs = model(inputs, training=training, plan=plan)
-        ce_sum = objective.target_cross_entropy(outputs["logits"], features["target"],
-                                                features["target_mask"])
-        return ce_sum, list(outputs["new_mems"])
 
     # ------------------------------------------------------------------ around the loop
     def run_files(self, model):

@@ -10,10 +10,10 @@ outside the backbone (the head) is on top. Nothing matches variable names.
   embeddings & co.         decay ** n_layer               (the original left them at 1)
 
 The multiplier scales the learning rate of that variable's Adam update: the multipliers go to
-the one optimizer of the project, `XLNetAdamW.set_lr_multipliers` (xlnet_tf2/training/
-optimization.py). The original multiplied the clipped gradient instead, which Adam's
-normalization almost entirely cancels (docs/SEMANTICS.md#optimizer). Decoupled weight decay is
-applied by Keras with the base rate.
+the one optimizer of the project, `XLNetAdamW.set_lr_multipliers` (training/step.py). The
+original multiplied the clipped gradient instead, which Adam's normalization almost entirely
+cancels (docs/SEMANTICS.md#optimizer). Decoupled weight decay is applied by Keras with the base
+rate.
 """
 
 from __future__ import annotations

@@ -150,7 +150,8 @@ class LoopConfig:
 
 @dataclasses.dataclass(frozen=True)
 class OptimizerConfig:
-    """AdamW (xlnet_tf2/training/optimization.py), its schedule and gradient clipping."""
+    """AdamW (xlnet_tf2/training/step.py, built by optimization.py), its schedule and gradient
+    clipping."""
 
     learning_rate: float = setting(
         4e-4, "Peak learning rate, reached at the end of warmup and then decayed linearly to "

@@ -1,7 +1,7 @@
 """The one training loop of the project: `Trainer(task)` runs any Task (task.py): pretraining
 and every fine-tuning task (xlnet_tf2/tasks/) are tasks; the loop knows nothing of any one.
 How every command runs its task: `run_task`; how one run goes: `Trainer.train`; what one step
-computes: `Trainer._replica_step`.
+computes: step.py's `TrainingStep`.
 """
 
 from __future__ import annotations
@@ -20,16 +20,17 @@ from absl import logging
 from xlnet_tf2 import fileio, run_dir
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
-from xlnet_tf2.layers.dropout import assign_dropout_salts, keyed_plan
-from xlnet_tf2.layers.kernels.attention import (GPU_ONLY_IMPLEMENTATIONS,
-                                                raised_while_tracing, refusal_before_tracing)
+from xlnet_tf2.layers.dropout import assign_dropout_salts
 from xlnet_tf2.layers.step_plan import StepPlan
+from xlnet_tf2.layers.xlnet_block import (GPU_ONLY_IMPLEMENTATIONS, raised_while_tracing,
+                                          refusal_before_tracing)
 from xlnet_tf2.training import checkpointing, distribution, preemption, run_record
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
-from xlnet_tf2.training.optimization import (apply_gradients, create_optimizer,
-                                             describe_optimizer, global_norm, warmup_warning)
+from xlnet_tf2.training.optimization import (create_optimizer, describe_optimizer,
+                                             warmup_warning)
 from xlnet_tf2.training.run_config import LoopConfig
+from xlnet_tf2.training.step import TrainingStep
 from xlnet_tf2.training.task import RunSettings, Task  # noqa: F401 (RunSettings: re-export)
 
 
@@ -86,9 +87,10 @@ class Trainer:
       device: the device the step is traced for ("cpu", "gpu", "tpu"); default: this
         machine's. Another one traces that device's program here (tests, tools).
 
-    The step is traced with `self.plan` (layers/step_plan.py): the device and the loop's
-    --attention_implementation, with each trace's dropout keys added where the step is
-    traced (`_forward_backward`). `first_step(device)` traces it for another device.
+    The step (`self.step`, step.py's `TrainingStep`) is traced with `self.plan`
+    (layers/step_plan.py): the device and the loop's --attention_implementation, with each
+    trace's dropout keys added where the step is traced. `first_step(device)` traces it for
+    another device.
     """
 
     def __init__(self, task: Task, loop_config: Optional[LoopConfig] = None,
@@ -103,9 +105,6 @@ class Trainer:
         self.strategy = strategy or tf.distribute.get_strategy()
         self.num_replicas = self.strategy.num_replicas_in_sync
         self.layout = task.batch_layout(self.num_replicas)
-        self.replica_batch = self.layout.replica_batch
-        self.micro_batches = self.layout.micro_batches
-        self.micro_batch = self.layout.micro_batch
         self.is_chief = distribution.is_chief(self.strategy)
         settings = dict(attention=loop.attention_implementation,
                         position_scores=loop.position_scores)
@@ -158,141 +157,17 @@ class Trainer:
         # update (merge_call) have not been checked under jit_compile. A TPU compiles
         # everything anyway.
         self.whole_step_compiled = loop.jit_compile and self.num_replicas == 1 and not self.on_tpu
-        self._step_fn = (tf.function(self._replica_step, jit_compile=True, reduce_retracing=True)
-                         if self.whole_step_compiled else self._replica_step)
-        # The gradients are a function of their own only when the step is not compiled as a
-        # whole. Inside the compiled step a nested jit-compiled tf.function is a trap: for some
-        # models (the fine-tuning classifier; not the pretraining model) TensorFlow folded the
-        # inner call's variable reads and the step number into literals, so every step
-        # compiled a new program (tests/training/test_program_constants.py; the cost:
-        # BENCHMARKS.md). Called directly, the backward pass is part of the step.
-        self._compute_grads = (self._forward_backward if self.whole_step_compiled else
-                               tf.function(self._forward_backward,
-                                           jit_compile=loop.jit_compile, reduce_retracing=True))
+        self.step = TrainingStep(
+            task, self.model, self.optimizer, self._trainable, self.layout, self.plan,
+            seed=loop.seed, global_batch=loop.train_batch_size, clip_norm=opt.clip_norm,
+            num_replicas=self.num_replicas, on_tpu=self.on_tpu, loss_scaling=self.loss_scaling,
+            whole_step_compiled=self.whole_step_compiled, jit_compile=loop.jit_compile)
+        self._step_fn = (tf.function(self.step.replica_step, jit_compile=True,
+                                     reduce_retracing=True)
+                         if self.whole_step_compiled else self.step.replica_step)
         self._loop = tf.function(self._train_loop)
 
-    # ------------------------------------------------------------------ the step
-    def _forward_backward(self, features, state, global_count, step, example_ids, plan):
-        """One replica's gradients for one (micro-)batch; pure computation (XLA-compilable
-        with static shapes), traced with `plan` (layers/step_plan.py). The dropout masks are
-        keyed by the run's seed, the step and each row's place in the global batch,
-        `example_ids` int32 [rows] (layers/dropout.py): the keys join the plan here.
-
-        Returns (grads, new_state, loss_sum); the gradients are of loss_sum / global_count
-        (times the loss scale under mixed_float16).
-        """
-        plan = keyed_plan(self.loop_config.seed, step, example_ids,
-                          self.loop_config.train_batch_size, plan=plan)
-        with tf.GradientTape() as tape:
-            loss_sum, new_state = self.task.loss(self.model, features, state, training=True,
-                                                 plan=plan)
-            loss = loss_sum / global_count
-            if self.loss_scaling:
-                loss = self.optimizer.scale_loss(loss)
-        grads = tape.gradient(loss, self._trainable)
-        return grads, new_state, loss_sum
-
-    def _example_ids(self, features, replica, micro):
-        """int32 [mb]: the rows' places in the global batch (the task's `example_ids`, else
-        replica * B + micro * m + row)."""
-        ids = self.task.example_ids(features)
-        if ids is not None:
-            return ids
-        return (tf.cast(replica, tf.int32) * self.replica_batch + micro * self.micro_batch
-                + tf.range(self.micro_batch, dtype=tf.int32))
-
-    def _accumulated_gradients(self, features, state, global_count, step, replica, plan):
-        """Gradients summed over `micro_batches` consecutive slices of the replica batch.
-
-        Micro-batch i holds rows [i * mb, (i + 1) * mb) of every feature and of the carried
-        state (whose rows follow the batch rows), so each row's state continues its own
-        stream; the input pipeline lays the rows out so that each slice is a well-formed
-        batch (e.g. forward and backward halves with bi_data). The sum of the slices'
-        gradients of loss_sum / global_count is the gradient of the whole batch.
-        """
-        mb, num = self.micro_batch, self.micro_batches
-
-        def rows(tensor, i):
-            return tf.reshape(tensor, [num, mb] + tensor.shape[1:].as_list())[i]
-
-        zero_grads = [tf.zeros(v.shape, v.dtype) for v in self._trainable]
-        state_parts = [tf.TensorArray(s.dtype, size=num, element_shape=[mb] + s.shape[1:].as_list())
-                       for s in state]
-
-        def body(i, grads, loss_sum, parts):
-            micro_features = {k: rows(v, i) for k, v in features.items()}
-            micro_state = [rows(s, i) for s in state]
-            g, new_state, l_sum = self._compute_grads(
-                micro_features, micro_state, global_count, step,
-                self._example_ids(micro_features, replica, i), plan)
-            grads = [a if b is None else a + tf.convert_to_tensor(b) for a, b in zip(grads, g)]
-            parts = [p.write(i, s) for p, s in zip(parts, new_state)]
-            return i + 1, grads, loss_sum + l_sum, parts
-
-        _, grads, loss_sum, parts = tf.while_loop(
-            lambda i, *_: i < num, body,
-            (tf.constant(0), zero_grads, tf.constant(0.0, tf.float32), state_parts))
-        new_state = [tf.reshape(p.stack(), [num * mb] + p.element_shape[1:].as_list())
-                     for p in parts]
-        return grads, new_state, loss_sum
-
-    def _sum_over_replicas(self, context, value):
-        """The sum of `value` over the replicas; with one replica the value itself (no
-        merge_call, so the whole step can be compiled)."""
-        if self.num_replicas == 1:
-            return value
-        return context.all_reduce(tf.distribute.ReduceOp.SUM, value)
-
-    def _replica_step(self, features, state, step):
-        """One replica's share of a step, traced with the Trainer's plan (`_planned_step`)."""
-        return self._planned_step(features, state, step, self.plan)
-
-    def _planned_step(self, features, state, step, plan: StepPlan):
-        """One replica's share of a step:
-
-          count    = all-reduced sum of `task.loss_count(features)` (real targets, or
-                     examples), >= 1
-          loss     = task.loss(model, features, state)[0] / count: this replica's share of
-                     the mean
-          gradient = d loss / d variables, summed over `grad_accum_steps` micro-batches
-                     (consecutive row slices of the replica batch and of its carried state)
-                     and over replicas, clipped to `clip_norm` (global norm), applied once
-          dropout  = masks keyed by (seed, step, each row's place in the global batch): the
-                     same on any topology and across restarts (layers/dropout.py)
-
-        So each replica's gradient is its share of the global token- (or example-) weighted
-        mean and their sum is the gradient of that mean, whatever the replica count. Under
-        mixed_float16 the loss is scaled by the LossScaleOptimizer's dynamic scale before
-        differentiation. `plan`: how the step is traced (layers/step_plan.py).
-        """
-        features = self.task.replica_features(features)
-        context = tf.distribute.get_replica_context()
-        replica = context.replica_id_in_sync_group
-        local_count = tf.cast(self.task.loss_count(features), tf.float32)
-        global_count = tf.maximum(self._sum_over_replicas(context, local_count), 1.0)
-        if self.micro_batches == 1:
-            grads, new_state, loss_sum = self._compute_grads(
-                features, state, global_count, step, self._example_ids(features, replica, 0),
-                plan)
-        else:
-            grads, new_state, loss_sum = self._accumulated_gradients(
-                features, state, global_count, step, replica, plan)
-        # The global gradient: every replica's share of the global mean, summed.
-        grads = self._sum_over_replicas(context, grads)
-        # The accelerator's fused form of the norm and the update: one replica, not under
-        # TPUStrategy (training/optimization.py).
-        grouped = plan.grouped_optimizer and self.num_replicas == 1 and not self.on_tpu
-        scaled_norm = global_norm(grads, grouped)
-        # Under mixed_float16 the gradients carry the loss scale: clip them at the scaled
-        # threshold and report the unscaled norm. Overflowed steps (inf norm) are skipped by
-        # the LossScaleOptimizer, which then lowers the scale.
-        scale = (tf.cast(self.optimizer.dynamic_scale, tf.float32) if self.loss_scaling
-                 else tf.constant(1.0, tf.float32))
-        grads, _ = tf.clip_by_global_norm(grads, self.optimizer_config.clip_norm * scale,
-                                          use_norm=scaled_norm)
-        apply_gradients(self.optimizer, grads, self._trainable, grouped)
-        return new_state, loss_sum / global_count, scaled_norm / scale
-
+    # ------------------------------------------------------------------ the loop
     def _train_loop(self, iterator, state, num_steps):
         """`num_steps` steps in one graph, fewer if a stop is requested (preemption.py);
         returns (state, per-step stats of the steps run, plus "stopped": bool [])."""
@@ -370,12 +245,8 @@ class Trainer:
         features = next(iter(dataset))
         step_fn = self._step_fn
         if device is not None:
-            plan = self.plan.on(device)
-
-            def planned_step(features, state, step):
-                return self._planned_step(features, state, step, plan)
-
-            step_fn = tf.function(planned_step, jit_compile=True, reduce_retracing=True)
+            step_fn = tf.function(self.step.on(device).replica_step, jit_compile=True,
+                                  reduce_retracing=True)
         return step_fn, (self._step_features(features), self.distribute_state(),
                          self.global_step.read_value())
 
@@ -561,7 +432,7 @@ class Trainer:
                         raise
                     raise translated from e
                 except Exception as e:  # noqa: BLE001 - only the attention's own error is taken
-                    # A forced implementation that cannot run (kernels/attention.py: what the
+                    # A forced implementation that cannot run (layers/xlnet_block.py: what the
                     # trace alone learns, such as kernels that fail on this GPU) raises while
                     # the first loop traces the step, inside AutoGraph's own error.
                     refused = raised_while_tracing(e)

@@ -1,6 +1,6 @@
 """The flash relative attention kernels (layers/kernels/flash_relative_attention.py) under
 Triton's CPU interpreter, against an independent float64 TensorFlow implementation of
-the kernel module's formulas (gradients by TF's autodiff, dropout bits from layers/kernels/dropout_masks.py's
+the kernel module's formulas (gradients by TF's autodiff, dropout bits from layers/dropout.py's
 hashed_bits), and their lowering to TTIR for sm_80 and sm_90 (no GPU needed).
 
 The module makes its kernels interpreted or compiled on request (`kernels(interpret=...)`), so
@@ -19,7 +19,7 @@ torch = pytest.importorskip("torch")
 triton = pytest.importorskip("triton")
 
 from xlnet_tf2.layers import Dropout  # noqa: E402
-from xlnet_tf2.layers.kernels import dropout_masks  # noqa: E402
+from xlnet_tf2.layers import dropout  # noqa: E402
 from xlnet_tf2.layers.kernels import flash_relative_attention as flash  # noqa: E402
 
 
@@ -85,11 +85,11 @@ def _case(name):
 
 
 def _keep(c):
-    """The keep mask [B,N,S,K] of the reference: dropout_masks.hashed_bits of each row part."""
+    """The keep mask [B,N,S,K] of the reference: dropout.hashed_bits of each row part."""
     parts = [(0, c["rows"])] if c["split"] is None else [(0, c["split"]),
                                                          (c["split"], c["rows"])]
     threshold = tf.constant(Dropout(c["rate"])._threshold, tf.uint32)
-    keeps = [dropout_masks.hashed_bits([c["b"], c["n"], stop - start, c["keys"]],
+    keeps = [dropout.hashed_bits([c["b"], c["n"], stop - start, c["keys"]],
                                  tf.constant(c["k0s"][i]), tf.constant(c["k1"])) >= threshold
              for i, (start, stop) in enumerate(parts)]
     return tf.concat(keeps, axis=2)

@@ -12,11 +12,12 @@ import pytest
 import tensorflow as tf
 
 from benchmarks.tools import triton_parse_check
-from xlnet_tf2.layers.dropout import Dropout, DropoutKeys
-from xlnet_tf2.layers.kernels import attention, dropout_masks, triton_attention
+from xlnet_tf2.layers import dropout, xlnet_block
+from xlnet_tf2.layers.dropout import Dropout
+from xlnet_tf2.layers.kernels import triton_attention
 from xlnet_tf2.layers.kernels import flash_relative_attention as flash
 from xlnet_tf2.layers.kernels import triton_call
-from xlnet_tf2.layers.step_plan import StepPlan
+from xlnet_tf2.layers.step_plan import DropoutKeys, StepPlan
 
 pytest.importorskip("triton")
 tl = pytest.importorskip("triton.language")
@@ -42,22 +43,22 @@ def test_blocked_mask_is_bit_packed_as_the_kernels_read_it():
 
 
 def test_dropout_keys_are_the_reference_draws_and_the_kernels_hash_its_bits():
-    """The keys advance the Dropout's call counter as the reference's two-part draw does, and
+    """The keys advance the Dropout's draw count as the reference's two-part draw does, and
     the kernels' per-example hash of those keys (flash_relative_attention.py, written out
-    below) gives dropout_masks.hashed_bits' bits."""
+    below) gives layers/dropout.py's hashed_bits' bits."""
     batch, heads, rows, keys, split = 3, 2, 7, 5, 4
     layer = Dropout(0.1)
     layer.salt = 11
     step, ids = tf.constant(9), tf.constant([4, 0, 2])
-    plan = StepPlan(device="gpu").with_dropout_keys(DropoutKeys(5, step, ids, 6))
+    plan = StepPlan(device="gpu").with_dropout_keys(DropoutKeys.of(5, step, ids, 6))
     k0s, k1 = triton_attention.dropout_keys(layer, batch, (split, rows - split), plan)
-    assert plan.dropout_keys.calls == {11: 2}
-    reference = StepPlan(device="gpu").with_dropout_keys(DropoutKeys(5, step, ids, 6))
+    assert layer._draw_number(plan.dropout_keys) == 2  # the next draw is the third
+    reference = StepPlan(device="gpu").with_dropout_keys(DropoutKeys.of(5, step, ids, 6))
     for part, part_rows in enumerate((split, rows - split)):
         k0, ref_k1 = layer._keys(False, batch, reference)
         assert k0.numpy() == k0s.numpy().view(np.uint32)[part]
         np.testing.assert_array_equal(ref_k1.numpy(), k1.numpy().view(np.uint32))
-        bits = dropout_masks.hashed_bits([batch, heads, part_rows, keys], k0, ref_k1).numpy()
+        bits = dropout.hashed_bits([batch, heads, part_rows, keys], k0, ref_k1).numpy()
         n = np.arange(heads * part_rows * keys, dtype=np.uint64).reshape(heads, part_rows, keys)
         k0v = np.uint64(k0.numpy())
         for b in range(batch):
@@ -70,12 +71,12 @@ def test_dropout_keys_are_the_reference_draws_and_the_kernels_hash_its_bits():
 def test_forced_where_it_cannot_run_is_one_line():
     q = tf.zeros([1, 2, 4, 16])
     k = tf.zeros([1, 2, 6, 16])
-    with pytest.raises(attention.AttentionImplementationError,
+    with pytest.raises(xlnet_block.AttentionImplementationError,
                        match=r"--attention_implementation=triton cannot run here: the step is "
                              r"traced for a CPU, not a GPU; use"):
-        attention.attention(q, k, k, tf.zeros([1, 2, 4, 6]), None, scale=0.25,
-                            dropout=Dropout(0.0), training=False,
-                            plan=StepPlan(device="cpu", attention="triton"))
+        xlnet_block.attention(q, k, k, tf.zeros([1, 2, 4, 6]), None, scale=0.25,
+                              dropout=Dropout(0.0), training=False,
+                              plan=StepPlan(device="cpu", attention="triton"))
     reason = triton_attention.triton_unavailable_reason(
         tf.zeros([1, 2, 4, 24]), k, dropout_rate=0.0, dropout_rows=None,
         plan=StepPlan(device="gpu"))
@@ -89,6 +90,7 @@ def test_backend_config_is_the_dictionary_xla_reads():
                       'num_warps = 4 : i32}')
 
 
+@pytest.mark.xla
 @pytest.mark.slow
 @pytest.mark.parametrize("generation", ["sm_90", "sm_80"])
 def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation):
@@ -96,9 +98,8 @@ def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation
     segments and attention dropout: forward, dk/dv and dq calls, the forward fed q + r_r and
     the [X, N, T, H] projected position embedding (no [B, N, S, T] array in the program), TTIR
     that TensorFlow 2.20's own XLA parses and verifies."""
-    from xlnet_tf2.layers.relative_attention import RelativeAttention
     case = _layer_case("bi", True)
-    layer = RelativeAttention(32, 2, 16, dropatt=0.1, dtype="mixed_bfloat16")
+    layer = xlnet_block.RelativeAttention(32, 2, 16, dropatt=0.1, dtype="mixed_bfloat16")
     layer.attention_dropout.salt = 3
     batch, q_len, n_query = 2, 12, 4
     k_len, t_len = case["mems"].shape[1] + q_len, case["pos_emb"].shape[1]
@@ -107,7 +108,7 @@ def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation
     @tf.function(jit_compile=True)
     def step(h, g, mems):
         plan = StepPlan(device="gpu", attention="auto", gpu_generation=generation
-                        ).with_dropout_keys(DropoutKeys(7, tf.constant(5), tf.range(batch), 2))
+                        ).with_dropout_keys(DropoutKeys.of(7, tf.constant(5), tf.range(batch), 2))
         with tf.GradientTape() as tape:
             tape.watch([h, g, mems])
             h_out, g_out = layer(h, case["pos_emb"], g=g, mems=mems, training=True, plan=plan,
@@ -219,8 +220,7 @@ def test_the_layer_on_the_triton_path_is_the_reference(interpreted_triton, attn_
     a row that sees nothing, three segment ids and attention dropout: its outputs and every
     gradient on the Triton path (the kernels interpreted, fed the unshifted position scores,
     the row positions and the segment ids the layer hands them) equal the reference's."""
-    from xlnet_tf2.layers.relative_attention import RelativeAttention
-    layer = RelativeAttention(32, 2, 16, dropatt=0.2)
+    layer = xlnet_block.RelativeAttention(32, 2, 16, dropatt=0.2)
     layer.attention_dropout.salt = 5
     case = _layer_case(attn_type, segments)
     layer(case["h"], case["pos_emb"], g=case["g"], mems=case["mems"],
@@ -228,7 +228,7 @@ def test_the_layer_on_the_triton_path_is_the_reference(interpreted_triton, attn_
 
     def run(attention_implementation):
         plan = StepPlan(device="gpu", attention=attention_implementation).with_dropout_keys(
-            DropoutKeys(3, tf.constant(9), tf.constant([4, 1]), 6))
+            DropoutKeys.of(3, tf.constant(9), tf.constant([4, 1]), 6))
         inputs = [case["h"], case["g"], case["mems"]]
         with tf.GradientTape() as tape:
             tape.watch(inputs)
@@ -266,7 +266,7 @@ def checked_here(monkeypatch):
     monkeypatch.setattr(triton_attention, "_call", _interpreted_call)
     monkeypatch.setattr(triton_call, "ttir", lambda *args, **kwargs: "")
     monkeypatch.setattr(triton_attention, "_CHECKED", {})
-    monkeypatch.setattr(attention, "_SAID", set())
+    monkeypatch.setattr(xlnet_block, "_SAID", set())
 
 
 def _shifted(g, rel, low, BLOCK_N):  # noqa: N803 - a kernel function's constexpr
@@ -292,9 +292,9 @@ def _choose(attention_implementation, dtype=tf.bfloat16):
     """chosen_implementation for a bfloat16 attention with dropout, XLA's context waived."""
     q = tf.zeros([2, 2, 8, 64], dtype)
     plan = StepPlan(device="gpu", attention=attention_implementation).with_dropout_keys(
-        DropoutKeys(1, tf.constant(2), tf.range(2), 2))
-    return attention.chosen_implementation(q, tf.zeros([2, 2, 12, 64], dtype),
-                                           dropout=Dropout(0.1), training=True, plan=plan)
+        DropoutKeys.of(1, tf.constant(2), tf.range(2), 2))
+    return xlnet_block.chosen_implementation(q, tf.zeros([2, 2, 12, 64], dtype),
+                                             dropout=Dropout(0.1), training=True, plan=plan)
 
 
 @pytest.mark.slow  # the check's attention, forward and backward, interpreted: about 40 s
@@ -322,14 +322,15 @@ def test_a_wrong_kernel_fails_the_check_and_auto_takes_the_reference(
     assert _choose("triton") == "triton"                       # forced: no comparison
 
 
+@pytest.mark.xla
 def test_kernels_that_do_not_compile_fail_the_check_in_one_line(monkeypatch, xla_context_waived):
     """This CPU's XLA, which has no Triton custom call, stands in for a GPU's XLA that rejects
     the kernels: auto takes the reference op, forced triton is one line naming the flag."""
     monkeypatch.setattr(triton_attention, "_gpu_present", lambda: True)
     monkeypatch.setattr(triton_attention, "_CHECKED", {})
-    monkeypatch.setattr(attention, "_SAID", set())
+    monkeypatch.setattr(xlnet_block, "_SAID", set())
     assert _choose("auto") == "reference"
-    with pytest.raises(attention.AttentionImplementationError) as raised:
+    with pytest.raises(xlnet_block.AttentionImplementationError) as raised:
         _choose("triton")
     line = str(raised.value)
     assert "\n" not in line

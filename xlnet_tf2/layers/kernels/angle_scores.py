@@ -26,18 +26,18 @@ from typing import Optional
 
 import tensorflow as tf
 
-from xlnet_tf2.layers import run_time
+from xlnet_tf2.layers import step_plan
 
 
 def angle_table(k_len: int, d_model: int, run_time_input: Optional[tf.Tensor] = None
                 ) -> tf.Tensor:
     """float32 [2, K, D/2]: cos(n f) and sin(n f) for n = 0 .. K - 1 and the D/2 frequencies of
     the sinusoid embedding. `run_time_input`: an integer tensor known only at run time, so the
-    table is computed in the program rather than folded into a constant (layers/run_time.py)."""
+    table is computed in the program rather than folded into a constant (layers/step_plan.py)."""
     inv_freq = 1.0 / tf.pow(10000.0, tf.range(0, d_model, 2, dtype=tf.float32) / d_model)
     n = tf.range(k_len, dtype=tf.float32)
     if run_time_input is not None:
-        n = n + run_time.zero(run_time_input)
+        n = n + step_plan.zero(run_time_input)
     angles = n[:, None] * inv_freq[None, :]                               # [K, D/2]
     return tf.stack([tf.cos(angles), tf.sin(angles)], axis=0)
 

@@ -2,7 +2,7 @@
 stream, then the query stream) over K = M + L keys as Triton kernels, forward and backward. Every
 term of a score is made inside the tile that uses it: no score-sized tensor and no [B, N, S, T]
 position-score tensor exists outside the kernels. The formulas are the project's reference
-attention (layers/relative_attention.py's scores, layers/kernels/reference.py's op):
+attention (layers/xlnet_block.py's scores and op, `reference_attention`):
 
     score[s, j] = (q_w[s].k[j] + q_r[s].k_r[L - row_pos[s] + j]
                    + seg[s, row_seg[s] != key_seg[j]]) * scale,  blocked -> -1e30,
@@ -84,7 +84,7 @@ from typing import Dict, Optional, Tuple
 # The reference's blocked score: finite, so a row whose keys are all blocked gets the
 # reference's uniform softmax over its K keys (not a NaN).
 BLOCKED_SCORE = -1e30
-_GOLDEN = 0x9E3779B9               # dropout.py's counter and key multipliers
+_GOLDEN = 0x9E3779B9               # layers/dropout.py's counter and key multipliers
 _KEY_MULTIPLIER = 0x85EBCA77
 # Larger than any row's first k_r row (L - row_pos <= L): the minimum's neutral element.
 _FAR = 2 ** 30

@@ -3,8 +3,8 @@ inside the step's XLA program: three `__gpu$xla.gpu.triton` custom calls (kernel
 the forward under a `tf.custom_gradient` whose gradient is the two backward calls.
 
 Unlike the other implementations of the attention op, the kernels take the score's terms before
-they are assembled into a [B, N, S, K] bias (relative_attention.py's `attend` asks
-kernels/attention.py `chosen_implementation` first, and builds that bias only for the others):
+they are assembled into a [B, N, S, K] bias (xlnet_block.py's `attend` asks
+`chosen_implementation` there first, and builds that bias only for the others):
 
   queries [B, N, S, H],         the queries without their biases, r_w and r_r [N, H] (the
   r_w, r_r [N, H],              kernels add them as they load a tile), and the projected
@@ -27,7 +27,7 @@ kernels/attention.py `chosen_implementation` first, and builds that bias only fo
                                 layer's counter advances identically): k0s [2] (the parts' k0)
                                 and k1 [B] (each example's key), bit-cast to int32. The kernels
                                 hash exactly the reference's bits
-                                (layers/kernels/dropout_masks.py `hashed_bits`).
+                                (layers/dropout.py `hashed_bits`).
 
 `triton` (the optional `gpu` extra) is imported only when this implementation is traced.
 """
@@ -43,10 +43,10 @@ import tensorflow as tf
 from tensorflow.python.framework import ops
 from tensorflow.python.ops import control_flow_util
 
-from xlnet_tf2.layers.dropout import Dropout, DropoutKeys
+from xlnet_tf2.layers.dropout import Dropout
 from xlnet_tf2.layers.kernels import flash_relative_attention as flash
-from xlnet_tf2.layers.kernels import reference, triton_call
-from xlnet_tf2.layers.step_plan import StepPlan
+from xlnet_tf2.layers.kernels import triton_call
+from xlnet_tf2.layers.step_plan import DropoutKeys, StepPlan
 
 _DTYPE_NAMES = {tf.bfloat16: "bfloat16", tf.float16: "float16", tf.float32: "float32"}
 # The kernels' pointers whose element type is not the operands' float dtype.
@@ -236,9 +236,11 @@ class TritonKernelsFailed(RuntimeError):
     how: they did not compile or run, or disagree with the reference op)."""
 
 
-def device_check(dtype: tf.DType, head_size: int, generation: str, compare: bool) -> None:
+def device_check(dtype: tf.DType, head_size: int, generation: str, compare: bool,
+                 reference_attention) -> None:
     """Runs the Triton kernels' forward and backward on the device once per process and
-    (dtype, head size, generation, `compare`); with `compare`, against the reference op.
+    (dtype, head size, generation, `compare`); with `compare`, against the reference op
+    (`reference_attention`: layers/xlnet_block.py's, which calls this module).
     Raises TritonKernelsFailed (the same again on a later call) when they fail. Called while a
     step is traced: it runs in a thread of its own, outside the trace (TensorFlow keeps the
     graph being traced, the gradient tapes and the distribution strategy per thread;
@@ -251,7 +253,8 @@ def device_check(dtype: tf.DType, head_size: int, generation: str, compare: bool
     key = (dtype.name, head_size, generation, compare)
     if key not in _CHECKED:
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            _CHECKED[key] = pool.submit(_check, dtype, head_size, generation, compare).result()
+            _CHECKED[key] = pool.submit(_check, dtype, head_size, generation, compare,
+                                        reference_attention).result()
     if _CHECKED[key] is not None:
         raise TritonKernelsFailed(_CHECKED[key])
 
@@ -266,7 +269,8 @@ def _run_compiled(fn, *args):
     return tf.function(fn, jit_compile=True)(*args)
 
 
-def _check(dtype: tf.DType, head_size: int, generation: str, compare: bool) -> Optional[str]:
+def _check(dtype: tf.DType, head_size: int, generation: str, compare: bool,
+           reference_attention) -> Optional[str]:
     """Why the kernels fail the check, or None."""
     inputs = _check_inputs(dtype, head_size)
     dropout = Dropout(_CHECK_DROPOUT, dtype=dtype.name)
@@ -277,7 +281,8 @@ def _check(dtype: tf.DType, head_size: int, generation: str, compare: bool) -> O
         for implementation in ("triton", "reference") if compare else ("triton",):
             with tf.GradientTape() as tape:
                 tape.watch(leaves)
-                out = _check_attention(implementation, *leaves, inputs, dropout, generation)
+                out = _check_attention(implementation, *leaves, inputs, dropout, generation,
+                                       reference_attention)
             grads = tape.gradient(out, leaves, output_gradients=d_out)
             results[implementation] = [out] + grads
         return results
@@ -328,13 +333,15 @@ def _check_inputs(dtype: tf.DType, head_size: int) -> dict:
         key_segments=tf.constant(key_segments, tf.int32))
 
 
-def _check_attention(implementation, q, r_w, r_r, k, v, k_r, seg, inputs, dropout, generation):
-    """The check's attention by `implementation`, its dropout keyed as a training step's."""
+def _check_attention(implementation, q, r_w, r_r, k, v, k_r, seg, inputs, dropout, generation,
+                     reference_attention):
+    """The check's attention by `implementation` ("triton", or "reference":
+    `reference_attention`), its dropout keyed as a training step's."""
     c = _CHECK_SHAPE
     batch, seq_len = c["batch"], c["seq_len"]
     rows = dict(dropout_rows=(seq_len, c["predictions"]))
     plan = StepPlan(device="gpu", attention="triton", gpu_generation=generation
-                    ).with_dropout_keys(DropoutKeys(7, tf.constant(3), tf.range(batch), batch))
+                    ).with_dropout_keys(DropoutKeys.of(7, tf.constant(3), tf.range(batch), batch))
     scale = 1.0 / float(q.shape[-1]) ** 0.5
     if implementation == "triton":
         return triton_attention(
@@ -350,6 +357,5 @@ def _check_attention(implementation, q, r_w, r_r, k, v, k_r, seg, inputs, dropou
     differ = inputs["row_segments"][:, :, None] != inputs["key_segments"][:, None, :]
     bias = tf.gather(every, columns, batch_dims=3) + tf.where(
         differ[:, None], seg[..., 1:], seg[..., :1])
-    return reference.reference_attention(q + r_w[:, None], k, v, bias, inputs["blocked"],
-                                         scale=scale, dropout=dropout, training=True,
-                                         plan=plan, **rows)
+    return reference_attention(q + r_w[:, None], k, v, bias, inputs["blocked"], scale=scale,
+                               dropout=dropout, training=True, plan=plan, **rows)

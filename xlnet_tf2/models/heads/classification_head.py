@@ -6,7 +6,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.models.heads.sequence_summary import SequenceSummary
-from xlnet_tf2.layers.relative_attention import normal_initializer
+from xlnet_tf2.layers.xlnet_block import normal_initializer
 
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")

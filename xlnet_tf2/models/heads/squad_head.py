@@ -20,7 +20,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.relative_attention import normal_initializer
+from xlnet_tf2.layers.xlnet_block import normal_initializer
 
 _NEG = -1e30
 
