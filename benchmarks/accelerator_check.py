@@ -6,6 +6,7 @@ mixed_bfloat16 with XLA, its first-step loss checked against float32, then timed
     python benchmarks/accelerator_check.py --tpu=local        # on a TPU VM
     python benchmarks/accelerator_check.py --cpu_dry_run      # this code on a CPU, tiny shape
     python benchmarks/accelerator_check.py --export_step=DIR  # the step as an XLA program
+    python benchmarks/accelerator_check.py --gpu_bundle=DIR   # for benchmarks/gpu/step_comparison.py
 
 Prints the devices, the first-step losses (float32 and --precision, from the same weights,
 batch and dropout masks) and whether they agree within --loss_tolerance, then step time,
@@ -43,6 +44,15 @@ def main(argv):
                              "or an earlier export to replace).")
     from benchmarks.tools import accelerator_check
 
+    if c.gpu_bundle:
+        workdir = os.path.abspath(c.workdir or tempfile.mkdtemp(prefix="xlnet_gpu_bundle_"))
+        try:
+            accelerator_check.run_gpu_bundle(dataclasses.replace(c, workdir=workdir),
+                                             os.path.abspath(c.gpu_bundle))
+        finally:
+            if c.workdir is None:
+                shutil.rmtree(workdir, ignore_errors=True)
+        return 0
     if not (export or c.distribution.tpu or c.cpu_dry_run or accelerator_check.accelerators()):
         print(f"{cli.program_name()}: no GPU or TPU is visible to TensorFlow on this machine "
               "(CPU only): nothing to check (--cpu_dry_run runs the same code on the CPU at a "

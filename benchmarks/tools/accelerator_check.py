@@ -46,6 +46,7 @@ to validate a runner's result.
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import os
 import shutil
@@ -240,10 +241,10 @@ def run_check(c, dry_run: bool = False) -> dict:
 def run_export(c, outdir: str, dry_run: bool = False) -> dict:
     """--export_step=OUTDIR: the step of the check's timed run (same shape, data, precision
     and seed; the real Trainer) written by tools/step_export.py, with progress lines; with
-    `dry_run` (the tiny shape) also the weights and TensorFlow's first step, unless
-    --attention_implementation forces a GPU-only implementation (cudnn, triton: this CPU cannot
-    run that step). `c` is an AcceleratorCheckConfig whose workdir is set. Returns
-    export_step's values."""
+    `dry_run` (the tiny shape) also the weights and TensorFlow's first step, or the weights
+    alone where --attention_implementation forces a GPU-only implementation (cudnn, triton:
+    this CPU cannot run that step). `c` is an AcceleratorCheckConfig whose workdir is set.
+    Returns export_step's values."""
     start = time.perf_counter()
     validate = dry_run and c.attention_implementation in ("auto", "reference")
     shape = run_shape(c, dry_run)
@@ -266,7 +267,7 @@ def run_export(c, outdir: str, dry_run: bool = False) -> dict:
     try:
         result = step_export.export_step(trainer, outdir, shape, validate=validate,
                                            target=c.export_target,
-                                           tpu_generation=c.tpu_generation)
+                                           tpu_generation=c.tpu_generation, weights=dry_run)
     finally:  # the Trainer sets the global policy; leave float32 behind
         keras.mixed_precision.set_global_policy("float32")
     hlo = result["hlo"]
@@ -279,6 +280,27 @@ def run_export(c, outdir: str, dry_run: bool = False) -> dict:
             f"{step_export.CAPTURED_FILE})")
     say(f"export: written to {outdir} in {time.perf_counter() - start:.0f} s")
     return result
+
+
+# --gpu_bundle's steps: (directory, --cpu_dry_run, --attention_implementation).
+GPU_BUNDLE = (("base_triton", False, "triton"), ("base_reference", False, "reference"),
+              ("tiny_triton", True, "triton"), ("tiny_reference", True, "reference"))
+
+
+def run_gpu_bundle(c, outdir: str) -> None:
+    """--gpu_bundle=OUTDIR: what benchmarks/gpu/step_comparison.py measures on a GPU machine
+    without TensorFlow, exported for a GPU: the check's step (its shape and settings) with the
+    Triton kernels and with the reference attention, and the tiny shape's two with their
+    weights (and TensorFlow's first step for the reference). `c` is an AcceleratorCheckConfig
+    whose workdir is set."""
+    os.makedirs(outdir, exist_ok=True)
+    for name, dry_run, implementation in GPU_BUNDLE:
+        say(f"gpu bundle: {name}")
+        # Each shape's data in a folder of its own, prepared once.
+        workdir = os.path.join(c.workdir, "tiny" if dry_run else "base")
+        run_export(dataclasses.replace(c, attention_implementation=implementation,
+                                       export_target="gpu", workdir=workdir),
+                   os.path.join(outdir, name), dry_run=dry_run)
 
 
 def format_report(r: dict) -> str:

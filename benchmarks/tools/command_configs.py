@@ -393,6 +393,12 @@ class AcceleratorCheckConfig:
         "for: its Pallas attention kernels rotate rows with one strided rotate on v5e and "
         "newer and with rotates and selects on v4 (libtpu refuses the strided one on a v4: "
         "export with v4 to compile for --target=tpu_v4).", choices=TPU_GENERATIONS)
+    gpu_bundle: Optional[str] = setting(
+        None, "Instead of the check, write to this directory what benchmarks/gpu/"
+        "step_comparison.py measures on a GPU machine without TensorFlow: this shape's step "
+        "exported for a GPU with the Triton kernels and with the reference attention, and the "
+        "tiny shape's two with their weights (--attention_implementation and --cpu_dry_run "
+        "are set for each; needs no accelerator).")
     distribution: DistributionConfig = section(DistributionConfig)
 
     def __post_init__(self):

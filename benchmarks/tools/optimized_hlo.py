@@ -38,35 +38,21 @@ _TRITON_NAME = re.compile(r'\bname = "(\w+)"')  # the backend_config's tt.func n
 PALLAS_TARGET = "tpu_custom_call"
 PALLAS_KIND = "Pallas custom call"
 _PALLAS_FLOPS = re.compile(r'"cost_estimate":\{"flops":"?(\d+)')
-# Matrix FLOPs of the project's flash attention kernels (xlnet_tf2/layers/kernels/
-# flash_relative_attention.py) per B * N * S * K * H, 2 per multiply-add, from what each
-# launch computes: the forward q.k and p.v; dk/dv recomputes q.k, then d_out.v, p^T.d_out and
-# ds^T.q; dq recomputes q.k, then d_out.v and ds.k (3.5 x the forward in all).
-FLASH_FLOPS = {"flash_fwd": 4, "flash_bwd_dkdv": 8, "flash_bwd_dq": 6}
+# Matrix FLOPs of the project's flash attention kernels per B * N * S * K * H, 2 per
+# multiply-add: xlnet_tf2/layers/kernels/flash_relative_attention.py's MATRIX_FLOPS (its
+# docstring says what each launch computes; written here because this module imports no
+# TensorFlow, tests/benchmarks/test_triton_proxy.py holds the two equal): the forward q.k, a
+# k_r panel and p.v; dk/dv recomputes q.k and two panels, then d_out.v, p^T.d_out and ds^T.q;
+# dq recomputes q.k and a panel, then d_out.v, ds.k, dG.k_r and dG^T.q_r.
+FLASH_FLOPS = {"flash_fwd": 6, "flash_bwd_dkdv": 12, "flash_bwd_dq": 12}
 
 
 def flash_flops(name: str, q_dims: Tuple[int, ...], k_dims: Tuple[int, ...]) -> int:
-    """Matrix FLOPs of one launch of flash kernel `name` with q_w [B, N, S, H] and
-    k [B, N, K, H]; 0 for a Triton kernel the table does not know."""
+    """Matrix FLOPs of one launch of flash kernel `name` with q [B, S, N, H] and
+    k [B, K, N, H]; 0 for a Triton kernel the table does not know."""
     if name not in FLASH_FLOPS or len(q_dims) != 4 or len(k_dims) != 4:
         return 0
-    batch, heads, rows, head = q_dims
-    return FLASH_FLOPS[name] * batch * heads * rows * k_dims[2] * head
-
-
-def flash_unread_bytes(name: str, operands) -> int:
-    """Bytes of a flash kernel's position-score operand that it never loads: the 4th operand,
-    pos [B, N, S, T], of which each row reads the K columns of its window (masked loads at
-    L - row_pos + j), so its operand bytes overstate the read by (T - K) / T. `operands`: the
-    call's first four (dtype, dims). 0 for another kernel or layout."""
-    if name not in FLASH_FLOPS or len(operands) < 4 or len(operands[3][1]) != 4 or \
-            len(operands[1][1]) != 4:
-        return 0
-    dtype, (batch, heads, rows, distances) = operands[3]
-    keys = operands[1][1][2]
-    if distances <= keys:
-        return 0
-    return (distances - keys) * batch * heads * rows * ELEMENT_BYTES.get(dtype, 4)
+    return FLASH_FLOPS[name] * math.prod(q_dims) * k_dims[1]
 
 
 _TRIP_COUNT = re.compile(r'"known_trip_count":\{"n":"(\d+)"')
@@ -277,11 +263,10 @@ class _Module:
             flops = int(estimate.group(1)) if estimate else 0
         elif target == TRITON_TARGET:
             name = _TRITON_NAME.search(i.attrs)
+            # The kernels' operands open with q [B, S, N, H], r_w, r_r, k [B, K, N, H].
             q_dims, k_dims = ((arrays(self.shapes.get(o, "")) or [("", ())])[0][1]
-                              for o in i.operands[:2])
+                              for o in i.operands[0:4:3])
             flops = flash_flops(name.group(1) if name else "", q_dims, k_dims)
-            in_bytes -= flash_unread_bytes(name.group(1) if name else "", [
-                (arrays(self.shapes.get(o, "")) or [("", ())])[0] for o in i.operands[:4]])
         else:
             flops = sum(self.dot_flops(x, shapes) for x in body)
         opcodes = collections.Counter(x.opcode for x in body if x.opcode not in (

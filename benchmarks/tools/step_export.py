@@ -20,7 +20,8 @@ place whole, so no file of an earlier export lingers):
                 of the variable, for a variable's handle), trainable_params, flops_per_step
                 (the task's count at the shape's batch); with `validate` also tf_loss and
                 tf_grad_norm.
-  captured.npz  with `validate` only: c0, c1, ...: the captured inputs' values before the step
+  captured.npz  with `validate` or `weights` only: c0, c1, ...: the captured inputs' values
+                before the step
                 (at XLNet-Base's shape the weights and optimizer slots are over a GB, so a
                 timing export leaves them out and a runner fills them at random).
 
@@ -111,11 +112,12 @@ def _save_npz(path: str, arrays: Dict[str, np.ndarray]) -> None:
 
 
 def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = False,
-                target: str = "gpu", tpu_generation: str = "v5e") -> dict:
+                target: str = "gpu", tpu_generation: str = "v5e", weights: bool = False) -> dict:
     """Writes OUTDIR as the module docstring says, the step traced for `target` ("gpu" or
     "tpu"; a TPU of `tpu_generation`, which the Pallas kernels are written for); returns
     meta.json's values plus `hlo` (the module's `hlo_summary`) and `trace_s` (seconds to
-    trace and lower the step).
+    trace and lower the step). `weights`: captured.npz without TensorFlow's step (a step this
+    machine cannot run, whose runner compares it with another's).
 
     `trainer` must be fresh (its step not traced yet: the trace made here is the one kept) and,
     with `validate`, set to train one step (train_steps 1) in a model_dir without checkpoints.
@@ -156,9 +158,10 @@ def export_step(trainer: Trainer, outdir: str, shape: dict, validate: bool = Fal
         fileio.write_atomically(os.path.join(staging, HLO_FILE), hlo)
         _save_npz(os.path.join(staging, INPUTS_FILE),
                   {f"a{i}": t.numpy() for i, t in enumerate(explicit)})
-        if validate:  # the values before the step, then the step in TensorFlow
+        if validate or weights:  # the values before the step
             _save_npz(os.path.join(staging, CAPTURED_FILE),
                       {f"c{i}": t.numpy() for i, t in enumerate(captured)})
+        if validate:  # then the step in TensorFlow
             first = trainer.train().steps[0]
             meta.update(tf_loss=first["loss"], tf_grad_norm=first["grad_norm"])
         fileio.write_json_atomically(os.path.join(staging, META_FILE), meta)

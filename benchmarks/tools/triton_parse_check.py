@@ -9,7 +9,7 @@ needs TensorFlow's GPU build and is not checked here.
     python -m benchmarks.tools.triton_parse_check STEP_DIR/step.hlo.pb
 
 The symbols and the layouts of the structures they return (libstdc++ std::string, absl's
-StatusOr, TritonCall's fields) are TensorFlow 2.21's: a different TensorFlow fails `_library`
+StatusOr, TritonCall's fields) are TensorFlow 2.20's (and 2.21's): one without them fails `_library`
 with one line.
 """
 
@@ -55,7 +55,7 @@ def _library():
     for symbol in (_PARSE, _PARSE_MODULE, _DIALECTS):
         if not hasattr(cc, symbol):
             raise RuntimeError(f"TensorFlow {tf.__version__}'s libtensorflow_cc has no "
-                               f"{symbol}: this check reads TensorFlow 2.21's XLA")
+                               f"{symbol}: this check reads TensorFlow 2.20's XLA")
     context = ctypes.create_string_buffer(512)                     # an mlir::MLIRContext
     framework._ZN4mlir11MLIRContextC1ENS0_9ThreadingE(context, 0)  # Threading::DISABLED
     getattr(cc, _DIALECTS)(context)

@@ -1,6 +1,6 @@
 """The tiny step exported for a GPU with --attention_implementation=triton, as a user runs it
 (benchmarks/accelerator_check.py --cpu_dry_run --export_step): its program holds the flash
-kernels' `__gpu$xla.gpu.triton` calls, TensorFlow 2.21's own XLA parses and verifies their TTIR
+kernels' `__gpu$xla.gpu.triton` calls, TensorFlow 2.20's own XLA parses and verifies their TTIR
 (benchmarks/tools/triton_parse_check.py), and, where the H100 compile venv is
 (XLNET_TF2_AOT_GPU_VENV or .venv-aot-gpu; skipped otherwise), XLA compiles them for an H100 and
 the proxy counts them."""

@@ -5,14 +5,18 @@ holds the flash Triton kernels' calls under "auto" (triton importable), with att
 or without; cuDNN's flash-attention calls when forced without attention dropout; neither when
 the reference is forced; the CPU's and the TPU's traces never hold them. Traced for a TPU it
 holds the Pallas kernels' calls under "auto" (JAX importable), one forward and one backward
-per layer for both streams, and none with the reference forced."""
+per layer for both streams, and none with the reference forced. A forced implementation that
+cannot run, and kernels that fail their check on the device, are one line."""
 
 import re
 
 import pytest
+import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
+from xlnet_tf2.layers import xlnet_block
+from xlnet_tf2.layers.kernels import triton_attention
 from xlnet_tf2.layers.kernels.cudnn import CUDNN_BACKWARD, CUDNN_FORWARD
 from xlnet_tf2.layers.kernels.pallas_call import TARGET as PALLAS_TARGET
 from xlnet_tf2.layers.kernels.triton_call import TARGET as TRITON_TARGET
@@ -74,16 +78,55 @@ def test_the_step_for_a_gpu_holds_flash_attention_only_where_it_can_run(tmp_path
 
 
 @pytest.mark.xla
-@pytest.mark.slow  # one tiny Trainer step traced and compiled, about 40 s
-def test_an_xla_that_rejects_the_triton_kernels_is_one_line_naming_the_flag(tmp_path):
-    """The step traced for a GPU compiled by an XLA without the Triton custom call (this
-    CPU's): the trainer's first loop says which flag falls back, in one line."""
+@pytest.mark.slow  # tiny Trainer steps traced and compiled, about 60 s
+def test_a_gpu_whose_xla_rejects_the_kernels_trains_on_the_reference_or_refuses_in_one_line(
+        tmp_path, monkeypatch, caplog):
+    """This CPU's XLA, which has no Triton custom call, stands in for a GPU's that rejects the
+    kernels: their check on the device (kernels/triton_attention.py) fails before the step is
+    compiled; "auto" trains on the reference attention after one line saying why, a forced
+    "triton" is one line naming the flag (a typed error, no message read)."""
     pytest.importorskip("triton")
-    trainer = _trainer(tmp_path, "gpu", dropatt=0.1)
-    with pytest.raises(RunConfigError, match=r"^This GPU's XLA rejected the Triton attention "
-                       r"kernels when it compiled the step; run with "
-                       r"--attention_implementation=reference \(XLA said: .*triton"):
+    monkeypatch.setattr(triton_attention, "_gpu_present", lambda: True)
+    monkeypatch.setattr(triton_attention, "_CHECKED", {})
+    monkeypatch.setattr(xlnet_block, "_SAID", set())
+    result = _trainer(tmp_path, "gpu", dropatt=0.1).train()
+    assert len(result.steps) == 1
+    said = [r.getMessage() for r in caplog.records if "Triton attention kernels" in
+            r.getMessage()]
+    assert len(said) == 1 and said[0].startswith(
+        "--attention_implementation=auto: the Triton attention kernels failed their check: "
+        "they did not compile or run on this device (NotFoundError: ")
+    trainer = _trainer(tmp_path, "gpu", dropatt=0.1, implementation="triton")
+    with pytest.raises(RunConfigError) as raised:
         trainer.train()
+    assert re.fullmatch(r"--attention_implementation=triton cannot run here: the Triton "
+                        r"attention kernels failed their check: they did not compile or run "
+                        r"on this device \(NotFoundError: .*\); use "
+                        r"--attention_implementation=auto \(or reference\)\.",
+                        str(raised.value)), str(raised.value)
+
+
+def test_the_trainer_finds_the_attentions_error_by_its_type():
+    """AutoGraph re-raises an error of the traced code as its own StagingError: the trainer
+    takes the AttentionImplementationError out of it by type; a ValueError with the same text
+    is not one."""
+    line = "--attention_implementation=triton cannot run here: why; use auto."
+
+    def traced(error):
+        @tf.function
+        def step(x):
+            if x.shape[0] == 1:
+                raise error
+            return x
+        try:
+            step(tf.zeros([1]))
+        except Exception as e:  # noqa: BLE001
+            return e
+
+    raised = traced(xlnet_block.AttentionImplementationError(line))
+    assert not isinstance(raised, xlnet_block.AttentionImplementationError)
+    assert str(xlnet_block.raised_while_tracing(raised)) == line
+    assert xlnet_block.raised_while_tracing(traced(ValueError(line))) is None
 
 
 @pytest.mark.parametrize("target,jit_compile,said", [
@@ -97,15 +140,14 @@ def test_an_xla_that_rejects_the_triton_kernels_is_one_line_naming_the_flag(tmp_
 @pytest.mark.xla
 def test_a_forced_implementation_that_cannot_run_is_one_line(tmp_path, target, jit_compile,
                                                             said):
-    """Before anything is written on a machine that is no GPU; else when the first loop
-    traces the step, the attention op's own line out of Keras' and AutoGraph's wrappers."""
+    """Before anything is written: what is known before the step is traced (the device, XLA)
+    refuses it then."""
     pytest.importorskip("triton")
     trainer = _trainer(tmp_path, target, implementation="triton", jit_compile=jit_compile)
     with pytest.raises(RunConfigError) as raised:
         trainer.train()
     assert str(raised.value) == said
-    if target == "cpu":  # refused before the run directory was made
-        assert not (tmp_path / "run-cpu-0.0-triton").exists()
+    assert not (tmp_path / f"run-{target}-0.0-triton").exists()
 
 
 @pytest.mark.xla

@@ -33,6 +33,10 @@ Why not a TensorFlow generator: with a run-time seed under XLA, tf.random.statel
 (Philox) and Keras' own dropout were many times slower per value than this hash on a CPU
 (BENCHMARKS.md, "Dropout masks").
 
+Made where they are used: a Dropout's backward hashes its bits again rather than keep the
+forward's mask (`_recomputed_dropout`), so no mask of the hidden dropouts is written and read
+back (BENCHMARKS.md, "The GPU step with the position scores inside the kernels").
+
 Stored masks (`stored`, CPU): XLA recomputes a cheap elementwise value in every fusion that
 uses it; the attention probabilities' mask is used by several fusions of the backward pass, so
 it leaves a `tf.cond` (XLA does not fuse across control flow) and is computed once. The
@@ -50,7 +54,8 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.layers.kernels.dropout_masks import bit_packed
-from xlnet_tf2.layers.step_plan import DropoutKeys, StepPlan, always_true, plan_or_default
+from xlnet_tf2.layers.step_plan import (DropoutKeys, StepPlan, always_true, int_zero,
+                                        plan_or_default)
 
 GOLDEN = 0x9E3779B9
 KEY_MULTIPLIER = 0x85EBCA77
@@ -158,19 +163,49 @@ class Dropout(keras.layers.Layer):
                                  f"second-to-last axis of a tensor of shape {inputs.shape}.")
             parts = [shape[:-2] + [rows, shape[-1]] for rows in row_draws]
         threshold = tf.constant(self._threshold, tf.uint32)
-        keeps = []
-        for part in parts:
-            k0, k1 = self._keys(shared_over_batch, inputs.shape[0], plan)
-            keeps.append(hashed_bits(part, k0, k1) >= threshold)
-        keep = keeps[0] if len(keeps) == 1 else tf.concat(keeps, axis=-2)
-        if self.store_mask:  # the form the plan's device reads it in (module docstring)
-            plan = plan_or_default(plan)
-            if plan.stores_dropout_masks:
-                keep = stored(keep, k1)
-            elif plan.packs_dropout_masks:
-                keep = bit_packed(keep)
+        draws = [(part,) + self._keys(shared_over_batch, inputs.shape[0], plan)
+                 for part in parts]
+        if not self.store_mask:
+            return _recomputed_dropout(inputs, draws, threshold, self.rate)
+        keep = _keep_mask(draws, threshold)
+        k1 = draws[-1][2]
+        # The form the plan's device reads the mask in (module docstring).
+        plan = plan_or_default(plan)
+        if plan.stores_dropout_masks:
+            keep = stored(keep, k1)
+        elif plan.packs_dropout_masks:
+            keep = bit_packed(keep)
         scaled = inputs / tf.cast(1.0 - self.rate, inputs.dtype)
         return tf.where(keep, scaled, tf.zeros_like(inputs))
+
+
+def _keep_mask(draws, threshold: tf.Tensor) -> tf.Tensor:
+    """The keep mask of `draws` [(part shape, k0, k1), ...], the parts stacked on the
+    second-to-last axis."""
+    keeps = [hashed_bits(part, k0, k1) >= threshold for part, k0, k1 in draws]
+    return keeps[0] if len(keeps) == 1 else tf.concat(keeps, axis=-2)
+
+
+def _recomputed_dropout(inputs: tf.Tensor, draws, threshold: tf.Tensor, rate: float):
+    """inputs with the mask of `draws` applied, whose backward hashes the same bits again
+    where it uses them instead of keeping the forward's mask. Its keys get a zero that only
+    the run knows (layers/step_plan.py's `int_zero`) added: XLA would otherwise merge the two
+    identical hashes into one mask, written by the forward and read back by the backward. The
+    values and the gradient are bit for bit those of tf.where(keep, inputs / (1 - rate), 0)."""
+    scale = tf.cast(1.0 - rate, inputs.dtype)
+
+    @tf.custom_gradient
+    def dropped(x):
+        keep = _keep_mask(draws, threshold)
+
+        def grad(dy):
+            again = [(part, k0, k1 + tf.cast(int_zero(k1), tf.uint32))
+                     for part, k0, k1 in draws]
+            return tf.where(_keep_mask(again, threshold), dy / scale, tf.zeros_like(dy))
+
+        return tf.where(keep, x / scale, tf.zeros_like(x)), grad
+
+    return dropped(inputs)
 
 
 # ---------------------------------------------------------------------------- the bits

@@ -40,14 +40,17 @@ the step is traced:
                JAX (the tpu extra); both streams in one call, with attention dropout (the
                reference's bits).
 
-"auto" (the default) takes "triton" (GPU) or "pallas" (TPU) wherever it can run, else
-"cudnn", and "reference" elsewhere (`chosen_implementation`); the trainer's
---attention_implementation forces one (a forced one that cannot run is one clear error). The
-Triton and Pallas kernels read the score's terms before they are assembled into a bias (the
-position scores before their shift, or the position embedding's projection itself, and the
-segment ids): `RelativeAttention`'s `attend` asks `chosen_implementation` first and calls
-kernels/triton_attention.py or kernels/pallas_attention.py with the terms, or `attention` with
-the bias.
+"auto" (the default) takes "triton" (GPU) wherever it can run and the kernels pass their check
+on the device (kernels/triton_attention.py `device_check`: once, against `reference_attention`;
+the reference after one warning line where they fail it), "pallas" (TPU) wherever it can run,
+else "cudnn", and "reference" elsewhere (`chosen_implementation`); the trainer's
+--attention_implementation forces one (a forced one that cannot run is one clear error,
+`AttentionImplementationError`; what is known before the step is traced refuses it then,
+`refusal_before_tracing`). The Triton and Pallas kernels read the score's terms before they are
+assembled into a bias (the queries and the position embedding's projection k_r, from which
+they make the position scores tile by tile, and the segment ids): `RelativeAttention`'s
+`attend` asks `chosen_implementation` first and calls kernels/triton_attention.py or
+kernels/pallas_attention.py with the terms, or `attention` with the bias.
 """
 
 from __future__ import annotations
@@ -56,9 +59,10 @@ from typing import Optional, Sequence
 
 import keras
 import tensorflow as tf
+from absl import logging
 
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.kernels import cudnn, pallas_attention, position_product, triton_attention
+from xlnet_tf2.layers.kernels import cudnn, pallas_attention, triton_attention
 from xlnet_tf2.layers.kernels.angle_scores import angle_position_scores
 from xlnet_tf2.layers.relative_position import (content_positions, content_shift,
                                                 gather_relative_scores)
@@ -368,10 +372,9 @@ class RelativeAttention(keras.layers.Layer):
                     return pallas_attention.pallas_attention(
                         queries + r_w, queries + r_r, keys, values, k_r, query_positions,
                         blocked, **common)
-                # The scores in the kernels' row-major [B, N, S, T], with no transpose.
-                scores = position_product.example_position_product(queries + r_r, k_r)
-                return triton_attention.triton_attention(queries + r_w, keys, values, scores,
-                                                         positions, blocked, **common)
+                return triton_attention.triton_attention(
+                    queries, r_w[:, 0], r_r[:, 0], keys, values, k_r, positions, blocked,
+                    **common)
             bias = position_scores(queries, positions)
             if mismatch is not None:  # (q + r_s) . seg_embed[s_ij], s_ij: mismatch [B, S, K]
                 per_class = segment_scores(queries)                               # [B, N, S, 2]
@@ -443,7 +446,41 @@ IMPLEMENTATION_DEVICE = {"cudnn": "gpu", "triton": "gpu", "pallas": "tpu"}
 
 class AttentionImplementationError(ValueError):
     """--attention_implementation=cudnn, triton or pallas where that implementation cannot
-    run."""
+    run; its message is one line naming the flag."""
+
+
+def refusal(implementation: str, reason: str) -> str:
+    """The one line refusing a forced `implementation` for `reason`."""
+    return (f"--attention_implementation={implementation} cannot run here: {reason}; use "
+            "--attention_implementation=auto (or reference).")
+
+
+def refusal_before_tracing(plan: StepPlan, *, jit_compile: bool,
+                           dtype: tf.DType) -> Optional[str]:
+    """The line refusing the plan's forced GPU-only implementation from what is known before
+    the step is traced (the device, XLA, the installed packages, the compute dtype), or None
+    (the trace checks the rest: shapes, the score's form, the dropout's keys)."""
+    if plan.attention == "triton":
+        reason = triton_attention.triton_refusal_before_tracing(plan.device, jit_compile,
+                                                                dtype)
+    elif plan.attention == "cudnn":
+        reason = cudnn.cudnn_refusal_before_tracing(plan.device, jit_compile, dtype)
+    else:
+        return None
+    return None if reason is None else refusal(plan.attention, reason)
+
+
+def raised_while_tracing(error: BaseException) -> Optional[AttentionImplementationError]:
+    """The AttentionImplementationError that `error` is or was raised from, or None. Raised
+    while a step is traced, it comes back wrapped: Keras raises a copy of its type whose
+    message adds the layer's arguments, AutoGraph its own StagingError, each with the error
+    before it as its context; the first one raised, the deepest, has the one line."""
+    found, seen = None, 0
+    while error is not None and seen < 8:
+        if isinstance(error, AttentionImplementationError):
+            found = error
+        error, seen = error.__cause__ or error.__context__, seen + 1
+    return found
 
 
 def chosen_implementation(queries: tf.Tensor, keys: tf.Tensor, *, dropout, training,
@@ -451,9 +488,10 @@ def chosen_implementation(queries: tf.Tensor, keys: tf.Tensor, *, dropout, train
                           score_terms: Optional[str] = None) -> str:
     """The implementation ("triton", "pallas", "cudnn" or "reference") that computes this
     attention in the step being traced: the plan's `attention`, or under "auto" the first of
-    triton, pallas, cudnn that can run. A forced one that cannot run raises
-    AttentionImplementationError (one line naming the flag). `score_terms`: why the caller
-    cannot give the score's terms unassembled (triton and pallas need them), or None.
+    triton, pallas, cudnn that can run, the Triton kernels once they pass their check on the
+    device (the reference after one warning line where they fail it). A forced one that cannot
+    run raises AttentionImplementationError (one line naming the flag). `score_terms`: why the
+    caller cannot give the score's terms unassembled (triton and pallas need them), or None.
     Arguments as `attention`'s."""
     if plan.attention == "reference" or (
             plan.attention == "auto" and plan.device not in IMPLEMENTATION_DEVICE.values()):
@@ -466,19 +504,40 @@ def chosen_implementation(queries: tf.Tensor, keys: tf.Tensor, *, dropout, train
         why_not = unavailable(queries, keys, dropout_rate=rate, dropout_rows=dropout_rows,
                               plan=plan, score_terms=score_terms)
         if why_not is None:
-            return name
+            if name == "pallas":
+                return name
+            # Forced, the Triton kernels only have to compile and run; "auto" also compares
+            # them with the reference op.
+            try:
+                triton_attention.device_check(queries.dtype, queries.shape[-1],
+                                              plan.gpu_generation,
+                                              compare=plan.attention == "auto",
+                                              reference_attention=reference_attention)
+                return "triton"
+            except triton_attention.TritonKernelsFailed as failed:
+                why_not = f"the Triton attention kernels failed their check: {failed}"
+                if plan.attention == "auto":  # kernels that fail here: the safe path
+                    _say_once(f"--attention_implementation=auto: {why_not}; the step uses the "
+                              "reference attention.")
+                    return "reference"
         if plan.attention == name:
-            raise AttentionImplementationError(
-                f"--attention_implementation={name} cannot run here: {why_not}; use "
-                "--attention_implementation=auto (or reference).")
+            raise AttentionImplementationError(refusal(name, why_not))
     reason = cudnn.cudnn_unavailable_reason(queries, keys, rate, plan.device)
     if reason is None:
         return "cudnn"
     if plan.attention == "cudnn":
-        raise AttentionImplementationError(
-            f"--attention_implementation=cudnn cannot run here: {reason}; use "
-            "--attention_implementation=auto (or reference).")
+        raise AttentionImplementationError(refusal("cudnn", reason))
     return "reference"
+
+
+_SAID: set = set()
+
+
+def _say_once(line: str) -> None:
+    """`line` as a warning, once per process (every layer of every trace asks)."""
+    if line not in _SAID:
+        _SAID.add(line)
+        logging.warning(line)
 
 
 def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.Tensor,

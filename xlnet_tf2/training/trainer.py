@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import re
 import time
 from typing import Dict, List, Optional
 
@@ -23,7 +22,8 @@ from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers.dropout import assign_dropout_salts
 from xlnet_tf2.layers.step_plan import StepPlan
-from xlnet_tf2.layers.xlnet_block import IMPLEMENTATION_DEVICE
+from xlnet_tf2.layers.xlnet_block import (IMPLEMENTATION_DEVICE, raised_while_tracing,
+                                          refusal_before_tracing)
 from xlnet_tf2.training import checkpointing, distribution, preemption, run_record
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger
@@ -41,23 +41,6 @@ class TrainingDivergedError(RuntimeError, FloatingPointError):
 
 class DataExhaustedError(RuntimeError):
     """The input pipeline ran out before --train_steps."""
-
-
-# The line of layers/xlnet_block.py's AttentionImplementationError.
-_FORCED_LINE = re.compile(r"--attention_implementation=\w+ cannot run here: [^\n\x1b]*")
-
-
-def attention_implementation_error_line(error: BaseException) -> Optional[str]:
-    """The one line of an AttentionImplementationError raised while a step was traced, found
-    in `error` or what it was raised from (Keras and AutoGraph re-raise it as their own
-    exceptions with the line inside their text); None for any other error."""
-    seen = 0
-    while error is not None and seen < 8:
-        match = _FORCED_LINE.search(str(error))
-        if match:
-            return match.group(0).strip()
-        error, seen = error.__cause__ or error.__context__, seen + 1
-    return None
 
 
 def run_task(task_class, config):
@@ -383,6 +366,11 @@ class Trainer:
                 f"for a {needs.upper()}, and this machine's step is traced for a "
                 f"{self.plan.device.upper()}; use --attention_implementation=auto (or "
                 "reference).")
+        refused = refusal_before_tracing(
+            self.plan, jit_compile=cfg.jit_compile,
+            dtype=tf.as_dtype(keras.mixed_precision.global_policy().compute_dtype))
+        if refused is not None:
+            raise RunConfigError(refused)
         if self.is_chief:
             run_record.clean_stale_files(cfg.model_dir)
         restored = self.restore()
@@ -434,18 +422,6 @@ class Trainer:
                     state, stats = self._loop(iterator, state, tf.constant(num_steps, tf.int32))
                     stats = {k: v.numpy() for k, v in stats.items()}
                     stopped = bool(stats.pop("stopped"))
-                except (tf.errors.InternalError, tf.errors.UnimplementedError,
-                        tf.errors.NotFoundError) as e:
-                    # The Triton attention kernels are compiled by the GPU's XLA with the
-                    # first loop: a build whose Triton rejects them fails here.
-                    said = [line for line in str(e).splitlines() if "triton" in line]
-                    if step == start_step and self.plan.device == "gpu" and \
-                            self.plan.attention in ("auto", "triton") and said:
-                        raise RunConfigError(
-                            "This GPU's XLA rejected the Triton attention kernels when it "
-                            "compiled the step; run with --attention_implementation=reference "
-                            f"(XLA said: {said[0].strip()[:300]})") from e
-                    raise
                 except tf.errors.OutOfRangeError as e:
                     raise DataExhaustedError(
                         f"The input data ran out at step {step} of "
@@ -457,14 +433,14 @@ class Trainer:
                     if translated is None:
                         raise
                     raise translated from e
-                except Exception as e:  # noqa: BLE001 - only the attention's own error is read
-                    # A forced implementation that cannot run (layers/xlnet_block.py) raises
-                    # while the first loop traces the step, inside Keras' and AutoGraph's
-                    # wrappers: its line, alone.
-                    line = attention_implementation_error_line(e)
-                    if line is None or step != start_step:
+                except Exception as e:  # noqa: BLE001 - only the attention's own error is taken
+                    # A forced implementation that cannot run (layers/xlnet_block.py: what the
+                    # trace alone learns, such as kernels that fail on this GPU) raises while
+                    # the first loop traces the step, inside AutoGraph's own error.
+                    refused = raised_while_tracing(e)
+                    if refused is None or step != start_step:
                         raise
-                    raise RunConfigError(line) from e
+                    raise RunConfigError(str(refused)) from e
                 elapsed = time.perf_counter() - t0
                 records = self._step_records(step, stats)
                 loops.append({"first_step": step + 1, "steps": len(records), "seconds": elapsed,

@@ -5,6 +5,8 @@ and the step traced for a GPU: three `__gpu$xla.gpu.triton` calls (forward, dk/d
 TTIR TensorFlow's own XLA parses and verifies (benchmarks/tools/triton_parse_check.py). The
 kernels' numbers are tests/layers/kernels/test_flash_kernel.py's (Triton's CPU interpreter)."""
 
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -20,6 +22,7 @@ from fixtures.attention_cases import (gradient_names, outputs_and_gradients,
                                      relative_attention_case)
 
 pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
 
 
 def _fmix32(h):
@@ -74,8 +77,8 @@ def test_forced_where_it_cannot_run_is_one_line():
                        match=r"--attention_implementation=triton cannot run here: the step is "
                              r"traced for a CPU, not a GPU; use"):
         xlnet_block.attention(q, k, k, tf.zeros([1, 2, 4, 6]), None, scale=0.25,
-                            dropout=Dropout(0.0), training=False,
-                            plan=StepPlan(device="cpu", attention="triton"))
+                              dropout=Dropout(0.0), training=False,
+                              plan=StepPlan(device="cpu", attention="triton"))
     reason = triton_attention.triton_unavailable_reason(
         tf.zeros([1, 2, 4, 24]), k, dropout_rate=0.0, dropout_rows=None,
         plan=StepPlan(device="gpu"))
@@ -94,9 +97,9 @@ def test_backend_config_is_the_dictionary_xla_reads():
 @pytest.mark.parametrize("generation", ["sm_90", "sm_80"])
 def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation):
     """The layer traced for a GPU under jit_compile, in bfloat16, with both streams, memory,
-    segments and attention dropout: forward, dk/dv and dq calls, the forward fed the
-    unshifted [B, N, S, T] position scores, TTIR that TensorFlow 2.21's own XLA parses and
-    verifies."""
+    segments and attention dropout: forward, dk/dv and dq calls, the forward fed q + r_r and
+    the [X, N, T, H] projected position embedding (no [B, N, S, T] array in the program), TTIR
+    that TensorFlow 2.20's own XLA parses and verifies."""
     case = relative_attention_case("bi", True)
     layer = xlnet_block.RelativeAttention(32, 2, 16, dropatt=0.1, dtype="mixed_bfloat16")
     layer.attention_dropout.salt = 3
@@ -125,10 +128,12 @@ def test_a_gpu_step_emits_the_kernels_and_tensorflows_xla_parses_them(generation
     grids = {c.name: c.grid for c in checks}
     assert grids["flash_fwd"] == (1, batch * 2, 1)          # 16 rows in one 64-row tile
     assert all(c.ir_bytes > 10_000 and c.num_warps == 4 for c in checks)
-    # The position scores reach the forward unshifted: a bf16[B, N, S, T] operand.
+    # The forward reads k_r per group and head; no array of B x N x S x T elements exists.
     forward = next(line for line in hlo.splitlines()
                    if "__gpu$xla.gpu.triton" in line and "flash_fwd" in line)
-    assert f"bf16[{batch},2,{q_len + n_query},{t_len}]" in forward.split("custom-call(")[1]
+    assert f"bf16[2,2,{t_len},16]" in forward.split("custom-call(")[1]
+    rows = q_len + n_query
+    assert not re.search(rf"\[{batch},2,{rows},{t_len}\]|\[{batch * 2},{rows},{t_len}\]", hlo)
     assert k_len < t_len
 
 
@@ -138,21 +143,30 @@ def _interpreted_call(launch, ir, buffers, specs):
     custom call: the same launch (kernel, pointers, constexprs, grid) on the same buffers."""
     import torch
     kernel = flash.kernels(interpret=True)[launch.name]
-    pointers = {p + "_ptr": torch.from_numpy(np.array(buffers[p].numpy()))
-                for p in launch.operands}
-    dtypes = {tf.float32: torch.float32, tf.int32: torch.int32}
+
+    def to_torch(t):
+        if t.dtype == tf.bfloat16:  # numpy's bfloat16 is not torch's: through the bits
+            return torch.from_numpy(tf.bitcast(t, tf.int16).numpy().copy()).view(torch.bfloat16)
+        return torch.from_numpy(np.array(t.numpy()))
+
+    def to_tf(t, dtype):
+        if dtype == tf.bfloat16:
+            return tf.bitcast(tf.constant(t.view(torch.int16).numpy()), tf.bfloat16)
+        return tf.constant(t.numpy())
+
+    pointers = {p + "_ptr": to_torch(buffers[p]) for p in launch.operands}
+    dtypes = {tf.float32: torch.float32, tf.bfloat16: torch.bfloat16, tf.int32: torch.int32}
     results = {p: torch.full(specs[p].shape.as_list(), float("nan"), dtype=dtypes[specs[p].dtype])
                for p in launch.results}
-    kernel[launch.grid](**pointers, **{p + "_ptr": t for p, t in results.items()},
-                        **launch.constexprs)
-    return {p: tf.constant(t.numpy()) for p, t in results.items()}
+    # The interpreter multiplies 16-bit floats' bit patterns in tl.dot: in float32 there.
+    constexprs = dict(launch.constexprs, DOT_F32=buffers["q"].dtype != tf.float32)
+    kernel[launch.grid](**pointers, **{p + "_ptr": t for p, t in results.items()}, **constexprs)
+    return {p: to_tf(t, specs[p].dtype) for p, t in results.items()}
 
 
 @pytest.fixture
-def interpreted_triton(monkeypatch):
-    """The layer's Triton path on this CPU: the kernels interpreted in place of the custom
-    calls, and the XLA-context condition waived (the interpreter runs eagerly)."""
-    pytest.importorskip("torch")
+def xla_context_waived(monkeypatch):
+    """The Triton path chosen outside an XLA program (eagerly)."""
     checked = triton_attention.triton_unavailable_reason
 
     def reason(*args, **kwargs):
@@ -160,6 +174,13 @@ def interpreted_triton(monkeypatch):
         return None if why == "the step is not compiled by XLA (--jit_compile)" else why
 
     monkeypatch.setattr(triton_attention, "triton_unavailable_reason", reason)
+
+
+@pytest.fixture
+def interpreted_triton(monkeypatch, xla_context_waived):
+    """The layer's Triton path on this CPU: the kernels interpreted in place of the custom
+    calls, and the XLA-context condition waived (the interpreter runs eagerly)."""
+    pytest.importorskip("torch")
     monkeypatch.setattr(triton_attention, "_call", _interpreted_call)
     monkeypatch.setattr(triton_call, "ttir", lambda *args, **kwargs: "")
 
@@ -191,3 +212,96 @@ def test_the_layer_on_the_triton_path_is_the_reference(interpreted_triton, attn_
         np.testing.assert_allclose(got, want, atol=1e-5 * scale, rtol=0, err_msg=name)
     assert float(np.abs(np.asarray(reference[0]) - np.asarray(run("reference")[0])).max()) \
         == 0  # the draws repeat: same keys, same bits
+
+
+# ---------------------------------------------------------------- the check on the device
+@pytest.fixture
+def checked_here(monkeypatch):
+    """A GPU machine as the device check sees it, with Triton's CPU interpreter standing in
+    for the GPU: the kernels interpreted in place of the custom calls, the check's program run
+    eagerly instead of compiled by XLA; no check result kept from another test."""
+    pytest.importorskip("torch")
+    monkeypatch.setattr(triton_attention, "_gpu_present", lambda: True)
+    monkeypatch.setattr(triton_attention, "_run_compiled", lambda fn, *args: fn(*args))
+    monkeypatch.setattr(triton_attention, "_call", _interpreted_call)
+    monkeypatch.setattr(triton_call, "ttir", lambda *args, **kwargs: "")
+    monkeypatch.setattr(triton_attention, "_CHECKED", {})
+    monkeypatch.setattr(xlnet_block, "_SAID", set())
+
+
+def _shifted(g, rel, low, BLOCK_N):  # noqa: N803 - a kernel function's constexpr
+    """flash_relative_attention._shifted reading one column too far: a deliberately wrong
+    kernel (its name is the one the kernels call)."""
+    column = rel - low + 1
+    inside = (column >= 0) & (column < BLOCK_N)
+    return tl.where(inside, tl.gather(g, tl.where(inside, column, 0), 1), 0.0)
+
+
+@pytest.fixture
+def wrong_kernels(monkeypatch):
+    """The flash kernels built with this module's `_shifted` in place of theirs."""
+    monkeypatch.setattr(flash, "_TRITON_FUNCTIONS", tuple(
+        _shifted if f is flash._shifted else f for f in flash._TRITON_FUNCTIONS))
+    flash.kernels.cache_clear()
+    yield
+    monkeypatch.undo()
+    flash.kernels.cache_clear()
+
+
+def _choose(attention_implementation, dtype=tf.bfloat16):
+    """chosen_implementation for a bfloat16 attention with dropout, XLA's context waived."""
+    q = tf.zeros([2, 2, 8, 64], dtype)
+    plan = StepPlan(device="gpu", attention=attention_implementation).with_dropout_keys(
+        DropoutKeys.of(1, tf.constant(2), tf.range(2), 2))
+    return xlnet_block.chosen_implementation(q, tf.zeros([2, 2, 12, 64], dtype),
+                                             dropout=Dropout(0.1), training=True, plan=plan)
+
+
+@pytest.mark.slow  # the check's attention, forward and backward, interpreted: about 40 s
+@pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float32])
+def test_the_kernels_pass_their_check_and_auto_takes_them(checked_here, interpreted_triton,
+                                                          dtype):
+    triton_attention.device_check(dtype, 64, "sm_90", compare=True)
+    assert triton_attention._CHECKED == {(dtype.name, 64, "sm_90", True): None}
+    assert _choose("auto", dtype) == "triton"
+
+
+@pytest.mark.slow  # the check's attention, interpreted: about 40 s
+def test_a_wrong_kernel_fails_the_check_and_auto_takes_the_reference(
+        checked_here, interpreted_triton, wrong_kernels, caplog):
+    with pytest.raises(triton_attention.TritonKernelsFailed,
+                       match=r"^their output differs from the reference op's by \d"):
+        triton_attention.device_check(tf.bfloat16, 64, "sm_90", compare=True)
+    assert _choose("auto") == "reference"
+    said = [r.getMessage() for r in caplog.records if "Triton" in r.getMessage()]
+    assert said == ["--attention_implementation=auto: the Triton attention kernels failed "
+                    "their check: their output differs from the reference op's by "
+                    + said[0].split(" by ")[1]]
+    assert _choose("auto") == "reference"                      # asked again: said once
+    assert len([r for r in caplog.records if "Triton" in r.getMessage()]) == 1
+    assert _choose("triton") == "triton"                       # forced: no comparison
+
+
+@pytest.mark.xla
+def test_kernels_that_do_not_compile_fail_the_check_in_one_line(monkeypatch, xla_context_waived):
+    """This CPU's XLA, which has no Triton custom call, stands in for a GPU's XLA that rejects
+    the kernels: auto takes the reference op, forced triton is one line naming the flag."""
+    monkeypatch.setattr(triton_attention, "_gpu_present", lambda: True)
+    monkeypatch.setattr(triton_attention, "_CHECKED", {})
+    monkeypatch.setattr(xlnet_block, "_SAID", set())
+    assert _choose("auto") == "reference"
+    with pytest.raises(xlnet_block.AttentionImplementationError) as raised:
+        _choose("triton")
+    line = str(raised.value)
+    assert "\n" not in line
+    assert re.fullmatch(r"--attention_implementation=triton cannot run here: the Triton "
+                        r"attention kernels failed their check: they did not compile or run "
+                        r"on this device \(\w+: .*\); use --attention_implementation=auto \(or "
+                        r"reference\)\.", line), line
+
+
+def test_without_a_gpu_the_kernels_are_not_checked(monkeypatch, xla_context_waived):
+    """A step traced for a GPU on a machine without one (an export) takes the kernels as a GPU
+    that passes the check would: there is nothing to run them on."""
+    monkeypatch.setattr(triton_attention, "_CHECKED", {})
+    assert _choose("auto") == "triton" and triton_attention._CHECKED == {}

@@ -5,9 +5,9 @@ layers/xlnet_block.py, the dropout masks' hash and the CPU's stored mask in laye
 
   cudnn.py             the attention op as cuDNN's flash attention (XLA custom calls; GPU)
   triton_attention.py  the attention op as the project's flash Triton kernels, emitted as XLA
-                       custom calls by triton_call.py (GPU); the kernels themselves, forward
-                       and backward, with the dropout hash: flash_relative_attention.py
-  position_product.py  the position scores in the layout the Triton kernels read (GPU)
+                       custom calls by triton_call.py (GPU), and their check on the device;
+                       the kernels themselves, forward and backward, with the position scores
+                       made tile by tile and the dropout hash: flash_relative_attention.py
   dropout_masks.py     a stored dropout mask bit-packed (GPU)
   window_read.py       the shift of query rows at arbitrary positions as a gather (GPU, TPU)
   angle_scores.py      the position scores as a product with an angle table, no shift (TPU)

@@ -17,6 +17,19 @@ from tensorflow.python.framework import ops
 from tensorflow.python.ops import control_flow_util
 
 
+def cudnn_refusal_before_tracing(device: str, xla: bool, dtype: tf.DType) -> Optional[str]:
+    """Why the cuDNN implementation cannot run in a step traced for `device`, compiled by XLA
+    or not (`xla`), in compute dtype `dtype`: what is known before the step is traced; None
+    when none of it refuses."""
+    if device != "gpu":
+        return f"the step is traced for a {device.upper()}, not a GPU"
+    if not xla:
+        return "the step is not compiled by XLA (--jit_compile)"
+    if dtype not in (tf.bfloat16, tf.float16):
+        return f"it needs bfloat16 or float16 operands, not {dtype.name} (--precision)"
+    return None
+
+
 def cudnn_unavailable_reason(queries: tf.Tensor, keys: tf.Tensor, dropout_rate: float,
                              device: str) -> Optional[str]:
     """Why the cuDNN implementation cannot run for these operands in the step being traced,
@@ -28,15 +41,14 @@ def cudnn_unavailable_reason(queries: tf.Tensor, keys: tf.Tensor, dropout_rate: 
         # would come from cuDNN's generator, not from the keys that make a run's masks a pure
         # function of (seed, step, example) (layers/dropout.py).
         return f"attention dropout is on (rate {dropout_rate:g}; --dropatt)"
-    if device != "gpu":
-        return f"the step is traced for a {device.upper()}, not a GPU"
     # The custom calls have no TensorFlow kernel: only an XLA program can hold them. A private
     # API (tensorflow.python): TensorFlow has no public way to ask whether the function being
     # traced is compiled with jit_compile=True.
-    if not control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()):
-        return "the step is not compiled by XLA (--jit_compile)"
-    if queries.dtype not in (tf.bfloat16, tf.float16):
-        return f"it needs bfloat16 or float16 operands, not {queries.dtype.name} (--precision)"
+    reason = cudnn_refusal_before_tracing(
+        device, control_flow_util.GraphOrParentsInXlaContext(ops.get_default_graph()),
+        queries.dtype)
+    if reason is not None:
+        return reason
     head = queries.shape[-1]
     if head is None or head % 8 or head > 256:
         return f"the head size must be a multiple of 8 up to 256, not {head}"

@@ -2,10 +2,11 @@
 
 `ttir(kernel, pointer_types, constexprs, generation, ...)` lowers a @triton.jit function to its
 Triton IR (TTIR) for a GPU generation with the pinned `triton` package (the `gpu` extra: 3.6.0,
-the release closest to the Triton TensorFlow 2.21's XLA bundles, whose TTIR dialect it parses)
-when the step is traced; no GPU is needed. `triton_call(operands, results, ...)` emits one custom
-call whose backend_config carries that TTIR as **text** (TensorFlow 2.21's XLA rejects MLIR
-bytecode) in the MLIR DictionaryAttr that XLA's `TritonCall::Parse` reads:
+whose TTIR TensorFlow 2.20's XLA parses and verifies: tests/layers/kernels/
+test_triton_attention.py) when the step is traced; no GPU is needed. `triton_call(operands,
+results, ...)` emits one custom call whose backend_config carries that TTIR as **text** (MLIR
+bytecode carries a dialect version: TensorFlow 2.21's XLA rejected Pallas's) in the MLIR
+DictionaryAttr that XLA's `TritonCall::Parse` reads:
 
     {debug = false, grid_x = X : i32, grid_y = Y : i32, grid_z = Z : i32, ir = "<TTIR>",
      name = "<tt.func>", num_stages = S : i32, num_warps = W : i32}

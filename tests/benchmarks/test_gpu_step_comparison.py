@@ -1,0 +1,66 @@
+"""benchmarks/gpu/step_comparison.py rehearsed on this CPU up to where a GPU is needed
+(--rehearse): the tiny steps with and without the Triton kernels, exported as --gpu_bundle
+exports them (the tiny pair standing in for the Base pair, which is converted, not compiled),
+run by JAX's XLA on the CPU: the reference step's first loss and gradient norm are
+TensorFlow's, the Triton step is a row saying why this machine cannot run it, HuggingFace's
+tiny step (eager, PyTorch on the CPU) is a row, and the table prints. Needs the H100 compile venv (its JAX reads HLO text; XLNET_TF2_AOT_GPU_VENV or
+.venv-aot-gpu), skipped otherwise."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+from fixtures.paths import REPO_ROOT
+
+from benchmarks.tools.deviceless_compile import AcceleratorCompileError, accelerator_python
+
+pytest.importorskip("triton")
+pytest.importorskip("transformers")
+pytestmark = [pytest.mark.slow, pytest.mark.xla]  # two tiny exports, their compiles: 3 min
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bundle")
+    for implementation in ("triton", "reference"):
+        run = subprocess.run(
+            [sys.executable, "benchmarks/accelerator_check.py", "--cpu_dry_run",
+             f"--workdir={root / 'work'}", f"--export_step={root / ('tiny_' + implementation)}",
+             f"--attention_implementation={implementation}"],
+            cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+        shutil.copytree(root / f"tiny_{implementation}", root / f"base_{implementation}")
+    return root
+
+
+def test_the_comparison_runs_what_a_cpu_can_and_says_why_not_for_the_rest(bundle):
+    try:
+        python = accelerator_python("h100")
+    except AcceleratorCompileError as e:
+        pytest.skip(f"no JAX that reads HLO text: {e}")
+    run = subprocess.run(
+        [python, "benchmarks/gpu/step_comparison.py", str(bundle), "--rehearse",
+         "--hf_steps", "2", f"--hf_python={sys.executable}"],
+        cwd=REPO_ROOT, env=dict(ENV, JAX_PLATFORMS="cpu"), capture_output=True, text=True,
+        timeout=900)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    records = {r["program"]: r for r in (json.loads(line) for line in run.stdout.splitlines()
+                                         if line.startswith("{"))}
+    reference = records["tiny_reference"]
+    assert abs(reference["loss"] - reference["tf_loss"]) <= 1e-4 * reference["tf_loss"]
+    assert abs(reference["grad_norm"] - reference["tf_grad_norm"]) <= \
+        1e-3 * reference["tf_grad_norm"]
+    for name in ("base_reference", "base_triton"):                 # converted as on a GPU
+        assert records[name]["error"] == "converted, not compiled (--rehearse)", records[name]
+    assert "__gpu$xla.gpu.triton" in records["tiny_triton"]["error"]  # a GPU's calls
+    assert records["huggingface"]["mode"] == "eager" and records["huggingface"]["step_ms"] > 0
+    table = run.stdout[run.stdout.index("program "):]
+    for row in ("Base, Triton kernels", "Base, reference attention", "tiny, Triton kernels",
+                "tiny, reference attention", "HuggingFace, eager",
+                "tiny: first-step loss / gradient norm, Triton vs reference (relative): n/a",
+                "reference vs TensorFlow on a CPU: "):
+        assert row in table, table
