@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The test suite. With no setting (CI: .ci/run), the whole suite, split between TensorFlow 2.20's
 # two builds so each test runs once: the tests marked `xla` (they compile XLA programs on the CPU)
-# under the plain `tensorflow` wheel in .venv, every other test under the TPU build
+# or `plain_wheel` (they check the plain wheel's install) under the plain `tensorflow` wheel in
+# .venv, every other test under the TPU build
 # (`tensorflow-tpu` 2.20.0 with libtpu 0.0.30, in .venv-tpu made by scripts/setup_tpu_env.sh, the
 # README's TPU install), which has no XLA for the CPU. Both venvs get the test tools and the
 # PyTorch reference (EXTRA=test,reference).
@@ -29,8 +30,8 @@ if [ "${FAST:-0}" = "1" ]; then
     exec .venv/bin/python "${PYTEST[@]}" -m "not slow" "$@"
 fi
 status=0
-echo "[tests] 1 of 2: the tests marked xla, under the plain tensorflow 2.20 (.venv)"
-.venv/bin/python "${PYTEST[@]}" -m xla "$@" || status=$?
+echo "[tests] 1 of 2: the tests marked xla or plain_wheel, under the plain tensorflow 2.20 (.venv)"
+.venv/bin/python "${PYTEST[@]}" -m "xla or plain_wheel" "$@" || status=$?
 tpu_status=0
 wait "$tpu_setup" || tpu_status=$?
 cat "$tpu_log"
@@ -43,5 +44,5 @@ echo "[tests] 2 of 2: every other test, under tensorflow-tpu 2.20 with libtpu 0.
 # Off a TPU VM the TPU build's `import tensorflow` waits minutes for the TPU metadata server
 # without these (scripts/setup_tpu_env.sh).
 TPU_SKIP_MDS_QUERY=1 TPU_WORKER_HOSTNAMES=localhost \
-    .venv-tpu/bin/python "${PYTEST[@]}" -m "not xla" "$@" || status=$?
+    .venv-tpu/bin/python "${PYTEST[@]}" -m "not xla and not plain_wheel" "$@" || status=$?
 exit "$status"

@@ -152,6 +152,7 @@ def test_from_pretrained_walks_on_the_real_code():
 
 
 @pytest.mark.slow
+@pytest.mark.xla  # the commands' compiled step (--jit_compile, their default)
 def test_command_traces_a_pretraining_step(tmp_path):
     out = tmp_path / "walk.json"
     run = subprocess.run([sys.executable, "-m", "benchmarks.tools.code_walk", f"--json={out}"],
@@ -178,6 +179,7 @@ STEP_LINES_AT_MOST = 2400
 
 
 @pytest.mark.slow
+@pytest.mark.xla  # the commands' compiled step (--jit_compile, their default)
 def test_one_steps_math_is_a_few_files_and_accelerators_add_only_device_forms():
     """The step traced for a CPU (the reference path), a GPU and a TPU on this machine
     (`Trainer.first_step(device)`, benchmarks/tools/code_walk.py's measure 5): the reference

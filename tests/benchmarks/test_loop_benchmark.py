@@ -64,6 +64,7 @@ def test_summary_takes_medians_over_rounds_and_ratios_per_round():
 
 
 @pytest.mark.slow
+@pytest.mark.xla  # the commands' compiled step (--jit_compile, their default)
 def test_loop_workload_runs_three_contenders_on_the_same_data(tmp_path):
     out = tmp_path / "loop.json"
     workdir = tmp_path / "work"

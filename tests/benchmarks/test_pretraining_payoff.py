@@ -40,6 +40,7 @@ def _run(workdir, tmp_path, *extra):
     return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.xla  # the commands' compiled step (--jit_compile, their default)
 def test_toy_experiment_end_to_end_and_resumed(tmp_path):
     write_fake_packages(tmp_path / "site", modules_per_package=60)
     _doc_tree(tmp_path / "doc")
