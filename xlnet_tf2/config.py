@@ -30,6 +30,12 @@ ATTENTION_IMPLEMENTATIONS = ("auto", "reference", "cudnn", "triton", "pallas")
 # ("shift"), or as a product with an angle table ("angles", layers/kernels/angle_scores.py);
 # "auto": angles in a program traced for a TPU.
 POSITION_SCORE_FORMS = ("auto", "shift", "angles")
+# The devices a step is traced for (layers/step_plan.py), and the GPU and TPU generations its
+# kernels are built for: v5e and newer TPUs rotate each row of a tile by its own amount in one
+# instruction (a strided rotate), v4 by rotates and selects.
+DEVICES = ("cpu", "gpu", "tpu")
+GPU_GENERATIONS = ("sm_90", "sm_80")
+TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v4")
 
 # The feed-forward's activation, each name one function: "gelu_tanh" the tanh approximation
 # of GELU (the original XLNet's; HuggingFace's "gelu_new"), "gelu_erf" the exact erf GELU

@@ -20,11 +20,11 @@ from __future__ import annotations
 import dataclasses
 from typing import Optional, Tuple
 
+from xlnet_tf2.config import TPU_GENERATIONS
 from xlnet_tf2.config_flags import (RunConfigError, check_declared, check_non_negative,
                                     check_positive, section, setting, setting_like)
 from benchmarks.tools.doc_corpus import SOURCES
 from benchmarks.tools.payoff_tasks import TASKS as PAYOFF_TASKS
-from xlnet_tf2.layers.step_plan import TPU_GENERATIONS
 from xlnet_tf2.tasks.finetune_config import SUMMARY_TYPES
 from xlnet_tf2.training.run_config import (PRECISIONS, DistributionConfig, DropoutConfig,
                                            LoopConfig)

@@ -38,6 +38,7 @@ import os
 import resource
 import statistics
 import subprocess
+import sys
 import time
 from typing import Callable, Dict, List, Optional, Sequence
 

@@ -13,6 +13,7 @@ import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2 import fileio
+from xlnet_tf2.conversion.weight_maps import HF_ACTIVATIONS
 
 # Variables of a TF1 training checkpoint that are not model weights.
 _OPTIMIZER_MARKERS = ("/adam_m", "/adam_v", "/Adam", "/Adam_1", "/Momentum", "/LAMB")
@@ -72,13 +73,6 @@ _HF_RUNTIME_KEYS = {
     "bi_data": "bi_data", "clamp_len": "clamp_len", "same_length": "same_length",
     "dropout": "dropout",
 }
-# HuggingFace's activation names -> ours (config.ACTIVATIONS): its "gelu" is the exact erf
-# GELU, its "gelu_new" (and "gelu_pytorch_tanh") the tanh form the original XLNet was trained
-# with, which the original's xlnet_config.json calls "gelu". Each converts to the function
-# HuggingFace computes, so a converted model gives HuggingFace's numbers (and writing one back
-# gives the first name here of its function: to_huggingface.py).
-HF_ACTIVATIONS = {"gelu": "gelu_erf", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
-                  "relu": "relu"}
 
 
 def read_huggingface_config(directory: str) -> Tuple[dict, dict]:

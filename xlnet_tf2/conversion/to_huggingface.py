@@ -17,8 +17,8 @@ import tensorflow as tf
 from xlnet_tf2 import fileio, run_dir, task_registry
 from xlnet_tf2 import special_ids as sid
 from xlnet_tf2.conversion.head_maps import huggingface_head_map
-from xlnet_tf2.conversion.readers import HF_ACTIVATIONS
-from xlnet_tf2.conversion.weight_maps import huggingface_backbone_map, huggingface_weight_map
+from xlnet_tf2.conversion.weight_maps import (huggingface_activation, huggingface_backbone_map,
+                                              huggingface_weight_map)
 
 # transformers' class of each model kind: the backbone, the LM model, and each declared
 # task's huggingface_architecture (task_registry.py).
@@ -27,12 +27,6 @@ ARCHITECTURES = {"lm": "XLNetLMHeadModel", "backbone": "XLNetModel",
 HF_CONFIG = "config.json"
 HF_WEIGHTS = "model.safetensors"
 _TIED_BIASES = ("r_w_bias", "r_r_bias", "r_s_bias")
-
-
-def huggingface_activation(ff_activation: str) -> str:
-    """HuggingFace's name of our activation: the first of readers.HF_ACTIVATIONS that reads as
-    it (the tanh GELU is "gelu_new": HuggingFace's "gelu" is the erf form, our "gelu_erf")."""
-    return next(hf for hf, ours in HF_ACTIVATIONS.items() if ours == ff_activation)
 
 
 def huggingface_state(model) -> Dict[str, np.ndarray]:

@@ -15,6 +15,20 @@ from typing import Callable, List, Mapping, Sequence
 
 import numpy as np
 
+# HuggingFace's activation names -> ours (config.ACTIVATIONS): its "gelu" is the exact erf
+# GELU, its "gelu_new" (and "gelu_pytorch_tanh") the tanh form the original XLNet was trained
+# with, which the original's xlnet_config.json calls "gelu". Each converts to the function
+# HuggingFace computes, so a converted model gives HuggingFace's numbers (and writing one back
+# gives the first name here of its function: `huggingface_activation`).
+HF_ACTIVATIONS = {"gelu": "gelu_erf", "gelu_new": "gelu_tanh", "gelu_pytorch_tanh": "gelu_tanh",
+                  "relu": "relu"}
+
+
+def huggingface_activation(ff_activation: str) -> str:
+    """HuggingFace's name of our activation: the first of HF_ACTIVATIONS that reads as
+    it (the tanh GELU is "gelu_new": HuggingFace's "gelu" is the erf form, our "gelu_erf")."""
+    return next(hf for hf, ours in HF_ACTIVATIONS.items() if ours == ff_activation)
+
 
 @dataclasses.dataclass(frozen=True)
 class WeightSource:

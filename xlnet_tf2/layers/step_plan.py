@@ -33,13 +33,8 @@ from typing import Optional
 
 import tensorflow as tf
 
-from xlnet_tf2.config import ATTENTION_IMPLEMENTATIONS, POSITION_SCORE_FORMS
-
-DEVICES = ("cpu", "gpu", "tpu")
-GPU_GENERATIONS = ("sm_90", "sm_80")
-# TPU generations the Pallas kernels are compiled for: v5e and newer rotate each row of a tile
-# by its own amount in one instruction (a strided rotate), v4 by rotates and selects.
-TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v4")
+from xlnet_tf2.config import (ATTENTION_IMPLEMENTATIONS, DEVICES, GPU_GENERATIONS,
+                              POSITION_SCORE_FORMS, TPU_GENERATIONS)
 
 
 def this_tpu_generation() -> str:
