@@ -96,7 +96,7 @@ class StepPlan:
 
     device: "cpu", "gpu" or "tpu": the device whose program is traced.
     attention: the attention op's implementation, one of config.ATTENTION_IMPLEMENTATIONS
-      ("auto" picks per call: layers/xlnet_block.py's `chosen_implementation`).
+      ("auto" picks per call: layers/kernels/attention_choice.py).
     position_scores: one of config.POSITION_SCORE_FORMS (`angle_position_scores` says which
       form is used).
     dropout_keys: the keys of this trace's dropout draws (`DropoutKeys`, built per traced
@@ -147,6 +147,14 @@ class StepPlan:
         return dataclasses.replace(self, dropout_keys=keys)
 
     # ---------------------------------------------------------------- the device switches
+    @property
+    def kernel_attention(self) -> bool:
+        """The attention op may be another than the reference, which
+        layers/kernels/attention_choice.py picks per call (or refuses, forced): a GPU's or a
+        TPU's step under "auto", or an implementation forced. False: the reference path."""
+        return self.attention != "reference" and (self.attention != "auto"
+                                                   or self.device != "cpu")
+
     @property
     def pallas_kernels(self) -> bool:
         """The attention may be the Pallas kernels (layers/kernels/pallas_attention.py): a

@@ -23,34 +23,12 @@ stream, all L rows) or g (query stream, only the P target rows: computing the ot
 as the original does and discarding them gives the same numbers with more work).
 
 The attention op: softmax(scale * (q . k + bias), blocked entries excluded), dropout on the
-probabilities, then the weighted sum of values, where the `bias` is the part of a score that is
-not a product of a query row and a key row (the aligned position scores and the segment term).
-Its implementations, chosen by the step's plan (layers/step_plan.py), passed down from where
-the step is traced:
-
-  "reference"  TensorFlow ops (`reference_attention`, here). Runs everywhere; the parity tests'
-               numbers.
-  "cudnn"      cuDNN's flash attention as XLA custom calls (kernels/cudnn.py): only inside an
-               XLA program traced for a GPU, in bfloat16 / float16, without attention dropout.
-  "triton"     the project's flash Triton kernels as XLA custom calls (kernels/triton_attention.py):
-               only inside an XLA program traced for a GPU, with the `triton` package (the gpu
-               extra); with attention dropout (the reference's bits).
-  "pallas"     the project's flash Pallas kernels as XLA tpu_custom_calls
-               (kernels/pallas_attention.py): only inside an XLA program traced for a TPU, with
-               JAX (the tpu extra); both streams in one call, with attention dropout (the
-               reference's bits).
-
-"auto" (the default) takes "triton" (GPU) wherever it can run and the kernels pass their check
-on the device (kernels/triton_attention.py `device_check`: once, against `reference_attention`;
-the reference after one warning line where they fail it), "pallas" (TPU) wherever it can run,
-else "cudnn", and "reference" elsewhere (`chosen_implementation`); the trainer's
---attention_implementation forces one (a forced one that cannot run is one clear error,
-`AttentionImplementationError`; what is known before the step is traced refuses it then,
-`refusal_before_tracing`). The Triton and Pallas kernels read the score's terms before they are
-assembled into a bias (the queries and the position embedding's projection k_r, from which
-they make the position scores tile by tile, and the segment ids): `RelativeAttention`'s
-`attend` asks `chosen_implementation` first and calls kernels/triton_attention.py or
-kernels/pallas_attention.py with the terms, or `attention` with the bias.
+probabilities, then the weighted sum of values; the bias is the part of a score that is not a
+product of a query row and a key row (the aligned position scores and the segment term). Here
+in TensorFlow ops (`reference_attention`); where the step's plan may take a kernel
+(`StepPlan.kernel_attention`), layers/kernels/attention_choice.py says which implementation
+runs, and the Triton and Pallas kernels take the score's terms unassembled (the queries, the
+position embedding's projection k_r, the segment ids) instead of the bias.
 """
 
 from __future__ import annotations
@@ -59,10 +37,9 @@ from typing import Optional, Sequence
 
 import keras
 import tensorflow as tf
-from absl import logging
 
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.kernels import cudnn, pallas_attention, triton_attention
+from xlnet_tf2.layers.kernels import attention_choice, cudnn, pallas_attention, triton_attention
 from xlnet_tf2.layers.kernels.angle_scores import angle_position_scores
 from xlnet_tf2.layers.relative_position import (content_positions, content_shift,
                                                 gather_relative_scores)
@@ -347,12 +324,15 @@ class RelativeAttention(keras.layers.Layer):
             """The attention of query rows [B, N, S, H] at positions `positions` of the
             example ([B, S], None for the L content rows in order): the content part
             (q + r_w) . k by the op, the aligned position scores and the segment term as its
-            bias; or, where the step runs the Triton kernels, the terms unassembled
-            (layers/kernels/triton_attention.py)."""
-            implementation = chosen_implementation(
-                queries, keys, dropout=self.attention_dropout, training=training, plan=plan,
-                dropout_rows=dropout_rows, score_terms=_why_no_score_terms(
-                    angle_table, mismatch, segment_ids))
+            bias; or, where the step runs the Triton or Pallas kernels, the terms
+            unassembled."""
+            implementation = "reference"
+            if plan.kernel_attention:  # not on the reference path
+                implementation = attention_choice.chosen_implementation(
+                    queries, keys, dropout=self.attention_dropout, training=training, plan=plan,
+                    reference_attention=reference_attention, dropout_rows=dropout_rows,
+                    score_terms=attention_choice.why_no_score_terms(angle_table, mismatch,
+                                                                    segment_ids))
             if implementation in ("triton", "pallas"):
                 if positions is None:
                     positions = content_positions(queries, q_len)
@@ -414,16 +394,6 @@ class RelativeAttention(keras.layers.Layer):
         return h_out, g_out
 
 
-def _why_no_score_terms(angle_table, mismatch, segment_ids) -> Optional[str]:
-    """Why this layer call cannot give the Triton kernels the score's terms unassembled, or
-    None."""
-    if angle_table is not None:
-        return "the position scores are the angle form's (--position_scores=angles)"
-    if mismatch is not None and segment_ids is None:
-        return "the segment term was given without the segment ids (segment_ids)"
-    return None
-
-
 def _rows(content, query, q_len: int, n_query):
     """The content rows' bool [B, L, K] and the query rows' bool [B, P, K] stacked into
     [B, L + P, K] (`n_query` = P, or None without a query stream: `content` alone). None when
@@ -440,106 +410,6 @@ def _rows(content, query, q_len: int, n_query):
 
 
 # ---------------------------------------------------------------------------- the attention op
-# The implementations that run only inside an XLA program traced for one kind of device.
-IMPLEMENTATION_DEVICE = {"cudnn": "gpu", "triton": "gpu", "pallas": "tpu"}
-
-
-class AttentionImplementationError(ValueError):
-    """--attention_implementation=cudnn, triton or pallas where that implementation cannot
-    run; its message is one line naming the flag."""
-
-
-def refusal(implementation: str, reason: str) -> str:
-    """The one line refusing a forced `implementation` for `reason`."""
-    return (f"--attention_implementation={implementation} cannot run here: {reason}; use "
-            "--attention_implementation=auto (or reference).")
-
-
-def refusal_before_tracing(plan: StepPlan, *, jit_compile: bool,
-                           dtype: tf.DType) -> Optional[str]:
-    """The line refusing the plan's forced GPU-only implementation from what is known before
-    the step is traced (the device, XLA, the installed packages, the compute dtype), or None
-    (the trace checks the rest: shapes, the score's form, the dropout's keys)."""
-    if plan.attention == "triton":
-        reason = triton_attention.triton_refusal_before_tracing(plan.device, jit_compile,
-                                                                dtype)
-    elif plan.attention == "cudnn":
-        reason = cudnn.cudnn_refusal_before_tracing(plan.device, jit_compile, dtype)
-    else:
-        return None
-    return None if reason is None else refusal(plan.attention, reason)
-
-
-def raised_while_tracing(error: BaseException) -> Optional[AttentionImplementationError]:
-    """The AttentionImplementationError that `error` is or was raised from, or None. Raised
-    while a step is traced, it comes back wrapped: Keras raises a copy of its type whose
-    message adds the layer's arguments, AutoGraph its own StagingError, each with the error
-    before it as its context; the first one raised, the deepest, has the one line."""
-    found, seen = None, 0
-    while error is not None and seen < 8:
-        if isinstance(error, AttentionImplementationError):
-            found = error
-        error, seen = error.__cause__ or error.__context__, seen + 1
-    return found
-
-
-def chosen_implementation(queries: tf.Tensor, keys: tf.Tensor, *, dropout, training,
-                          plan: StepPlan, dropout_rows: Optional[Sequence[int]] = None,
-                          score_terms: Optional[str] = None) -> str:
-    """The implementation ("triton", "pallas", "cudnn" or "reference") that computes this
-    attention in the step being traced: the plan's `attention`, or under "auto" the first of
-    triton, pallas, cudnn that can run, the Triton kernels once they pass their check on the
-    device (the reference after one warning line where they fail it). A forced one that cannot
-    run raises AttentionImplementationError (one line naming the flag). `score_terms`: why the
-    caller cannot give the score's terms unassembled (triton and pallas need them), or None.
-    Arguments as `attention`'s."""
-    if plan.attention == "reference" or (
-            plan.attention == "auto" and plan.device not in IMPLEMENTATION_DEVICE.values()):
-        return "reference"  # the others run only in a step traced for a GPU or a TPU
-    rate = dropout.rate if training else 0.0
-    for name, unavailable in (("triton", triton_attention.triton_unavailable_reason),
-                              ("pallas", pallas_attention.pallas_unavailable_reason)):
-        if plan.attention not in ("auto", name):
-            continue
-        why_not = unavailable(queries, keys, dropout_rate=rate, dropout_rows=dropout_rows,
-                              plan=plan, score_terms=score_terms)
-        if why_not is None:
-            if name == "pallas":
-                return name
-            # Forced, the Triton kernels only have to compile and run; "auto" also compares
-            # them with the reference op.
-            try:
-                triton_attention.device_check(queries.dtype, queries.shape[-1],
-                                              plan.gpu_generation,
-                                              compare=plan.attention == "auto",
-                                              reference_attention=reference_attention)
-                return "triton"
-            except triton_attention.TritonKernelsFailed as failed:
-                why_not = f"the Triton attention kernels failed their check: {failed}"
-                if plan.attention == "auto":  # kernels that fail here: the safe path
-                    _say_once(f"--attention_implementation=auto: {why_not}; the step uses the "
-                              "reference attention.")
-                    return "reference"
-        if plan.attention == name:
-            raise AttentionImplementationError(refusal(name, why_not))
-    reason = cudnn.cudnn_unavailable_reason(queries, keys, rate, plan.device)
-    if reason is None:
-        return "cudnn"
-    if plan.attention == "cudnn":
-        raise AttentionImplementationError(refusal("cudnn", reason))
-    return "reference"
-
-
-_SAID: set = set()
-
-
-def _say_once(line: str) -> None:
-    """`line` as a warning, once per process (every layer of every trace asks)."""
-    if line not in _SAID:
-        _SAID.add(line)
-        logging.warning(line)
-
-
 def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.Tensor,
               blocked: Optional[tf.Tensor], *, scale: float, dropout, training, plan: StepPlan,
               dropout_rows: Optional[Sequence[int]] = None,
@@ -557,18 +427,20 @@ def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.T
         implementation asked for.
       dropout_rows: the Dropout's `row_draws` (query rows that stack several attentions, each
         to get the mask of a call of its own), or None.
-      implementation: "reference" or "cudnn", as `chosen_implementation` returned it; None:
-        chosen here. (The Triton and Pallas kernels take the score's terms unassembled: the
-        caller runs kernels/triton_attention.py or kernels/pallas_attention.py itself when
-        `chosen_implementation` says "triton" or "pallas".)
+      implementation: "reference" or "cudnn", as kernels/attention_choice.py's
+        `chosen_implementation` returned it; None: chosen here. (The Triton and Pallas kernels
+        take the score's terms: the caller runs them itself where that says so.)
     Returns:
       [B, N, S, H] in the compute dtype.
     """
     if implementation is None:
-        implementation = chosen_implementation(
-            queries, keys, dropout=dropout, training=training, plan=plan,
-            dropout_rows=dropout_rows,
-            score_terms="the caller gave the assembled [B, N, S, K] bias, not the score's terms")
+        implementation = "reference"
+        if plan.kernel_attention:
+            implementation = attention_choice.chosen_implementation(
+                queries, keys, dropout=dropout, training=training, plan=plan,
+                reference_attention=reference_attention, dropout_rows=dropout_rows,
+                score_terms=("the caller gave the assembled [B, N, S, K] bias, not the "
+                             "score's terms"))
     if implementation == "reference":
         return reference_attention(queries, keys, values, bias, blocked, scale=scale,
                                    dropout=dropout, training=training,
