@@ -109,15 +109,11 @@ class PositionwiseFeedForward(keras.layers.Layer):
         return self.layer_norm(x + out)
 
 
-
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class XLNetBlock(keras.layers.Layer):
-    """Post-LayerNorm Transformer-XL layer applied to the content stream h [B, L, D] and,
-    in pretraining, the query stream g [B, P, D]. Both streams share every weight.
-
-    The layer index (`layer_index`) is stored so that layer-wise learning-rate decay can find
-    a layer's depth structurally rather than by matching variable names.
-    """
+    """Post-LayerNorm Transformer-XL layer on the content stream h [B, L, D] and, in
+    pretraining, the query stream g [B, P, D], sharing every weight. `layer_index`: its depth,
+    for layer-wise learning-rate decay (found structurally, not by variable names)."""
 
     def __init__(self, d_model: int, n_head: int, d_head: int, d_inner: int,
                  ff_activation: str = "gelu_tanh", dropout: float = 0.0, dropatt: float = 0.0,
@@ -150,9 +146,9 @@ class XLNetBlock(keras.layers.Layer):
 
     def call(self, h, pos_emb, g=None, training=None, plan=None, angle_table=None,
              direction_groups: int = 1, **attention_kwargs):
-        """Returns (h_out [B, L, D], g_out [B, P, D]) with a query stream g, h_out alone
-        without one (as RelativeAttention.call, which takes the other arguments). `plan`: the
-        step's (layers/step_plan.py)."""
+        """(h_out [B, L, D], g_out [B, P, D]) with a query stream g, h_out alone without one;
+        the other arguments are RelativeAttention.call's (Keras refuses a **kwargs that mixes
+        tensors and Python values: the int `direction_groups` is named)."""
         position = dict(angle_table=angle_table, direction_groups=direction_groups)
         if g is None:
             h = self.rel_attn(h, pos_emb, training=training, plan=plan, **position,
@@ -244,30 +240,20 @@ class RelativeAttention(keras.layers.Layer):
              segment_mismatch=None, query_segment_mismatch=None, query_positions=None,
              query_weights=None, biases=None, training=None, plan: Optional[StepPlan] = None,
              angle_table=None, direction_groups: int = 1, segment_ids=None):
-        """Runs both streams of one layer.
+        """Both streams of one layer: (h_out [B, L, D], g_out [B, P, D]) with a query stream,
+        h_out alone without one (a Keras call returns tensors only).
 
-        Args:
-          h: content stream [B, L, D].
-          pos_emb: relative position embedding [X, T, D] (already dropped out).
-          g: query stream [B, P, D] or None.
-          mems: memory [B, M, D] or None.
-          content_mask, query_mask: bool [B, L, K] and [B, P, K], True = blocked, or None.
-          segment_mismatch: bool [B, L, K] (content rows) or None for no segment term.
-          query_segment_mismatch: bool [B, P, K] (query rows) or None.
-          segment_ids: int [B, K], the keys' segment ids (memory keys 0), from which the
-            mismatches were made, or None: the Triton and Pallas kernels compare ids instead of reading a
-            [B, S, K] matrix (a row's id is its key's, M + its position in the example).
-          query_positions: int32 [B, P], each query-stream row's position in the example.
-          query_weights: [B, P], 1 for real target rows, 0 for empty ones (their attention
-            output is zero, as when the original maps rows through an all-zero target_mapping).
-          biases: (r_w, r_r, r_s) shared [N, H] tensors when the layer does not own them.
-          plan: the step's plan (layers/step_plan.py); None: this machine's.
-          angle_table: layers/kernels/angle_scores.py's table [2, K, D/2], for the position
-            scores without the shift (then `pos_emb` is unused), with `direction_groups` (1, or
-            2 with bi_data); None: the shift form from `pos_emb`.
-        Returns:
-          (h_out [B, L, D], g_out [B, P, D]) with a query stream; h_out alone without one (a
-          Keras call returns tensors only, so the layer works in a functional model).
+        h [B, L, D]; pos_emb [X, T, D] (dropped out); g [B, P, D] or None; mems [B, M, D] or
+        None; content_mask, query_mask bool [B, L, K], [B, P, K] (True = blocked) or None;
+        segment_mismatch, query_segment_mismatch bool [B, L, K], [B, P, K] or None (no segment
+        term); segment_ids int [B, K], the keys' ids (memory 0) the mismatches came from, which
+        the Triton and Pallas kernels compare instead of reading a [B, S, K] matrix;
+        query_positions int32 [B, P], each query row's position; query_weights [B, P], 0 for
+        empty target rows (output zero, as the original's all-zero target_mapping rows);
+        biases (r_w, r_r, r_s) [N, H] when the layer does not own them; plan: the step's (None:
+        this machine's); angle_table: kernels/angle_scores.py's [2, K, D/2] with
+        `direction_groups` (1, or 2 with bi_data), the position scores without the shift
+        (`pos_emb` unused).
         """
         plan = plan_or_default(plan)
         if self.own_biases:
@@ -414,25 +400,13 @@ def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.T
               blocked: Optional[tf.Tensor], *, scale: float, dropout, training, plan: StepPlan,
               dropout_rows: Optional[Sequence[int]] = None,
               implementation: Optional[str] = None) -> tf.Tensor:
-    """The attention op with the score's bias assembled.
-
-    Args:
-      queries: [B, N, S, H]; keys, values: [B, N, K, H]; bias: [B, N, S, K] (added to q . k
-        before scaling), all in the compute dtype.
-      blocked: bool [B, S, K], True where a query row must not see a key, or None.
-      scale: the scores' factor (1 / sqrt(H)).
-      dropout: the probabilities' dropout (a layers/dropout.py Dropout, called with
-        `training`).
-      plan: the step's plan (layers/step_plan.py): its device and `attention`, the
-        implementation asked for.
-      dropout_rows: the Dropout's `row_draws` (query rows that stack several attentions, each
-        to get the mask of a call of its own), or None.
-      implementation: "reference" or "cudnn", as kernels/attention_choice.py's
-        `chosen_implementation` returned it; None: chosen here. (The Triton and Pallas kernels
-        take the score's terms: the caller runs them itself where that says so.)
-    Returns:
-      [B, N, S, H] in the compute dtype.
-    """
+    """The attention op with the score's bias assembled: [B, N, S, H] in the compute dtype of
+    queries [B, N, S, H], keys, values [B, N, K, H], bias [B, N, S, K] (added to q . k before
+    the `scale`), blocked bool [B, S, K] (True: not seen) or None. `dropout`: the
+    probabilities' Dropout, with `dropout_rows` its `row_draws` (stacked attentions, each
+    with the mask of a call of its own); `implementation`: "reference" or "cudnn" as
+    kernels/attention_choice.py chose it, None: chosen here (the Triton and Pallas kernels take
+    the score's terms: the caller runs them itself)."""
     if implementation is None:
         implementation = "reference"
         if plan.kernel_attention:
@@ -474,19 +448,13 @@ def reference_attention(queries, keys, values, bias, blocked, *, scale, dropout,
 
 
 def masked_softmax(scores: tf.Tensor, mask, scale: float) -> tf.Tensor:
-    """softmax(scores * scale, blocked entries -1e30) over the last axis, for narrow scores.
+    """softmax(scores * scale, blocked -1e30) over the last axis of narrow scores [B, N, S, K]
+    (float16 / bfloat16; mask bool [B, S, K], True = blocked, or None), in their dtype.
 
-    scores: [B, N, S, K] in float16 / bfloat16; mask: bool [B, S, K] (True = blocked) or None.
-    Returns the probabilities in the scores' dtype.
-
-    The softmax runs in float32 (a fusion's registers on a GPU), but the only score-sized
-    tensor kept for the backward pass is the narrow result: TensorFlow's own gradient would
-    keep the float32 probabilities (twice the bytes, written once and read once per layer and
-    stream). The backward pass recomputes in float32 from the narrow probabilities,
-    d scores = scale * p * (dp - sum(dp * p)), zero where blocked: the probabilities the
-    backward pass sees are the ones the forward pass used (the value product reads them
-    narrow too). The blocked value never exists in the narrow dtype (float16 tops out at
-    65504).
+    The softmax runs in float32, but the backward keeps only the narrow result (TensorFlow's
+    gradient would keep the float32 probabilities: twice the bytes) and recomputes in float32
+    d scores = scale * p * (dp - sum(dp * p)), zero where blocked: it sees the probabilities
+    the forward used. The blocked value never exists narrow (float16 tops out at 65504).
     """
     narrow = scores.dtype
 
