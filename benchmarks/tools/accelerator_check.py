@@ -58,7 +58,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.data.params import DataParams
-from xlnet_tf2.models.saving import checkpoint_for
+from xlnet_tf2.models.saving import save_pretrained
 from xlnet_tf2.tasks.pretraining import PretrainTask, build_trainer
 from xlnet_tf2.tasks.pretraining_config import PretrainConfig
 from benchmarks.tools import step_export
@@ -158,11 +158,13 @@ def _shape_text(shape: dict) -> str:
 
 def _write_initial_weights(config: PretrainConfig, path: str) -> str:
     """A fresh model of the run's architecture (vocabulary from the data), in float32, saved
-    as the checkpoint both runs start from; returns its prefix. Seeded as the Trainer seeds
-    its fresh models (--seed), so these are the weights --export_step exports."""
+    as a model directory `path` (its xlnet_config.json beside the checkpoint, which
+    --init_checkpoint's loader reads) both runs start from; returns the checkpoint's prefix.
+    Seeded as the Trainer seeds its fresh models (--seed), so these are the weights
+    --export_step exports."""
     keras.utils.set_random_seed(config.loop.seed)
     model = PretrainTask(config).build_model()
-    prefix = checkpoint_for(model).write(path)
+    prefix = save_pretrained(model, path)
     del model
     gc.collect()
     return prefix
@@ -186,7 +188,7 @@ def run_check(c, dry_run: bool = False) -> dict:
         f"{os.path.join(c.workdir, 'initial')}; both runs start from it")
     initial = _write_initial_weights(
         PretrainConfig.flat(model_dir=os.path.join(c.workdir, "unused"), **common),
-        os.path.join(c.workdir, "initial", "ckpt"))
+        os.path.join(c.workdir, "initial"))
     say("float32 run: one step (TF32 off), compiled first")
 
     tf32 = tf.config.experimental.tensor_float_32_execution_enabled()

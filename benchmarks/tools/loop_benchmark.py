@@ -150,7 +150,9 @@ def contender_result(loops: Sequence[dict], finished: float, **extra) -> dict:
                                    for loop, end in zip(timed[1:], ends[:-1], strict=True)),
             "after_loops_s": finished - ends[-1],
             "first_loop_s": loops[0]["seconds"], "steps": sum(loop["steps"] for loop in loops),
-            "peak_rss_mb": peak_rss_mb(), **extra}
+            "peak_rss_mb": peak_rss_mb(),
+            # Whether this contender's process loaded TensorFlow (HuggingFace's must not).
+            "tensorflow_imported": "tensorflow" in sys.modules, **extra}
 
 
 def time_loops(run_steps: Callable[[int], object], steps: int, steps_per_loop: int) -> dict:

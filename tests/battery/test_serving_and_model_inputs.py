@@ -134,7 +134,8 @@ def model_call(values, mode):
         inputs = {"input_ids": ids(values, 8)}
         if mode == "eager":
             return lm()(inputs)
-        fn = tf.function(lambda x: lm()({"input_ids": x}), jit_compile=(mode == "xla"))
+        model = lm()  # loaded eagerly: a first load inside the trace would run under AutoGraph
+        fn = tf.function(lambda x: model({"input_ids": x}), jit_compile=(mode == "xla"))
         return fn(tf.constant(inputs["input_ids"]))
     return call
 

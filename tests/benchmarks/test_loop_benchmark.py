@@ -85,8 +85,10 @@ def test_loop_workload_runs_three_contenders_on_the_same_data(tmp_path):
         assert result["steps"] == 4 and len(result["loop_ms"]) == 1, role
         assert math.isfinite(result["last_loss"]) and result["last_loss"] > 0, role
         assert result["step_ms"] > 0 and result["wall_ms"] > 0, role
-    # The HuggingFace process never imported TensorFlow: its peak RSS is far below the others'.
-    assert results["huggingface"]["peak_rss_mb"] < 0.8 * results["real"]["peak_rss_mb"]
+    # The HuggingFace process never imported TensorFlow (its peak RSS, torch's, is no measure:
+    # 1,216 MB against the real loop's 1,165 MB in one CI run).
+    assert {role: r["tensorflow_imported"] for role, r in results.items()} == {
+        "real": True, "bare": True, "huggingface": False}
     # The real loop ran as run_pretrain.py does: a checkpoint and a log line at the last step.
     real_run = workdir / "real_run"
     assert (real_run / "ckpt-4.index").exists() and (real_run / "train").is_dir()

@@ -90,7 +90,10 @@ def test_other_dropout_keys_move_the_outputs_far_beyond_rounding(cpu_step):
 def test_every_devices_form_computes_what_the_cpus_does(target, cpu_step):
     """Values and gradients of both streams, dropout included: a different dropout mask or a
     misaligned score would move them by far more than rounding (test above)."""
-    assert StepPlan(device=target).one_attention_for_both_streams == (target == "gpu")
+    # The forms under test are the reference attention's (a TPU's Pallas kernels, which stack
+    # the streams too, have tests of their own: layers/kernels/test_pallas_attention.py).
+    forms = StepPlan(device=target, attention="reference")
+    assert forms.one_attention_for_both_streams == (target == "gpu")
     for got, want in zip(_layer_step(target), cpu_step):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
 
