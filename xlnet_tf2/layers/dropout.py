@@ -3,31 +3,25 @@ probability `rate`, the kept ones scaled by 1 / (1 - rate); identity at inferenc
 is a counter-based hash that XLA vectorizes, keyed so that a run's masks are a pure function of
 (seed, step, example), whatever the topology.
 
-Keys in a training step (the plan's `DropoutKeys`, layers/step_plan.py):
-    k0 = hash(seed, the layer's `salt`, the call's draw number in the traced step)
-    k1 = step * examples_per_step + example    a tensor with a batch dimension: each row its
-                                               own key, n counting within the row
-    k1 = step                                  a tensor shared by the batch (the position
-                                               embedding)
-`example` is the example's place in the global batch in an order independent of replicas and
-micro-batches (pretraining: its stream and direction), so any topology, and a run resumed from
-a checkpoint, draw the uninterrupted run's masks; k1 is injective up to 2**32 draws. Salts
-follow the model's fixed layer order (`assign_dropout_salts`); each layer counts its draws per
-trace (`Dropout._draw_number`), the plan holds values only. Without keys (a user's
-`model(x, training=True)`) the layer's Keras SeedGenerator gives a new key per call.
+Keys in a training step (the plan's `DropoutKeys`, layers/step_plan.py): k0 = hash(seed, the
+layer's `salt` (`assign_dropout_salts`: the model's layer order), the call's draw number in the
+traced step (`Dropout._draw_number`)); k1 = step * examples_per_step + example for a tensor
+with a batch dimension (each row its own key, n counting within the row), k1 = step for one
+shared by the batch (the position embedding). `example` is the example's place in the global
+batch in an order independent of replicas and micro-batches (pretraining: its stream and
+direction), so any topology, and a resumed run, draw the uninterrupted run's masks. Without
+keys (a user's `model(x, training=True)`) the layer's SeedGenerator gives a new key per call.
 
 Element n of a draw gets fmix32(fmix32(n * 0x9E3779B9 + k0 * 0x85EBCA77 + k1) ^
-fmix32(k1 ^ fmix32(k0))) (fmix32: MurmurHash3's finalizer; the key enters added and hashed,
-so two keys never give shifted copies of one stream) and is kept when >= rate * 2**32: the
-counter-based construction of Philox with a cheaper round. TensorFlow's generators with a
-run-time seed under XLA were many times slower per value on a CPU (BENCHMARKS.md, "Dropout
-masks").
+fmix32(k1 ^ fmix32(k0))) (MurmurHash3's finalizer; the key enters added and hashed, so two keys
+never give shifted copies of one stream), kept when >= rate * 2**32: Philox's counter-based
+construction with a cheaper round (TensorFlow's generators under XLA with a run-time seed were
+many times slower per value on a CPU: BENCHMARKS.md, "Dropout masks").
 
-The backward hashes its bits again (`_recomputed_dropout`): no mask of the hidden dropouts is
-written and read back. A `store_mask` Dropout (the attention probabilities', read by several
-fusions of the backward) hands its mask over in its device's form: `stored` on a CPU (behind a
-`tf.cond` true only at run time, which XLA does not fuse across: computed once), bit-packed on
-a GPU (kernels/dropout_masks.py).
+The backward hashes its bits again (`_recomputed_dropout`): no hidden dropout's mask is written
+and read back. A `store_mask` Dropout (the attention probabilities', read by several backward
+fusions) hands its mask over as `stored` on a CPU (behind a `tf.cond` true only at run time,
+which XLA does not fuse across: computed once) or bit-packed on a GPU (kernels/dropout_masks.py).
 """
 
 from __future__ import annotations
@@ -72,9 +66,8 @@ class Dropout(keras.layers.Layer):
         self.salt = 0
         self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
         self._threshold = min(int(round(self.rate * 2.0 ** 32)), 2 ** 32 - 1)
-        # The keys this layer last drew from and how many draws it made from them.
-        self._drawing_from: Optional[DropoutKeys] = None
-        self._draws = 0
+        self._drawing_from: Optional[DropoutKeys] = None  # the keys last drawn from
+        self._draws = 0  # and the draws made from them
         self.built = True
 
     def get_config(self):
@@ -209,12 +202,10 @@ def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
     (each row its own key, n counting within the row); `shape` a list (ints, or int32 scalars
     for sizes known at run time only), a TensorShape or an int32 [rank] tensor.
 
-    n * GOLDEN (n an element's row-major index) is built as sum_d i_d * (stride_d * GOLDEN)
-    mod 2**32, small per-dimension ranges broadcast-added onto the key term (known at run time
-    only): a flat index would be an op with only constant inputs, which TensorFlow folds into
-    a literal of the tensor's size read at every step (tests/training/test_program_constants.py);
-    this way XLA computes it in the hash's fusion. Bit for bit the flat formula (tests).
-    """
+    n * GOLDEN (n the row-major index) is sum_d i_d * (stride_d * GOLDEN) mod 2**32, small
+    ranges broadcast-added onto the run-time key term: a flat index, an op of constant inputs
+    only, would be folded into a literal of the tensor's size read at every step
+    (tests/training/test_program_constants.py). Bit for bit the flat formula (tests)."""
     # The sizes: Python ints where known when the step is traced, int32 scalars otherwise.
     if isinstance(shape, (list, tuple, tf.TensorShape)):
         if any(d is None for d in shape):

@@ -3,14 +3,8 @@ whether the two lie in different segments (the segment matrix), how far apart th
 relative position encoding), built once per forward pass (models/xlnet_model.py), and the
 alignment of position scores with the keys, in every layer (layers/xlnet_block.py).
 
-Letters (docs/GLOSSARY.md; used in every shape below):
-  B  batch size                       N  attention heads
-  L  query length (one example)       H  head size
-  M  memory length                    D  model width
-  K  key length, K = M + L            P  predicted positions (query stream rows)
-  T  relative positions encoded: K + L for bidirectional attention (distances K .. -L+1),
-     K + 1 for unidirectional attention (distances K .. 0)
-  X  direction groups of the batch: 1, or 2 with bi_data (forward half, backward half)
+Letters as layers/xlnet_block.py's (docs/GLOSSARY.md); T, the relative positions encoded:
+K + L for bidirectional attention (distances K .. -L+1), K + 1 for unidirectional (K .. 0).
 
 Masks are boolean, True = "query i may NOT attend to key j" (`perm_mask`'s polarity); memory
 keys (the first M columns) are visible unless the causal mask or a `memory_mask` (empty slots)
@@ -57,12 +51,10 @@ def build_attention_masks(
     attention_mask: Optional[tf.Tensor] = None, perm_mask: Optional[tf.Tensor] = None,
     memory_mask: Optional[tf.Tensor] = None, run_time_input: Optional[tf.Tensor] = None,
 ) -> Tuple[Optional[tf.Tensor], Optional[tf.Tensor]]:
-    """(content_mask, query_mask), bool [B, L, K], True = blocked, or (None, None) when
-    nothing is; the content mask is the query mask with the diagonal j = M + i cleared (a
-    position always sees itself). attention_mask [B, L] (0 = padding key), perm_mask [B, L, L]
-    (1 = i may not see j), memory_mask [B, M] (0 = an empty slot); `run_time_input`: an
-    integer tensor known at run time only (the input ids), so the [L, K] patterns stay
-    computed in the program (step_plan.py)."""
+    """(content_mask, query_mask) bool [B, L, K], True = blocked (None, None: nothing is); the
+    content mask opens the diagonal j = M + i. attention_mask [B, L] (0 = padding), perm_mask
+    [B, L, L] (1 = i may not see j), memory_mask [B, M] (0 = empty); `run_time_input`: the
+    input ids, so the [L, K] patterns stay computed in the program (step_plan.py)."""
     zero = None if run_time_input is None else step_plan.int_zero(run_time_input)
     blocked = None
     if attn_type == "uni":

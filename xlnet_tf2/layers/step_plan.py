@@ -2,17 +2,14 @@
 
 A layer that traces a different, numerically equivalent program per kind of device (the forms
 in layers/kernels/) reads the plan, never a global: the caller that traces the step (the
-trainer, a step export, a test) builds one `StepPlan` and passes it down, `model(inputs,
-training=..., plan=plan)` -> XLNetModel -> XLNetBlock -> RelativeAttention -> the attention op
-and Dropout; a call without one (eager use, inference, Keras' `fit`) gets
-`StepPlan.for_this_machine()`. Forcing `device` traces that device's program on any machine
-(benchmarks/tools/step_export.py). The plan holds values only (strings, the step's
-`DropoutKeys`): what a trace counts lives in the layer that counts (layers/dropout.py).
+trainer, a step export, a test) builds one `StepPlan` and passes it down the model's calls; a
+call without one (eager use, inference, Keras' `fit`) gets `StepPlan.for_this_machine()`.
+Forcing `device` traces that device's program on any machine. The plan holds values only.
 
 The plan decides each piece's form for the device traced for (its properties), the
-optimizer's included. What depends on the distribution strategy is decided where it is known:
-the compile scope (training/trainer.py: the whole step as one XLA computation with
---jit_compile, one replica, not under TPUStrategy) and whether the optimizer takes the plan's
+optimizer's included; what depends on the distribution strategy is decided where that is
+known: the compile scope (training/trainer.py: the whole step as one XLA computation with
+--jit_compile, one replica, not under TPUStrategy) and whether the optimizer takes the
 grouped form (training/step.py: one replica, not under TPUStrategy).
 
 Run-time values (`always_true`, `zero`, `int_zero`): TensorFlow folds an op whose inputs are
@@ -43,11 +40,9 @@ TPU_GENERATIONS = ("v5e", "v5p", "v6e", "v4")
 # eq=False: compared and hashed by identity (its tensors have no truth value while traced).
 @dataclasses.dataclass(frozen=True, eq=False)
 class DropoutKeys:
-    """The keys of one traced training (micro-)step's dropout draws (layers/dropout.py's module
-    docstring): the run's `seed` (uint32 as an int), `shared_k1` uint32 [] (the step, for a
-    tensor shared by the batch) and `example_k1` uint32 [b] (step * examples_per_step +
-    each row's place among the step's examples) or None. Built once per trace (`of`); each
-    Dropout adds its own salt and draw number."""
+    """The keys of one traced training (micro-)step's dropout draws (layers/dropout.py): the
+    run's `seed` (uint32 as an int), `shared_k1` uint32 [] (the step) and `example_k1` uint32
+    [b] (step * examples_per_step + each row's place) or None. Built once per trace (`of`)."""
 
     seed: int
     shared_k1: tf.Tensor
@@ -138,15 +133,13 @@ class StepPlan:
 
     @property
     def content_window_read(self) -> bool:
-        """The content rows' rel-shift as the window read of the query stream's, which XLA
-        fuses with the bias's sum (GPU); elsewhere the reshapes of `rel_shift`."""
+        """The content rows' shift as the query stream's window read (GPU; XLA fuses it)."""
         return self.device == "gpu"
 
     @property
     def coordinate_gather(self) -> bool:
-        """The query stream's shift as `tf.gather(batch_dims=3)` (CPU), where XLA's CPU fusion
-        would recompute the incoming gradient's elementwise chain per read element of the
-        window read; elsewhere the window read."""
+        """The query stream's shift as `tf.gather(batch_dims=3)` (CPU: XLA's CPU fusion of the
+        window read recomputes the incoming gradient's elementwise chain per read element)."""
         return self.device == "cpu"
 
     @property
@@ -156,8 +149,7 @@ class StepPlan:
 
     @property
     def packs_dropout_masks(self) -> bool:
-        """A `store_mask` Dropout hands XLA its mask bit-packed (GPU, whose compiler stores the
-        mask anyway)."""
+        """A `store_mask` Dropout's mask bit-packed (GPU, whose compiler stores it anyway)."""
         return self.device == "gpu"
 
     @property

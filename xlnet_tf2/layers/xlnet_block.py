@@ -7,7 +7,7 @@ Letters (docs/GLOSSARY.md):
   L  query length (one example)       H  head size
   M  memory length                    D  model width
   K  key length, K = M + L            P  query-stream rows (predicted positions)
-  T  encoded relative positions (see relative_position.py)
+  T  encoded relative positions (relative_position.py)
   X  direction groups (1, or 2 with bi_data: the batch's forward and backward halves)
   S  query rows of one attention: L, P, or L + P (both streams as one, on a GPU and with the
      Pallas kernels on a TPU)
@@ -23,12 +23,9 @@ stream, all L rows) or g (query stream, only the P target rows: computing the ot
 as the original does and discarding them gives the same numbers with more work).
 
 The attention op: softmax(scale * (q . k + bias), blocked entries excluded), dropout on the
-probabilities, then the weighted sum of values; the bias is the part of a score that is not a
-product of a query row and a key row (the aligned position scores and the segment term). Here
-in TensorFlow ops (`reference_attention`); where the step's plan may take a kernel
-(`StepPlan.kernel_attention`), layers/kernels/attention_choice.py says which implementation
-runs, and the Triton and Pallas kernels take the score's terms unassembled (the queries, the
-position embedding's projection k_r, the segment ids) instead of the bias.
+probabilities, the weighted sum of values; bias: the position and segment terms. Here in
+TensorFlow ops (`reference_attention`); where the plan may take a kernel
+(`StepPlan.kernel_attention`), layers/kernels/attention_choice.py picks and runs it.
 """
 
 from __future__ import annotations
@@ -39,7 +36,7 @@ import keras
 import tensorflow as tf
 
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.kernels import attention_choice, cudnn, pallas_attention, triton_attention
+from xlnet_tf2.layers.kernels import attention_choice, cudnn
 from xlnet_tf2.layers.kernels.angle_scores import angle_position_scores
 from xlnet_tf2.layers.relative_position import (content_positions, content_shift,
                                                 gather_relative_scores)
@@ -166,12 +163,9 @@ def normal_initializer(stddev: float):
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class RelativeAttention(keras.layers.Layer):
-    """Relative multi-head attention shared by the content and query streams of one layer.
-
-    Owns the projections q, k, v, r, o [D, N, H] (no biases), the segment embedding
-    seg_embed [2, N, H], the post-attention LayerNorm and, when `own_biases` (untie_r), the
-    biases r_w, r_r, r_s [N, H]; otherwise the model passes its shared biases to `call`.
-    """
+    """Relative multi-head attention of one layer's two streams: the projections q, k, v, r,
+    o [D, N, H] (no biases), seg_embed [2, N, H], the LayerNorm and, with `own_biases`
+    (untie_r), r_w, r_r, r_s [N, H] (else the model passes its shared biases to `call`)."""
 
     def __init__(self, d_model: int, n_head: int, d_head: int, dropout: float = 0.0,
                  dropatt: float = 0.0, initializer_range: float = 0.02, own_biases: bool = True,
@@ -222,7 +216,6 @@ class RelativeAttention(keras.layers.Layer):
                       layer_norm_epsilon=self.layer_norm_epsilon)
         return config
 
-    # ------------------------------------------------------------------ helpers
     # Every weight is read cast to the compute dtype (a mixed-precision layer keeps float32
     # variables).
     def _project(self, x, kernel):
@@ -230,12 +223,11 @@ class RelativeAttention(keras.layers.Layer):
         return tf.einsum("bsd,dnh->bnsh", x, tf.cast(kernel, self.compute_dtype))
 
     def _post_attention(self, residual, attended, training, plan):
-        """Output projection, dropout, residual and LayerNorm; attended [B, N, S, H] -> [B, S, D]."""
+        """Output projection, dropout, residual, LayerNorm: [B, N, S, H] -> [B, S, D]."""
         out = tf.einsum("bnsh,dnh->bsd", attended, tf.cast(self.o, self.compute_dtype))
         out = self.output_dropout(out, training=training, plan=plan)
         return self.layer_norm(residual + out)
 
-    # ------------------------------------------------------------------ call
     def call(self, h, pos_emb, g=None, mems=None, content_mask=None, query_mask=None,
              segment_mismatch=None, query_segment_mismatch=None, query_positions=None,
              query_weights=None, biases=None, training=None, plan: Optional[StepPlan] = None,
@@ -243,17 +235,13 @@ class RelativeAttention(keras.layers.Layer):
         """Both streams of one layer: (h_out [B, L, D], g_out [B, P, D]) with a query stream,
         h_out alone without one (a Keras call returns tensors only).
 
-        h [B, L, D]; pos_emb [X, T, D] (dropped out); g [B, P, D] or None; mems [B, M, D] or
-        None; content_mask, query_mask bool [B, L, K], [B, P, K] (True = blocked) or None;
-        segment_mismatch, query_segment_mismatch bool [B, L, K], [B, P, K] or None (no segment
-        term); segment_ids int [B, K], the keys' ids (memory 0) the mismatches came from, which
-        the Triton and Pallas kernels compare instead of reading a [B, S, K] matrix;
-        query_positions int32 [B, P], each query row's position; query_weights [B, P], 0 for
-        empty target rows (output zero, as the original's all-zero target_mapping rows);
-        biases (r_w, r_r, r_s) [N, H] when the layer does not own them; plan: the step's (None:
-        this machine's); angle_table: kernels/angle_scores.py's [2, K, D/2] with
-        `direction_groups` (1, or 2 with bi_data), the position scores without the shift
-        (`pos_emb` unused).
+        h [B, L, D]; pos_emb [X, T, D] (dropped out); g [B, P, D], mems [B, M, D] or None;
+        content_mask, query_mask, segment_mismatch, query_segment_mismatch bool [B, L or P, K]
+        (True = blocked; different segments) or None; segment_ids int [B, K], the keys' ids
+        (memory 0), which the kernels compare instead of reading a [B, S, K] matrix;
+        query_positions int32 [B, P]; query_weights [B, P], 0 for empty target rows (output
+        zero); biases (r_w, r_r, r_s) [N, H] when not owned; angle_table: angle_scores.py's
+        [2, K, D/2] with `direction_groups`: the position scores without the shift.
         """
         plan = plan_or_default(plan)
         if self.own_biases:
@@ -273,9 +261,8 @@ class RelativeAttention(keras.layers.Layer):
             segment_ids = tf.cast(segment_ids, tf.int32)
 
         def unshifted_scores(queries):
-            """(q + r_r) . r for every encoded distance: [B, N, S, T], column t scoring
-            distance K - t. With X = 2 the first half of the batch uses group 0 (forward) and
-            the second half group 1 (backward)."""
+            """(q + r_r) . r for every encoded distance, [B, N, S, T] (column t: distance
+            K - t); with X = 2 the batch's second half uses group 1 (backward)."""
             batch, n, rows, head = queries.shape
             batch = tf.shape(queries)[0] if batch is None else batch
             rows = tf.shape(queries)[2] if rows is None else rows
@@ -286,9 +273,8 @@ class RelativeAttention(keras.layers.Layer):
             return tf.reshape(scores, [batch, n, rows, k_r.shape[1]])
 
         def position_scores(queries, positions):
-            """bd = (q + r_r) . r at the distance of each query row [B, N, S, H] (at
-            positions `positions` [B, S] of the example, None for the L content rows in order)
-            and key: [B, N, S, K]."""
+            """bd [B, N, S, K] of query rows [B, N, S, H] at `positions` [B, S] (None: the L
+            content rows in order)."""
             if angle_table is not None:  # without the shift (layers/kernels/angle_scores.py)
                 u = tf.einsum("bnsh,dnh->bnsd", queries + r_r,
                               tf.cast(self.r, self.compute_dtype))             # [B, N, S, D]
@@ -307,11 +293,9 @@ class RelativeAttention(keras.layers.Layer):
                              tf.cast(self.seg_embed, self.compute_dtype))
 
         def attend(queries, positions, mismatch, blocked, dropout_rows=None):
-            """The attention of query rows [B, N, S, H] at positions `positions` of the
-            example ([B, S], None for the L content rows in order): the content part
-            (q + r_w) . k by the op, the aligned position scores and the segment term as its
-            bias; or, where the step runs the Triton or Pallas kernels, the terms
-            unassembled."""
+            """The attention of query rows [B, N, S, H] at `positions` [B, S] (None: the L
+            content rows): the op on (q + r_w) . k with the position and segment terms as its
+            bias, or the Triton or Pallas kernels on the terms."""
             implementation = "reference"
             if plan.kernel_attention:  # not on the reference path
                 implementation = attention_choice.chosen_implementation(
@@ -322,25 +306,11 @@ class RelativeAttention(keras.layers.Layer):
             if implementation in ("triton", "pallas"):
                 if positions is None:
                     positions = content_positions(queries, q_len)
-                segments = {}
-                if mismatch is not None:
-                    segments = dict(
-                        segment_scores=segment_scores(queries), key_segments=segment_ids,
-                        row_segments=tf.gather(segment_ids, positions + (k_len - q_len),
-                                               batch_dims=1))
-                common = dict(seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
-                              training=training, plan=plan, dropout_rows=dropout_rows,
-                              **segments)
-                if implementation == "pallas":
-                    # The content rows first (both streams stacked, or the content stream
-                    # alone); the kernels read the projection k_r itself, band by band.
-                    query_positions = positions[:, q_len:] if queries.shape[2] > q_len else None
-                    return pallas_attention.pallas_attention(
-                        queries + r_w, queries + r_r, keys, values, k_r, query_positions,
-                        blocked, **common)
-                return triton_attention.triton_attention(
-                    queries, r_w[:, 0], r_r[:, 0], keys, values, k_r, positions, blocked,
-                    **common)
+                return attention_choice.run_kernels(
+                    implementation, queries, r_w, r_r, keys, values, k_r, positions, blocked,
+                    None if mismatch is None else segment_scores(queries), segment_ids,
+                    seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
+                    training=training, plan=plan, dropout_rows=dropout_rows)
             bias = position_scores(queries, positions)
             if mismatch is not None:  # (q + r_s) . seg_embed[s_ij], s_ij: mismatch [B, S, K]
                 per_class = segment_scores(queries)                               # [B, N, S, 2]
@@ -432,9 +402,8 @@ BLOCKED_SCORE = -1e30
 
 def reference_attention(queries, keys, values, bias, blocked, *, scale, dropout, training,
                         dropout_rows=None, plan=None):
-    """`attention` in TensorFlow ops. Under float32 TensorFlow's own softmax and gradient (the
-    float32 numbers are the parity tests' and must not move); under mixed precision
-    `masked_softmax`, which keeps only narrow probabilities for the backward pass."""
+    """`attention` in TensorFlow ops: in float32 TensorFlow's softmax and gradient (the parity
+    tests' numbers), under mixed precision `masked_softmax`."""
     scores = tf.einsum("bnsh,bnkh->bnsk", queries, keys) + bias
     if scores.dtype == tf.float32:
         scores = scores * scale
@@ -481,12 +450,9 @@ def masked_softmax(scores: tf.Tensor, mask, scale: float) -> tf.Tensor:
 # ---------------------------------------------------------------------------- the position product
 @tf.custom_gradient
 def grouped_position_product(queries, k_r):
-    """einsum("xbnsh,xtnh->xbnst"): queries [X, B/X, N, S, H], k_r [X, T, N, H].
-
-    The gradient is TensorFlow's, but with k_r's product written as queries^T . d_scores: so
-    both backward products read the score-sized gradient in the layout the forward product
-    wrote, and a compiler materializes it once (the other order asked for a second, transposed
-    copy of it for k_r's product)."""
+    """einsum("xbnsh,xtnh->xbnst"): queries [X, B/X, N, S, H], k_r [X, T, N, H]. Its gradient
+    writes k_r's product as queries^T . d_scores, so both backward products read the
+    score-sized gradient in the forward's layout (the other order made a transposed copy)."""
     def grad(d_scores):
         d_queries = tf.einsum("xbnst,xtnh->xbnsh", d_scores, k_r)
         d_k_r = tf.einsum("xbnsh,xbnst->xnht", queries, d_scores)  # [X, N, H, T]

@@ -1,13 +1,6 @@
 """The XLNet backbone: embeddings, relative position encoding, masks, memory, N layers.
-
-Letters (docs/GLOSSARY.md):
-  B  batch size                      D  model width
-  L  sequence length (one example)   N, H  heads, head size
-  M  memory length                   P  predicted positions (query-stream rows)
-  K  keys, K = M + L                 X  direction groups (2 with bi_data)
-
-Inputs are batch-major everywhere, memories included ([B, M, D], unlike HuggingFace's
-sequence-first [M, B, D]).
+Letters as layers/xlnet_block.py's (docs/GLOSSARY.md). Inputs are batch-major, memories
+included ([B, M, D], unlike HuggingFace's sequence-first [M, B, D]).
 """
 
 from __future__ import annotations
@@ -15,7 +8,6 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
@@ -27,45 +19,14 @@ from xlnet_tf2.layers.relative_position import (build_attention_masks,
 from xlnet_tf2.layers.step_plan import StepPlan, plan_or_default
 from xlnet_tf2.layers.xlnet_block import XLNetBlock, normal_initializer
 from xlnet_tf2.models import memory, pretrained
+from xlnet_tf2.models.model_inputs import ModelInputError, check_input_keys, eager_token_ids
 
 INPUT_KEYS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask", "perm_mask",
               "target_mapping", "mems", "memory_mask")
 
 
-class ModelInputError(ValueError):
-    """Inputs the model cannot take (ids outside the vocabulary, unknown keys, wrong shapes).
-    Keras re-raises an error from `call` wrapped in "Exception encountered when calling ..."
-    and every argument, per enclosing layer, unless the error says the wrapping was done: this
-    class says so (the attribute Keras reads), so the user reads the one line written here."""
-
-    _keras_call_info_injected = True
-
-
 # Keyword arguments of a model call that are not inputs.
 CALL_OPTIONS = ("training", "output_hidden_states", "mask", "plan")
-
-# Input keys of other projects with another meaning, and what to give instead.
-_FOREIGN_KEYS = {"input_mask": "the original XLNet's padding mask, 1 = padding: give "
-                               "attention_mask = 1 - input_mask"}
-
-
-def check_input_keys(model_name: str, inputs, valid) -> None:
-    """Every model's inputs: a dict key the model does not read (a misspelt name, another
-    project's input_mask) is a ModelInputError naming the valid keys, before any computation
-    (ignored, the model would compute without what the caller meant: a padding mask)."""
-    if not isinstance(inputs, dict):
-        return
-    unknown = sorted(set(inputs) - set(valid))
-    if unknown:
-        hints = "".join(f" ({k}: {_FOREIGN_KEYS[k]})" for k in unknown if k in _FOREIGN_KEYS)
-        raise ModelInputError(f"{model_name} got unknown input key(s) {unknown}{hints}; valid "
-                              f"keys: {tuple(valid)}.")
-
-
-def model_inputs(model, features) -> dict:
-    """The entries of `features` (a task's, labels beside) that `model` reads (INPUT_KEYS)."""
-    return {k: v for k, v in features.items() if k in model.INPUT_KEYS}
-
 
 class KeywordInputs:
     """Mixin of the models: `model(**batch)` (HuggingFace's call) means `model(batch)`, gathered
@@ -87,7 +48,8 @@ class KeywordInputs:
             raise ModelInputError(f"{model_name} needs its inputs: a dict (model(batch)) or "
                                   "keywords (model(**batch)) with input_ids.")
         inputs = dict(keywords) if inputs is None else inputs
-        check_input_keys(model_name, inputs, self.INPUT_KEYS)
+        if isinstance(inputs, dict) and not set(inputs) <= set(self.INPUT_KEYS):
+            check_input_keys(model_name, inputs, self.INPUT_KEYS)  # one line naming them
         return super().__call__(inputs, *args, **options)
 
 
@@ -97,15 +59,7 @@ def check_token_ids(input_ids: tf.Tensor, n_token: int, name: str = "input_ids")
     traced (tf.function, SavedModel) an InvalidArgumentError with the smallest and largest id.
     One min and one max; XLA drops the assertion (a compiled step's ids are prepared data)."""
     if tf.executing_eagerly():
-        values = np.asarray(input_ids)
-        bad = (values < 0) | (values >= n_token)
-        if bad.any():
-            position = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ModelInputError(
-                f"{name}{list(position)} = {int(values[position])} is outside the vocabulary "
-                f"[0, {n_token}) of this model (n_token={n_token}); ids come from the model's own "
-                "SentencePiece model.")
-        return input_ids
+        return eager_token_ids(input_ids, n_token, name)
     low, high = tf.reduce_min(input_ids), tf.reduce_max(input_ids)
     valid = tf.logical_and(low >= 0, high < n_token)
     check = tf.debugging.Assert(valid, [
@@ -129,10 +83,8 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
         [B, P, D] with target_mapping; content_hidden [B, L, D];
       new_mems (also `mems`): n_layer x [B, min(M + R, mem_len), D], gradient stopped ([] when
         mem_len is 0);
-      with output_hidden_states: hidden_states, n_layer + 1 x [B, L, D] (the stream entering
-        each layer, the word embedding first, and the last output, as HuggingFace's), and with
-        target_mapping query_hidden_states, n_layer + 1 x [B, P, D]: references only, no
-        extra work.
+      with output_hidden_states: hidden_states, n_layer + 1 x [B, L, D] (each layer's input,
+        then the last output, as HuggingFace's), with target_mapping query_hidden_states too.
     """
 
     def __init__(self, config, **kwargs):
@@ -176,8 +128,7 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
     @classmethod
     def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetModel":
         """The backbone of a pretrained or fine-tuned model (a task's head left out), as
-        transformers' `XLNetModel.from_pretrained`: models/pretrained.py's `load`, the one
-        loader, which says what `name_or_dir` may be and which keywords it takes."""
+        transformers' `XLNetModel.from_pretrained`: models/pretrained.py's `load`."""
         return pretrained.load(cls, name_or_dir, **kwargs)
 
     # ------------------------------------------------------------------ call

@@ -4,14 +4,12 @@ the loss) here; the other parts where their floor puts them, in the order a step
 Letters (docs/GLOSSARY.md): B rows of the batch, L seq_len (queries i, keys j), R reuse_len
 (the reused half [0, R), the new half [R, L)), P num_predict, V vocabulary.
 
-1. Targets and the factorization order: data/objective_sampling.py. `sample_span_masks` picks
-   whole-word spans at preparation, stored by prep/examples.py as `target_positions` int [P]
-   (ascending, -1 = an empty slot); `perm_rank` int [L] ranks each position
-   (`sample_ranks_batch` at preparation, `online_ranks` in data/pretrain_dataset.py).
-2. Two-stream masks (here): `dense_features` builds, inside the step, with `two_stream_masks`:
-   perm_mask [B, L, L], target_mapping [B, P, L], target [B, P], target_mask [B, P]. The rules,
-   and the polarity (perm_mask[b, i, j] = 1: i may NOT attend to j; the query stream's mask,
-   the model opens the content stream's diagonal): docs/SEMANTICS.md#masks.
+1. Targets and the factorization order: data/objective_sampling.py (`sample_span_masks`:
+   whole-word spans, stored as `target_positions` int [P], ascending, -1 = empty; `perm_rank`
+   int [L]: `sample_ranks_batch` at preparation, `online_ranks` in data/pretrain_dataset.py).
+2. Two-stream masks (here): `dense_features` / `two_stream_masks` inside the step, perm_mask
+   [B, L, L] (1: i may NOT attend to j), target_mapping [B, P, L], target, target_mask [B, P]
+   (docs/SEMANTICS.md#masks: the rules).
 3. Two-stream attention: layers/relative_position.py (the streams' masks), layers/xlnet_block.py
    (`RelativeAttention`, `XLNetBlock`), models/xlnet_model.py (`XLNetModel`: g starts at the
    target slots; the memory, models/memory.py).
@@ -37,15 +35,12 @@ from xlnet_tf2.training.task import Task
 
 def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_positions: tf.Tensor,
                      reuse_len: int, order: str = "permutation") -> dict:
-    """The pretraining masks of a batch: input_ids, perm_rank (each position's rank in the
-    factorization order) int32 [B, L]; target_positions int32 [B, P] (ascending, -1 padded).
-    `order`: "permutation" (docs/SEMANTICS.md#masks) or "left_to_right" (`perm_rank` ignored,
-    rank(i) = i for every position: a causal language model on the same targets).
-
-    Returns perm_mask float32 [B, L, L] (1 = i may not attend to j), target_mapping float32
-    [B, P, L] (one-hot rows, all-zero for padded slots), target int32 [B, P] (0 when padded),
-    target_mask float32 [B, P] (1 for real targets).
-    """
+    """The pretraining masks of input_ids, perm_rank (the factorization order's ranks) int32
+    [B, L], target_positions int32 [B, P] (ascending, -1 padded); `order` "permutation"
+    (docs/SEMANTICS.md#masks) or "left_to_right" (rank(i) = i: a causal LM on the same
+    targets). Returns perm_mask float32 [B, L, L] (1 = i may not attend to j), target_mapping
+    float32 [B, P, L] (all-zero rows when padded), target int32 [B, P] (0 when padded),
+    target_mask float32 [B, P] (1 = real)."""
     if order not in FACTORIZATION_ORDERS:
         raise ValueError(f"order must be one of {FACTORIZATION_ORDERS}, got {order!r}.")
     seq_len = input_ids.shape[1]
@@ -84,15 +79,12 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
     }
 
 
-# What the pretraining pipeline ships per example, with the dtype of each feature; the dense
-# masks are built from these on the device (`dense_features`).
+# What the pretraining pipeline ships per example; the model's and the loss's inputs, built
+# from them on the device (`dense_features`).
 COMPACT_FEATURES = ("input_ids", "segment_ids", "perm_rank", "target_positions")
-# Features the model consumes and the loss inputs, both built on the device from the batch's
-# compact features by `dense_features`.
 MODEL_FEATURES = ("input_ids", "segment_ids", "perm_mask", "target_mapping")
 LOSS_FEATURES = ("target", "target_mask")
-# Which stream and direction each row reads: its place in the global batch, independent of
-# the replicas (keys its dropout masks, see layers/dropout.py).
+# Each row's stream and direction: its place in the global batch (its dropout keys).
 SLOT_FEATURES = ("stream_id", "direction", "chunk_index")
 
 

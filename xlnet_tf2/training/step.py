@@ -13,18 +13,11 @@ rule) are optimization.py's.
 
 So the replicas' gradients sum to the gradient of the global token- (or example-) weighted
 mean, whatever the replica count. Under mixed_float16 the loss is scaled by the
-LossScaleOptimizer's dynamic scale before differentiation.
-
-The AdamW (docs/SEMANTICS.md#optimizer): epsilon added to sqrt(v); bias correction or none
-(optimization.py's `resolve_bias_correction`); decoupled weight decay var -= lr * wd * var
-before the Adam step; optional per-variable learning-rate multipliers (fine-tuning's layer-wise
-decay; weight decay keeps the base rate). Gradients reach it summed over replicas and clipped.
-
-On an accelerator with one replica, not under TPUStrategy (`grouped`, from the plan's
-`grouped_optimizer`), the same arithmetic is traced in a form XLA fuses into a few kernels: the
-global norm over a few concatenations of the gradients, the moments' gradient terms on one
-concatenation per group of equal-sized variables (`XLNetAdamW._grouped_update_step`). The
-variables (weights, the m and v slots) stay one per weight.
+LossScaleOptimizer's dynamic scale before differentiation. The AdamW's semantics:
+docs/SEMANTICS.md#optimizer. On an accelerator with one replica, not under TPUStrategy
+(`grouped`), the norm and the update are traced in a form XLA fuses into a few kernels, over
+concatenations of the gradients (`global_norm`, `XLNetAdamW._grouped_update_step`); the
+variables stay one per weight.
 """
 
 from __future__ import annotations
@@ -41,12 +34,11 @@ from xlnet_tf2.training.task import Task
 
 
 class TrainingStep:
-    """One replica's share of a training step of `task` (its `loss_count`, `loss`,
-    `replica_features`, `example_ids`), traced with `plan` (`on(device)`: for another device).
-    `optimizer`: an `XLNetAdamW`, alone or inside Keras' LossScaleOptimizer (`loss_scaling`);
-    `layout`: data/batch_layout.py's BatchLayout (replica_batch B, micro_batches, micro_batch
-    m); `seed`: the dropout keys'; `whole_step_compiled`: the caller compiles the whole step as
-    one XLA computation, else the gradients are a function of their own (`jit_compile`)."""
+    """One replica's share of a training step of `task`, traced with `plan` (`on(device)`: for
+    another device). `optimizer`: an `XLNetAdamW`, alone or in a LossScaleOptimizer
+    (`loss_scaling`); `layout`: data/batch_layout.py's BatchLayout (B, micro_batches, m);
+    `whole_step_compiled`: the caller compiles the whole step, else the gradients are a
+    function of their own (`jit_compile`)."""
 
     def __init__(self, task: Task, model: keras.Model, optimizer, variables: Sequence,
                  layout, plan: StepPlan, *, seed: int, global_batch: int, clip_norm: float,
@@ -130,10 +122,8 @@ class TrainingStep:
                 + tf.range(self.micro_batch, dtype=tf.int32))
 
     def _accumulated_gradients(self, features, state, global_count, step, replica, plan):
-        """Gradients summed over `micro_batches` slices: micro-batch i holds rows
-        [i * m, (i + 1) * m) of every feature and of the carried state, so each row's state
-        continues its own stream (the input pipeline makes each slice a well-formed batch,
-        e.g. both halves with bi_data)."""
+        """Gradients summed over `micro_batches` slices, i holding rows [i * m, (i + 1) * m) of
+        every feature and of the carried state (the input pipeline makes each a batch)."""
         mb, num = self.micro_batch, self.micro_batches
 
         def rows(tensor, i):
@@ -169,15 +159,13 @@ class TrainingStep:
 
 
 # ---------------------------------------------------------------------------- the AdamW update
-# The accelerator form's groups (see the module docstring and `update_groups`). Why these
-# sizes: XLA GPU caps the operands plus outputs of one fused kernel (64, or 96 in newer
-# versions); a group's update kernel has seven per variable (gradient, weight, m, v in; weight,
-# m, v out) plus a few scalars, so 8 variables fit either cap, and a norm kernel reads one
-# gradient per operand. Only variables of rank <= 2 and at most GROUPED_MAX_ELEMENTS elements
-# are grouped: the gradients of the attention's [D, N, H] projections and seg_embed leave their
-# einsums in another layout (or as partial sums), which XLA fuses into a per-variable update
-# but must write out before a grouped one; and a large variable's update is long next to a
-# kernel launch, so XLA does not fuse those into one kernel anyway.
+# The accelerator form's groups (`update_groups`). XLA GPU caps one fused kernel's operands
+# plus outputs (64, or 96): a group's update has seven per variable (gradient, weight, m, v in;
+# weight, m, v out), so 8 variables fit either cap; a norm kernel reads one gradient per
+# operand. Grouped only: rank <= 2 (the [D, N, H] projections' and seg_embed's gradients leave
+# their einsums in another layout, which XLA fuses into a per-variable update but must write
+# out before a grouped one) and <= GROUPED_MAX_ELEMENTS (a large update is long next to a
+# kernel launch: XLA does not fuse those anyway).
 UPDATE_GROUP_SIZE = 8
 NORM_GROUP_SIZE = 48
 GROUPED_MAX_ELEMENTS = 1 << 20
@@ -325,13 +313,11 @@ class XLNetAdamW(keras.optimizers.Optimizer):
             super()._backend_update_step(grads, trainable_variables, learning_rate)
 
     def _grouped_update_step(self, grads, trainable_variables, learning_rate):
-        """The accelerator's update: per group of `update_groups`, the moments' gradient
-        terms on the concatenated gradients, each variable's update reading its slice (the
-        same operations per element as `update_step`). Every update then has the group's
-        gradients among its operands, and XLA GPU fuses updates that share operands into one
-        kernel per group (per-variable updates share only scalars: one kernel each). The
-        terms come after the concatenation: XLA folds a slice of a bare concatenation back
-        to its operand, undoing the grouping."""
+        """Per group of `update_groups`, the moments' gradient terms on the concatenated
+        gradients, each variable's update reading its slice (per element `update_step`'s
+        operations): updates sharing the group's gradients as operands, which XLA GPU fuses
+        into one kernel. The terms come after the concatenation: XLA folds a slice of a bare
+        concatenation back to its operand, undoing the grouping."""
         variables = [v.value if isinstance(v, keras.Variable) else v
                      for v in trainable_variables]
         grads = [tf.convert_to_tensor(g) for g in grads]

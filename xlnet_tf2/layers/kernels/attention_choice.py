@@ -1,7 +1,8 @@
 """Which implementation computes the attention op (layers/xlnet_block.py's `attention`) in a
 step whose plan may take another than the reference (`StepPlan.kernel_attention`: a GPU's or a
-TPU's step under "auto", or an implementation forced), and the refusal of a forced one that
-cannot run. The reference path (a CPU's step under "auto") never enters this module.
+TPU's step under "auto", or an implementation forced), the refusal of a forced one that cannot
+run, and the Triton or Pallas kernels' call with the score's terms (`run_kernels`). The
+reference path (a CPU's step under "auto") never enters this module.
 
   "reference"  TensorFlow ops (xlnet_block.py's `reference_attention`). Runs everywhere; the
                parity tests' numbers.
@@ -129,6 +130,32 @@ def chosen_implementation(queries: tf.Tensor, keys: tf.Tensor, *, dropout, train
     if plan.attention == "cudnn":
         raise AttentionImplementationError(refusal("cudnn", reason))
     return "reference"
+
+
+def run_kernels(implementation: str, queries, r_w, r_r, keys, values, k_r, positions, blocked,
+                segment_scores, segment_ids, *, seq_len: int, scale: float, dropout, training,
+                plan: StepPlan, dropout_rows=None) -> tf.Tensor:
+    """The attention of query rows [B, N, S, H] at `positions` int32 [B, S] of the example by
+    the Triton or Pallas kernels (`implementation`), from the score's terms: r_w, r_r [N, 1, H],
+    keys, values [B, N, K, H], k_r [X, T, N, H], blocked bool [B, S, K] or None, and the
+    segment term's (q + r_s) . seg_embed `segment_scores` [B, N, S, 2] with the keys'
+    segment_ids int32 [B, K], or None. Returns [B, N, S, H]."""
+    segments = {}
+    if segment_scores is not None:
+        k_len = keys.shape[2]
+        segments = dict(segment_scores=segment_scores, key_segments=segment_ids,
+                        row_segments=tf.gather(segment_ids, positions + (k_len - seq_len),
+                                               batch_dims=1))
+    common = dict(seq_len=seq_len, scale=scale, dropout=dropout, training=training, plan=plan,
+                  dropout_rows=dropout_rows, **segments)
+    if implementation == "pallas":
+        # The content rows first (both streams stacked, or the content stream alone); the
+        # kernels read the projection k_r itself, band by band.
+        query_positions = positions[:, seq_len:] if queries.shape[2] > seq_len else None
+        return pallas_attention.pallas_attention(queries + r_w, queries + r_r, keys, values, k_r,
+                                                 query_positions, blocked, **common)
+    return triton_attention.triton_attention(queries, r_w[:, 0], r_r[:, 0], keys, values, k_r,
+                                             positions, blocked, **common)
 
 
 _SAID: set = set()
