@@ -651,3 +651,61 @@ def test_no_module_docstring_contradicts_who_imports_it():
     from the step" while the step's attention imports them)."""
     problems = caller_claim_problems(PACKAGE)
     assert problems == [], "\n".join(problems)
+
+
+# The strategy's facts: a choice that reads them besides the plan is not the plan's alone.
+_STRATEGY_NAMES = {"num_replicas", "on_tpu"}
+
+
+def plan_and_strategy_choices(package_root, plan_properties):
+    """{path: [line, ...]} of the boolean expressions of the package that combine a StepPlan
+    property (`plan.X`) with the strategy's facts (`num_replicas`, `on_tpu`)."""
+    found = {}
+    for path in sorted(pathlib.Path(package_root).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.BoolOp):
+                continue
+            names = {n.attr if isinstance(n, ast.Attribute) else n.id
+                     for n in ast.walk(node) if isinstance(n, (ast.Attribute, ast.Name))}
+            reads_plan = any(isinstance(n, ast.Attribute) and n.attr in plan_properties
+                             and isinstance(n.value, (ast.Name, ast.Attribute))
+                             and (getattr(n.value, "id", None) or n.value.attr) == "plan"
+                             for n in ast.walk(node))
+            if reads_plan and names & _STRATEGY_NAMES:
+                relative = path.relative_to(package_root).as_posix()
+                found.setdefault(relative, []).append(node.lineno)
+    return found
+
+
+def test_the_scan_finds_a_plan_property_combined_with_the_strategy(tmp_path):
+    (tmp_path / "a.py").write_text(
+        "grouped = plan.grouped_optimizer and self.num_replicas == 1 and not self.on_tpu\n"
+        "fused = self.plan.grouped_optimizer or other\n"
+        "whole = jit and self.num_replicas == 1\n")
+    assert plan_and_strategy_choices(tmp_path, {"grouped_optimizer"}) == {"a.py": [1]}
+
+
+def test_the_plan_and_the_strategy_decide_where_the_docs_say():
+    """layers/step_plan.py's docstring and ARCHITECTURE.md's layers row: the plan decides each
+    piece's form for the device; what depends on the strategy too (the compile scope, whether
+    the optimizer takes the grouped form) is decided in modules they name (issue 49 item 10:
+    the doc called step_plan.py the one place that picks a device form). Every module that
+    combines a plan property with the strategy's facts is named in both, and each module they
+    name there reads the strategy's facts."""
+    from xlnet_tf2.layers import step_plan
+
+    properties = {name for name, value in vars(step_plan.StepPlan).items()
+                  if isinstance(value, property)}
+    choices = plan_and_strategy_choices(PACKAGE, properties)
+    assert "training/step.py" in choices, choices  # the grouped optimizer's condition
+    docstring = step_plan.__doc__
+    strategy_part = docstring.partition("distribution strategy")[2]
+    named = set(re.findall(r"\btraining/\w+\.py", strategy_part))
+    layers_row = next(line for line in _doc().splitlines() if line.startswith("| 2 | `layers/`"))
+    for module in choices:
+        assert module in named, (module, "not named in layers/step_plan.py's docstring")
+        assert module in layers_row, (module, "not named in ARCHITECTURE.md's layers row")
+    for module in named:
+        text = pathlib.Path(PACKAGE, module).read_text(encoding="utf-8")
+        assert all(name in text for name in _STRATEGY_NAMES), module
+    assert not re.search(r"every device switch|the one place", docstring + layers_row, re.I)

@@ -13,7 +13,8 @@ import pytest
 import tensorflow as tf
 
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.xlnet_block import AttentionImplementationError, attention
+from xlnet_tf2.layers.kernels.attention_choice import AttentionImplementationError
+from xlnet_tf2.layers.xlnet_block import attention
 from xlnet_tf2.layers.kernels.cudnn import CUDNN_BACKWARD, CUDNN_FORWARD
 from xlnet_tf2.layers.step_plan import StepPlan
 

@@ -123,3 +123,14 @@ def test_the_plan_holds_nothing_mutable_and_a_trace_leaves_it_as_it_was():
     with pytest.raises(dataclasses.FrozenInstanceError):
         plan.dropout_keys.seed = 2
     assert _mutable_parts(StepPlan(device="gpu")) == []
+
+
+@pytest.mark.parametrize("device", ["cpu", "gpu", "tpu"])
+def test_only_the_reference_path_skips_the_attention_choice(device):
+    """`kernel_attention` is false exactly where the step can take nothing but the reference
+    attention (a CPU's step under auto, or reference forced): there the layer does not enter
+    layers/kernels/attention_choice.py; anything forced goes there, to run or be refused."""
+    assert StepPlan(device=device).kernel_attention == (device != "cpu")
+    assert not StepPlan(device=device, attention="reference").kernel_attention
+    for forced in ("cudnn", "triton", "pallas"):
+        assert StepPlan(device=device, attention=forced).kernel_attention

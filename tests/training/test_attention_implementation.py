@@ -15,7 +15,7 @@ import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
-from xlnet_tf2.layers import xlnet_block
+from xlnet_tf2.layers.kernels import attention_choice
 from xlnet_tf2.layers.kernels import triton_attention
 from xlnet_tf2.layers.kernels.cudnn import CUDNN_BACKWARD, CUDNN_FORWARD
 from xlnet_tf2.layers.kernels.pallas_call import TARGET as PALLAS_TARGET
@@ -88,7 +88,7 @@ def test_a_gpu_whose_xla_rejects_the_kernels_trains_on_the_reference_or_refuses_
     pytest.importorskip("triton")
     monkeypatch.setattr(triton_attention, "_gpu_present", lambda: True)
     monkeypatch.setattr(triton_attention, "_CHECKED", {})
-    monkeypatch.setattr(xlnet_block, "_SAID", set())
+    monkeypatch.setattr(attention_choice, "_SAID", set())
     result = _trainer(tmp_path, "gpu", dropatt=0.1).train()
     assert len(result.steps) == 1
     said = [r.getMessage() for r in caplog.records if "Triton attention kernels" in
@@ -123,10 +123,10 @@ def test_the_trainer_finds_the_attentions_error_by_its_type():
         except Exception as e:  # noqa: BLE001
             return e
 
-    raised = traced(xlnet_block.AttentionImplementationError(line))
-    assert not isinstance(raised, xlnet_block.AttentionImplementationError)
-    assert str(xlnet_block.raised_while_tracing(raised)) == line
-    assert xlnet_block.raised_while_tracing(traced(ValueError(line))) is None
+    raised = traced(attention_choice.AttentionImplementationError(line))
+    assert not isinstance(raised, attention_choice.AttentionImplementationError)
+    assert str(attention_choice.raised_while_tracing(raised)) == line
+    assert attention_choice.raised_while_tracing(traced(ValueError(line))) is None
 
 
 @pytest.mark.parametrize("target,jit_compile,said", [

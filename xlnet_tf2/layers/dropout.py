@@ -1,49 +1,27 @@
-"""Inverted dropout whose mask comes from a counter-based hash that XLA vectorizes, keyed so
-that a training run's masks are a pure function of (seed, step, example), whatever the
-topology; and the forms its keep mask is handed to the compiler in (stored once, bit-packed).
+"""Inverted dropout (as `keras.layers.Dropout`: while training each element is zeroed with
+probability `rate`, the kept ones scaled by 1 / (1 - rate); identity at inference) whose mask
+is a counter-based hash that XLA vectorizes, keyed so that a run's masks are a pure function of
+(seed, step, example), whatever the topology.
 
-Same semantics as `keras.layers.Dropout`: while training, each element is zeroed with
-probability `rate` and the kept ones are scaled by 1 / (1 - rate); identity at inference.
+Keys in a training step (the plan's `DropoutKeys`, layers/step_plan.py): k0 = hash(seed, the
+layer's `salt` (`assign_dropout_salts`: the model's layer order), the call's draw number in the
+traced step (`Dropout._draw_number`)); k1 = step * examples_per_step + example for a tensor
+with a batch dimension (each row its own key, n counting within the row), k1 = step for one
+shared by the batch (the position embedding). `example` is the example's place in the global
+batch in an order independent of replicas and micro-batches (pretraining: its stream and
+direction), so any topology, and a resumed run, draw the uninterrupted run's masks. Without
+keys (a user's `model(x, training=True)`) the layer's SeedGenerator gives a new key per call.
 
-Keys inside the training loop (the step plan's `DropoutKeys`, layers/step_plan.py, built where
-the step is traced):
-    k0 = hash(seed, the layer's place in the model, the call's place in the traced step)
-    k1 = step * examples_per_step + example       for a tensor with a batch dimension: each
-                                                  example row draws its own key, n counts
-                                                  within the row
-    k1 = step                                     for a tensor shared by the batch (the
-                                                  relative position embedding)
-`example` is the example's place in the global batch in an order that does not depend on the
-replicas or micro-batches (pretraining: its stream and direction), so one device, several
-replicas and gradient accumulation draw the same mask for the same example, and a run resumed
-from a checkpoint (which holds the step) draws exactly the masks of the uninterrupted run,
-whatever `steps_per_loop`. k1 is injective in (step, example) up to 2**32 draws. The layer's
-place is `salt`, given to every Dropout of a model in a fixed order (`assign_dropout_salts`);
-the call's place is counted by the layer itself, per trace (`Dropout._draw_number`): the plan
-holds values only. Without keys (a user calling `model(x, training=True)`), the key comes from
-the layer's Keras `SeedGenerator`, a new key per call.
+Element n of a draw gets fmix32(fmix32(n * 0x9E3779B9 + k0 * 0x85EBCA77 + k1) ^
+fmix32(k1 ^ fmix32(k0))) (MurmurHash3's finalizer; the key enters added and hashed, so two keys
+never give shifted copies of one stream), kept when >= rate * 2**32: Philox's counter-based
+construction with a cheaper round (TensorFlow's generators under XLA with a run-time seed were
+many times slower per value on a CPU: BENCHMARKS.md, "Dropout masks").
 
-Random bits. Element n of a draw with key (k0, k1) gets the 32-bit value
-    fmix32(fmix32(n * 0x9E3779B9 + k0 * 0x85EBCA77 + k1) ^ fmix32(k1 ^ fmix32(k0)))
-(fmix32 is MurmurHash3's finalizer: an invertible mixing of all 32 bits). The key enters twice,
-additively and through a hash, so two different keys never give shifted copies of one stream
-(unless their 32-bit hashes collide). The element is kept when the value is >= rate * 2**32.
-This is the counter-based construction of Philox and Threefry with a cheaper round function.
-Why not a TensorFlow generator: with a run-time seed under XLA, tf.random.stateless_uniform
-(Philox) and Keras' own dropout were many times slower per value than this hash on a CPU
-(BENCHMARKS.md, "Dropout masks").
-
-Made where they are used: a Dropout's backward hashes its bits again rather than keep the
-forward's mask (`_recomputed_dropout`), so no mask of the hidden dropouts is written and read
-back (BENCHMARKS.md, "The GPU step with the position scores inside the kernels").
-
-Stored masks (`stored`, CPU): XLA recomputes a cheap elementwise value in every fusion that
-uses it; the attention probabilities' mask is used by several fusions of the backward pass, so
-it leaves a `tf.cond` (XLA does not fuse across control flow) and is computed once. The
-condition is always true, but only at run time (layers/step_plan.py's `always_true`), so XLA
-cannot fold it away.
-
-Bit-packed masks (GPU): layers/kernels/dropout_masks.py's `bit_packed`.
+The backward hashes its bits again (`_recomputed_dropout`): no hidden dropout's mask is written
+and read back. A `store_mask` Dropout (the attention probabilities', read by several backward
+fusions) hands its mask over as `stored` on a CPU (behind a `tf.cond` true only at run time,
+which XLA does not fuse across: computed once) or bit-packed on a GPU (kernels/dropout_masks.py).
 """
 
 from __future__ import annotations
@@ -63,8 +41,8 @@ MASK32 = 0xFFFFFFFF
 
 
 def assign_dropout_salts(model: keras.layers.Layer) -> int:
-    """Numbers every Dropout of `model` (0, 1, ... in the model's fixed layer order), so each
-    has its own keys in a plan's `DropoutKeys`; returns how many there are."""
+    """Numbers every Dropout of `model` in its fixed layer order (its `salt`); returns how
+    many."""
     count = 0
     for layer in model._flatten_layers(include_self=True, recursive=True):  # noqa: SLF001
         if isinstance(layer, Dropout):
@@ -75,12 +53,8 @@ def assign_dropout_salts(model: keras.layers.Layer) -> int:
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class Dropout(keras.layers.Layer):
-    """x [...] -> x with each element zeroed with probability `rate` (training only).
-
-    `store_mask`: hand the keep mask to the compiler in the form the plan's device reads best
-    (stored once on a CPU, bit-packed on a GPU: `stored`, kernels/dropout_masks.py). The
-    values are the same either way.
-    """
+    """x [...] -> x with each element zeroed with probability `rate` (training only);
+    `store_mask`: the keep mask in its device's form (module docstring), the same values."""
 
     def __init__(self, rate: float, seed=None, store_mask: bool = False, **kwargs):
         super().__init__(**kwargs)
@@ -92,9 +66,8 @@ class Dropout(keras.layers.Layer):
         self.salt = 0
         self.seed_generator = keras.random.SeedGenerator(seed) if self.rate > 0 else None
         self._threshold = min(int(round(self.rate * 2.0 ** 32)), 2 ** 32 - 1)
-        # The keys this layer last drew from and how many draws it made from them.
-        self._drawing_from: Optional[DropoutKeys] = None
-        self._draws = 0
+        self._drawing_from: Optional[DropoutKeys] = None  # the keys last drawn from
+        self._draws = 0  # and the draws made from them
         self.built = True
 
     def get_config(self):
@@ -103,9 +76,9 @@ class Dropout(keras.layers.Layer):
         return config
 
     def _draw_number(self, keys: DropoutKeys) -> int:
-        """This call's place among the layer's draws from `keys` (0, 1, ...): keys are made
-        once per traced step, so new keys start a new count. The draws of one trace are its
-        Python calls in order (the layer's calls, and a row part of `row_draws` each)."""
+        """This call's place among the layer's draws from `keys` (made once per traced step:
+        new keys start a new count); a trace's draws are its Python calls in order (each
+        row part of `row_draws` one)."""
         if self._drawing_from is not keys:
             self._drawing_from, self._draws = keys, 0
         self._draws += 1
@@ -145,13 +118,10 @@ class Dropout(keras.layers.Layer):
 
     def call(self, inputs, training=None, shared_over_batch: bool = False, row_draws=None,
              plan: Optional[StepPlan] = None):
-        """`shared_over_batch`: the tensor has no batch dimension (one mask for all examples);
-        otherwise dimension 0 is the batch and every example draws its own mask.
-
-        `row_draws`: sizes (R_1, R_2, ...) that split the second-to-last axis of `inputs` into
-        consecutive parts; each part gets the mask a call of its own would draw, in order (the
-        keys of calls 1, 2, ...): so two tensors that used to be dropped out one after the other
-        can be stacked and dropped out at once, with the same masks."""
+        """`shared_over_batch`: no batch dimension (one mask for all examples); else dimension
+        0 is the batch. `row_draws` (R_1, R_2, ...): consecutive parts of the second-to-last
+        axis, each with the mask a call of its own would draw, in order (two stacked tensors
+        dropped out at once, with the masks of one call each)."""
         if not training or self.rate == 0.0:
             return inputs
         dynamic = tf.shape(inputs)
@@ -187,11 +157,10 @@ def _keep_mask(draws, threshold: tf.Tensor) -> tf.Tensor:
 
 
 def _recomputed_dropout(inputs: tf.Tensor, draws, threshold: tf.Tensor, rate: float):
-    """inputs with the mask of `draws` applied, whose backward hashes the same bits again
-    where it uses them instead of keeping the forward's mask. Its keys get a zero that only
-    the run knows (layers/step_plan.py's `int_zero`) added: XLA would otherwise merge the two
-    identical hashes into one mask, written by the forward and read back by the backward. The
-    values and the gradient are bit for bit those of tf.where(keep, inputs / (1 - rate), 0)."""
+    """inputs with the mask of `draws` applied; its backward hashes the bits again, with a
+    zero only the run knows (step_plan.py's `int_zero`) added to the keys: XLA would otherwise
+    merge the two hashes into one mask, written by the forward and read by the backward. Bit
+    for bit tf.where(keep, inputs / (1 - rate), 0) and its gradient."""
     scale = tf.cast(1.0 - rate, inputs.dtype)
 
     @tf.custom_gradient
@@ -229,20 +198,14 @@ def fmix32_int(h: int) -> int:
 
 
 def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
-    """uint32 [shape] pseudo-random bits. `k0` is a uint32 scalar; `k1` a uint32 scalar, or a
-    uint32 [shape[0]] vector giving every row its own key (n then counts within the row).
-    `shape`: a list (ints, or int32 scalars for sizes known only at run time), a TensorShape
-    or an int32 [rank] tensor.
+    """uint32 [shape] pseudo-random bits; `k0` a uint32 scalar, `k1` one or uint32 [shape[0]]
+    (each row its own key, n counting within the row); `shape` a list (ints, or int32 scalars
+    for sizes known at run time only), a TensorShape or an int32 [rank] tensor.
 
-    The hash input n * GOLDEN + k0 * KEY_MULTIPLIER + k1 (n the row-major index of an element)
-    is built with n * GOLDEN = sum_d i_d * (stride_d * GOLDEN) mod 2**32: a sum of small
-    per-dimension ranges, each broadcast-added onto the key term, which holds the step (or the
-    layer's seed stream) and so is known only at run time. No op has only constant inputs of a
-    large shape: TensorFlow folds such an op (a flat index) into a literal of the tensor's size
-    in the compiled program, read from memory at every step; this way XLA computes the index
-    in the fusion that hashes it (tests/training/test_program_constants.py keeps large
-    constants out). The sum equals the flat index formula bit for bit (tests).
-    """
+    n * GOLDEN (n the row-major index) is sum_d i_d * (stride_d * GOLDEN) mod 2**32, small
+    ranges broadcast-added onto the run-time key term: a flat index, an op of constant inputs
+    only, would be folded into a literal of the tensor's size read at every step
+    (tests/training/test_program_constants.py). Bit for bit the flat formula (tests)."""
     # The sizes: Python ints where known when the step is traced, int32 scalars otherwise.
     if isinstance(shape, (list, tuple, tf.TensorShape)):
         if any(d is None for d in shape):
@@ -287,6 +250,6 @@ def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
 
 # ---------------------------------------------------------------------------- the CPU's form
 def stored(keep: tf.Tensor, key: tf.Tensor) -> tf.Tensor:
-    """`keep` through a conditional that is true only at run time (`key`: a run-time integer
-    tensor), so that XLA computes the mask once and reads it where it is used (CPU)."""
+    """`keep` through a conditional true only at run time (`key`: a run-time integer tensor):
+    XLA computes the mask once and reads it where it is used (CPU)."""
     return tf.cond(always_true(key), lambda: keep, lambda: tf.zeros_like(keep))

@@ -1,26 +1,16 @@
 """Where each query stands relative to each key: whether it may see it (the attention masks),
 whether the two lie in different segments (the segment matrix), how far apart they are (the
-relative position encoding), and the two ways of aligning position scores with the keys.
-The masks, the segment matrix and the encoding are built once per forward pass
-(models/xlnet_model.py); every layer aligns its scores (layers/xlnet_block.py's `RelativeAttention`).
+relative position encoding), built once per forward pass (models/xlnet_model.py), and the
+alignment of position scores with the keys, in every layer (layers/xlnet_block.py).
 
-Letters (docs/GLOSSARY.md; used in every shape below):
-  B  batch size                       N  attention heads
-  L  query length (one example)       H  head size
-  M  memory length                    D  model width
-  K  key length, K = M + L            P  predicted positions (query stream rows)
-  T  relative positions encoded: K + L for bidirectional attention (distances K .. -L+1),
-     K + 1 for unidirectional attention (distances K .. 0)
-  X  direction groups of the batch: 1, or 2 with bi_data (forward half, backward half)
+Letters as layers/xlnet_block.py's (docs/GLOSSARY.md); T, the relative positions encoded:
+K + L for bidirectional attention (distances K .. -L+1), K + 1 for unidirectional (K .. 0).
 
-Masks. Every mask here is boolean and True means "query i may NOT attend to key j" (the
-original's and HuggingFace's `perm_mask` polarity). Memory keys (the first M columns) are
-visible unless the causal mask of unidirectional attention or a `memory_mask` (empty memory
-slots, e.g. in generation) hides them.
-
-Distances. Index t of the T axis encodes the relative distance `K - t` (forward) or `-(K - t)`
-(the backward half with bi_data). A query at position i of the example and a key at position j
-of concat(memory, example) are `M + i - j` apart, which is index `t = L - i + j`.
+Masks are boolean, True = "query i may NOT attend to key j" (`perm_mask`'s polarity); memory
+keys (the first M columns) are visible unless the causal mask or a `memory_mask` (empty slots)
+hides them. Index t of the T axis encodes distance K - t (forward) or -(K - t) (the backward
+half with bi_data); query i and key j of concat(memory, example) are M + i - j apart: index
+t = L - i + j.
 """
 
 from __future__ import annotations
@@ -38,13 +28,8 @@ from xlnet_tf2.layers.step_plan import StepPlan
 # ---------------------------------------------------------------------------- masks, segments
 def causal_mask(q_len: int, m_len: int, same_length: bool = False,
                 zero: Optional[tf.Tensor] = None) -> tf.Tensor:
-    """Unidirectional mask; bool [L, K], True = blocked.
-
-    Query i sees the memory keys and the example's keys up to and including itself: key j is
-    blocked when j > M + i. With `same_length`, query i additionally loses the keys j < i, so
-    every query sees the same number (M + 1) of keys: the window of length K - L + 1 ending at
-    itself.
-    """
+    """Unidirectional mask, bool [L, K], True = blocked: key j is blocked when j > M + i; with
+    `same_length` also when j < i (every query sees the M + 1 keys ending at itself)."""
     i, j = _positions(q_len, m_len, zero)
     blocked = j > m_len + i
     if same_length:
@@ -53,9 +38,8 @@ def causal_mask(q_len: int, m_len: int, same_length: bool = False,
 
 
 def _positions(q_len: int, m_len: int, zero: Optional[tf.Tensor]):
-    """Query positions i [L, 1] and key positions j [1, K]; with `zero` (an int32 0 known only
-    at run time, layers/step_plan.py) the [L, K] patterns built from them are computed in the
-    compiled program instead of being folded into constants of that size."""
+    """Query positions i [L, 1] and key positions j [1, K], offset by `zero` (an int32 0 known
+    at run time only, step_plan.py: the [L, K] patterns stay computed, not folded)."""
     i, j = tf.range(q_len), tf.range(m_len + q_len)
     if zero is not None:
         i, j = i + zero, j + zero
@@ -67,24 +51,10 @@ def build_attention_masks(
     attention_mask: Optional[tf.Tensor] = None, perm_mask: Optional[tf.Tensor] = None,
     memory_mask: Optional[tf.Tensor] = None, run_time_input: Optional[tf.Tensor] = None,
 ) -> Tuple[Optional[tf.Tensor], Optional[tf.Tensor]]:
-    """The content-stream and query-stream masks.
-
-    Args:
-      batch_size: B (int or scalar tensor).
-      attention_mask: [B, L], 1 = real token, 0 = padding; padding keys are blocked.
-      perm_mask: [B, L, L], 1 = query i may not attend to key j (factorization order).
-      memory_mask: [B, M], 1 = a real memory entry, 0 = an empty slot no query may see
-        (same polarity as attention_mask).
-      run_time_input: any integer tensor known only at run time (the model's input ids):
-        the [L, K] patterns (diagonal, causal) are then computed in a compiled program instead
-        of being folded into constants of that size (layers/step_plan.py).
-    Returns:
-      (content_mask, query_mask), each bool [B, L, K] with True = blocked, or (None, None)
-      when nothing is masked (bidirectional attention with no padding and no permutation).
-      The query stream never sees its own position through perm_mask; the content stream
-      always may see itself, so its mask is the query mask with the diagonal (j = M + i)
-      cleared.
-    """
+    """(content_mask, query_mask) bool [B, L, K], True = blocked (None, None: nothing is); the
+    content mask opens the diagonal j = M + i. attention_mask [B, L] (0 = padding), perm_mask
+    [B, L, L] (1 = i may not see j), memory_mask [B, M] (0 = empty); `run_time_input`: the
+    input ids, so the [L, K] patterns stay computed in the program (step_plan.py)."""
     zero = None if run_time_input is None else step_plan.int_zero(run_time_input)
     blocked = None
     if attn_type == "uni":
@@ -126,14 +96,9 @@ def key_segment_ids(segment_ids: tf.Tensor, m_len: int) -> tf.Tensor:
 
 
 def segment_matrix(segment_ids: tf.Tensor, m_len: int, query_segment_ids=None) -> tf.Tensor:
-    """Whether query and key lie in different segments; bool [B, Lq, K].
-
-    Args:
-      segment_ids: int [B, L] of the example's positions. Memory keys count as segment 0.
-      m_len: M.
-      query_segment_ids: int [B, Lq] of the query rows; defaults to `segment_ids` (content
-        stream). The query stream passes the segment ids of its target positions.
-    """
+    """bool [B, Lq, K]: query and key in different segments, from segment_ids int [B, L]
+    (memory keys segment 0) and the query rows' `query_segment_ids` int [B, Lq] (default
+    `segment_ids`: the content stream; the query stream's are its targets')."""
     segment_ids = tf.cast(segment_ids, tf.int32)
     if query_segment_ids is None:
         query_segment_ids = segment_ids
@@ -163,20 +128,14 @@ def relative_position_encoding(
     q_len: int, k_len: int, d_model: int, attn_type: str = "bi", bi_data: bool = False,
     clamp_len: int = -1, run_time_input: Optional[tf.Tensor] = None,
 ) -> tf.Tensor:
-    """The relative position embedding shared by all layers; float32 [X, T, D].
+    """The relative position embedding shared by all layers, float32 [X, T, D]: with `bi_data`
+    group 1 (the backward half) takes the negated distances; `clamp_len` > 0 clamps them.
 
-    With `bi_data`, group 0 (the batch's forward half) uses distances K .. -L+1 and group 1
-    (the backward half, read right to left) the negated distances -K .. L-1. `clamp_len` > 0
-    clamps every distance into [-clamp_len, clamp_len].
-
-    `run_time_input`: any non-empty integer tensor known only at run time (the model's input
-    ids). The table depends only on the shape, so TensorFlow would fold it into a literal of
-    X * T * D floats (8.6 MB at XLNet-Base with bi_data) that a compiled step reads from
-    memory at every step; with the distances offset by a zero derived from this tensor, which
-    no compiler sees through (`layers/step_plan.py`), the step computes the table instead
-    (X * T * D / 2 sines and cosines). Adding +0.0 changes no distance, so the values are
-    those of the formula (up to the sine's implementation, a few ulp).
-    """
+    `run_time_input`: a non-empty integer tensor known at run time only (the input ids). The
+    table depends on the shape only: TensorFlow would fold it into a literal of X * T * D
+    floats (8.6 MB at XLNet-Base with bi_data) read at every step; offset by a run-time zero
+    (step_plan.py), the step computes it (X * T * D / 2 sines and cosines; +0.0 moves no
+    distance)."""
     zero = None if run_time_input is None else step_plan.zero(run_time_input)
     forward = relative_distances(q_len, k_len, attn_type, zero)
     groups = [forward, -forward] if bi_data else [forward]
@@ -186,19 +145,12 @@ def relative_position_encoding(
 
 
 def rel_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
-    """Aligns position scores of every query row with its keys (Transformer-XL trick).
+    """scores [B, N, L, T] (column t: distance K - t) aligned with the keys (Transformer-XL's
+    trick): [B, N, L, K], entry (i, j) column t = L - i + j. Entries beyond the encoded range
+    (a unidirectional query's future keys) hold unrelated values: the mask hides them.
 
-    Args:
-      scores: [B, N, L, T], column t scoring relative distance K - t.
-      k_len: K.
-    Returns:
-      [B, N, L, K] where entry (i, j) scores distance M + i - j, i.e. column t = L - i + j of
-      the input. Entries whose distance lies outside the encoded range (keys in the future of
-      a unidirectional query) hold unrelated values; the attention mask must hide them.
-
-    Viewing the row-major [L, T] block as [T, L] and dropping its first row shifts row i left
-    by L - i; reading the rest back as [L, T - 1] and keeping K columns finishes the shift.
-    Pure reshapes and a slice: static shapes, no gather, cheap under XLA.
+    The row-major [L, T] block viewed as [T, L] without its first row shifts row i left by
+    L - i; read back as [L, T - 1], its first K columns finish the shift. Reshapes and a slice.
     """
     b, n, q_len, t_len = keras.ops.shape(scores)
     x = tf.reshape(scores, [b, n, t_len, q_len])
@@ -209,24 +161,12 @@ def rel_shift(scores: tf.Tensor, k_len: int) -> tf.Tensor:
 
 def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len: int,
                            k_len: int, plan: StepPlan) -> tf.Tensor:
-    """Like `rel_shift`, for query rows at any positions of the example (the query stream).
-
-    Args:
-      scores: [B, N, P, T], column t scoring relative distance K - t.
-      query_positions: int32 [B, P], each query row's position i in the example.
-      q_len: L.  k_len: K.
-    Returns:
-      [B, N, P, K]: entry (p, j) scores distance M + i_p - j, column t = L - i_p + j. Entries
-      whose column lies beyond T (future keys of a unidirectional query) hold unrelated
-      values; the attention mask must hide them.
-
-    Row p needs the K columns starting at L - i_p: a window whose start depends on the row,
-    which no reshape can express. Its form is the plan's (layers/step_plan.py):
-      gpu, tpu  `take_windows` (layers/kernels/window_read.py): a gather with one index per
-           output element, computed in the program; its gradient is another gather;
-      cpu  `tf.gather(batch_dims=3)` (`plan.coordinate_gather`), whose index holds all four
-           coordinates of every element and whose gradient is a scatter-add.
-    """
+    """`rel_shift` for query rows at positions `query_positions` int32 [B, P] (the query
+    stream): scores [B, N, P, T] -> [B, N, P, K], entry (p, j) column t = L - i_p + j (beyond
+    T: unrelated values, masked). Row p's window starts at L - i_p, which no reshape expresses:
+    on a GPU or TPU `take_windows` (kernels/window_read.py: one index per output element, its
+    gradient another gather); on a CPU (`plan.coordinate_gather`) `tf.gather(batch_dims=3)`,
+    whose gradient is a scatter-add."""
     t_len = scores.shape[-1]
     if t_len is None:
         raise ValueError("gather_relative_scores needs a static number of encoded positions T.")
@@ -244,11 +184,9 @@ def gather_relative_scores(scores: tf.Tensor, query_positions: tf.Tensor, q_len:
 
 
 def content_shift(scores: tf.Tensor, k_len: int, plan: StepPlan) -> tf.Tensor:
-    """`rel_shift` of the content rows (row i at position i of the example), in the plan's
-    form: with `plan.content_window_read` (GPU) the window read of `gather_relative_scores` with
-    positions 0 .. L - 1, an elementwise read that XLA fuses with the bias's sum, where the
-    reshapes of `rel_shift` are a data movement of their own, forward and backward; else
-    `rel_shift`."""
+    """`rel_shift` of the content rows, or with `plan.content_window_read` (GPU) the window
+    read of `gather_relative_scores` at positions 0 .. L - 1, which XLA fuses with the bias's
+    sum (the reshapes are a data movement of their own, forward and backward)."""
     if not plan.content_window_read:
         return rel_shift(scores, k_len)
     q_len = scores.shape[2]

@@ -1,72 +1,43 @@
 """How one step is traced: the plan handed down from where the step is traced to every layer.
 
-A few layers trace a different, numerically equivalent program for each kind of device (the
-forms themselves live in `layers/kernels/`). Which one is not read from any global: the
-caller that traces the step (the trainer, a step export, a test) builds one `StepPlan` and
-passes it down the model's calls, `model(inputs, training=..., plan=plan)` ->
-`XLNetModel` -> `XLNetBlock` -> `RelativeAttention` -> the attention op and `Dropout`. A call
-without a plan (eager use, inference, Keras' own `fit`) gets `StepPlan.for_this_machine()`.
+A layer that traces a different, numerically equivalent program per kind of device (the forms
+in layers/kernels/) reads the plan, never a global: the caller that traces the step (the
+trainer, a step export, a test) builds one `StepPlan` and passes it down the model's calls; a
+call without one (eager use, inference, Keras' `fit`) gets `StepPlan.for_this_machine()`.
+Forcing `device` traces that device's program on any machine. The plan holds values only.
 
-    plan = StepPlan(device="gpu", attention="auto")          # a step traced for a GPU
-    plan = keyed_plan(seed, step, example_ids, examples_per_step, plan)  # with dropout keys
+The plan decides each piece's form for the device traced for (its properties), the
+optimizer's included; what depends on the distribution strategy is decided where that is
+known: the compile scope (training/trainer.py: the whole step as one XLA computation with
+--jit_compile, one replica, not under TPUStrategy) and whether the optimizer takes the
+grouped form (training/step.py: one replica, not under TPUStrategy).
 
-Every device switch of the project is a property of this class, so forcing `device` traces
-exactly the program that device would run, on any machine: that is how a step is exported
-for an accelerator from a CPU-only machine (benchmarks/tools/step_export.py). The plan holds
-only values (strings and the step's `DropoutKeys`, tensors made once per trace): what a trace
-counts as it goes (each Dropout's draws) lives in the layer that counts (layers/dropout.py).
-
-Run-time values (`always_true`, `zero`, `int_zero`). TensorFlow folds every op whose inputs
-are all constants into a literal before XLA sees the program, and XLA's algebraic simplifier
-folds what it can prove: a table computed from constants alone (the relative position
-sinusoids, an [L, K] index pattern) would become a constant of its full size in the compiled
-program, read from memory at every step. Deriving one input from a run-time tensor through
-arithmetic no simplifier sees through keeps the computation in the program.
+Run-time values (`always_true`, `zero`, `int_zero`): TensorFlow folds an op whose inputs are
+all constants into a literal, and XLA folds what it can prove, so a table computed from
+constants (the position sinusoids, an [L, K] index pattern) would be a constant of its full
+size, read at every step; an input derived from a run-time tensor through arithmetic no
+simplifier sees through keeps the computation in the program.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import importlib.util
-import os
 from typing import Optional
 
 import tensorflow as tf
 
 from xlnet_tf2.config import (ATTENTION_IMPLEMENTATIONS, DEVICES, GPU_GENERATIONS,
                               POSITION_SCORE_FORMS, TPU_GENERATIONS)
-
-
-def this_tpu_generation() -> str:
-    """The TPU generation of this machine as the TPU VM's TPU_ACCELERATOR_TYPE (or
-    ACCELERATOR_TYPE) names it ("v4-8" -> "v4", "v5litepod-8" -> "v5e", "v5p-8" -> "v5p",
-    "v6e-8" -> "v6e"), "v5e" without it."""
-    accelerator = os.environ.get("TPU_ACCELERATOR_TYPE",
-                                 os.environ.get("ACCELERATOR_TYPE", "")).lower()
-    for prefix, generation in (("v5litepod", "v5e"), ("v5e", "v5e"), ("v5p", "v5p"),
-                               ("v6e", "v6e"), ("v4", "v4")):
-        if accelerator.startswith(prefix):
-            return generation
-    return "v5e"
-
-
-def this_machine() -> str:
-    """"tpu" when TensorFlow sees a TPU, "gpu" when it sees a GPU, "cpu" otherwise."""
-    if tf.config.list_logical_devices("TPU"):
-        return "tpu"
-    if tf.config.list_logical_devices("GPU"):
-        return "gpu"
-    return "cpu"
+from xlnet_tf2.layers import this_machine
 
 
 # eq=False: compared and hashed by identity (its tensors have no truth value while traced).
 @dataclasses.dataclass(frozen=True, eq=False)
 class DropoutKeys:
-    """The keys of one traced training (micro-)step's dropout draws (layers/dropout.py's module
-    docstring): the run's `seed` (uint32 as an int), `shared_k1` uint32 [] (the step, for a
-    tensor shared by the batch) and `example_k1` uint32 [b] (step * examples_per_step +
-    each row's place among the step's examples) or None. Built once per trace (`of`); each
-    Dropout adds its own salt and draw number."""
+    """The keys of one traced training (micro-)step's dropout draws (layers/dropout.py): the
+    run's `seed` (uint32 as an int), `shared_k1` uint32 [] (the step) and `example_k1` uint32
+    [b] (step * examples_per_step + each row's place) or None. Built once per trace (`of`)."""
 
     seed: int
     shared_k1: tf.Tensor
@@ -87,21 +58,12 @@ class DropoutKeys:
 
 @dataclasses.dataclass(frozen=True)
 class StepPlan:
-    """What a traced step is traced for.
-
-    device: "cpu", "gpu" or "tpu": the device whose program is traced.
-    attention: the attention op's implementation, one of config.ATTENTION_IMPLEMENTATIONS
-      ("auto" picks per call: layers/xlnet_block.py's `chosen_implementation`).
-    position_scores: one of config.POSITION_SCORE_FORMS (`angle_position_scores` says which
-      form is used).
-    dropout_keys: the keys of this trace's dropout draws (`DropoutKeys`, built per traced
-      training step: `keyed_plan`), or None: each Dropout then draws from its own seed
-      generator.
-    gpu_generation: the GPU generation Triton kernels are lowered for ("sm_90": H100/H200,
-      "sm_80": A100), when `device` is "gpu".
-    tpu_generation: the TPU generation the Pallas kernels are written for (TPU_GENERATIONS),
-      when `device` is "tpu".
-    """
+    """What a traced step is traced for: `device` ("cpu", "gpu", "tpu"); `attention`, one of
+    config.ATTENTION_IMPLEMENTATIONS ("auto" picks per call: layers/kernels/attention_choice.py);
+    `position_scores`, one of config.POSITION_SCORE_FORMS; `dropout_keys`, this trace's
+    (`keyed_plan`, per traced training step), or None (each Dropout's own seed generator); the
+    generation the Triton kernels are lowered for (`gpu_generation`: "sm_90" H100/H200, "sm_80"
+    A100) and the Pallas kernels written for (`tpu_generation`, TPU_GENERATIONS)."""
 
     device: str = "cpu"
     attention: str = "auto"
@@ -124,13 +86,12 @@ class StepPlan:
 
     @classmethod
     def for_this_machine(cls, **settings) -> "StepPlan":
-        """This machine's device (asked when the call is traced: a TPU system initialized
-        later in the process changes the answer) with `settings` (attention=...,
-        position_scores=...): the plan of a call that was given none. On a TPU its generation
-        is `this_tpu_generation()`'s unless `settings` names it."""
-        device = this_machine()
+        """The plan of a call given none: this machine's device (asked when the call is traced:
+        a TPU system initialized later changes the answer; a TPU's generation unless
+        `settings` names it) with `settings` (attention=..., position_scores=...)."""
+        device = this_machine.device()
         if device == "tpu":
-            settings.setdefault("tpu_generation", this_tpu_generation())
+            settings.setdefault("tpu_generation", this_machine.tpu_generation())
         return cls(device=device, **settings)
 
     def on(self, device: str, tpu_generation: Optional[str] = None) -> "StepPlan":
@@ -143,10 +104,17 @@ class StepPlan:
 
     # ---------------------------------------------------------------- the device switches
     @property
+    def kernel_attention(self) -> bool:
+        """The attention op may be another than the reference, which
+        layers/kernels/attention_choice.py picks per call (or refuses, forced): a GPU's or a
+        TPU's step under "auto", or an implementation forced. False: the reference path."""
+        return self.attention != "reference" and (self.attention != "auto"
+                                                   or self.device != "cpu")
+
+    @property
     def pallas_kernels(self) -> bool:
-        """The attention may be the Pallas kernels (layers/kernels/pallas_attention.py): a
-        step traced for a TPU, --attention_implementation auto or pallas, JAX installed (the
-        op still checks each call's operands)."""
+        """The attention may be the Pallas kernels: a TPU's step, auto or pallas, JAX installed
+        (each call's operands still checked)."""
         return (self.device == "tpu" and self.attention in ("auto", "pallas")
                 and importlib.util.find_spec("jax") is not None)
 
@@ -160,15 +128,13 @@ class StepPlan:
 
     @property
     def content_window_read(self) -> bool:
-        """The content rows' rel-shift as the window read of the query stream's, which XLA
-        fuses with the bias's sum (GPU); elsewhere the reshapes of `rel_shift`."""
+        """The content rows' shift as the query stream's window read (GPU; XLA fuses it)."""
         return self.device == "gpu"
 
     @property
     def coordinate_gather(self) -> bool:
-        """The query stream's shift as `tf.gather(batch_dims=3)` (CPU), where XLA's CPU fusion
-        would recompute the incoming gradient's elementwise chain per read element of the
-        window read; elsewhere the window read."""
+        """The query stream's shift as `tf.gather(batch_dims=3)` (CPU: XLA's CPU fusion of the
+        window read recomputes the incoming gradient's elementwise chain per read element)."""
         return self.device == "cpu"
 
     @property
@@ -178,18 +144,16 @@ class StepPlan:
 
     @property
     def packs_dropout_masks(self) -> bool:
-        """A `store_mask` Dropout hands XLA its mask bit-packed (GPU, whose compiler stores the
-        mask anyway)."""
+        """A `store_mask` Dropout's mask bit-packed (GPU, whose compiler stores it anyway)."""
         return self.device == "gpu"
 
     @property
     def angle_position_scores(self) -> bool:
         """The position scores as a product with an angle table, without the rel-shift
-        (layers/kernels/angle_scores.py): on a TPU without the Pallas kernels (which shift in
-        VMEM and read the position embedding's projection), whose compiler makes the shift's
-        reshapes and slices passes of their own; forced by `position_scores`. The model keeps
-        the shift where the table is not exact (clamp_len, dropout on the position
-        embedding)."""
+        (kernels/angle_scores.py): on a TPU without the Pallas kernels (which shift in VMEM),
+        whose compiler makes the shift's reshapes and slices passes of their own; or forced.
+        The model keeps the shift where the table is not exact (clamp_len, dropout on the
+        position embedding)."""
         if self.position_scores == "auto":
             return self.device == "tpu" and not self.pallas_kernels
         return self.position_scores == "angles"
@@ -197,7 +161,8 @@ class StepPlan:
     @property
     def grouped_optimizer(self) -> bool:
         """The clipping norm and the AdamW update over groups of gradients, fused into a few
-        kernels (accelerators); one variable at a time on a CPU."""
+        kernels (accelerators; training/step.py takes it with one replica, not under
+        TPUStrategy); one variable at a time on a CPU."""
         return self.device != "cpu"
 
 
@@ -208,8 +173,7 @@ def plan_or_default(plan: Optional[StepPlan]) -> StepPlan:
 
 def keyed_plan(seed: int, step: tf.Tensor, example_ids: Optional[tf.Tensor] = None,
                examples_per_step: int = 1, plan: Optional[StepPlan] = None) -> StepPlan:
-    """`plan` (default: this machine's) with the dropout keys of one traced training step
-    (`DropoutKeys.of`)."""
+    """`plan` (default: this machine's) with one traced training step's `DropoutKeys.of`."""
     return plan_or_default(plan).with_dropout_keys(
         DropoutKeys.of(seed, step, example_ids, examples_per_step))
 

@@ -7,7 +7,7 @@ Letters (docs/GLOSSARY.md):
   L  query length (one example)       H  head size
   M  memory length                    D  model width
   K  key length, K = M + L            P  query-stream rows (predicted positions)
-  T  encoded relative positions (see relative_position.py)
+  T  encoded relative positions (relative_position.py)
   X  direction groups (1, or 2 with bi_data: the batch's forward and backward halves)
   S  query rows of one attention: L, P, or L + P (both streams as one, on a GPU and with the
      Pallas kernels on a TPU)
@@ -23,34 +23,9 @@ stream, all L rows) or g (query stream, only the P target rows: computing the ot
 as the original does and discarding them gives the same numbers with more work).
 
 The attention op: softmax(scale * (q . k + bias), blocked entries excluded), dropout on the
-probabilities, then the weighted sum of values, where the `bias` is the part of a score that is
-not a product of a query row and a key row (the aligned position scores and the segment term).
-Its implementations, chosen by the step's plan (layers/step_plan.py), passed down from where
-the step is traced:
-
-  "reference"  TensorFlow ops (`reference_attention`, here). Runs everywhere; the parity tests'
-               numbers.
-  "cudnn"      cuDNN's flash attention as XLA custom calls (kernels/cudnn.py): only inside an
-               XLA program traced for a GPU, in bfloat16 / float16, without attention dropout.
-  "triton"     the project's flash Triton kernels as XLA custom calls (kernels/triton_attention.py):
-               only inside an XLA program traced for a GPU, with the `triton` package (the gpu
-               extra); with attention dropout (the reference's bits).
-  "pallas"     the project's flash Pallas kernels as XLA tpu_custom_calls
-               (kernels/pallas_attention.py): only inside an XLA program traced for a TPU, with
-               JAX (the tpu extra); both streams in one call, with attention dropout (the
-               reference's bits).
-
-"auto" (the default) takes "triton" (GPU) wherever it can run and the kernels pass their check
-on the device (kernels/triton_attention.py `device_check`: once, against `reference_attention`;
-the reference after one warning line where they fail it), "pallas" (TPU) wherever it can run,
-else "cudnn", and "reference" elsewhere (`chosen_implementation`); the trainer's
---attention_implementation forces one (a forced one that cannot run is one clear error,
-`AttentionImplementationError`; what is known before the step is traced refuses it then,
-`refusal_before_tracing`). The Triton and Pallas kernels read the score's terms before they are
-assembled into a bias (the queries and the position embedding's projection k_r, from which
-they make the position scores tile by tile, and the segment ids): `RelativeAttention`'s
-`attend` asks `chosen_implementation` first and calls kernels/triton_attention.py or
-kernels/pallas_attention.py with the terms, or `attention` with the bias.
+probabilities, the weighted sum of values; bias: the position and segment terms. Here in
+TensorFlow ops (`reference_attention`); where the plan may take a kernel
+(`StepPlan.kernel_attention`), layers/kernels/attention_choice.py picks and runs it.
 """
 
 from __future__ import annotations
@@ -59,10 +34,9 @@ from typing import Optional, Sequence
 
 import keras
 import tensorflow as tf
-from absl import logging
 
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.kernels import cudnn, pallas_attention, triton_attention
+from xlnet_tf2.layers.kernels import attention_choice, cudnn
 from xlnet_tf2.layers.kernels.angle_scores import angle_position_scores
 from xlnet_tf2.layers.relative_position import (content_positions, content_shift,
                                                 gather_relative_scores)
@@ -132,15 +106,11 @@ class PositionwiseFeedForward(keras.layers.Layer):
         return self.layer_norm(x + out)
 
 
-
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class XLNetBlock(keras.layers.Layer):
-    """Post-LayerNorm Transformer-XL layer applied to the content stream h [B, L, D] and,
-    in pretraining, the query stream g [B, P, D]. Both streams share every weight.
-
-    The layer index (`layer_index`) is stored so that layer-wise learning-rate decay can find
-    a layer's depth structurally rather than by matching variable names.
-    """
+    """Post-LayerNorm Transformer-XL layer on the content stream h [B, L, D] and, in
+    pretraining, the query stream g [B, P, D], sharing every weight. `layer_index`: its depth,
+    for layer-wise learning-rate decay (found structurally, not by variable names)."""
 
     def __init__(self, d_model: int, n_head: int, d_head: int, d_inner: int,
                  ff_activation: str = "gelu_tanh", dropout: float = 0.0, dropatt: float = 0.0,
@@ -173,9 +143,9 @@ class XLNetBlock(keras.layers.Layer):
 
     def call(self, h, pos_emb, g=None, training=None, plan=None, angle_table=None,
              direction_groups: int = 1, **attention_kwargs):
-        """Returns (h_out [B, L, D], g_out [B, P, D]) with a query stream g, h_out alone
-        without one (as RelativeAttention.call, which takes the other arguments). `plan`: the
-        step's (layers/step_plan.py)."""
+        """(h_out [B, L, D], g_out [B, P, D]) with a query stream g, h_out alone without one;
+        the other arguments are RelativeAttention.call's (Keras refuses a **kwargs that mixes
+        tensors and Python values: the int `direction_groups` is named)."""
         position = dict(angle_table=angle_table, direction_groups=direction_groups)
         if g is None:
             h = self.rel_attn(h, pos_emb, training=training, plan=plan, **position,
@@ -193,12 +163,9 @@ def normal_initializer(stddev: float):
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class RelativeAttention(keras.layers.Layer):
-    """Relative multi-head attention shared by the content and query streams of one layer.
-
-    Owns the projections q, k, v, r, o [D, N, H] (no biases), the segment embedding
-    seg_embed [2, N, H], the post-attention LayerNorm and, when `own_biases` (untie_r), the
-    biases r_w, r_r, r_s [N, H]; otherwise the model passes its shared biases to `call`.
-    """
+    """Relative multi-head attention of one layer's two streams: the projections q, k, v, r,
+    o [D, N, H] (no biases), seg_embed [2, N, H], the LayerNorm and, with `own_biases`
+    (untie_r), r_w, r_r, r_s [N, H] (else the model passes its shared biases to `call`)."""
 
     def __init__(self, d_model: int, n_head: int, d_head: int, dropout: float = 0.0,
                  dropatt: float = 0.0, initializer_range: float = 0.02, own_biases: bool = True,
@@ -249,7 +216,6 @@ class RelativeAttention(keras.layers.Layer):
                       layer_norm_epsilon=self.layer_norm_epsilon)
         return config
 
-    # ------------------------------------------------------------------ helpers
     # Every weight is read cast to the compute dtype (a mixed-precision layer keeps float32
     # variables).
     def _project(self, x, kernel):
@@ -257,40 +223,25 @@ class RelativeAttention(keras.layers.Layer):
         return tf.einsum("bsd,dnh->bnsh", x, tf.cast(kernel, self.compute_dtype))
 
     def _post_attention(self, residual, attended, training, plan):
-        """Output projection, dropout, residual and LayerNorm; attended [B, N, S, H] -> [B, S, D]."""
+        """Output projection, dropout, residual, LayerNorm: [B, N, S, H] -> [B, S, D]."""
         out = tf.einsum("bnsh,dnh->bsd", attended, tf.cast(self.o, self.compute_dtype))
         out = self.output_dropout(out, training=training, plan=plan)
         return self.layer_norm(residual + out)
 
-    # ------------------------------------------------------------------ call
     def call(self, h, pos_emb, g=None, mems=None, content_mask=None, query_mask=None,
              segment_mismatch=None, query_segment_mismatch=None, query_positions=None,
              query_weights=None, biases=None, training=None, plan: Optional[StepPlan] = None,
              angle_table=None, direction_groups: int = 1, segment_ids=None):
-        """Runs both streams of one layer.
+        """Both streams of one layer: (h_out [B, L, D], g_out [B, P, D]) with a query stream,
+        h_out alone without one (a Keras call returns tensors only).
 
-        Args:
-          h: content stream [B, L, D].
-          pos_emb: relative position embedding [X, T, D] (already dropped out).
-          g: query stream [B, P, D] or None.
-          mems: memory [B, M, D] or None.
-          content_mask, query_mask: bool [B, L, K] and [B, P, K], True = blocked, or None.
-          segment_mismatch: bool [B, L, K] (content rows) or None for no segment term.
-          query_segment_mismatch: bool [B, P, K] (query rows) or None.
-          segment_ids: int [B, K], the keys' segment ids (memory keys 0), from which the
-            mismatches were made, or None: the Triton and Pallas kernels compare ids instead of reading a
-            [B, S, K] matrix (a row's id is its key's, M + its position in the example).
-          query_positions: int32 [B, P], each query-stream row's position in the example.
-          query_weights: [B, P], 1 for real target rows, 0 for empty ones (their attention
-            output is zero, as when the original maps rows through an all-zero target_mapping).
-          biases: (r_w, r_r, r_s) shared [N, H] tensors when the layer does not own them.
-          plan: the step's plan (layers/step_plan.py); None: this machine's.
-          angle_table: layers/kernels/angle_scores.py's table [2, K, D/2], for the position
-            scores without the shift (then `pos_emb` is unused), with `direction_groups` (1, or
-            2 with bi_data); None: the shift form from `pos_emb`.
-        Returns:
-          (h_out [B, L, D], g_out [B, P, D]) with a query stream; h_out alone without one (a
-          Keras call returns tensors only, so the layer works in a functional model).
+        h [B, L, D]; pos_emb [X, T, D] (dropped out); g [B, P, D], mems [B, M, D] or None;
+        content_mask, query_mask, segment_mismatch, query_segment_mismatch bool [B, L or P, K]
+        (True = blocked; different segments) or None; segment_ids int [B, K], the keys' ids
+        (memory 0), which the kernels compare instead of reading a [B, S, K] matrix;
+        query_positions int32 [B, P]; query_weights [B, P], 0 for empty target rows (output
+        zero); biases (r_w, r_r, r_s) [N, H] when not owned; angle_table: angle_scores.py's
+        [2, K, D/2] with `direction_groups`: the position scores without the shift.
         """
         plan = plan_or_default(plan)
         if self.own_biases:
@@ -310,9 +261,8 @@ class RelativeAttention(keras.layers.Layer):
             segment_ids = tf.cast(segment_ids, tf.int32)
 
         def unshifted_scores(queries):
-            """(q + r_r) . r for every encoded distance: [B, N, S, T], column t scoring
-            distance K - t. With X = 2 the first half of the batch uses group 0 (forward) and
-            the second half group 1 (backward)."""
+            """(q + r_r) . r for every encoded distance, [B, N, S, T] (column t: distance
+            K - t); with X = 2 the batch's second half uses group 1 (backward)."""
             batch, n, rows, head = queries.shape
             batch = tf.shape(queries)[0] if batch is None else batch
             rows = tf.shape(queries)[2] if rows is None else rows
@@ -323,9 +273,8 @@ class RelativeAttention(keras.layers.Layer):
             return tf.reshape(scores, [batch, n, rows, k_r.shape[1]])
 
         def position_scores(queries, positions):
-            """bd = (q + r_r) . r at the distance of each query row [B, N, S, H] (at
-            positions `positions` [B, S] of the example, None for the L content rows in order)
-            and key: [B, N, S, K]."""
+            """bd [B, N, S, K] of query rows [B, N, S, H] at `positions` [B, S] (None: the L
+            content rows in order)."""
             if angle_table is not None:  # without the shift (layers/kernels/angle_scores.py)
                 u = tf.einsum("bnsh,dnh->bnsd", queries + r_r,
                               tf.cast(self.r, self.compute_dtype))             # [B, N, S, D]
@@ -344,37 +293,24 @@ class RelativeAttention(keras.layers.Layer):
                              tf.cast(self.seg_embed, self.compute_dtype))
 
         def attend(queries, positions, mismatch, blocked, dropout_rows=None):
-            """The attention of query rows [B, N, S, H] at positions `positions` of the
-            example ([B, S], None for the L content rows in order): the content part
-            (q + r_w) . k by the op, the aligned position scores and the segment term as its
-            bias; or, where the step runs the Triton kernels, the terms unassembled
-            (layers/kernels/triton_attention.py)."""
-            implementation = chosen_implementation(
-                queries, keys, dropout=self.attention_dropout, training=training, plan=plan,
-                dropout_rows=dropout_rows, score_terms=_why_no_score_terms(
-                    angle_table, mismatch, segment_ids))
+            """The attention of query rows [B, N, S, H] at `positions` [B, S] (None: the L
+            content rows): the op on (q + r_w) . k with the position and segment terms as its
+            bias, or the Triton or Pallas kernels on the terms."""
+            implementation = "reference"
+            if plan.kernel_attention:  # not on the reference path
+                implementation = attention_choice.chosen_implementation(
+                    queries, keys, dropout=self.attention_dropout, training=training, plan=plan,
+                    reference_attention=reference_attention, dropout_rows=dropout_rows,
+                    score_terms=attention_choice.why_no_score_terms(angle_table, mismatch,
+                                                                    segment_ids))
             if implementation in ("triton", "pallas"):
                 if positions is None:
                     positions = content_positions(queries, q_len)
-                segments = {}
-                if mismatch is not None:
-                    segments = dict(
-                        segment_scores=segment_scores(queries), key_segments=segment_ids,
-                        row_segments=tf.gather(segment_ids, positions + (k_len - q_len),
-                                               batch_dims=1))
-                common = dict(seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
-                              training=training, plan=plan, dropout_rows=dropout_rows,
-                              **segments)
-                if implementation == "pallas":
-                    # The content rows first (both streams stacked, or the content stream
-                    # alone); the kernels read the projection k_r itself, band by band.
-                    query_positions = positions[:, q_len:] if queries.shape[2] > q_len else None
-                    return pallas_attention.pallas_attention(
-                        queries + r_w, queries + r_r, keys, values, k_r, query_positions,
-                        blocked, **common)
-                return triton_attention.triton_attention(
-                    queries, r_w[:, 0], r_r[:, 0], keys, values, k_r, positions, blocked,
-                    **common)
+                return attention_choice.run_kernels(
+                    implementation, queries, r_w, r_r, keys, values, k_r, positions, blocked,
+                    None if mismatch is None else segment_scores(queries), segment_ids,
+                    seq_len=q_len, scale=self.scale, dropout=self.attention_dropout,
+                    training=training, plan=plan, dropout_rows=dropout_rows)
             bias = position_scores(queries, positions)
             if mismatch is not None:  # (q + r_s) . seg_embed[s_ij], s_ij: mismatch [B, S, K]
                 per_class = segment_scores(queries)                               # [B, N, S, 2]
@@ -414,16 +350,6 @@ class RelativeAttention(keras.layers.Layer):
         return h_out, g_out
 
 
-def _why_no_score_terms(angle_table, mismatch, segment_ids) -> Optional[str]:
-    """Why this layer call cannot give the Triton kernels the score's terms unassembled, or
-    None."""
-    if angle_table is not None:
-        return "the position scores are the angle form's (--position_scores=angles)"
-    if mismatch is not None and segment_ids is None:
-        return "the segment term was given without the segment ids (segment_ids)"
-    return None
-
-
 def _rows(content, query, q_len: int, n_query):
     """The content rows' bool [B, L, K] and the query rows' bool [B, P, K] stacked into
     [B, L + P, K] (`n_query` = P, or None without a query stream: `content` alone). None when
@@ -440,135 +366,25 @@ def _rows(content, query, q_len: int, n_query):
 
 
 # ---------------------------------------------------------------------------- the attention op
-# The implementations that run only inside an XLA program traced for one kind of device.
-IMPLEMENTATION_DEVICE = {"cudnn": "gpu", "triton": "gpu", "pallas": "tpu"}
-
-
-class AttentionImplementationError(ValueError):
-    """--attention_implementation=cudnn, triton or pallas where that implementation cannot
-    run; its message is one line naming the flag."""
-
-
-def refusal(implementation: str, reason: str) -> str:
-    """The one line refusing a forced `implementation` for `reason`."""
-    return (f"--attention_implementation={implementation} cannot run here: {reason}; use "
-            "--attention_implementation=auto (or reference).")
-
-
-def refusal_before_tracing(plan: StepPlan, *, jit_compile: bool,
-                           dtype: tf.DType) -> Optional[str]:
-    """The line refusing the plan's forced GPU-only implementation from what is known before
-    the step is traced (the device, XLA, the installed packages, the compute dtype), or None
-    (the trace checks the rest: shapes, the score's form, the dropout's keys)."""
-    if plan.attention == "triton":
-        reason = triton_attention.triton_refusal_before_tracing(plan.device, jit_compile,
-                                                                dtype)
-    elif plan.attention == "cudnn":
-        reason = cudnn.cudnn_refusal_before_tracing(plan.device, jit_compile, dtype)
-    else:
-        return None
-    return None if reason is None else refusal(plan.attention, reason)
-
-
-def raised_while_tracing(error: BaseException) -> Optional[AttentionImplementationError]:
-    """The AttentionImplementationError that `error` is or was raised from, or None. Raised
-    while a step is traced, it comes back wrapped: Keras raises a copy of its type whose
-    message adds the layer's arguments, AutoGraph its own StagingError, each with the error
-    before it as its context; the first one raised, the deepest, has the one line."""
-    found, seen = None, 0
-    while error is not None and seen < 8:
-        if isinstance(error, AttentionImplementationError):
-            found = error
-        error, seen = error.__cause__ or error.__context__, seen + 1
-    return found
-
-
-def chosen_implementation(queries: tf.Tensor, keys: tf.Tensor, *, dropout, training,
-                          plan: StepPlan, dropout_rows: Optional[Sequence[int]] = None,
-                          score_terms: Optional[str] = None) -> str:
-    """The implementation ("triton", "pallas", "cudnn" or "reference") that computes this
-    attention in the step being traced: the plan's `attention`, or under "auto" the first of
-    triton, pallas, cudnn that can run, the Triton kernels once they pass their check on the
-    device (the reference after one warning line where they fail it). A forced one that cannot
-    run raises AttentionImplementationError (one line naming the flag). `score_terms`: why the
-    caller cannot give the score's terms unassembled (triton and pallas need them), or None.
-    Arguments as `attention`'s."""
-    if plan.attention == "reference" or (
-            plan.attention == "auto" and plan.device not in IMPLEMENTATION_DEVICE.values()):
-        return "reference"  # the others run only in a step traced for a GPU or a TPU
-    rate = dropout.rate if training else 0.0
-    for name, unavailable in (("triton", triton_attention.triton_unavailable_reason),
-                              ("pallas", pallas_attention.pallas_unavailable_reason)):
-        if plan.attention not in ("auto", name):
-            continue
-        why_not = unavailable(queries, keys, dropout_rate=rate, dropout_rows=dropout_rows,
-                              plan=plan, score_terms=score_terms)
-        if why_not is None:
-            if name == "pallas":
-                return name
-            # Forced, the Triton kernels only have to compile and run; "auto" also compares
-            # them with the reference op.
-            try:
-                triton_attention.device_check(queries.dtype, queries.shape[-1],
-                                              plan.gpu_generation,
-                                              compare=plan.attention == "auto",
-                                              reference_attention=reference_attention)
-                return "triton"
-            except triton_attention.TritonKernelsFailed as failed:
-                why_not = f"the Triton attention kernels failed their check: {failed}"
-                if plan.attention == "auto":  # kernels that fail here: the safe path
-                    _say_once(f"--attention_implementation=auto: {why_not}; the step uses the "
-                              "reference attention.")
-                    return "reference"
-        if plan.attention == name:
-            raise AttentionImplementationError(refusal(name, why_not))
-    reason = cudnn.cudnn_unavailable_reason(queries, keys, rate, plan.device)
-    if reason is None:
-        return "cudnn"
-    if plan.attention == "cudnn":
-        raise AttentionImplementationError(refusal("cudnn", reason))
-    return "reference"
-
-
-_SAID: set = set()
-
-
-def _say_once(line: str) -> None:
-    """`line` as a warning, once per process (every layer of every trace asks)."""
-    if line not in _SAID:
-        _SAID.add(line)
-        logging.warning(line)
-
-
 def attention(queries: tf.Tensor, keys: tf.Tensor, values: tf.Tensor, bias: tf.Tensor,
               blocked: Optional[tf.Tensor], *, scale: float, dropout, training, plan: StepPlan,
               dropout_rows: Optional[Sequence[int]] = None,
               implementation: Optional[str] = None) -> tf.Tensor:
-    """The attention op with the score's bias assembled.
-
-    Args:
-      queries: [B, N, S, H]; keys, values: [B, N, K, H]; bias: [B, N, S, K] (added to q . k
-        before scaling), all in the compute dtype.
-      blocked: bool [B, S, K], True where a query row must not see a key, or None.
-      scale: the scores' factor (1 / sqrt(H)).
-      dropout: the probabilities' dropout (a layers/dropout.py Dropout, called with
-        `training`).
-      plan: the step's plan (layers/step_plan.py): its device and `attention`, the
-        implementation asked for.
-      dropout_rows: the Dropout's `row_draws` (query rows that stack several attentions, each
-        to get the mask of a call of its own), or None.
-      implementation: "reference" or "cudnn", as `chosen_implementation` returned it; None:
-        chosen here. (The Triton and Pallas kernels take the score's terms unassembled: the
-        caller runs kernels/triton_attention.py or kernels/pallas_attention.py itself when
-        `chosen_implementation` says "triton" or "pallas".)
-    Returns:
-      [B, N, S, H] in the compute dtype.
-    """
+    """The attention op with the score's bias assembled: [B, N, S, H] in the compute dtype of
+    queries [B, N, S, H], keys, values [B, N, K, H], bias [B, N, S, K] (added to q . k before
+    the `scale`), blocked bool [B, S, K] (True: not seen) or None. `dropout`: the
+    probabilities' Dropout, with `dropout_rows` its `row_draws` (stacked attentions, each
+    with the mask of a call of its own); `implementation`: "reference" or "cudnn" as
+    kernels/attention_choice.py chose it, None: chosen here (the Triton and Pallas kernels take
+    the score's terms: the caller runs them itself)."""
     if implementation is None:
-        implementation = chosen_implementation(
-            queries, keys, dropout=dropout, training=training, plan=plan,
-            dropout_rows=dropout_rows,
-            score_terms="the caller gave the assembled [B, N, S, K] bias, not the score's terms")
+        implementation = "reference"
+        if plan.kernel_attention:
+            implementation = attention_choice.chosen_implementation(
+                queries, keys, dropout=dropout, training=training, plan=plan,
+                reference_attention=reference_attention, dropout_rows=dropout_rows,
+                score_terms=("the caller gave the assembled [B, N, S, K] bias, not the "
+                             "score's terms"))
     if implementation == "reference":
         return reference_attention(queries, keys, values, bias, blocked, scale=scale,
                                    dropout=dropout, training=training,
@@ -586,9 +402,8 @@ BLOCKED_SCORE = -1e30
 
 def reference_attention(queries, keys, values, bias, blocked, *, scale, dropout, training,
                         dropout_rows=None, plan=None):
-    """`attention` in TensorFlow ops. Under float32 TensorFlow's own softmax and gradient (the
-    float32 numbers are the parity tests' and must not move); under mixed precision
-    `masked_softmax`, which keeps only narrow probabilities for the backward pass."""
+    """`attention` in TensorFlow ops: in float32 TensorFlow's softmax and gradient (the parity
+    tests' numbers), under mixed precision `masked_softmax`."""
     scores = tf.einsum("bnsh,bnkh->bnsk", queries, keys) + bias
     if scores.dtype == tf.float32:
         scores = scores * scale
@@ -602,19 +417,13 @@ def reference_attention(queries, keys, values, bias, blocked, *, scale, dropout,
 
 
 def masked_softmax(scores: tf.Tensor, mask, scale: float) -> tf.Tensor:
-    """softmax(scores * scale, blocked entries -1e30) over the last axis, for narrow scores.
+    """softmax(scores * scale, blocked -1e30) over the last axis of narrow scores [B, N, S, K]
+    (float16 / bfloat16; mask bool [B, S, K], True = blocked, or None), in their dtype.
 
-    scores: [B, N, S, K] in float16 / bfloat16; mask: bool [B, S, K] (True = blocked) or None.
-    Returns the probabilities in the scores' dtype.
-
-    The softmax runs in float32 (a fusion's registers on a GPU), but the only score-sized
-    tensor kept for the backward pass is the narrow result: TensorFlow's own gradient would
-    keep the float32 probabilities (twice the bytes, written once and read once per layer and
-    stream). The backward pass recomputes in float32 from the narrow probabilities,
-    d scores = scale * p * (dp - sum(dp * p)), zero where blocked: the probabilities the
-    backward pass sees are the ones the forward pass used (the value product reads them
-    narrow too). The blocked value never exists in the narrow dtype (float16 tops out at
-    65504).
+    The softmax runs in float32, but the backward keeps only the narrow result (TensorFlow's
+    gradient would keep the float32 probabilities: twice the bytes) and recomputes in float32
+    d scores = scale * p * (dp - sum(dp * p)), zero where blocked: it sees the probabilities
+    the forward used. The blocked value never exists narrow (float16 tops out at 65504).
     """
     narrow = scores.dtype
 
@@ -641,12 +450,9 @@ def masked_softmax(scores: tf.Tensor, mask, scale: float) -> tf.Tensor:
 # ---------------------------------------------------------------------------- the position product
 @tf.custom_gradient
 def grouped_position_product(queries, k_r):
-    """einsum("xbnsh,xtnh->xbnst"): queries [X, B/X, N, S, H], k_r [X, T, N, H].
-
-    The gradient is TensorFlow's, but with k_r's product written as queries^T . d_scores: so
-    both backward products read the score-sized gradient in the layout the forward product
-    wrote, and a compiler materializes it once (the other order asked for a second, transposed
-    copy of it for k_r's product)."""
+    """einsum("xbnsh,xtnh->xbnst"): queries [X, B/X, N, S, H], k_r [X, T, N, H]. Its gradient
+    writes k_r's product as queries^T . d_scores, so both backward products read the
+    score-sized gradient in the forward's layout (the other order made a transposed copy)."""
     def grad(d_scores):
         d_queries = tf.einsum("xbnst,xtnh->xbnsh", d_scores, k_r)
         d_k_r = tf.einsum("xbnsh,xbnst->xnht", queries, d_scores)  # [X, N, H, T]

@@ -13,7 +13,8 @@ import tensorflow as tf
 from xlnet_tf2 import task_registry
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.models import pretrained
-from xlnet_tf2.models.xlnet_model import KeywordInputs, ModelInputError, XLNetModel
+from xlnet_tf2.models.model_inputs import ModelInputError
+from xlnet_tf2.models.xlnet_model import KeywordInputs, XLNetModel
 
 # The token inputs of every task model; "token_type_ids" is HuggingFace's "segment_ids".
 TOKEN_INPUTS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask")
@@ -66,7 +67,7 @@ class HeadModel(KeywordInputs, keras.Model):
     SQuAD adds p_mask (1 = cannot be in an answer) [B, L] and cls_index [B]; multiple choice
     takes [B, C, L] for each of the token inputs. A key the model does not read (`INPUT_KEYS`:
     a misspelt name, a tokenizer's special_tokens_mask, the original's input_mask) is refused
-    in one line naming the valid keys (xlnet_model.check_input_keys), as the backbone refuses
+    in one line naming the valid keys (model_inputs.check_input_keys), as the backbone refuses
     it. The losses of each task are in xlnet_tf2/tasks/losses.py.
 
     As Keras models, the task models returning a dict of outputs train on their main output

@@ -35,9 +35,8 @@ class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
 
     kind = "lm"  # what the loaders and writers of models/pretrained.py see
 
-    # transformers' name, and `xlnet_tf2.from_pretrained` (below): the one loader
-    # (models/pretrained.py's `load`), whose docstring says what `name_or_dir` may be and
-    # which keywords it takes.
+    # transformers' name, and `xlnet_tf2.from_pretrained` (below): models/pretrained.py's
+    # `load`, the one loader.
     from_pretrained = classmethod(pretrained.load)
 
     def call(self, inputs, training=None, output_hidden_states=False, plan=None):
@@ -51,8 +50,7 @@ class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
         return outputs
 
     def generate(self, input_ids, **kwargs):
-        """Text generation with memory: `xlnet_tf2.models.generation.generate(self, input_ids, ...)`
-        (greedy, or do_sample with temperature / top_k / top_p); returns int32 [B, P + n]."""
+        """Text generation with memory, greedy or sampled (models/generation.py)."""
         return generation.generate(self, input_ids, **kwargs)
 
 

@@ -29,7 +29,7 @@ from xlnet_tf2 import task_registry
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.conversion.to_huggingface import save_huggingface
 from xlnet_tf2.models import pretrained, saving
-from xlnet_tf2.models.xlnet_model import check_input_keys
+from xlnet_tf2.models.model_inputs import check_input_keys
 
 DEFAULT_BATCH_SIZE = 32
 _TOKEN_DTYPE = tf.int32
@@ -125,7 +125,7 @@ class ModelWithPreprocessor(keras.Model):
     # ------------------------------------------------------------------ the model
     def __call__(self, inputs, *args, **kwargs):
         # The task model's input keys, refused as the task model refuses them, under this
-        # class's name and before the tokens are cast (xlnet_model.check_input_keys).
+        # class's name and before the tokens are cast (model_inputs.check_input_keys).
         check_input_keys(type(self).__name__, inputs, self.task_model.INPUT_KEYS)
         return super().__call__(inputs, *args, **kwargs)
 

@@ -1,13 +1,6 @@
 """The XLNet backbone: embeddings, relative position encoding, masks, memory, N layers.
-
-Letters (docs/GLOSSARY.md):
-  B  batch size                      D  model width
-  L  sequence length (one example)   N, H  heads, head size
-  M  memory length                   P  predicted positions (query-stream rows)
-  K  keys, K = M + L                 X  direction groups (2 with bi_data)
-
-Inputs are batch-major everywhere, memories included ([B, M, D], unlike HuggingFace's
-sequence-first [M, B, D]).
+Letters as layers/xlnet_block.py's (docs/GLOSSARY.md). Inputs are batch-major, memories
+included ([B, M, D], unlike HuggingFace's sequence-first [M, B, D]).
 """
 
 from __future__ import annotations
@@ -15,7 +8,6 @@ from __future__ import annotations
 from typing import Dict, List, Optional
 
 import keras
-import numpy as np
 import tensorflow as tf
 
 from xlnet_tf2.config import XLNetConfig
@@ -27,57 +19,19 @@ from xlnet_tf2.layers.relative_position import (build_attention_masks,
 from xlnet_tf2.layers.step_plan import StepPlan, plan_or_default
 from xlnet_tf2.layers.xlnet_block import XLNetBlock, normal_initializer
 from xlnet_tf2.models import memory, pretrained
+from xlnet_tf2.models.model_inputs import ModelInputError, check_input_keys, eager_token_ids
 
 INPUT_KEYS = ("input_ids", "segment_ids", "token_type_ids", "attention_mask", "perm_mask",
               "target_mapping", "mems", "memory_mask")
 
 
-class ModelInputError(ValueError):
-    """Inputs the model cannot take (ids outside the vocabulary, unknown keys, wrong shapes).
-
-    Raised from inside `call`, which Keras runs under `Layer.__call__`: Keras re-raises any
-    error there as a new one whose message is wrapped in "Exception encountered when calling
-    ..." and a dump of every argument, once per enclosing layer, unless the error says the
-    wrapping was done. This class says so (the attribute Keras looks for), so the message
-    reaches the user as the one line written here, from a task model or a functional model
-    alike."""
-
-    _keras_call_info_injected = True
-
-
 # Keyword arguments of a model call that are not inputs.
 CALL_OPTIONS = ("training", "output_hidden_states", "mask", "plan")
 
-# Input keys of other projects with another meaning, and what to give instead.
-_FOREIGN_KEYS = {"input_mask": "the original XLNet's padding mask, 1 = padding: give "
-                               "attention_mask = 1 - input_mask"}
-
-
-def check_input_keys(model_name: str, inputs, valid) -> None:
-    """The one rule of every model's inputs: a dict key the model does not read (a misspelt
-    name, another project's input_mask) raises ModelInputError in one line naming the valid
-    keys, before anything is computed; ignored, it would leave the model computing without
-    what the caller meant to give (a padding mask)."""
-    if not isinstance(inputs, dict):
-        return
-    unknown = sorted(set(inputs) - set(valid))
-    if unknown:
-        hints = "".join(f" ({k}: {_FOREIGN_KEYS[k]})" for k in unknown if k in _FOREIGN_KEYS)
-        raise ModelInputError(f"{model_name} got unknown input key(s) {unknown}{hints}; valid "
-                              f"keys: {tuple(valid)}.")
-
-
-def model_inputs(model, features) -> dict:
-    """The entries of `features` that `model` reads (its INPUT_KEYS): a task's feature dict
-    holds its labels beside the model inputs."""
-    return {k: v for k, v in features.items() if k in model.INPUT_KEYS}
-
-
 class KeywordInputs:
-    """Mixin of the models: `model(**batch)` (HuggingFace's call) means `model(batch)`. The
-    keywords are gathered before Keras sees the call, so `call` keeps its one input dict (Keras
-    builds and traces it from that). Its keys are checked against the class's `INPUT_KEYS`
-    (check_input_keys) before Keras builds or runs anything."""
+    """Mixin of the models: `model(**batch)` (HuggingFace's call) means `model(batch)`, gathered
+    before Keras sees the call (`call` keeps its one input dict), the keys checked against the
+    class's `INPUT_KEYS` before Keras builds or runs anything."""
 
     INPUT_KEYS: tuple = INPUT_KEYS
 
@@ -94,30 +48,18 @@ class KeywordInputs:
             raise ModelInputError(f"{model_name} needs its inputs: a dict (model(batch)) or "
                                   "keywords (model(**batch)) with input_ids.")
         inputs = dict(keywords) if inputs is None else inputs
-        check_input_keys(model_name, inputs, self.INPUT_KEYS)
+        if isinstance(inputs, dict) and not set(inputs) <= set(self.INPUT_KEYS):
+            check_input_keys(model_name, inputs, self.INPUT_KEYS)  # one line naming them
         return super().__call__(inputs, *args, **options)
 
 
 def check_token_ids(input_ids: tf.Tensor, n_token: int, name: str = "input_ids") -> tf.Tensor:
-    """`input_ids` if every id is in [0, n_token); otherwise an error naming the input.
-
-    An id outside the vocabulary would be gathered as another row (a negative id from the
-    end, on some devices) or fail deep inside the embedding: eager calls raise
-    ModelInputError (a ValueError, one line) with the first bad position; traced calls
-    (tf.function, SavedModel signatures) raise InvalidArgumentError naming the input, with the
-    smallest and largest id. The check costs one min and one max over the ids; XLA
-    (jit_compile) drops assertions, so compiled training steps run exactly as without it
-    (their ids come from prepared, checked data)."""
+    """`input_ids` if every id is in [0, n_token) (else it would gather another row, or fail
+    deep in the embedding); otherwise eagerly a ModelInputError with the first bad position,
+    traced (tf.function, SavedModel) an InvalidArgumentError with the smallest and largest id.
+    One min and one max; XLA drops the assertion (a compiled step's ids are prepared data)."""
     if tf.executing_eagerly():
-        values = np.asarray(input_ids)
-        bad = (values < 0) | (values >= n_token)
-        if bad.any():
-            position = tuple(int(i) for i in np.argwhere(bad)[0])
-            raise ModelInputError(
-                f"{name}{list(position)} = {int(values[position])} is outside the vocabulary "
-                f"[0, {n_token}) of this model (n_token={n_token}); ids come from the model's own "
-                "SentencePiece model.")
-        return input_ids
+        return eager_token_ids(input_ids, n_token, name)
     low, high = tf.reduce_min(input_ids), tf.reduce_max(input_ids)
     valid = tf.logical_and(low >= 0, high < n_token)
     check = tf.debugging.Assert(valid, [
@@ -129,35 +71,20 @@ def check_token_ids(input_ids: tf.Tensor, n_token: int, name: str = "input_ids")
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
-    """XLNet backbone (no head).
-
-    Call with a dict (or with its entries as keywords, HuggingFace's `model(**batch)`):
-      input_ids: int32 [B, L].
-      segment_ids: int32 [B, L] (optional; only equality between ids matters).
-        `token_type_ids` (HuggingFace's name) is accepted instead.
-      attention_mask: [B, L], 1 = real token, 0 = padding (optional).
-      perm_mask: [B, L, L], 1 = position i may NOT attend to position j (optional).
-      target_mapping: [B, P, L], one-hot rows (or all-zero rows for unused predictions);
-        turns on the query stream (optional).
-      mems: list of n_layer tensors [B, M, D] (optional; an empty list means no memory, so a
-        model with mem_len 0 can be fed its own `new_mems`).
-      memory_mask: [B, M], 1 = real memory entry, 0 = empty slot that no query may see
-        (optional; without it every memory entry is visible, as in the original).
-    and optionally `output_hidden_states=True` (a Python bool, so it is fixed when traced).
-    Returns a dict:
-      hidden: [B, L, D] content stream, or [B, P, D] query stream when target_mapping is given.
-        Also under HuggingFace's name `last_hidden_state` (the same tensor).
-      content_hidden: [B, L, D] content stream output (always).
-      new_mems: list of n_layer tensors [B, min(M', mem_len), D] (M' = M + reuse length), with
-        stopped gradient; an empty list when mem_len is 0. Also under HuggingFace's name `mems`.
-      hidden_states (only with output_hidden_states): n_layer + 1 tensors [B, L, D], the
-        content stream entering each layer (the word embedding first, which is also what the
-        memory caches) and the last layer's output, as HuggingFace's `hidden_states` without
-        a query stream.
-      query_hidden_states (only with output_hidden_states and target_mapping): n_layer + 1
-        tensors [B, P, D], the query stream entering each layer and the last layer's output.
-    Only references to tensors the forward pass computes anyway are added, so the default
-    path does no extra work.
+    """XLNet backbone (no head). Called with a dict (or its entries as keywords):
+      input_ids int32 [B, L]; optional: segment_ids int32 [B, L] (only equality matters; or
+      HuggingFace's token_type_ids); attention_mask [B, L] (1 = real token, 0 = padding);
+      perm_mask [B, L, L] (1 = i may NOT attend to j); target_mapping [B, P, L] (one-hot rows,
+      all-zero for unused predictions: the query stream); mems n_layer x [B, M, D] ([] = none,
+      so a mem_len 0 model takes its own new_mems); memory_mask [B, M] (0 = an empty slot no
+      query sees; without it every entry is visible, as in the original).
+    and `output_hidden_states` (a Python bool). Returns a dict:
+      hidden (also `last_hidden_state`): the content stream [B, L, D], or the query stream
+        [B, P, D] with target_mapping; content_hidden [B, L, D];
+      new_mems (also `mems`): n_layer x [B, min(M + R, mem_len), D], gradient stopped ([] when
+        mem_len is 0);
+      with output_hidden_states: hidden_states, n_layer + 1 x [B, L, D] (each layer's input,
+        then the last output, as HuggingFace's), with target_mapping query_hidden_states too.
     """
 
     def __init__(self, config, **kwargs):
@@ -200,19 +127,14 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
 
     @classmethod
     def from_pretrained(cls, name_or_dir: str, **kwargs) -> "XLNetModel":
-        """The backbone of a pretrained or fine-tuned model, as transformers'
-        `XLNetModel.from_pretrained`: whatever `xlnet_tf2.from_pretrained` takes (our
-        directories, task directories included, whose head is left out; HuggingFace and
-        original release directories; hub ids and release names), with its keywords
-        (load_weights, which, cache_dir, revision, local_files_only, run-time settings such as
-        mem_len=...): models/pretrained.py's `load`, the one loader."""
+        """The backbone of a pretrained or fine-tuned model (a task's head left out), as
+        transformers' `XLNetModel.from_pretrained`: models/pretrained.py's `load`."""
         return pretrained.load(cls, name_or_dir, **kwargs)
 
     # ------------------------------------------------------------------ call
     def call(self, inputs: Dict[str, tf.Tensor], training=None, output_hidden_states=False,
              plan: Optional[StepPlan] = None):
-        """`plan`: how the step is traced (layers/step_plan.py: the device, the attention
-        implementation, the dropout keys); None: this machine's plan."""
+        """`plan`: how the step is traced (layers/step_plan.py); None: this machine's."""
         c = self.config
         plan = plan_or_default(plan)
         if "input_ids" not in inputs:
@@ -333,12 +255,9 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
 
 def next_memory(config: XLNetConfig, layer_input: tf.Tensor,
                 previous: Optional[tf.Tensor]) -> tf.Tensor:
-    """A layer's memory for the next chunk (models/memory.py's module docstring): the last M of
-    concat(previous, first R positions of this layer's input [B, L, D]); [B, M_new, D] with
-    stopped gradient.
-
-    Only the reused prefix is cached: the rest of the chunk is not seen again by the
-    stream (and caching it would leak the B part of the pretraining example)."""
+    """A layer's memory for the next chunk (models/memory.py): the last M of concat(previous,
+    the first R positions of its input [B, L, D]), [B, M_new, D], gradient stopped. Only the
+    reused prefix: caching the rest would leak the example's B part."""
     current = layer_input if config.reuse_len <= 0 else layer_input[:, :config.reuse_len]
     if previous is not None:
         current = tf.concat([tf.cast(previous, current.dtype), current], axis=1)

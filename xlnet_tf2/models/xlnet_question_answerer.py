@@ -28,7 +28,7 @@ from xlnet_tf2.models.head_model import TOKEN_INPUTS, HeadModel, token_inputs
 from xlnet_tf2.models.heads import SquadHead
 from xlnet_tf2.models.model_with_preprocessor import (ModelWithPreprocessor, cast_token_inputs,
                                                       head_setting, resolve_config)
-from xlnet_tf2.models.xlnet_model import ModelInputError
+from xlnet_tf2.models.model_inputs import ModelInputError
 from xlnet_tf2.tokenizers import in_graph_packing
 from xlnet_tf2.tokenizers.xlnet_question_answering_preprocessor import (
     XLNetQuestionAnsweringPreprocessor)

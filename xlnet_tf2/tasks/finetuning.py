@@ -19,7 +19,7 @@ from xlnet_tf2 import fileio, run_dir, task_registry
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.models import pretrained
-from xlnet_tf2.models.xlnet_model import model_inputs
+from xlnet_tf2.models.model_inputs import model_inputs
 from xlnet_tf2.tasks.finetune_config import FinetuneConfig
 from xlnet_tf2.tasks.finetuned_model import load_task_model
 from xlnet_tf2.tasks.head_spec import HeadSpec

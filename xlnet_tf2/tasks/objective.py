@@ -1,42 +1,23 @@
-"""XLNet's pretraining objective end to end: its step part (two-stream masks, targets, the
-loss) is here; the parts that must live on other floors are named in the order a pretraining
-step meets them.
+"""XLNet's pretraining objective end to end: its step part (the two-stream masks, the targets,
+the loss) here; the other parts where their floor puts them, in the order a step meets them.
 
 Letters (docs/GLOSSARY.md): B rows of the batch, L seq_len (queries i, keys j), R reuse_len
-(the first R positions are the reused half, [R, L) the new half), P num_predict, V vocabulary.
+(the reused half [0, R), the new half [R, L)), P num_predict, V vocabulary.
 
-1. Targets (partial prediction) and the factorization order: data/objective_sampling.py.
-   `sample_span_masks` picks whole-word spans in each half at preparation and prep/examples.py
-   stores them as `target_positions` int [P] (ascending, -1 = an empty slot); the order is one
-   rank per position, `perm_rank` int [L] (`sample_ranks_batch` at preparation, `online_ranks`
-   when data/pretrain_dataset.py draws it per epoch). docs/SEMANTICS.md#span-sampling.
-2. Two-stream masks (here): `dense_features` expands a batch of compact features inside the
-   step with `two_stream_masks`: perm_mask [B, L, L], target_mapping [B, P, L], target [B, P],
-   target_mask [B, P]. docs/SEMANTICS.md#masks.
-3. Two-stream attention: layers/relative_position.py turns perm_mask into the content and query
-   streams' masks; layers/xlnet_block.py `RelativeAttention` runs both streams (content
-   h, query g), one layer in layers/xlnet_block.py `XLNetBlock`; models/xlnet_model.py
-   `XLNetModel` starts g at the target slots and carries the memory (models/memory.py).
+1. Targets and the factorization order: data/objective_sampling.py (`sample_span_masks`:
+   whole-word spans, stored as `target_positions` int [P], ascending, -1 = empty; `perm_rank`
+   int [L]: `sample_ranks_batch` at preparation, `online_ranks` in data/pretrain_dataset.py).
+2. Two-stream masks (here): `dense_features` / `two_stream_masks` inside the step, perm_mask
+   [B, L, L] (1: i may NOT attend to j), target_mapping [B, P, L], target, target_mask [B, P]
+   (docs/SEMANTICS.md#masks: the rules).
+3. Two-stream attention: layers/relative_position.py (the streams' masks), layers/xlnet_block.py
+   (`RelativeAttention`, `XLNetBlock`), models/xlnet_model.py (`XLNetModel`: g starts at the
+   target slots; the memory, models/memory.py).
 4. Prediction: models/lm_head_model.py `XLNetLMHeadModel`, logits [B, P, V] at the targets.
-5. The loss (here): `target_cross_entropy` / `target_count` over the global batch; the
-   training step all-reduces the count (training/step.py), held-out evaluation sums both
-   (tasks/pretraining_eval.py). `PretrainStep.loss` (here) runs 2-5 in a step, with the
-   memory's reset where a stream starts (`reset_at_stream_start`); tasks/pretraining.py's
+5. The loss (here): `target_cross_entropy` / `target_count` over the global batch (the step
+   all-reduces the count, training/step.py; held-out evaluation, tasks/pretraining_eval.py).
+   `PretrainStep.loss` runs 2-5, resetting the memory where a stream starts; tasks/pretraining.py's
    `PretrainTask` is `PretrainStep` with what goes around the loop.
-
-Mask polarity: `perm_mask[b, i, j] = 1.0` means position i may NOT attend to position j (the
-original and HuggingFace polarity). It is the query-stream mask: a target never sees itself,
-so perm_mask[i, i] = 1 for targets; the model adds content-stream self-visibility.
-
-Mask rules, with rank[i] the place of i in the factorization order:
-  * non-targets (rank -1 for masking purposes) are seen by everyone and see no target and no
-    <sep>/<cls> of their half;
-  * a target sees the non-targets and the targets of strictly lower rank;
-  * <sep>/<cls> are never targets but keep their rank and see the targets and <sep>/<cls> of
-    rank up to and including their own;
-  * the reused half never sees the new half, and the new half sees the whole reused half
-    (the original concatenates a block of ones and a block of zeros), i.e. the factorization
-    order visits the reused half entirely before the new half.
 """
 
 from __future__ import annotations
@@ -54,26 +35,12 @@ from xlnet_tf2.training.task import Task
 
 def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_positions: tf.Tensor,
                      reuse_len: int, order: str = "permutation") -> dict:
-    """Builds the pretraining masks of a batch.
-
-    Args:
-      input_ids: int32 [B, L].
-      perm_rank: int32 [B, L], rank of each position in the factorization order.
-      target_positions: int32 [B, P], target positions ascending, padded with -1.
-      reuse_len: R.
-      order: "permutation" (the rules above) or "left_to_right": `perm_rank` is ignored and
-        every position, target or not, is ranked by its place (rank(i) = i), so position i
-        sees exactly the positions before it (and itself in the content stream) and the
-        memory: a causal language model on the same targets, the reused/new half rule
-        holding by itself.
-
-    Returns:
-      dict with
-        perm_mask: float32 [B, L, L], 1 = i may not attend to j.
-        target_mapping: float32 [B, P, L], one-hot rows; padded slots are all-zero rows.
-        target: int32 [B, P], the token at each target position (0 in padded slots).
-        target_mask: float32 [B, P], 1 for real targets.
-    """
+    """The pretraining masks of input_ids, perm_rank (the factorization order's ranks) int32
+    [B, L], target_positions int32 [B, P] (ascending, -1 padded); `order` "permutation"
+    (docs/SEMANTICS.md#masks) or "left_to_right" (rank(i) = i: a causal LM on the same
+    targets). Returns perm_mask float32 [B, L, L] (1 = i may not attend to j), target_mapping
+    float32 [B, P, L] (all-zero rows when padded), target int32 [B, P] (0 when padded),
+    target_mask float32 [B, P] (1 = real)."""
     if order not in FACTORIZATION_ORDERS:
         raise ValueError(f"order must be one of {FACTORIZATION_ORDERS}, got {order!r}.")
     seq_len = input_ids.shape[1]
@@ -112,32 +79,19 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
     }
 
 
-# What the pretraining pipeline ships per example, with the dtype of each feature; the dense
-# masks are built from these on the device (`dense_features`).
+# What the pretraining pipeline ships per example; the model's and the loss's inputs, built
+# from them on the device (`dense_features`).
 COMPACT_FEATURES = ("input_ids", "segment_ids", "perm_rank", "target_positions")
-# Features the model consumes and the loss inputs, both built on the device from the batch's
-# compact features by `dense_features`.
 MODEL_FEATURES = ("input_ids", "segment_ids", "perm_mask", "target_mapping")
 LOSS_FEATURES = ("target", "target_mask")
-# Which stream and direction each row reads: its place in the global batch, independent of
-# the replicas (keys its dropout masks, see layers/dropout.py).
+# Each row's stream and direction: its place in the global batch (its dropout keys).
 SLOT_FEATURES = ("stream_id", "direction", "chunk_index")
 
 
 def dense_features(features: dict, reuse_len: int, order: str = "permutation") -> dict:
-    """The model and loss inputs of a batch of compact features (jit-compatible).
-
-    Args:
-      features: input_ids int [B, L], segment_ids int [B, L] (any integer dtype, e.g. int8),
-        perm_rank int [B, L], target_positions int [B, P] (ascending, padded with -1).
-      reuse_len: R.
-      order: the factorization order, FACTORIZATION_ORDERS (see `two_stream_masks`).
-
-    Returns:
-      dict with input_ids int32 [B, L], segment_ids int32 [B, L] and the outputs of
-      `two_stream_masks` (perm_mask float32 [B, L, L], target_mapping float32 [B, P, L],
-      target int32 [B, P], target_mask float32 [B, P]).
-    """
+    """The model and loss inputs of a batch of compact features (input_ids, segment_ids,
+    perm_rank int [B, L] of any integer dtype, target_positions int [B, P]): input_ids and
+    segment_ids int32 [B, L] and `two_stream_masks`' outputs."""
     input_ids = tf.cast(features["input_ids"], tf.int32)
     out = two_stream_masks(input_ids, tf.cast(features["perm_rank"], tf.int32),
                            tf.cast(features["target_positions"], tf.int32), reuse_len, order)
@@ -148,28 +102,21 @@ def dense_features(features: dict, reuse_len: int, order: str = "permutation") -
 
 def target_cross_entropy(logits: tf.Tensor, target: tf.Tensor,
                          target_mask: tf.Tensor) -> tf.Tensor:
-    """Summed cross-entropy over the real targets: sum over [B, P] of
-    CE(logits, target) * target_mask; float32 scalar.
-
-    logits float32 [B, P, V]; target int [B, P]; target_mask [B, P], 1 = a real target."""
+    """float32 sum over [B, P] of CE(logits [B, P, V], target) * target_mask (1 = real)."""
     ce = tf.nn.sparse_softmax_cross_entropy_with_logits(
         labels=tf.cast(target, tf.int32), logits=logits)  # [B, P]
     return tf.reduce_sum(ce * tf.cast(target_mask, tf.float32))
 
 
 def target_count(target_positions: tf.Tensor) -> tf.Tensor:
-    """The number of real targets of a batch (slots not -1 in target_positions int [B, P]);
-    float32 scalar. The loss is target_cross_entropy / target_count, each summed over the
-    global batch."""
+    """float32: the real targets (slots not -1) of target_positions int [B, P]."""
     return tf.reduce_sum(tf.cast(target_positions >= 0, tf.float32))
 
 
 def reset_at_stream_start(mems: Sequence[tf.Tensor], chunk_index: tf.Tensor) -> List[tf.Tensor]:
-    """Zeroes the memory of rows that start a stream (chunk 0): at a block boundary of the data
-    schedule a slot moves to another stream, whose text does not follow what the memory holds.
-    Zero memory is what every stream starts from (as in the original).
-
-    mems: n_layer x [B, M, D] ([] without memory, returned as it is); chunk_index: int32 [B]."""
+    """mems n_layer x [B, M, D] ([] as is) zeroed in the rows that start a stream (chunk_index
+    int32 [B] 0): a slot that moves to another stream at a block boundary of the data schedule
+    must not carry the old text's memory; every stream starts from zero (as the original's)."""
     if not mems:
         return []
     keep = tf.cast(chunk_index > 0, mems[0].dtype)[:, None, None]  # [B, 1, 1]
@@ -178,17 +125,9 @@ def reset_at_stream_start(mems: Sequence[tf.Tensor], chunk_index: tf.Tensor) -> 
 
 class PretrainStep(Task):
     """The pretraining task inside the training step: the Task protocol's step methods
-    (training/task.py) on a batch of compact features. tasks/pretraining.py's `PretrainTask`
-    adds everything around the loop.
-
-    Args:
-      xlnet_config: the model's configuration (mem_len).
-      data_shape: the data's DataShape (seq_len L, reuse_len R, num_predict P, bi_data).
-      factorization_order: one of FACTORIZATION_ORDERS (see `two_stream_masks`).
-      global_batch: G, the training batch over all replicas.
-    The rows per replica, B, are the batch layout's (`_replica_batch`, set by the task's
-    `batch_layout`).
-    """
+    (training/task.py) on compact features, for a model of `xlnet_config` (mem_len), data of
+    `data_shape` (DataShape: L, R, P, bi_data), `factorization_order` and a global batch G; B,
+    the rows per replica, is set by the task's `batch_layout` (`_replica_batch`)."""
 
     def __init__(self, xlnet_config: XLNetConfig, data_shape, factorization_order: str,
                  global_batch: int):
@@ -199,9 +138,9 @@ class PretrainStep(Task):
         self._replica_batch = 0
 
     def replica_features(self, features, b: Optional[int] = None):
-        """Pins the per-replica batch shapes (B rows, default the training replica batch):
-        some strategies' iterators (multi-worker) hand out batches with an unknown batch
-        dimension, and XLA/TPU need static shapes."""
+        """The features with their per-replica shapes pinned (B rows, default the training
+        replica batch): a multi-worker iterator hands out an unknown batch dimension; XLA and
+        TPUs need static shapes."""
         b = b or self._replica_batch
         L, P = self.data_shape.seq_len, self.data_shape.num_predict
         shapes = {"input_ids": [b, L], "segment_ids": [b, L], "perm_rank": [b, L],
@@ -210,9 +149,9 @@ class PretrainStep(Task):
         return {k: tf.ensure_shape(v, shapes[k]) for k, v in features.items()}
 
     def example_ids(self, features):
-        """int32 [rows]: direction * S + stream within the step's group (S streams per step),
-        the same for an example on any number of replicas or micro-batches. Stream ids are
-        unique across directories by multiples of num_streams, a multiple of S."""
+        """int32 [rows]: direction * S + stream mod S (S streams per step), the same on any
+        number of replicas or micro-batches (stream ids differ across directories by
+        multiples of num_streams, a multiple of S)."""
         streams = self.global_batch // (2 if self.data_shape.bi_data else 1)
         return (tf.cast(features["direction"], tf.int32) * streams
                 + tf.math.floormod(tf.cast(features["stream_id"], tf.int32), streams))
@@ -222,13 +161,12 @@ class PretrainStep(Task):
         return target_count(features["target_positions"])
 
     def model_features(self, features):
-        """The dense model and loss inputs of a batch of compact features, built where this
-        runs (on the device inside the step): `dense_features` at this run's reuse_len."""
+        """`dense_features` at this run's reuse_len (on the device, inside the step)."""
         return dense_features(features, self.data_shape.reuse_len, self.factorization_order)
 
     def loss(self, model, features, mems, training: bool = True, plan=None):
-        """(summed cross-entropy over this replica's real targets, new memory); `features`
-        are compact, the dense masks are built here (inside the compiled step)."""
+        """(summed cross-entropy over this replica's real targets, new memory) of compact
+        `features`."""
         chunk_index = features["chunk_index"]
         features = self.model_features(features)
         inputs = {k: features[k] for k in MODEL_FEATURES}

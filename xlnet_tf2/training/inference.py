@@ -18,7 +18,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 import tensorflow as tf
 
-from xlnet_tf2.models.xlnet_model import model_inputs
+from xlnet_tf2.models.model_inputs import model_inputs
 from xlnet_tf2.progress import Progress
 from xlnet_tf2.training import distribution
 

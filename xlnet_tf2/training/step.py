@@ -1,7 +1,7 @@
 """One training step's math, one replica's share: the features in; the loss, its gradients,
-the clipping and the AdamW update out (`TrainingStep`). The loop around it (loops of steps,
-checkpoints, logs, evaluation) is training/trainer.py's; the optimizer a run gets (its
-settings, exemptions from weight decay, the bias-correction rule) is built by optimization.py.
+the clipping and the AdamW update out (`TrainingStep`). The loop around it is
+training/trainer.py's; the optimizer's settings (weight-decay exemptions, the bias-correction
+rule) are optimization.py's.
 
   count    = all-reduced sum of `task.loss_count(features)` (real targets, or examples), >= 1
   loss     = task.loss(model, features, state)[0] / count: this replica's share of the mean
@@ -11,35 +11,13 @@ settings, exemptions from weight decay, the bias-correction rule) is built by op
   dropout  = masks keyed by (seed, step, each row's place in the global batch): the same on
              any topology and across restarts (layers/dropout.py)
 
-So each replica's gradient is its share of the global token- (or example-) weighted mean and
-their sum is the gradient of that mean, whatever the replica count. Under mixed_float16 the
-loss is scaled by the LossScaleOptimizer's dynamic scale before differentiation.
-
-The AdamW (docs/SEMANTICS.md#optimizer), deliberately:
-
-* Adam moments with beta_1 = 0.9, beta_2 = 0.999 and `epsilon` added to sqrt(v) (not to v).
-* Bias correction or none (the original's rule decides which: optimization.py's
-  `resolve_bias_correction`): without, update = m / (sqrt(v) + eps); with it, as
-  `tf.train.AdamOptimizer`, step size lr * sqrt(1 - beta_2^t) / (1 - beta_1^t) and the same
-  update (Keras' Adam/AdamW compute the same).
-* **Decoupled weight decay** scaled by the learning rate: var <- var - lr * wd * var, applied to
-  the value before the Adam step. The original adds wd * var to the Adam update before
-  multiplying by lr, which is the same arithmetic. Exempt variables: optimization.py.
-* **Per-variable learning-rate multipliers** (optional): the Adam update of a variable uses
-  lr(step) * multiplier(variable); fine-tuning's layer-wise decay sets them from the layer
-  structure (xlnet_tf2/training/layer_decay.py). Decoupled weight decay keeps the base rate.
-  The original multiplied the clipped gradient instead, which Adam's normalization almost
-  entirely cancels (docs/SEMANTICS.md#optimizer).
-* Gradients reach `apply` already summed over replicas and clipped to a global norm by the
-  step (`global_norm`), so this optimizer does not all-reduce them again.
-
-On an accelerator with one replica (the step's plan, layers/step_plan.py: `grouped`), the
-same arithmetic is traced in a form XLA fuses into a few kernels instead of one or two per
-variable: the global norm sums the squares of a few concatenations of the gradients, and the
-update computes the gradient's terms of the moments on one concatenation per group of
-equal-sized variables, which each variable's update then reads a slice of
-(`XLNetAdamW._grouped_update_step`). The variables (weights and the m, v slots checkpoints
-hold) stay one per weight. A CPU traces the per-variable form.
+So the replicas' gradients sum to the gradient of the global token- (or example-) weighted
+mean, whatever the replica count. Under mixed_float16 the loss is scaled by the
+LossScaleOptimizer's dynamic scale before differentiation. The AdamW's semantics:
+docs/SEMANTICS.md#optimizer. On an accelerator with one replica, not under TPUStrategy
+(`grouped`), the norm and the update are traced in a form XLA fuses into a few kernels, over
+concatenations of the gradients (`global_norm`, `XLNetAdamW._grouped_update_step`); the
+variables stay one per weight.
 """
 
 from __future__ import annotations
@@ -56,21 +34,11 @@ from xlnet_tf2.training.task import Task
 
 
 class TrainingStep:
-    """One replica's share of a training step of `task` (module docstring), traced with `plan`
-    (layers/step_plan.py; `on(device)`: the same step traced for another device).
-
-    Args:
-      task: the Task (its `loss_count`, `loss`, `replica_features`, `example_ids`).
-      model: the built model; variables: the variables the optimizer updates.
-      optimizer: an `XLNetAdamW`, alone or inside Keras' LossScaleOptimizer (`loss_scaling`).
-      layout: the batch's split (data/batch_layout.py's BatchLayout): replica_batch B,
-        micro_batches and micro_batch m.
-      seed: the run's seed (the dropout keys); global_batch: G; clip_norm: the gradient's
-        global-norm bound.
-      num_replicas, on_tpu: the strategy's replicas and whether it is TPUStrategy.
-      whole_step_compiled: the caller compiles the whole step as one XLA computation; else
-        the gradients are a jit-compiled function of their own when `jit_compile`.
-    """
+    """One replica's share of a training step of `task`, traced with `plan` (`on(device)`: for
+    another device). `optimizer`: an `XLNetAdamW`, alone or in a LossScaleOptimizer
+    (`loss_scaling`); `layout`: data/batch_layout.py's BatchLayout (B, micro_batches, m);
+    `whole_step_compiled`: the caller compiles the whole step, else the gradients are a
+    function of their own (`jit_compile`)."""
 
     def __init__(self, task: Task, model: keras.Model, optimizer, variables: Sequence,
                  layout, plan: StepPlan, *, seed: int, global_batch: int, clip_norm: float,
@@ -101,9 +69,8 @@ class TrainingStep:
         return other
 
     def replica_step(self, features, state, step):
-        """One replica's share of step `step` (int64, 0-based) on its batch `features` and
-        carried `state` (a list, [] without one): (new state, loss_sum / global count, the
-        unscaled global gradient norm), the variables updated."""
+        """Step `step` (int64, from 0) on this replica's `features` and carried `state` ([]
+        without one): (new state, loss_sum / global count, the unscaled gradient norm)."""
         plan = self.plan
         features = self.task.replica_features(features)
         context = tf.distribute.get_replica_context()
@@ -133,14 +100,9 @@ class TrainingStep:
         return new_state, loss_sum / global_count, scaled_norm / scale
 
     def gradients(self, features, state, global_count, step, example_ids, plan):
-        """One replica's gradients for one (micro-)batch; pure computation (XLA-compilable
-        with static shapes), traced with `plan`. The dropout masks are keyed by the run's
-        seed, the step and each row's place in the global batch, `example_ids` int32 [rows]
-        (layers/dropout.py): the keys join the plan here.
-
-        Returns (grads, new_state, loss_sum); the gradients are of loss_sum / global_count
-        (times the loss scale under mixed_float16).
-        """
+        """(grads of loss_sum / global_count (times the loss scale under mixed_float16),
+        new_state, loss_sum) of one (micro-)batch; the dropout keys (the run's seed, the step,
+        `example_ids` int32 [rows], the rows' places in the global batch) join the plan here."""
         plan = keyed_plan(self.seed, step, example_ids, self.global_batch, plan=plan)
         with tf.GradientTape() as tape:
             loss_sum, new_state = self.task.loss(self.model, features, state, training=True,
@@ -152,8 +114,7 @@ class TrainingStep:
         return grads, new_state, loss_sum
 
     def _example_ids(self, features, replica, micro):
-        """int32 [m]: the rows' places in the global batch (the task's `example_ids`, else
-        replica * B + micro * m + row)."""
+        """int32 [m]: the task's `example_ids`, else replica * B + micro * m + row."""
         ids = self.task.example_ids(features)
         if ids is not None:
             return ids
@@ -161,14 +122,8 @@ class TrainingStep:
                 + tf.range(self.micro_batch, dtype=tf.int32))
 
     def _accumulated_gradients(self, features, state, global_count, step, replica, plan):
-        """Gradients summed over `micro_batches` consecutive slices of the replica batch.
-
-        Micro-batch i holds rows [i * m, (i + 1) * m) of every feature and of the carried
-        state (whose rows follow the batch rows), so each row's state continues its own
-        stream; the input pipeline lays the rows out so that each slice is a well-formed
-        batch (e.g. forward and backward halves with bi_data). The sum of the slices'
-        gradients of loss_sum / global_count is the gradient of the whole batch.
-        """
+        """Gradients summed over `micro_batches` slices, i holding rows [i * m, (i + 1) * m) of
+        every feature and of the carried state (the input pipeline makes each a batch)."""
         mb, num = self.micro_batch, self.micro_batches
 
         def rows(tensor, i):
@@ -204,28 +159,22 @@ class TrainingStep:
 
 
 # ---------------------------------------------------------------------------- the AdamW update
-# The accelerator form's groups (see the module docstring and `update_groups`). Why these
-# sizes: XLA GPU caps the operands plus outputs of one fused kernel (64, or 96 in newer
-# versions); a group's update kernel has seven per variable (gradient, weight, m, v in; weight,
-# m, v out) plus a few scalars, so 8 variables fit either cap, and a norm kernel reads one
-# gradient per operand. Only variables of rank <= 2 and at most GROUPED_MAX_ELEMENTS elements
-# are grouped: the gradients of the attention's [D, N, H] projections and seg_embed leave their
-# einsums in another layout (or as partial sums), which XLA fuses into a per-variable update
-# but must write out before a grouped one; and a large variable's update is long next to a
-# kernel launch, so XLA does not fuse those into one kernel anyway.
+# The accelerator form's groups (`update_groups`). XLA GPU caps one fused kernel's operands
+# plus outputs (64, or 96): a group's update has seven per variable (gradient, weight, m, v in;
+# weight, m, v out), so 8 variables fit either cap; a norm kernel reads one gradient per
+# operand. Grouped only: rank <= 2 (the [D, N, H] projections' and seg_embed's gradients leave
+# their einsums in another layout, which XLA fuses into a per-variable update but must write
+# out before a grouped one) and <= GROUPED_MAX_ELEMENTS (a large update is long next to a
+# kernel launch: XLA does not fuse those anyway).
 UPDATE_GROUP_SIZE = 8
 NORM_GROUP_SIZE = 48
 GROUPED_MAX_ELEMENTS = 1 << 20
 
 
 def global_norm(tensors: Sequence[Optional[tf.Tensor]], grouped: bool = False) -> tf.Tensor:
-    """float32 scalar: sqrt of the sum of squares of every element of `tensors` (None entries
-    skipped, `tf.IndexedSlices` by their values), as `tf.linalg.global_norm`.
-
-    Without `grouped` (a CPU's step) it is `tf.linalg.global_norm` itself (one reduction per
-    tensor); with it (an accelerator's) the sum of the squares of concatenations of up to
-    NORM_GROUP_SIZE flattened tensors, which XLA fuses into one reduction each: the same value
-    up to the order of the float32 additions."""
+    """float32 scalar, `tf.linalg.global_norm` of `tensors` (None skipped, IndexedSlices by
+    their values); `grouped` (an accelerator's): over concatenations of up to NORM_GROUP_SIZE
+    flattened tensors, one fused reduction each (the same up to the additions' order)."""
     tensors = [t.values if isinstance(t, tf.IndexedSlices) else t
                for t in tensors if t is not None]
     if not grouped:
@@ -259,11 +208,9 @@ def update_groups(variables: Sequence) -> Iterator[List[int]]:
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
-    """lr(step) = peak * step / warmup for step < warmup, then a linear decay from peak at
-    `warmup_steps` to `end_learning_rate` at `total_steps` (constant afterwards).
-
-    `step` counts applied updates (the optimizer's `iterations`), starting at 0.
-    """
+    """lr(step) = peak * step / warmup for step < warmup, then linear from peak at
+    `warmup_steps` to `end_learning_rate` at `total_steps`, constant after; `step`: the
+    optimizer's `iterations` (applied updates, from 0)."""
 
     def __init__(self, peak_learning_rate: float, warmup_steps: int, total_steps: int,
                  end_learning_rate: float = 0.0):
@@ -293,13 +240,9 @@ class LinearWarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
 @keras.saving.register_keras_serializable(package="xlnet_tf2")
 class XLNetAdamW(keras.optimizers.Optimizer):
-    """Adam with decoupled weight decay, optionally without bias correction (see module doc).
-
-    Call `exclude_from_weight_decay(var_list=...)` (optimization.py's `decay_exempt_variables`)
-    and, for
-    per-variable learning rates, `set_lr_multipliers({id(variable): multiplier})` before
-    building; variables without a multiplier learn at the base rate.
-    """
+    """Adam with decoupled weight decay, bias correction optional (module docstring). Before
+    building: `exclude_from_weight_decay(var_list=...)` (optimization.py) and, for per-variable
+    learning rates, `set_lr_multipliers({id(variable): multiplier})` (default 1)."""
 
     def __init__(self, learning_rate=1e-3, beta_1=0.9, beta_2=0.999, epsilon=1e-6,
                  weight_decay=0.0, bias_correction=False, name="xlnet_adamw", **kwargs):
@@ -370,17 +313,11 @@ class XLNetAdamW(keras.optimizers.Optimizer):
             super()._backend_update_step(grads, trainable_variables, learning_rate)
 
     def _grouped_update_step(self, grads, trainable_variables, learning_rate):
-        """The accelerator's form of the update, one replica: for each group of
-        `update_groups`, the gradient's terms of the moments are computed on the concatenated
-        gradients, and each variable's update reads its slice.
-        Each element sees the same operations as in `update_step`, so the values are the same.
-
-        Why: every variable's update then has all the group's gradients among its operands,
-        and XLA GPU fuses updates that share operands (sibling multi-output fusion) into one
-        kernel per group, each variable still read and written in place in its own buffers.
-        Per-variable updates share only scalars and stay one kernel each. The terms must be
-        computed after the concatenation: XLA folds a slice of a bare concatenation back to
-        the operand, which undoes the grouping."""
+        """Per group of `update_groups`, the moments' gradient terms on the concatenated
+        gradients, each variable's update reading its slice (per element `update_step`'s
+        operations): updates sharing the group's gradients as operands, which XLA GPU fuses
+        into one kernel. The terms come after the concatenation: XLA folds a slice of a bare
+        concatenation back to its operand, undoing the grouping."""
         variables = [v.value if isinstance(v, keras.Variable) else v
                      for v in trainable_variables]
         grads = [tf.convert_to_tensor(g) for g in grads]
@@ -411,10 +348,8 @@ class XLNetAdamW(keras.optimizers.Optimizer):
 
 
 def apply_gradients(optimizer, grads, variables, grouped: bool) -> None:
-    """`optimizer.apply(grads, variables)` (an XLNetAdamW, alone or inside Keras'
-    LossScaleOptimizer), its update in the accelerator's grouped form when `grouped` (the
-    step's choice from its plan: an accelerator, one replica). Keras' `apply` takes no
-    such argument: the AdamW holds the form for the length of this call only."""
+    """`optimizer.apply(grads, variables)`, in the grouped form when `grouped`: Keras' `apply`
+    takes no such argument, so the AdamW holds the form for this call only."""
     adamw = getattr(optimizer, "inner_optimizer", optimizer)
     adamw._grouped = bool(grouped)  # noqa: SLF001
     try:

@@ -22,8 +22,9 @@ from xlnet_tf2.config_flags import RunConfigError
 from xlnet_tf2.data.integrity import translate_input_error
 from xlnet_tf2.layers.dropout import assign_dropout_salts
 from xlnet_tf2.layers.step_plan import StepPlan
-from xlnet_tf2.layers.xlnet_block import (IMPLEMENTATION_DEVICE, raised_while_tracing,
-                                          refusal_before_tracing)
+from xlnet_tf2.layers.kernels.attention_choice import (IMPLEMENTATION_DEVICE,
+                                                       raised_while_tracing,
+                                                       refusal_before_tracing)
 from xlnet_tf2.training import checkpointing, distribution, preemption, run_record
 from xlnet_tf2.training.device_peak import device_peak_flops, measure_matmul_peak
 from xlnet_tf2.training.metrics_logger import MetricsLogger

@@ -19,7 +19,7 @@ pytest.importorskip("jax")
 
 from xlnet_tf2.layers import dropout as dropout_hash, xlnet_block  # noqa: E402
 from xlnet_tf2.layers.dropout import Dropout  # noqa: E402
-from xlnet_tf2.layers.kernels import pallas_attention, pallas_call  # noqa: E402
+from xlnet_tf2.layers.kernels import attention_choice, pallas_attention, pallas_call  # noqa: E402
 from xlnet_tf2.layers.step_plan import DropoutKeys, StepPlan  # noqa: E402
 
 BLOCKS = (8, 8)  # interpret mode takes any tile; 8 rows and keys make several tiles here
@@ -266,7 +266,7 @@ def test_the_layer_on_the_pallas_path_is_the_reference(interpreted_layer):
 def test_forced_where_it_cannot_run_is_one_line():
     q = tf.zeros([1, 2, 4, 16])
     k = tf.zeros([1, 2, 6, 16])
-    with pytest.raises(xlnet_block.AttentionImplementationError,
+    with pytest.raises(attention_choice.AttentionImplementationError,
                        match=r"^--attention_implementation=pallas cannot run here: the step is "
                              r"traced for a GPU, not a TPU; use --attention_implementation=auto "
                              r"\(or reference\)\.$"):

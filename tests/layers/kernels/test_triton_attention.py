@@ -14,7 +14,7 @@ import tensorflow as tf
 from benchmarks.tools import triton_parse_check
 from xlnet_tf2.layers import dropout, xlnet_block
 from xlnet_tf2.layers.dropout import Dropout
-from xlnet_tf2.layers.kernels import triton_attention
+from xlnet_tf2.layers.kernels import attention_choice, triton_attention
 from xlnet_tf2.layers.kernels import flash_relative_attention as flash
 from xlnet_tf2.layers.kernels import triton_call
 from xlnet_tf2.layers.step_plan import DropoutKeys, StepPlan
@@ -73,7 +73,7 @@ def test_dropout_keys_are_the_reference_draws_and_the_kernels_hash_its_bits():
 def test_forced_where_it_cannot_run_is_one_line():
     q = tf.zeros([1, 2, 4, 16])
     k = tf.zeros([1, 2, 6, 16])
-    with pytest.raises(xlnet_block.AttentionImplementationError,
+    with pytest.raises(attention_choice.AttentionImplementationError,
                        match=r"--attention_implementation=triton cannot run here: the step is "
                              r"traced for a CPU, not a GPU; use"):
         xlnet_block.attention(q, k, k, tf.zeros([1, 2, 4, 6]), None, scale=0.25,
@@ -226,7 +226,7 @@ def checked_here(monkeypatch):
     monkeypatch.setattr(triton_attention, "_call", _interpreted_call)
     monkeypatch.setattr(triton_call, "ttir", lambda *args, **kwargs: "")
     monkeypatch.setattr(triton_attention, "_CHECKED", {})
-    monkeypatch.setattr(xlnet_block, "_SAID", set())
+    monkeypatch.setattr(attention_choice, "_SAID", set())
 
 
 def _shifted(g, rel, low, BLOCK_N):  # noqa: N803 - a kernel function's constexpr
@@ -253,15 +253,17 @@ def _choose(attention_implementation, dtype=tf.bfloat16):
     q = tf.zeros([2, 2, 8, 64], dtype)
     plan = StepPlan(device="gpu", attention=attention_implementation).with_dropout_keys(
         DropoutKeys.of(1, tf.constant(2), tf.range(2), 2))
-    return xlnet_block.chosen_implementation(q, tf.zeros([2, 2, 12, 64], dtype),
-                                             dropout=Dropout(0.1), training=True, plan=plan)
+    return attention_choice.chosen_implementation(
+        q, tf.zeros([2, 2, 12, 64], dtype), dropout=Dropout(0.1), training=True, plan=plan,
+        reference_attention=xlnet_block.reference_attention)
 
 
 @pytest.mark.slow  # the check's attention, forward and backward, interpreted: about 40 s
 @pytest.mark.parametrize("dtype", [tf.bfloat16, tf.float32])
 def test_the_kernels_pass_their_check_and_auto_takes_them(checked_here, interpreted_triton,
                                                           dtype):
-    triton_attention.device_check(dtype, 64, "sm_90", compare=True)
+    triton_attention.device_check(dtype, 64, "sm_90", compare=True,
+                                  reference_attention=xlnet_block.reference_attention)
     assert triton_attention._CHECKED == {(dtype.name, 64, "sm_90", True): None}
     assert _choose("auto", dtype) == "triton"
 
@@ -271,7 +273,8 @@ def test_a_wrong_kernel_fails_the_check_and_auto_takes_the_reference(
         checked_here, interpreted_triton, wrong_kernels, caplog):
     with pytest.raises(triton_attention.TritonKernelsFailed,
                        match=r"^their output differs from the reference op's by \d"):
-        triton_attention.device_check(tf.bfloat16, 64, "sm_90", compare=True)
+        triton_attention.device_check(tf.bfloat16, 64, "sm_90", compare=True,
+                                      reference_attention=xlnet_block.reference_attention)
     assert _choose("auto") == "reference"
     said = [r.getMessage() for r in caplog.records if "Triton" in r.getMessage()]
     assert said == ["--attention_implementation=auto: the Triton attention kernels failed "
@@ -288,9 +291,9 @@ def test_kernels_that_do_not_compile_fail_the_check_in_one_line(monkeypatch, xla
     the kernels: auto takes the reference op, forced triton is one line naming the flag."""
     monkeypatch.setattr(triton_attention, "_gpu_present", lambda: True)
     monkeypatch.setattr(triton_attention, "_CHECKED", {})
-    monkeypatch.setattr(xlnet_block, "_SAID", set())
+    monkeypatch.setattr(attention_choice, "_SAID", set())
     assert _choose("auto") == "reference"
-    with pytest.raises(xlnet_block.AttentionImplementationError) as raised:
+    with pytest.raises(attention_choice.AttentionImplementationError) as raised:
         _choose("triton")
     line = str(raised.value)
     assert "\n" not in line

@@ -16,9 +16,11 @@ layers/xlnet_block.py, the dropout masks' hash and the CPU's stored mask in laye
                        forward and backward, the position scores of each row tile against the
                        band of the position embedding's projection it needs, shifted in VMEM,
                        with the dropout hash: pallas_relative_attention.py
+  attention_choice.py  which implementation computes the attention op where the plan may take
+                       a kernel (`StepPlan.kernel_attention`), a forced one's refusal
 
 A new implementation of the attention op is a module here, a name in
-config.ATTENTION_IMPLEMENTATIONS and a branch in layers/xlnet_block.py's
-`chosen_implementation`; a new device form of another piece is a module here and a property of
-StepPlan that says where it runs.
+config.ATTENTION_IMPLEMENTATIONS and a branch in attention_choice.py's `chosen_implementation`;
+a new device form of another piece is a module here and a property of StepPlan that says where
+it runs.
 """

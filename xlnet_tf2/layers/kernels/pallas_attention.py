@@ -3,8 +3,8 @@ inside the step's XLA program: two `tpu_custom_call`s (kernels/pallas_call.py), 
 under a `tf.custom_gradient` whose gradient is the backward call.
 
 Like the Triton implementation, the kernels take the score's terms before they are assembled
-into a [B, N, S, K] bias (layers/xlnet_block.py's `attend` asks `chosen_implementation` there
-first):
+into a [B, N, S, K] bias (layers/xlnet_block.py's `attend` asks attention_choice.py's
+`chosen_implementation` first):
 
   q_w, q_r [B, N, S, H]         q + r_w and q + r_r of the S = L + P rows: the L content
                                 rows in order, then the P query-stream rows.

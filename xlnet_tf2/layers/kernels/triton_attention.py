@@ -4,7 +4,7 @@ the forward under a `tf.custom_gradient` whose gradient is the two backward call
 
 Unlike the other implementations of the attention op, the kernels take the score's terms before
 they are assembled into a [B, N, S, K] bias (xlnet_block.py's `attend` asks
-`chosen_implementation` there first, and builds that bias only for the others):
+attention_choice.py's `chosen_implementation` first, and builds that bias only for the others):
 
   queries [B, N, S, H],         the queries without their biases, r_w and r_r [N, H] (the
   r_w, r_r [N, H],              kernels add them as they load a tile), and the projected
