@@ -370,7 +370,7 @@ class RelativeAttention(keras.layers.Layer):
                     # alone); the kernels read the projection k_r itself, band by band.
                     query_positions = positions[:, q_len:] if queries.shape[2] > q_len else None
                     return pallas_attention.pallas_attention(
-                        queries + r_w, queries + r_r, keys, values, k_r, query_positions,
+                        queries, r_w[:, 0], r_r[:, 0], keys, values, k_r, query_positions,
                         blocked, **common)
                 return triton_attention.triton_attention(
                     queries, r_w[:, 0], r_r[:, 0], keys, values, k_r, positions, blocked,

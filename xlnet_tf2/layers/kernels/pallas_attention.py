@@ -6,8 +6,9 @@ Like the Triton implementation, the kernels take the score's terms before they a
 into a [B, N, S, K] bias (layers/xlnet_block.py's `attend` asks `chosen_implementation` there
 first):
 
-  q_w, q_r [B, N, S, H]         q + r_w and q + r_r of the S = L + P rows: the L content
-                                rows in order, then the P query-stream rows.
+  queries [B, N, S, H],         the S = L + P rows (the L content rows in order, then the
+  r_w, r_r [N, H]               P query-stream rows) and the two biases: the kernels read
+                                q + r_w and q + r_r, made here after the rows are padded.
   position_projection k_r       the (dropped-out) position embedding's projection
     [X, T, N, H]                [X, T, D] x r [D, N, H]; row t scores distance K - t (group 1,
                                 bi_data's backward half: -(K - t)). The kernels read, for each
@@ -104,13 +105,15 @@ def _run(geometry, backward: bool, keys: tf.Tensor, operands: List[tf.Tensor]):
     return pallas_call.tpu_custom_call(arrays, specs, config)
 
 
-def pallas_attention(q_w, q_r, keys, values, position_projection, query_positions, blocked, *,
+def pallas_attention(queries, r_w, r_r, keys, values, position_projection, query_positions,
+                     blocked, *,
                      seq_len: int, scale: float, dropout, training, plan: StepPlan,
                      segment_scores=None, row_segments=None, key_segments=None,
                      dropout_rows: Optional[Sequence[int]] = None,
                      blocks: Optional[Sequence[int]] = None) -> tf.Tensor:
-    """The attention of the L = `seq_len` content rows and the P query-stream rows of q_w,
-    q_r [B, N, L + P, H] over keys, values [B, N, K, H] with the score's terms unassembled
+    """The attention of the L = `seq_len` content rows and the P query-stream rows of
+    queries [B, N, L + P, H] (with r_w, r_r [N, H]) over keys, values [B, N, K, H] with the
+    score's terms unassembled
     (module docstring): position_projection [X, T, N, H], query_positions int [B, P] (None
     when P = 0), segment_scores [B, N, S, 2] with row_segments [B, S] and key_segments [B, K]
     (or all None: no segment term), blocked bool [B, S, K] or None -> [B, N, L + P, H].
@@ -118,10 +121,10 @@ def pallas_attention(q_w, q_r, keys, values, position_projection, query_position
     `pallas_unavailable_reason`."""
     kernels = pallas_call.jax_module()
     blocks = blocks or BLOCKS
-    batch, heads, rows, head_size = q_w.shape
+    batch, heads, rows, head_size = queries.shape
     n_keys = keys.shape[2]
     groups, distances = position_projection.shape[:2]
-    dtype = q_w.dtype
+    dtype = queries.dtype
     rate = float(dropout.rate) if training else 0.0
     has_segment = segment_scores is not None
     g = kernels.Geometry(
@@ -168,7 +171,12 @@ def pallas_attention(q_w, q_r, keys, values, position_projection, query_position
         fixed["bits"] = row_packed_blocked(padded_keys(padded_rows(blocked, 1), 2), g.block_q)
     hashed = (hash_keys(dropout, batch, dropout_rows, plan) if g.has_dropout
               else tf.zeros([4 * batch], tf.int32))
-    differentiable = {"q_w": padded_rows(q_w, 2), "q_r": padded_rows(tf.cast(q_r, dtype), 2),
+    # The rows padded once, then both biases added: padding q + r_w and q + r_r each (a pad of
+    # an elementwise result) costs libtpu about four times the cycles of one fused pad-and-add
+    # (BENCHMARKS.md, "The TPU step with the Pallas kernels (issue 46)").
+    rows_in = padded_rows(queries, 2)
+    differentiable = {"q_w": rows_in + tf.cast(r_w, dtype)[:, None],
+                      "q_r": rows_in + tf.cast(r_r, dtype)[:, None],
                       "k": padded_keys(keys, 2), "v": padded_keys(values, 2), "k_r": k_r}
     if has_segment:
         differentiable["seg"] = padded_rows(
