@@ -173,13 +173,15 @@ def pallas_attention(queries, r_w, r_r, keys, values, position_projection, query
         fixed["bits"] = row_packed_blocked(padded_keys(padded_rows(blocked, 1), 2), g.block_q)
     hashed = (hash_keys(dropout, batch, dropout_rows, plan) if g.has_dropout
               else tf.zeros([4 * batch], tf.int32))
-    # The rows padded once, then both biases added: padding q + r_w and q + r_r each (a pad of
-    # an elementwise result) costs libtpu about four times the cycles of one fused pad-and-add
-    # (BENCHMARKS.md, "The TPU step with the Pallas kernels (issue 46)").
-    rows_in = padded_rows(queries, 2)
-    differentiable = {"q_w": rows_in + tf.cast(r_w, dtype)[:, None],
-                      "q_r": rows_in + tf.cast(r_r, dtype)[:, None],
-                      "k": padded_keys(keys, 2), "v": padded_keys(values, 2), "k_r": k_r}
+    def unpadded_rows(x):
+        """padded_rows(x, 2)'s inverse: [B, N, Lp + Pp, H] -> [B, N, L + P, H]."""
+        if lp == seq_len or not n_query:
+            return x[:, :, :seq_len + n_query]
+        return tf.concat([x[:, :, :seq_len], x[:, :, lp:lp + n_query]], axis=2)
+
+    differentiable = {"queries": queries, "r_w": tf.cast(r_w, dtype),
+                      "r_r": tf.cast(r_r, dtype), "k": padded_keys(keys, 2),
+                      "v": padded_keys(values, 2), "k_r": k_r}
     if has_segment:
         differentiable["seg"] = padded_rows(
             tf.transpose(tf.cast(segment_scores, tf.float32), [0, 1, 3, 2]), 3)
@@ -187,6 +189,13 @@ def pallas_attention(queries, r_w, r_r, keys, values, position_projection, query
 
     def run(*inputs):
         operands = dict(fixed, **dict(zip(names, inputs)))
+        # The rows padded once, then both biases added (one fused pass on a TPU; padding
+        # q + r_w and q + r_r each is a pad of its own, about four times its cycles), and
+        # the biases' gradients summed over the real rows only, which XLA joins with the
+        # queries' gradient (BENCHMARKS.md, "The TPU step with the Pallas kernels (issue 46)").
+        rows_in = padded_rows(operands.pop("queries"), 2)
+        operands["q_w"] = rows_in + operands.pop("r_w")[:, None]
+        operands["q_r"] = rows_in + operands.pop("r_r")[:, None]
         out, lse = _run(g, False, hashed, [operands[n] for n in kernels.operand_names(g)])
 
         def grad(d_out):
@@ -194,7 +203,10 @@ def pallas_attention(queries, r_w, r_r, keys, values, position_projection, query
             results = dict(zip(kernels.result_names(g, backward=True), _run(
                 g, True, hashed, [saved[n] for n in kernels.operand_names(g, backward=True)])))
             results["dk_r"] = tf.cast(results["dk_r"], dtype)
-            return [results[_GRADIENT_OF[n]] for n in names]
+            dq_w, dq_r = unpadded_rows(results["dq_w"]), unpadded_rows(results["dq_r"])
+            results.update(queries=dq_w + dq_r, r_w=tf.reduce_sum(dq_w, [0, 2]),
+                           r_r=tf.reduce_sum(dq_r, [0, 2]))
+            return [results[_GRADIENT_OF.get(n, n)] for n in names]
 
         return out, grad
 
@@ -210,5 +222,4 @@ def pallas_attention(queries, r_w, r_r, keys, values, position_projection, query
 
 
 # The backward call's result for each differentiable operand.
-_GRADIENT_OF = {"q_w": "dq_w", "q_r": "dq_r", "k": "dk", "v": "dv", "k_r": "dk_r",
-                "seg": "d_seg"}
+_GRADIENT_OF = {"k": "dk", "v": "dv", "k_r": "dk_r", "seg": "d_seg"}
