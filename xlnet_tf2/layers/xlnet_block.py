@@ -340,7 +340,9 @@ class RelativeAttention(keras.layers.Layer):
                 _rows(segment_mismatch, query_segment_mismatch, q_len, n_query),
                 _rows(content_mask, query_mask, q_len, n_query),
                 dropout_rows=(q_len, n_query))
-            attended_h, attended_g = attended[:, :, :q_len], attended[:, :, q_len:]
+            # (The Pallas op may return padding rows after the P query rows.)
+            attended_h = attended[:, :, :q_len]
+            attended_g = attended[:, :, q_len:q_len + n_query]
         else:
             attended_h = attend(q_h, None, segment_mismatch, content_mask)
             attended_g = attend(q_g, query_positions, query_segment_mismatch, query_mask)

@@ -81,14 +81,14 @@ def _case(name):
         dtype=tf.bfloat16 if name.endswith("bf16") else tf.float32,
         generation="v4" if name.endswith("v4_bf16") else "v5e",
         rate=0.3 if two_stream else 0.0,
-        q_w=f(batch, heads, rows, head), q_r=f(batch, heads, rows, head),
+        q=f(batch, heads, rows, head), r_w=f(heads, head), r_r=f(heads, head),
         k=f(batch, heads, keys, head), v=f(batch, heads, keys, head),
         k_r=f(groups, dist, heads, head), seg=f(batch, heads, rows, 2),
         d_out=f(batch, heads, rows, head))
 
 
 def _row_positions(c):
-    batch = c["q_w"].shape[0]
+    batch = c["q"].shape[0]
     content = np.tile(np.arange(c["seq_len"]), (batch, 1))
     return np.concatenate([content, c["positions"]], axis=1)
 
@@ -107,10 +107,11 @@ def _position_bias(q_r, k_r, c):
 
 
 def _both(c, implementation, dropout, interpreted_kernels=None):
-    """Output and gradients (q_w, q_r, k, v, k_r, seg) of the attention: `reference` (the
+    """Output and gradients (q, r_w, r_r, k, v, k_r, seg) of the attention: `reference` (the
     reference op with the bias assembled) or `pallas` (the TF op, the kernels interpreted)."""
     dtype = c["dtype"]
-    t = {n: tf.constant(c[n], dtype) for n in ("q_w", "q_r", "k", "v", "k_r", "seg", "d_out")}
+    names = ("q", "r_w", "r_r", "k", "v", "k_r", "seg")
+    t = {n: tf.constant(c[n], dtype) for n in names + ("d_out",)}
     if implementation == "reference":  # float32, of the operands the kernels see
         t = {n: tf.cast(x, tf.float32) for n, x in t.items()}
     blocked = tf.constant(c["blocked"])
@@ -119,22 +120,22 @@ def _both(c, implementation, dropout, interpreted_kernels=None):
     with tf.GradientTape() as tape:
         tape.watch(list(t.values()))
         if implementation == "reference":
-            bias = _position_bias(t["q_r"], t["k_r"], c) + tf.where(
+            q_w, q_r = t["q"] + t["r_w"][:, None], t["q"] + t["r_r"][:, None]
+            bias = _position_bias(q_r, t["k_r"], c) + tf.where(
                 differ, t["seg"][..., 1:], t["seg"][..., :1])
-            out = xlnet_block.reference_attention(t["q_w"], t["k"], t["v"], bias, blocked,
-                                      scale=c["q_w"].shape[-1] ** -0.5, dropout=dropout,
+            out = xlnet_block.reference_attention(q_w, t["k"], t["v"], bias, blocked,
+                                      scale=c["q"].shape[-1] ** -0.5, dropout=dropout,
                                       training=True, dropout_rows=rows,
                                       plan=_plan(c["generation"]))
         else:
             out = pallas_attention.pallas_attention(
-                t["q_w"], t["q_r"], t["k"], t["v"], t["k_r"],
+                t["q"], t["r_w"], t["r_r"], t["k"], t["v"], t["k_r"],
                 tf.constant(c["positions"], tf.int32) if c["n_query"] else None, blocked,
-                seq_len=c["seq_len"], scale=c["q_w"].shape[-1] ** -0.5, dropout=dropout,
+                seq_len=c["seq_len"], scale=c["q"].shape[-1] ** -0.5, dropout=dropout,
                 training=True, plan=_plan(c["generation"]), segment_scores=t["seg"],
                 row_segments=tf.constant(c["row_seg"], tf.int32),
                 key_segments=tf.constant(c["key_seg"], tf.int32), dropout_rows=rows,
-                blocks=BLOCKS)
-    names = ("q_w", "q_r", "k", "v", "k_r", "seg")
+                blocks=BLOCKS)[:, :, :c["seq_len"] + c["n_query"]]
     grads = tape.gradient(out, [t[n] for n in names], output_gradients=t["d_out"])
     return dict(out=out, **{"d" + n: g for n, g in zip(names, grads)})
 
@@ -173,11 +174,11 @@ def test_dropout_drops_what_the_reference_drops(interpreted):
     identity = tf.constant(np.broadcast_to(np.eye(n_keys), (batch, heads, n_keys, n_keys)),
                            tf.float32)
     out = pallas_attention.pallas_attention(
-        f(batch, heads, rows, n_keys), f(batch, heads, rows, n_keys),
+        f(batch, heads, rows, n_keys), f(heads, n_keys), f(heads, n_keys),
         f(batch, heads, n_keys, n_keys), identity, f(1, dist, heads, n_keys),
         tf.constant(rng.integers(0, seq_len, (batch, n_query)), tf.int32), None,
         seq_len=seq_len, scale=0.25, dropout=dropout, training=True, plan=_plan(),
-        dropout_rows=(seq_len, n_query), blocks=BLOCKS).numpy()
+        dropout_rows=(seq_len, n_query), blocks=BLOCKS)[:, :, :rows].numpy()
     reference = _plan()
     keeps = []
     for part_rows in (seq_len, n_query):
@@ -234,15 +235,18 @@ def interpreted_layer(monkeypatch, interpreted):
     return interpreted
 
 
-def test_the_layer_on_the_pallas_path_is_the_reference(interpreted_layer):
+@pytest.mark.parametrize("q_len", [12, 16])
+def test_the_layer_on_the_pallas_path_is_the_reference(interpreted_layer, q_len):
     """RelativeAttention with both streams (one kernel call), memory, bi_data's two position
     groups, a position embedding dropped out as the model drops it, padding, a row that sees
     nothing, three segment ids and attention dropout: its outputs and every gradient on the
     Pallas path (the kernels interpreted, fed the position embedding's projection, the query
-    rows' positions and the segment ids the layer hands them) equal the reference's."""
+    rows' positions and the segment ids the layer hands them) equal the reference's. L = 12
+    rows pad each stream to whole 8-row tiles; L = 16 is two whole tiles (XLNet's case: the
+    op returns the query rows' padding too, which the layer slices off)."""
     layer = xlnet_block.RelativeAttention(32, 2, 16, dropatt=0.2)
     layer.attention_dropout.salt = 5
-    case = relative_attention_case("bi", True)
+    case = relative_attention_case("bi", True, q_len)
     embedding_dropout = Dropout(0.1)
     case["pos_emb"] = embedding_dropout(case["pos_emb"], training=True, shared_over_batch=True,
                                         plan=_plan())
@@ -293,22 +297,24 @@ def _tpu_step_hlo(generation: str, stage: str):
     dropout.salt = 3
 
     @tf.function(jit_compile=True)
-    def step(q_w, q_r, k, v, k_r, seg):
+    def step(q, r_w, r_r, k, v, k_r, seg):
         plan = StepPlan(device="tpu", tpu_generation=generation).with_dropout_keys(
             DropoutKeys.of(7, tf.constant(5), tf.range(batch), 2))
         blocked = tf.random.stateless_uniform([batch, rows, keys], [1, 2]) < 0.2
         with tf.GradientTape() as tape:
-            tape.watch([q_w, q_r, k, v, k_r, seg])
+            tape.watch([q, r_w, r_r, k, v, k_r, seg])
             out = pallas_attention.pallas_attention(
-                q_w, q_r, k, v, k_r, tf.zeros([batch, n_query], tf.int32) + 3, blocked,
+                q, r_w, r_r, k, v, k_r, tf.zeros([batch, n_query], tf.int32) + 3, blocked,
                 seq_len=seq_len, scale=0.125, dropout=dropout, training=True, plan=plan,
                 segment_scores=seg, row_segments=tf.zeros([batch, rows], tf.int32),
-                key_segments=tf.ones([batch, keys], tf.int32), dropout_rows=(seq_len, n_query))
+                key_segments=tf.ones([batch, keys], tf.int32),
+                dropout_rows=(seq_len, n_query))[:, :, :rows]
             loss = tf.reduce_sum(tf.cast(out, tf.float32))
-        return loss, tape.gradient(loss, [q_w, q_r, k, v, k_r, seg])
+        return loss, tape.gradient(loss, [q, r_w, r_r, k, v, k_r, seg])
 
     bf16 = tf.bfloat16
-    args = [tf.zeros([batch, heads, rows, head], bf16), tf.zeros([batch, heads, rows, head], bf16),
+    args = [tf.zeros([batch, heads, rows, head], bf16), tf.zeros([heads, head], bf16),
+            tf.zeros([heads, head], bf16),
             tf.zeros([batch, heads, keys, head], bf16), tf.zeros([batch, heads, keys, head], bf16),
             tf.zeros([2, keys + seq_len, heads, head], bf16), tf.zeros([batch, heads, rows, 2], bf16)]
     return step.experimental_get_compiler_ir(*args)(stage=stage)

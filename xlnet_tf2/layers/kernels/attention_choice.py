@@ -139,7 +139,8 @@ def run_kernels(implementation: str, queries, r_w, r_r, keys, values, k_r, posit
     the Triton or Pallas kernels (`implementation`), from the score's terms: r_w, r_r [N, 1, H],
     keys, values [B, N, K, H], k_r [X, T, N, H], blocked bool [B, S, K] or None, and the
     segment term's (q + r_s) . seg_embed `segment_scores` [B, N, S, 2] with the keys'
-    segment_ids int32 [B, K], or None. Returns [B, N, S, H]."""
+    segment_ids int32 [B, K], or None. Returns [B, N, S, H], or with the Pallas kernels, for
+    both streams stacked, padding rows after the S rows (the caller slices them off)."""
     segments = {}
     if segment_scores is not None:
         k_len = keys.shape[2]
@@ -152,8 +153,8 @@ def run_kernels(implementation: str, queries, r_w, r_r, keys, values, k_r, posit
         # The content rows first (both streams stacked, or the content stream alone); the
         # kernels read the projection k_r itself, band by band.
         query_positions = positions[:, seq_len:] if queries.shape[2] > seq_len else None
-        return pallas_attention.pallas_attention(queries + r_w, queries + r_r, keys, values, k_r,
-                                                 query_positions, blocked, **common)
+        return pallas_attention.pallas_attention(queries, r_w[:, 0], r_r[:, 0], keys, values,
+                                                 k_r, query_positions, blocked, **common)
     return triton_attention.triton_attention(queries, r_w[:, 0], r_r[:, 0], keys, values, k_r,
                                              positions, blocked, **common)
 

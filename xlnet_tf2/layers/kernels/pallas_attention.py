@@ -6,8 +6,9 @@ Like the Triton implementation, the kernels take the score's terms before they a
 into a [B, N, S, K] bias (layers/xlnet_block.py's `attend` asks attention_choice.py's
 `chosen_implementation` first):
 
-  q_w, q_r [B, N, S, H]         q + r_w and q + r_r of the S = L + P rows: the L content
-                                rows in order, then the P query-stream rows.
+  queries [B, N, S, H],         the S = L + P rows (the L content rows in order, then the
+  r_w, r_r [N, H]               P query-stream rows) and the two biases: the kernels read
+                                q + r_w and q + r_r, made here after the rows are padded.
   position_projection k_r       the (dropped-out) position embedding's projection
     [X, T, N, H]                [X, T, D] x r [D, N, H]; row t scores distance K - t (group 1,
                                 bi_data's backward half: -(K - t)). The kernels read, for each
@@ -104,24 +105,28 @@ def _run(geometry, backward: bool, keys: tf.Tensor, operands: List[tf.Tensor]):
     return pallas_call.tpu_custom_call(arrays, specs, config)
 
 
-def pallas_attention(q_w, q_r, keys, values, position_projection, query_positions, blocked, *,
+def pallas_attention(queries, r_w, r_r, keys, values, position_projection, query_positions,
+                     blocked, *,
                      seq_len: int, scale: float, dropout, training, plan: StepPlan,
                      segment_scores=None, row_segments=None, key_segments=None,
                      dropout_rows: Optional[Sequence[int]] = None,
                      blocks: Optional[Sequence[int]] = None) -> tf.Tensor:
-    """The attention of the L = `seq_len` content rows and the P query-stream rows of q_w,
-    q_r [B, N, L + P, H] over keys, values [B, N, K, H] with the score's terms unassembled
+    """The attention of the L = `seq_len` content rows and the P query-stream rows of
+    queries [B, N, L + P, H] (with r_w, r_r [N, H]) over keys, values [B, N, K, H] with the
+    score's terms unassembled
     (module docstring): position_projection [X, T, N, H], query_positions int [B, P] (None
     when P = 0), segment_scores [B, N, S, 2] with row_segments [B, S] and key_segments [B, K]
-    (or all None: no segment term), blocked bool [B, S, K] or None -> [B, N, L + P, H].
-    `blocks`: (BQ, BK), the kernels' tiles (default BLOCKS). The caller has checked
-    `pallas_unavailable_reason`."""
+    (or all None: no segment term), blocked bool [B, S, K] or None -> [B, N, L + P', H]:
+    the L content rows, the P query-stream rows, then P' - P padding rows where there is a
+    query stream and L is a whole number of row tiles (P' = P otherwise): the caller takes
+    the streams by slices. `blocks`: (BQ, BK), the kernels' tiles (default BLOCKS). The
+    caller has checked `pallas_unavailable_reason`."""
     kernels = pallas_call.jax_module()
     blocks = blocks or BLOCKS
-    batch, heads, rows, head_size = q_w.shape
+    batch, heads, rows, head_size = queries.shape
     n_keys = keys.shape[2]
     groups, distances = position_projection.shape[:2]
-    dtype = q_w.dtype
+    dtype = queries.dtype
     rate = float(dropout.rate) if training else 0.0
     has_segment = segment_scores is not None
     g = kernels.Geometry(
@@ -168,8 +173,15 @@ def pallas_attention(q_w, q_r, keys, values, position_projection, query_position
         fixed["bits"] = row_packed_blocked(padded_keys(padded_rows(blocked, 1), 2), g.block_q)
     hashed = (hash_keys(dropout, batch, dropout_rows, plan) if g.has_dropout
               else tf.zeros([4 * batch], tf.int32))
-    differentiable = {"q_w": padded_rows(q_w, 2), "q_r": padded_rows(tf.cast(q_r, dtype), 2),
-                      "k": padded_keys(keys, 2), "v": padded_keys(values, 2), "k_r": k_r}
+    def unpadded_rows(x):
+        """padded_rows(x, 2)'s inverse: [B, N, Lp + Pp, H] -> [B, N, L + P, H]."""
+        if lp == seq_len or not n_query:
+            return x[:, :, :seq_len + n_query]
+        return tf.concat([x[:, :, :seq_len], x[:, :, lp:lp + n_query]], axis=2)
+
+    differentiable = {"queries": queries, "r_w": tf.cast(r_w, dtype),
+                      "r_r": tf.cast(r_r, dtype), "k": padded_keys(keys, 2),
+                      "v": padded_keys(values, 2), "k_r": k_r}
     if has_segment:
         differentiable["seg"] = padded_rows(
             tf.transpose(tf.cast(segment_scores, tf.float32), [0, 1, 3, 2]), 3)
@@ -177,6 +189,13 @@ def pallas_attention(q_w, q_r, keys, values, position_projection, query_position
 
     def run(*inputs):
         operands = dict(fixed, **dict(zip(names, inputs)))
+        # The rows padded once, then both biases added (one fused pass on a TPU; padding
+        # q + r_w and q + r_r each is a pad of its own, about four times its cycles), and
+        # the biases' gradients summed over the real rows only, which XLA joins with the
+        # queries' gradient (BENCHMARKS.md, "The TPU step with the Pallas kernels (issue 46)").
+        rows_in = padded_rows(operands.pop("queries"), 2)
+        operands["q_w"] = rows_in + operands.pop("r_w")[:, None]
+        operands["q_r"] = rows_in + operands.pop("r_r")[:, None]
         out, lse = _run(g, False, hashed, [operands[n] for n in kernels.operand_names(g)])
 
         def grad(d_out):
@@ -184,16 +203,23 @@ def pallas_attention(q_w, q_r, keys, values, position_projection, query_position
             results = dict(zip(kernels.result_names(g, backward=True), _run(
                 g, True, hashed, [saved[n] for n in kernels.operand_names(g, backward=True)])))
             results["dk_r"] = tf.cast(results["dk_r"], dtype)
-            return [results[_GRADIENT_OF[n]] for n in names]
+            dq_w, dq_r = unpadded_rows(results["dq_w"]), unpadded_rows(results["dq_r"])
+            results.update(queries=dq_w + dq_r, r_w=tf.reduce_sum(dq_w, [0, 2]),
+                           r_r=tf.reduce_sum(dq_r, [0, 2]))
+            return [results[_GRADIENT_OF.get(n, n)] for n in names]
 
         return out, grad
 
     out = tf.custom_gradient(run)(*differentiable.values())
-    if lp == seq_len or not n_query:
-        return out[:, :, :seq_len + n_query]
+    if not n_query:
+        return out[:, :, :seq_len]
+    if lp == seq_len:
+        # The padding rows stay: the gradients of the caller's two slices then fill the padded
+        # d_out in one pass, where a slice to L + P here would add a pad of its own to the
+        # backward (libtpu, v5e: 3.8 ms of the Base step).
+        return out
     return tf.concat([out[:, :, :seq_len], out[:, :, lp:lp + n_query]], axis=2)
 
 
 # The backward call's result for each differentiable operand.
-_GRADIENT_OF = {"q_w": "dq_w", "q_r": "dq_r", "k": "dk", "v": "dv", "k_r": "dk_r",
-                "seg": "d_seg"}
+_GRADIENT_OF = {"k": "dk", "v": "dv", "k_r": "dk_r", "seg": "d_seg"}
