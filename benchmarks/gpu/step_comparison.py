@@ -76,12 +76,14 @@ def load_module(step_dir: str) -> bytes:
     for the returned variables."""
     with open(os.path.join(step_dir, "step.hlo.pb"), "rb") as f:
         computation = xla_client.XlaComputation(f.read())
-    options = xla_client.hlo.HloPrintOptions.short_parsable()
+    # JAX 0.10 has these under xla_client.hlo, JAX 0.8 (the project's test venv) on _jax.
+    hlo = getattr(xla_client, "hlo", _jax)
+    options = hlo.HloPrintOptions.short_parsable()
     options.print_large_constants = True
     options.print_metadata = False
     text = computation.get_hlo_module().to_string(options)
     text = re.sub(r" copy\(([%\w.\-]+)\)", r" maximum(\1, \1)", text)
-    return xla_client.hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
+    return hlo.hlo_module_from_text(text).as_serialized_hlo_module_proto()
 
 
 def arguments(step_dir: str, proto: bytes, device) -> tuple:

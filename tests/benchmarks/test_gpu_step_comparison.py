@@ -3,8 +3,9 @@
 exports them (the tiny pair standing in for the Base pair, which is converted, not compiled),
 run by JAX's XLA on the CPU: the reference step's first loss and gradient norm are
 TensorFlow's, the Triton step is a row saying why this machine cannot run it, HuggingFace's
-tiny step (eager, PyTorch on the CPU) is a row, and the table prints. Needs the H100 compile venv (its JAX reads HLO text; XLNET_TF2_AOT_GPU_VENV or
-.venv-aot-gpu), skipped otherwise."""
+tiny step (eager, PyTorch on the CPU) is a row, and the table prints. Run by the H100 compile
+venv's JAX where it exists (XLNET_TF2_AOT_GPU_VENV or .venv-aot-gpu: JAX 0.10, as on the GPU
+machine), else by this venv's (the test extra's JAX 0.8.1, which CI has)."""
 
 import json
 import os
@@ -17,6 +18,7 @@ from fixtures.paths import REPO_ROOT
 
 from benchmarks.tools.deviceless_compile import AcceleratorCompileError, accelerator_python
 
+pytest.importorskip("jax")
 pytest.importorskip("triton")
 pytest.importorskip("transformers")
 pytestmark = [pytest.mark.slow, pytest.mark.xla]  # two tiny exports, their compiles: 3 min
@@ -40,8 +42,8 @@ def bundle(tmp_path_factory):
 def test_the_comparison_runs_what_a_cpu_can_and_says_why_not_for_the_rest(bundle):
     try:
         python = accelerator_python("h100")
-    except AcceleratorCompileError as e:
-        pytest.skip(f"no JAX that reads HLO text: {e}")
+    except AcceleratorCompileError:
+        python = sys.executable  # no GPU compile venv: this venv's JAX reads the HLO too
     run = subprocess.run(
         [python, "benchmarks/gpu/step_comparison.py", str(bundle), "--rehearse",
          "--hf_steps", "2", f"--hf_python={sys.executable}"],
