@@ -48,7 +48,7 @@ def test_finetuning_reader_error_is_one_line(classification_files):
         f["bad"], "line 3", "has 1 fields")
 
 
-def test_finetuning_without_architecture_names_the_flag(classification_files):
+def test_finetuning_from_a_directory_without_a_model_names_the_flag(classification_files):
     f = classification_files
     empty = f["dir"] / "not_a_model"
     empty.mkdir()
@@ -56,7 +56,7 @@ def test_finetuning_without_architecture_names_the_flag(classification_files):
         ["experiments/run_classifier.py", f"--model_dir={f['dir']}/run",
          f"--init_checkpoint={empty}", f"--train_file={f['train']}",
          "--text_a_column=sentence", "--label_column=label"],
-        "--model_config is not set", "xlnet_config.json")
+        f"--init_checkpoint='{empty}'", "holds no model", "xlnet_config.json")
 
 
 def test_export_of_a_missing_model_dir(tmp_path):
