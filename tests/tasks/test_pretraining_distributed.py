@@ -1,6 +1,7 @@
 """Pretraining through the real CLIs and input pipeline: SIGKILLs at random moments and restarts
-(at the paper's settings), MirroredStrategy over two logical CPUs against one device,
-MultiWorkerMirroredStrategy with two local workers."""
+(at the paper's settings), MirroredStrategy over two logical CPUs against one device.
+MultiWorkerMirroredStrategy with two local workers, stopped and resumed: its test is in
+test_pretraining_preemption.py (one run proves checkpoint, resume and the losses)."""
 
 import json
 import os
@@ -13,7 +14,7 @@ import time
 import pytest
 
 from fixtures.paths import REPO_ROOT as ROOT
-from fixtures.pretrain_runs import ENV, TRAIN_FLAGS, finish_workers, shared_data, start_workers
+from fixtures.pretrain_runs import ENV, TRAIN_FLAGS, shared_data
 from fixtures.pretrain_runs import final_state as _final_state
 from fixtures.pretrain_runs import run_python as _run
 from fixtures.pretrain_runs import steps_by_number as _steps
@@ -73,51 +74,6 @@ def test_mirrored_two_cpus_matches_one_device(data_dir, tmp_path):
         # [forward; backward] of all streams, each of the two replicas its own [fwd; bwd].
         assert sorted(_example_tuples(a)) == sorted(_example_tuples(b))
         assert b["direction"] == [0, 1, 0, 1] and a["direction"] == [0, 0, 1, 1]
-
-
-def _run_workers(args, timeout=300):
-    procs = start_workers(args)
-    outputs = finish_workers(procs, timeout)
-    for proc, out in zip(procs, outputs):
-        assert proc.returncode == 0, out[-4000:]
-    return outputs
-
-
-@pytest.mark.slow
-def test_multi_worker_two_local_workers_train_checkpoint_and_resume(data_dir, tmp_path):
-    model_dir = tmp_path / "mw"
-    common = [f"--data_dir={data_dir}", f"--model_dir={model_dir}", "--strategy=multi_worker",
-              "--steps_per_loop=2", "--save_steps=2"] + TRAIN_FLAGS
-    first = _run_workers(common + ["--train_steps=4"])
-    assert "started at 0" in first[0]
-    assert (model_dir / "ckpt-4.index").exists()
-    assert not any(name.startswith(".worker") for name in os.listdir(model_dir))
-    # Each worker saved its own replica's memory rows, nothing gathered: 2 of the 4 slots each.
-    import tensorflow as tf
-    slots = []
-    for worker in ("worker-000", "worker-001"):
-        reader = tf.train.load_checkpoint(str(model_dir / "memory" / worker / "ckpt-4"))
-        slots.append(sorted(reader.get_tensor("slots/.ATTRIBUTES/VARIABLE_VALUE").tolist()))
-        assert reader.get_tensor("layers/0/.ATTRIBUTES/VARIABLE_VALUE").shape == (2, 16, 64)
-    assert sorted(slots[0] + slots[1]) == [0, 1, 2, 3] and len(slots[0]) == 2
-    second = _run_workers(common + ["--train_steps=6"])
-    assert "Finished at step 6 (started at 4)" in second[0]
-    assert "Finished at step 6 (started at 4)" in second[1]
-    steps = _steps(model_dir)
-    assert sorted(steps) == list(range(1, 7))
-    for step in range(2, 7):  # the resumed run continues the same streams
-        assert [c - 1 for c in steps[step]["chunk_index"]] == steps[step - 1]["chunk_index"]
-
-    # The same global batch on one device, stopped and resumed the same way (the schedule
-    # decays to zero at --train_steps), gives the same losses.
-    single = tmp_path / "single"
-    for train_steps in (4, 6):
-        _run(["experiments/run_pretrain.py", f"--data_dir={data_dir}", f"--model_dir={single}",
-              "--strategy=one_device", "--steps_per_loop=2", "--save_steps=2",
-              f"--train_steps={train_steps}"] + TRAIN_FLAGS)
-    reference = _steps(single)
-    for step in range(1, 7):
-        assert steps[step]["loss"] == pytest.approx(reference[step]["loss"], abs=1e-5), step
 
 
 # A run_pretrain.py whose checkpoint saves pause for a second with a half-written temporary
