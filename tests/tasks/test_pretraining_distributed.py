@@ -14,7 +14,7 @@ import time
 import pytest
 
 from fixtures.paths import REPO_ROOT as ROOT
-from fixtures.pretrain_runs import ENV, TRAIN_FLAGS, shared_data
+from fixtures.pretrain_runs import ENV, SOAK_FLAGS, SOAK_STEPS, shared_data, shared_soak_reference
 from fixtures.pretrain_runs import final_state as _final_state
 from fixtures.pretrain_runs import run_python as _run
 from fixtures.pretrain_runs import steps_by_number as _steps
@@ -104,9 +104,9 @@ SLOW_SAVE_DRIVER = textwrap.dedent("""
 KILLS = ["save", "training", "save", "training"]
 
 
-@pytest.mark.slow  # six start-ups: a reference run, four killed runs, the last
-def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path):
-    """Dropout 0.1, bi_data, memory, steps_per_loop 4: killed at random moments, half of them
+@pytest.mark.slow  # five start-ups: four killed runs, the last (and the shared reference run)
+def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path, tmp_path_factory):
+    """Dropout 0.1, bi_data, memory, steps_per_loop 8: killed at random moments, half of them
     aimed inside a checkpoint save; whatever moment each kill hit (reported), the run ends
     with exactly the losses, examples and weights of an uninterrupted run, and steps.jsonl
     holds every step once."""
@@ -115,12 +115,9 @@ def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path):
 
     import numpy as np
 
-    steps = 24
-    common = [f"--data_dir={data_dir}", f"--train_steps={steps}", "--steps_per_loop=4",
-              "--save_steps=4", "--keep_checkpoints=2"] + TRAIN_FLAGS
-    common = [f for f in common if not f.startswith("--log_steps")] + ["--log_steps=4"]
-    reference = tmp_path / "reference"
-    _run(["experiments/run_pretrain.py", f"--model_dir={reference}"] + common)
+    steps = SOAK_STEPS
+    common = [f"--data_dir={data_dir}"] + SOAK_FLAGS
+    reference = shared_soak_reference(tmp_path_factory, data_dir)  # the SIGTERM soak's too
     assert sorted(_steps(reference)) == list(range(1, steps + 1))
 
     soak = tmp_path / "soak"
@@ -185,7 +182,7 @@ def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path):
     # Restarts resumed from checkpoints the killed attempts left (one inside the run, with
     # steps still to train: the third kill falls in a save after one that completed), and the
     # last attempt says where it started.
-    assert any(a["restored_from"] and 4 <= a["start_step"] < steps for a in attempts), attempts
+    assert any(a["restored_from"] and 8 <= a["start_step"] < steps for a in attempts), attempts
     assert f"(started at {attempts[-1]['start_step']})" in "".join(lines), "".join(lines)[-3000:]
     print(f"SOAK kills={kills} "
           + " ".join(f"[{r['aim']} -> {r['moment']}]" for r in rows[:kills])

@@ -18,8 +18,9 @@ import numpy as np
 import pytest
 
 from fixtures.paths import REPO_ROOT as ROOT
-from fixtures.pretrain_runs import (ENV, TRAIN_FLAGS, final_state, finish_workers, run_python,
-                                    shared_data, start_workers, steps_by_number)
+from fixtures.pretrain_runs import (ENV, SOAK_FLAGS, SOAK_STEPS, TRAIN_FLAGS, final_state,
+                                    finish_workers, run_python, shared_data,
+                                    shared_soak_reference, start_workers, steps_by_number)
 
 pytestmark = pytest.mark.slow  # every test starts the command in subprocesses
 
@@ -66,9 +67,9 @@ ANNOUNCING_DRIVER = textwrap.dedent("""
 # trainer catches SIGTERM; compilation ones during the first loop's tracing and compiling;
 # "training" ones in the second loop or early in the third (however fast the machine, an
 # attempt trains at most three loops before its signal, and the four fit in the run). One
-# signal per moment: each restart costs a process start (TensorFlow's import, the step's trace).
-# Where a signal lands depends on the machine's speed: the soak reports the moment each one hit (from
-# what the process had printed) and asserts what must hold at any moment.
+# signal per moment: each restart costs a process start (TensorFlow's import, the step's
+# trace). Where a signal lands depends on the machine's speed: the soak reports the moment each
+# one hit (from what the process had printed) and asserts what must hold at any moment.
 AIMS = {"start-up": (None, 1.5, None), "compilation": ("LOOP 1", 0.5, "LOOP 2"),
         "checkpoint write": ("SAVING", 0.3, None), "training": ("LOOP 2", 0.3, "LOOP 3")}
 PLAN = ["start-up", "compilation", "checkpoint write", "training"]
@@ -138,19 +139,17 @@ def _recorded_steps(model_dir):
     return steps_by_number(model_dir) if path.exists() else {}
 
 
-def test_sigterm_soak_at_paper_settings_is_bit_exact_and_repeats_no_step(data_dir, tmp_path):
+def test_sigterm_soak_at_paper_settings_is_bit_exact_and_repeats_no_step(data_dir, tmp_path,
+                                                                         tmp_path_factory):
     """Dropout 0.1, bi_data, memory, steps_per_loop 8, --deterministic: a SIGTERM aimed at a
     random instant of each moment (start-up, compilation, a checkpoint write, training), a
     restart after each; whatever moment each one hit, it stopped the run with its step saved
     (or, before the trainer caught it, with nothing trained), and the run ends with the
     losses, examples, weights, optimizer state and memory of an uninterrupted run, bit for bit,
     and no step was trained twice."""
-    steps = 128
-    common = [f"--data_dir={data_dir}", f"--train_steps={steps}", "--steps_per_loop=8",
-              "--save_steps=8", "--keep_checkpoints=2"] + [
-        f for f in TRAIN_FLAGS if not f.startswith("--log_steps")] + ["--log_steps=8"]
-    reference = tmp_path / "reference"
-    run_python(["experiments/run_pretrain.py", f"--model_dir={reference}"] + common)
+    steps = SOAK_STEPS
+    common = [f"--data_dir={data_dir}"] + SOAK_FLAGS
+    reference = shared_soak_reference(tmp_path_factory, data_dir)
 
     soak = tmp_path / "soak"
     args = [f"--model_dir={soak}"] + common
