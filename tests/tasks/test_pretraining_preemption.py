@@ -277,7 +277,12 @@ def test_two_workers_stopped_by_sigterm_to_one_resume_and_match_one_device(data_
     run_python(["experiments/run_pretrain.py", f"--model_dir={single}",
                 "--strategy=one_device"] + common)
     reference = steps_by_number(single)
-    for step in range(1, steps + 1):
-        assert got[step]["loss"] == pytest.approx(reference[step]["loss"], abs=1e-5), step
+    # The all-reduce adds the replicas' gradients in another order than one device's mean:
+    # rounding that grows with the updates (measured: at most 2.1e-6 of the loss over the 40
+    # steps). A wrong example or dropout bit moves a loss by 1e-3 or more.
+    differences = [abs(got[step]["loss"] / reference[step]["loss"] - 1)
+                   for step in range(1, steps + 1)]
+    assert max(differences[:6]) < 1e-6, differences[:6]
+    assert max(differences) < 2e-5, differences
     print(f"MULTI-WORKER SIGTERM to worker 1: both stopped after step {s}, resumed from {s}; "
-          f"losses equal one device's")
+          f"losses within {max(differences):.1e} of one device's")
