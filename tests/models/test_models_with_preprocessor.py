@@ -236,6 +236,7 @@ def test_from_preset_and_save_to_preset(spm, tmp_path):
                                lm(ids)["logits"].numpy(), atol=1e-5)
 
 
+@pytest.mark.slow  # 27 s on the quiet machine (two models fitted, predicted, evaluated)
 def test_regressor_and_multiple_choice(spm):
     from xlnet_tf2.tasks.race import RaceExample, encode_example
 
