@@ -19,13 +19,15 @@ if [ "${FAST:-0}" != "1" ]; then
     tpu_setup=$!
 fi
 EXTRA=test,reference bash scripts/setup_env.sh
-# Two worker processes, each test file on one of them (module fixtures are built once): the
-# suite is dominated by single-threaded tracing and subprocess start-up, so 2 CPU cores run it
-# in about two thirds of the serial time.
+# Three worker processes on two cores, each test file on one of them (module fixtures are
+# built once; tests/fixtures/schedule.py hands out the longest files first). Much of a worker's
+# time is spent waiting on the commands it starts (TensorFlow's TPU build alone waits 4 s for a
+# TPU platform at each start off a TPU), and a third worker fills those waits: leg 2 took
+# 1,155 s at 186% CPU, against 1,352 s at 164% with two workers (2026-12-05).
 # --strict-skips: a test that skips for what the set-up installs (torch, triton, jax, ...)
 # fails the run; the skips CI expects are listed in tests/fixtures/expected_skips.py.
 # --durations=30: the 30 slowest tests of each leg, in every run's log.
-PYTEST=(-m pytest -q -n 2 --dist loadfile --strict-skips --durations=30)
+PYTEST=(-m pytest -q -n 3 --dist loadfile --strict-skips --durations=30)
 if [ "${FAST:-0}" = "1" ]; then
     exec .venv/bin/python "${PYTEST[@]}" -m "not slow" "$@"
 fi

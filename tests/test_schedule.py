@@ -1,4 +1,4 @@
-"""The order and grouping of the suite's work for the two pytest-xdist workers
+"""The order and grouping of the suite's work for the pytest-xdist workers
 (tests/fixtures/schedule.py): the longest units first, the battery's files one unit (its
 artefacts are built once per process), under `--dist loadfile` a unit on one worker."""
 
@@ -19,9 +19,9 @@ def test_units_and_their_order():
     assert [schedule.unit_of(n) for n in ids[:3]] == [schedule.BATTERY, schedule.BATTERY,
                                                       "tests/test_readme.py"]
     # LONGEST's units in its order, then the others by their number of tests
-    assert schedule.file_order(ids) == ["tests/tasks/test_pretraining_preemption.py",
-                                        schedule.BATTERY, "tests/test_readme.py",
-                                        "tests/test_fileio.py"]
+    assert schedule.file_order(ids) == [schedule.BATTERY,
+                                        "tests/tasks/test_pretraining_preemption.py",
+                                        "tests/test_readme.py", "tests/test_fileio.py"]
 
 
 def test_every_longest_unit_exists():

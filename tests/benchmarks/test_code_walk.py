@@ -151,23 +151,30 @@ def test_from_pretrained_walks_on_the_real_code():
     assert hf["stops"] > ours["stops"]
 
 
-@pytest.mark.slow
-@pytest.mark.xla  # the commands' compiled step (--jit_compile, their default)
-def test_command_traces_a_pretraining_step(tmp_path):
-    out = tmp_path / "walk.json"
+@pytest.fixture(scope="module")
+def command(tmp_path_factory):
+    """`python -m benchmarks.tools.code_walk --json=...` run once for this file's tests: its
+    output and its report (the step traced for each device among them)."""
+    out = tmp_path_factory.mktemp("walk") / "walk.json"
     run = subprocess.run([sys.executable, "-m", "benchmarks.tools.code_walk", f"--json={out}"],
                          cwd=ROOT, capture_output=True, text=True, timeout=900,
                          env=dict(os.environ, PYTHONPATH=ROOT, TF_CPP_MIN_LOG_LEVEL="2"))
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    report = json.loads(out.read_text())
+    return run.stdout, json.loads(out.read_text())
+
+
+@pytest.mark.slow
+@pytest.mark.xla  # the commands' compiled step (--jit_compile, their default)
+def test_command_traces_a_pretraining_step(command):
+    stdout, report = command
     setup, step = report["pretraining"]["set-up"], report["pretraining"]["step"]
     assert setup["walk"][0] == "commands/run_pretrain.py:run"
     assert step["walk"][0] == ":".join(code_walk.STEP_ENTRY)
     # The step's math, not the loop around it: the command's step is the reference path's.
     assert "training/trainer.py" not in step["file_list"]
     assert set(step["file_list"]) == set(report["step_files"]["cpu"]["files"])
-    assert "| pretraining step | " in run.stdout and "| from_pretrained, " in run.stdout
-    assert "| step traced for | " in run.stdout
+    assert "| pretraining step | " in stdout and "| from_pretrained, " in stdout
+    assert "| step traced for | " in stdout
 
 
 # The reader's budget for one step's math (issue 49 item 9): the files a reader opens from the
@@ -179,14 +186,14 @@ STEP_LINES_AT_MOST = 2000
 
 @pytest.mark.slow
 @pytest.mark.xla  # the commands' compiled step (--jit_compile, their default)
-def test_one_steps_math_is_a_few_files_and_accelerators_add_only_device_forms():
+def test_one_steps_math_is_a_few_files_and_accelerators_add_only_device_forms(command):
     """The step traced for a CPU (the reference path), a GPU and a TPU on this machine
-    (`Trainer.first_step(device)`, benchmarks/tools/code_walk.py's measure 5): the reference
-    path's files and lines within the budget, in the step's module, the task's objective, the
-    models and layers (no loop, no memory carrying, no optimizer set-up, no kernels/), and an
-    accelerator's step adds only device forms of layers/kernels/ (the GPU's the Triton
-    kernels)."""
-    found = code_walk.step_files(code_walk.floors())
+    (`Trainer.first_step(device)`, benchmarks/tools/code_walk.py's measure 5, in the command's
+    report): the reference path's files and lines within the budget, in the step's module, the
+    task's objective, the models and layers (no loop, no memory carrying, no optimizer set-up,
+    no kernels/), and an accelerator's step adds only device forms of layers/kernels/ (the
+    GPU's the Triton kernels)."""
+    found = command[1]["step_files"]
     cpu, gpu, tpu = found["cpu"], found["gpu"], found["tpu"]
     assert cpu["walk"][0] == ":".join(code_walk.STEP_ENTRY)
     assert len(cpu["files"]) <= STEP_FILES_AT_MOST, sorted(cpu["files"])

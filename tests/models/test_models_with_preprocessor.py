@@ -16,6 +16,7 @@ import pytest
 import tensorflow as tf
 
 import xlnet_tf2
+from xlnet_tf2 import tensorflow_build
 from xlnet_tf2.tokenizers.packing import encode_sequence_pair
 from xlnet_tf2.tokenizers.sentencepiece_tokenizer import SentencePieceTokenizer
 
@@ -54,6 +55,66 @@ def _classifier(spm, **kwargs):
     return xlnet_tf2.XLNetClassifier(_config(), num_classes=3, head_dropout=0.0,
                                      preprocessor=xlnet_tf2.XLNetPreprocessor(spm, SEQ_LEN),
                                      **kwargs)
+
+
+def test_default_compile_keeps_xla_off_where_tensorflow_has_none_for_the_cpu(monkeypatch):
+    """Keras' jit_compile="auto" compiles fit's step with XLA on a machine with any device
+    but CPUs; TensorFlow's TPU build lists its TPU_SYSTEM device on a plain CPU machine and
+    has XLA only for the TPU, so the step would fail ("could not find registered transfer
+    manager for platform Host"). Under that build, outside a TPU strategy, the default compile
+    leaves XLA off; a jit_compile the user asks for is kept."""
+    from tensorflow.python.framework import config as tf_config
+
+    devices = [tf.config.PhysicalDevice("/physical_device:CPU:0", "CPU"),
+               tf.config.PhysicalDevice("/physical_device:TPU_SYSTEM:0", "TPU_SYSTEM")]
+    monkeypatch.setattr(tf.config, "list_physical_devices", lambda *a: devices)
+    monkeypatch.setattr(tf_config, "is_op_determinism_enabled", lambda: False)
+    monkeypatch.setattr(tensorflow_build, "xla_on_cpu_missing", lambda: "the TPU build")
+    model = xlnet_tf2.XLNetClassifier(_config(), num_classes=2)  # compiled at construction
+    assert model.jit_compile is False
+    model.compile(jit_compile=True)
+    assert model.jit_compile is True
+    monkeypatch.setattr(tensorflow_build, "xla_on_cpu_missing", lambda: None)
+    model.compile()  # the plain wheel: Keras' own choice (XLA, with a device beside the CPU)
+    assert model.jit_compile is True
+
+
+def test_fit_on_strings_makes_one_pipeline_iterator_for_all_epochs(spm, monkeypatch):
+    """Each epoch is one pass over the examples in batches, and the preprocessing pipeline is
+    iterated from one iterator across epochs (Keras would make one per epoch, each
+    instantiating the preprocessor's map function anew: seconds apiece for SQuAD's)."""
+    from tensorflow.python.data.ops import iterator_ops
+
+    made = []
+    real_init = iterator_ops.OwnedIterator.__init__
+
+    def counting_init(self, *args, **kwargs):
+        made.append(1)
+        return real_init(self, *args, **kwargs)
+
+    monkeypatch.setattr(iterator_ops.OwnedIterator, "__init__", counting_init)
+
+    class Batches(keras.callbacks.Callback):
+        def on_epoch_begin(self, epoch, logs=None):
+            self.seen.append(0)
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.seen[-1] += 1
+
+    classifier = _classifier(spm)
+
+    def fit(epochs):
+        made.clear()
+        counter = Batches()
+        counter.seen = []
+        history = classifier.fit(TEXTS[:5], LABELS[:5], batch_size=2, epochs=epochs, verbose=0,
+                                 callbacks=[counter])
+        assert len(history.history["loss"]) == epochs
+        assert counter.seen == [3] * epochs  # 5 examples in batches of 2: 2, 2, 1
+        return len(made)
+
+    fit(1)  # the first fit also traces the step (Keras iterates the data more there)
+    assert fit(4) == fit(1)
 
 
 @pytest.mark.slow
@@ -175,6 +236,7 @@ def test_from_preset_and_save_to_preset(spm, tmp_path):
                                lm(ids)["logits"].numpy(), atol=1e-5)
 
 
+@pytest.mark.slow  # 27 s on the quiet machine (two models fitted, predicted, evaluated)
 def test_regressor_and_multiple_choice(spm):
     from xlnet_tf2.tasks.race import RaceExample, encode_example
 

@@ -1,6 +1,7 @@
 """Pretraining through the real CLIs and input pipeline: SIGKILLs at random moments and restarts
-(at the paper's settings), MirroredStrategy over two logical CPUs against one device,
-MultiWorkerMirroredStrategy with two local workers."""
+(at the paper's settings), MirroredStrategy over two logical CPUs against one device.
+MultiWorkerMirroredStrategy with two local workers, stopped and resumed: its test is in
+test_pretraining_preemption.py (one run proves checkpoint, resume and the losses)."""
 
 import json
 import os
@@ -13,7 +14,7 @@ import time
 import pytest
 
 from fixtures.paths import REPO_ROOT as ROOT
-from fixtures.pretrain_runs import ENV, TRAIN_FLAGS, finish_workers, shared_data, start_workers
+from fixtures.pretrain_runs import ENV, SOAK_FLAGS, SOAK_STEPS, shared_data, shared_soak_reference
 from fixtures.pretrain_runs import final_state as _final_state
 from fixtures.pretrain_runs import run_python as _run
 from fixtures.pretrain_runs import steps_by_number as _steps
@@ -75,51 +76,6 @@ def test_mirrored_two_cpus_matches_one_device(data_dir, tmp_path):
         assert b["direction"] == [0, 1, 0, 1] and a["direction"] == [0, 0, 1, 1]
 
 
-def _run_workers(args, timeout=300):
-    procs = start_workers(args)
-    outputs = finish_workers(procs, timeout)
-    for proc, out in zip(procs, outputs):
-        assert proc.returncode == 0, out[-4000:]
-    return outputs
-
-
-@pytest.mark.slow
-def test_multi_worker_two_local_workers_train_checkpoint_and_resume(data_dir, tmp_path):
-    model_dir = tmp_path / "mw"
-    common = [f"--data_dir={data_dir}", f"--model_dir={model_dir}", "--strategy=multi_worker",
-              "--steps_per_loop=2", "--save_steps=2"] + TRAIN_FLAGS
-    first = _run_workers(common + ["--train_steps=4"])
-    assert "started at 0" in first[0]
-    assert (model_dir / "ckpt-4.index").exists()
-    assert not any(name.startswith(".worker") for name in os.listdir(model_dir))
-    # Each worker saved its own replica's memory rows, nothing gathered: 2 of the 4 slots each.
-    import tensorflow as tf
-    slots = []
-    for worker in ("worker-000", "worker-001"):
-        reader = tf.train.load_checkpoint(str(model_dir / "memory" / worker / "ckpt-4"))
-        slots.append(sorted(reader.get_tensor("slots/.ATTRIBUTES/VARIABLE_VALUE").tolist()))
-        assert reader.get_tensor("layers/0/.ATTRIBUTES/VARIABLE_VALUE").shape == (2, 16, 64)
-    assert sorted(slots[0] + slots[1]) == [0, 1, 2, 3] and len(slots[0]) == 2
-    second = _run_workers(common + ["--train_steps=6"])
-    assert "Finished at step 6 (started at 4)" in second[0]
-    assert "Finished at step 6 (started at 4)" in second[1]
-    steps = _steps(model_dir)
-    assert sorted(steps) == list(range(1, 7))
-    for step in range(2, 7):  # the resumed run continues the same streams
-        assert [c - 1 for c in steps[step]["chunk_index"]] == steps[step - 1]["chunk_index"]
-
-    # The same global batch on one device, stopped and resumed the same way (the schedule
-    # decays to zero at --train_steps), gives the same losses.
-    single = tmp_path / "single"
-    for train_steps in (4, 6):
-        _run(["experiments/run_pretrain.py", f"--data_dir={data_dir}", f"--model_dir={single}",
-              "--strategy=one_device", "--steps_per_loop=2", "--save_steps=2",
-              f"--train_steps={train_steps}"] + TRAIN_FLAGS)
-    reference = _steps(single)
-    for step in range(1, 7):
-        assert steps[step]["loss"] == pytest.approx(reference[step]["loss"], abs=1e-5), step
-
-
 # A run_pretrain.py whose checkpoint saves pause for a second with a half-written temporary
 # directory in model_dir (what a crash inside TensorFlow's writer leaves), announced on stdout,
 # so the soak below can kill it exactly there.
@@ -148,9 +104,9 @@ SLOW_SAVE_DRIVER = textwrap.dedent("""
 KILLS = ["save", "training", "save", "training"]
 
 
-@pytest.mark.slow  # six start-ups: a reference run, four killed runs, the last
-def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path):
-    """Dropout 0.1, bi_data, memory, steps_per_loop 4: killed at random moments, half of them
+@pytest.mark.slow  # five start-ups: four killed runs, the last (and the shared reference run)
+def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path, tmp_path_factory):
+    """Dropout 0.1, bi_data, memory, steps_per_loop 8: killed at random moments, half of them
     aimed inside a checkpoint save; whatever moment each kill hit (reported), the run ends
     with exactly the losses, examples and weights of an uninterrupted run, and steps.jsonl
     holds every step once."""
@@ -159,12 +115,9 @@ def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path):
 
     import numpy as np
 
-    steps = 24
-    common = [f"--data_dir={data_dir}", f"--train_steps={steps}", "--steps_per_loop=4",
-              "--save_steps=4", "--keep_checkpoints=2"] + TRAIN_FLAGS
-    common = [f for f in common if not f.startswith("--log_steps")] + ["--log_steps=4"]
-    reference = tmp_path / "reference"
-    _run(["experiments/run_pretrain.py", f"--model_dir={reference}"] + common)
+    steps = SOAK_STEPS
+    common = [f"--data_dir={data_dir}"] + SOAK_FLAGS
+    reference = shared_soak_reference(tmp_path_factory, data_dir)  # the SIGTERM soak's too
     assert sorted(_steps(reference)) == list(range(1, steps + 1))
 
     soak = tmp_path / "soak"
@@ -229,7 +182,7 @@ def test_sigkill_soak_at_paper_settings_is_bit_exact(data_dir, tmp_path):
     # Restarts resumed from checkpoints the killed attempts left (one inside the run, with
     # steps still to train: the third kill falls in a save after one that completed), and the
     # last attempt says where it started.
-    assert any(a["restored_from"] and 4 <= a["start_step"] < steps for a in attempts), attempts
+    assert any(a["restored_from"] and 8 <= a["start_step"] < steps for a in attempts), attempts
     assert f"(started at {attempts[-1]['start_step']})" in "".join(lines), "".join(lines)[-3000:]
     print(f"SOAK kills={kills} "
           + " ".join(f"[{r['aim']} -> {r['moment']}]" for r in rows[:kills])

@@ -9,7 +9,8 @@ token dicts out) and the task's default loss and metrics:
   pipeline, as keras-hub's tasks do, so the model's own graph stays numeric and
   XLA-compilable) or token dicts (input_ids, segment_ids or HuggingFace's token_type_ids,
   attention_mask): Python lists, numpy arrays or a tf.data.Dataset of x, (x, y) or
-  (x, y, sample_weight) batches.
+  (x, y, sample_weight) batches. `fit` on lists or arrays iterates one repeated pipeline for
+  all its epochs (an epoch is one reshuffled pass, its steps_per_epoch).
 - `call` returns the task's main output alone (logits, scores), so `compile(metrics=[...])`
   applies to it; `compile()` with no arguments (done at construction) picks the task's
   loss, metrics and Adam(5e-5).
@@ -25,7 +26,7 @@ from typing import Dict
 import keras
 import tensorflow as tf
 
-from xlnet_tf2 import task_registry
+from xlnet_tf2 import task_registry, tensorflow_build
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.conversion.to_huggingface import save_huggingface
 from xlnet_tf2.models import pretrained, saving
@@ -149,6 +150,12 @@ class ModelWithPreprocessor(keras.Model):
             loss = self.default_loss()
         if metrics == "auto":
             metrics = self.default_metrics()
+        if (kwargs.get("jit_compile", "auto") == "auto" and tensorflow_build.xla_on_cpu_missing()
+                and not isinstance(tf.distribute.get_strategy(), tf.distribute.TPUStrategy)):
+            # Keras' "auto" compiles with XLA wherever the layers allow it, but TensorFlow's TPU
+            # build has XLA only for the TPU: off a TPU strategy, fit would fail at its first
+            # step ("could not find registered transfer manager for platform Host").
+            kwargs["jit_compile"] = False
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
 
     def compile_from_config(self, config):
@@ -229,6 +236,13 @@ class ModelWithPreprocessor(keras.Model):
         validation_data is (x, y) or a tf.data.Dataset."""
         data = self._static_steps("train_function",
                                   self._dataset(x, y, sample_weight, batch_size, shuffle=shuffle))
+        if not isinstance(x, tf.data.Dataset) and kwargs.get("steps_per_epoch") is None:
+            # One iterator for every epoch: Keras makes a new one per epoch from a finite
+            # dataset, and each instantiates the preprocessor's map function anew (seconds
+            # for a SQuAD preprocessor's thousands of ops). Repeated, the pipeline reshuffles
+            # per pass and each epoch is one pass's batches, as before.
+            kwargs["steps_per_epoch"] = int(data.cardinality())
+            data = data.repeat()
         if validation_data is not None:
             validation_data = self._static_steps(
                 "test_function", self._dataset(validation_data)
