@@ -19,21 +19,22 @@ if [ "${FAST:-0}" != "1" ]; then
     tpu_setup=$!
 fi
 EXTRA=test,reference bash scripts/setup_env.sh
-# Three worker processes on two cores, each test file on one of them (module fixtures are
-# built once; tests/fixtures/schedule.py hands out the longest files first). Much of a worker's
-# time is spent waiting on the commands it starts (TensorFlow's TPU build alone waits 4 s for a
-# TPU platform at each start off a TPU), and a third worker fills those waits: leg 2 took
-# 1,155 s at 186% CPU, against 1,352 s at 164% with two workers (2026-12-05).
+# Worker processes on two cores, each test file on one of them (module fixtures are built
+# once; tests/fixtures/schedule.py hands out the longest files first). In the full suite much
+# of a worker's time is spent waiting on the commands it starts (TensorFlow's TPU build alone
+# waits 4 s for a TPU platform at each start off a TPU), and a third worker fills those waits:
+# leg 2 took 1,155 s at 186% CPU, against 1,352 s at 164% with two workers. The quick tier
+# starts no process, and two workers run it faster (407 s against 425 s; 2026-12-05).
 # --strict-skips: a test that skips for what the set-up installs (torch, triton, jax, ...)
 # fails the run; the skips CI expects are listed in tests/fixtures/expected_skips.py.
 # --durations=30: the 30 slowest tests of each leg, in every run's log.
-PYTEST=(-m pytest -q -n 3 --dist loadfile --strict-skips --durations=30)
+PYTEST=(-m pytest -q --dist loadfile --strict-skips --durations=30)
 if [ "${FAST:-0}" = "1" ]; then
-    exec .venv/bin/python "${PYTEST[@]}" -m "not slow" "$@"
+    exec .venv/bin/python "${PYTEST[@]}" -n 2 -m "not slow" "$@"
 fi
 status=0
 echo "[tests] 1 of 2: the tests marked xla or plain_wheel, under the plain tensorflow 2.20 (.venv)"
-.venv/bin/python "${PYTEST[@]}" -m "xla or plain_wheel" "$@" || status=$?
+.venv/bin/python "${PYTEST[@]}" -n 3 -m "xla or plain_wheel" "$@" || status=$?
 tpu_status=0
 wait "$tpu_setup" || tpu_status=$?
 cat "$tpu_log"
@@ -46,5 +47,5 @@ echo "[tests] 2 of 2: every other test, under tensorflow-tpu 2.20 with libtpu 0.
 # Off a TPU VM the TPU build's `import tensorflow` waits minutes for the TPU metadata server
 # without these (scripts/setup_tpu_env.sh).
 TPU_SKIP_MDS_QUERY=1 TPU_WORKER_HOSTNAMES=localhost \
-    .venv-tpu/bin/python "${PYTEST[@]}" -m "not xla and not plain_wheel" "$@" || status=$?
+    .venv-tpu/bin/python "${PYTEST[@]}" -n 3 -m "not xla and not plain_wheel" "$@" || status=$?
 exit "$status"
