@@ -20,8 +20,9 @@ from fixtures.battery_report import (pytest_runtest_logreport,  # noqa: E402,F40
 # The longest files go to the pytest-xdist workers first (tests/fixtures/schedule.py). A skip
 # CI does not expect fails a run with --strict-skips (tests/fixtures/expected_skips.py); tests
 # marked xla skip where TensorFlow cannot compile for the CPU (tests/fixtures/xla_backend.py).
+# Each test file starts on a collected, frozen heap (tests/fixtures/heap.py).
 pytest_plugins = ("fixtures.slow_tier", "fixtures.schedule", "fixtures.xla_backend",
-                  "fixtures.expected_skips", "pytester")
+                  "fixtures.expected_skips", "fixtures.heap", "pytester")
 
 # Bit-reproducible execution for every in-process test (training/distribution.py's
 # apply_determinism): determinism and resume tests compare runs bit for bit, and the setting

@@ -167,6 +167,7 @@ class PretrainTask(PretrainStep):
         return self._corrupt_record_locator(first_step, last_step)
 
     # ------------------------------------------------------------------ held-out evaluation
+    @tf.autograph.experimental.do_not_convert  # as the training step (training/step.py)
     def _eval_loss(self, features, mems):
         """Per replica, no dropout: (new memory, summed cross-entropy, target count)."""
         features = self.replica_features(

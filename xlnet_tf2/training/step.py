@@ -68,6 +68,10 @@ class TrainingStep:
         other.plan = self.plan.on(device, tpu_generation)
         return other
 
+    # Not converted by AutoGraph (here or in what it calls): the step has no Python control
+    # flow on tensors (the micro-batches are an explicit tf.while_loop), and converting its
+    # ~30 functions cost about 2 CPU-s at every process start that traced it.
+    @tf.autograph.experimental.do_not_convert
     def replica_step(self, features, state, step):
         """Step `step` (int64, from 0) on this replica's `features` and carried `state` ([]
         without one): (new state, loss_sum / global count, the unscaled gradient norm)."""
@@ -99,6 +103,7 @@ class TrainingStep:
         apply_gradients(self.optimizer, grads, self.variables, grouped)
         return new_state, loss_sum / global_count, scaled_norm / scale
 
+    @tf.autograph.experimental.do_not_convert  # as replica_step
     def gradients(self, features, state, global_count, step, example_ids, plan):
         """(grads of loss_sum / global_count (times the loss scale under mixed_float16),
         new_state, loss_sum) of one (micro-)batch; the dropout keys (the run's seed, the step,

@@ -227,11 +227,11 @@ def checked_here(monkeypatch):
     monkeypatch.setattr(triton_call, "ttir", lambda *args, **kwargs: "")
     monkeypatch.setattr(triton_attention, "_CHECKED", {})
     monkeypatch.setattr(attention_choice, "_SAID", set())
-    # The check's attention with one example per position group (batch 2, not 4): the
-    # interpreter's time is the attention's size, and what these tests prove is the check
-    # itself (the kernels' values are the layer test's above).
+    # The check's attention with one example per position group and one head (batch 2,
+    # not 4; 1 head, not 2): the interpreter's time is the attention's size, and what these
+    # tests prove is the check itself (the kernels' values are the layer test's above).
     monkeypatch.setattr(triton_attention, "_CHECK_SHAPE",
-                        dict(triton_attention._CHECK_SHAPE, batch=2))
+                        dict(triton_attention._CHECK_SHAPE, batch=2, heads=1))
 
 
 def _shifted(g, rel, low, BLOCK_N):  # noqa: N803 - a kernel function's constexpr
