@@ -274,6 +274,51 @@ def test_regressor_and_multiple_choice(spm):
 
 
 
+def test_in_memory_inputs_are_preprocessed_once_in_chunks_without_a_map(spm, monkeypatch):
+    """Lists and arrays are tokenized eagerly, PREPROCESS_ROWS rows a call, before batching:
+    no tf.data map is traced per fit/evaluate/predict, the chunks joined give what one call
+    gives (ragged word lists too), and an empty input is one line."""
+    from xlnet_tf2.models import model_with_preprocessor
+    from xlnet_tf2.models.xlnet_token_classifier import XLNetTokenClassifier
+    from xlnet_tf2.tokenizers.xlnet_word_preprocessor import XLNetWordPreprocessor
+
+    classifier = _classifier(spm)
+    whole = classifier._preprocessed(*[model_with_preprocessor._as_column(c)
+                                       for c in ((TEXTS, TEXTS[::-1]), LABELS, None)])
+    maps = []
+    real_map = tf.data.Dataset.map
+    monkeypatch.setattr(tf.data.Dataset, "map",
+                        lambda self, *a, **k: maps.append(1) or real_map(self, *a, **k))
+    monkeypatch.setattr(model_with_preprocessor, "PREPROCESS_ROWS", 3)  # 8 rows: 3 + 3 + 2
+    chunked = classifier._preprocessed(*[model_with_preprocessor._as_column(c)
+                                         for c in ((TEXTS, TEXTS[::-1]), LABELS, None)])
+    for key in whole[0]:
+        np.testing.assert_array_equal(chunked[0][key].numpy(), whole[0][key].numpy(),
+                                      err_msg=key)
+    np.testing.assert_array_equal(chunked[1].numpy(), LABELS)
+    np.testing.assert_array_equal(chunked[0]["input_ids"].numpy(),
+                                  _offline(spm, TEXTS, TEXTS[::-1])["input_ids"])
+    classifier.fit((TEXTS, TEXTS[::-1]), LABELS, batch_size=4, epochs=1, verbose=0)
+    classifier.evaluate((TEXTS, TEXTS[::-1]), LABELS, verbose=0)
+    logits = classifier.predict((TEXTS, TEXTS[::-1]), batch_size=3, verbose=0)
+    assert maps == []
+    np.testing.assert_allclose(logits, classifier((_offline(spm, TEXTS, TEXTS[::-1])))
+                               .numpy(), atol=1e-5)
+
+    words = [["Peter", "lives", "in", "Paris"], ["Anna", "visited", "Berlin"],
+             ["Maria", "lives", "in", "London", "now"], ["Bob"]] * 2
+    tags = [[1, 0, 0, 2], [1, 0, 2], [1, 0, 0, 2, 0], [1]] * 2
+    tagger = XLNetTokenClassifier(_config(), num_labels=3, head_dropout=0.0,
+                                  preprocessor=XLNetWordPreprocessor(spm, SEQ_LEN))
+    inputs, labels = tagger._preprocessed(tf.ragged.constant(words), tf.ragged.constant(tags))
+    one_call = tagger.prepare_labels(None, tagger.preprocess(tf.ragged.constant(words)),
+                                     tf.ragged.constant(tags))
+    np.testing.assert_array_equal(labels.numpy(), one_call[1].numpy())
+    np.testing.assert_array_equal(inputs["input_ids"].numpy(), one_call[0]["input_ids"].numpy())
+    with pytest.raises(ValueError, match="got no examples"):
+        classifier.predict(np.array([], dtype=object), verbose=0)
+
+
 @pytest.mark.slow
 def test_question_answerer_on_raw_answers(spm):
     """The first SQuAD window; labels from raw answers are the token positions fine-tuning's

@@ -5,9 +5,10 @@ One is a Keras model around a model with a head (`task_model`, a HeadModel, whos
 `backbone`) with a preprocessor attached (a Keras layer of xlnet_tf2.tokenizers, strings in,
 token dicts out) and the task's default loss and metrics:
 
-- `fit`, `evaluate`, `predict` take raw strings (the preprocessor runs in the tf.data
-  pipeline, as keras-hub's tasks do, so the model's own graph stays numeric and
-  XLA-compilable) or token dicts (input_ids, segment_ids or HuggingFace's token_type_ids,
+- `fit`, `evaluate`, `predict` take raw strings (in-memory inputs are preprocessed once,
+  eagerly, before they are batched; a tf.data.Dataset's elements in its pipeline, as
+  keras-hub's tasks do; either way the model's own graph stays numeric and XLA-compilable)
+  or token dicts (input_ids, segment_ids or HuggingFace's token_type_ids,
   attention_mask): Python lists, numpy arrays or a tf.data.Dataset of x, (x, y) or
   (x, y, sample_weight) batches. `fit` on lists or arrays iterates one repeated pipeline for
   all its epochs (an epoch is one reshuffled pass, its steps_per_epoch).
@@ -33,6 +34,9 @@ from xlnet_tf2.models import pretrained, saving
 from xlnet_tf2.models.model_inputs import check_input_keys
 
 DEFAULT_BATCH_SIZE = 32
+# In-memory inputs are preprocessed this many rows per eager call (bounds the tokenizer's
+# intermediate tensors; the result is kept whole).
+PREPROCESS_ROWS = 1024
 _TOKEN_DTYPE = tf.int32
 
 
@@ -205,19 +209,34 @@ class ModelWithPreprocessor(keras.Model):
                 raise ValueError("a tf.data.Dataset is batched already; do not pass batch_size.")
             dataset = x.map(lambda *e: self._element(*e), num_parallel_calls=tf.data.AUTOTUNE)
         else:
-            columns = {"x": _as_column(x)}
-            if y is not None:
-                columns["y"] = _as_column(y)
-            if sample_weight is not None:
-                columns["sample_weight"] = _as_column(sample_weight)
-            dataset = tf.data.Dataset.from_tensor_slices(columns)
+            # In-memory inputs are preprocessed once, eagerly, a chunk of rows at a time: a
+            # per-batch map would be traced and instantiated anew by every fit, evaluate and
+            # predict (seconds each for SQuAD's thousands of ops, where tokenizing the rows
+            # eagerly takes a tenth of a second). The token dicts are held in memory, as the
+            # raw inputs are; a corpus larger than memory comes as a tf.data.Dataset.
+            dataset = tf.data.Dataset.from_tensor_slices(
+                self._preprocessed(_as_column(x), _as_column(y), _as_column(sample_weight)))
             if shuffle:
                 count = int(dataset.cardinality())
                 dataset = dataset.shuffle(count, reshuffle_each_iteration=True)
-            dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE).map(
-                lambda e: self._element(e["x"], e.get("y"), e.get("sample_weight")),
-                num_parallel_calls=tf.data.AUTOTUNE)
+            dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
         return dataset.prefetch(tf.data.AUTOTUNE)
+
+    def _preprocessed(self, x, y=None, sample_weight=None):
+        """`_element` of whole in-memory columns (tensors, arrays, ragged, tuples or dicts of
+        them), computed eagerly PREPROCESS_ROWS rows at a time and joined."""
+        rows = _row_count(x)
+        if rows == 0:
+            raise ValueError(f"{type(self).__name__} got no examples (the inputs have 0 rows).")
+        parts = []
+        for start in range(0, rows, PREPROCESS_ROWS):
+            part = tf.nest.map_structure(
+                lambda v: None if v is None else v[start:start + PREPROCESS_ROWS],
+                (x, y, sample_weight))
+            parts.append(self._element(*part))
+        if len(parts) == 1:
+            return parts[0]
+        return tf.nest.map_structure(lambda *pieces: tf.concat(pieces, axis=0), *parts)
 
     def _static_steps(self, function: str, dataset: tf.data.Dataset) -> tf.data.Dataset:
         """Keras traces its step functions with reduce_retracing=True, which after a second
@@ -237,10 +256,9 @@ class ModelWithPreprocessor(keras.Model):
         data = self._static_steps("train_function",
                                   self._dataset(x, y, sample_weight, batch_size, shuffle=shuffle))
         if not isinstance(x, tf.data.Dataset) and kwargs.get("steps_per_epoch") is None:
-            # One iterator for every epoch: Keras makes a new one per epoch from a finite
-            # dataset, and each instantiates the preprocessor's map function anew (seconds
-            # for a SQuAD preprocessor's thousands of ops). Repeated, the pipeline reshuffles
-            # per pass and each epoch is one pass's batches, as before.
+            # One iterator for every epoch: Keras would make a new one per epoch from a finite
+            # dataset, instantiating the pipeline anew. Repeated, the pipeline reshuffles per
+            # pass and each epoch is one pass's batches.
             kwargs["steps_per_epoch"] = int(data.cardinality())
             data = data.repeat()
         if validation_data is not None:
@@ -315,10 +333,17 @@ def _snake(name: str) -> str:
 
 
 def _as_column(values):
-    """A Python list / numpy array / tuple of them / dict of them for from_tensor_slices."""
+    """A Python list / numpy array / tuple of them / dict of them as tensors and arrays whose
+    first axis is the example (None stays None)."""
     if isinstance(values, dict):
         return {k: _as_column(v) for k, v in values.items()}
     if isinstance(values, tuple):
         return tuple(_as_column(v) for v in values)
     return tf.convert_to_tensor(values) if isinstance(values, list) else values
 
+
+
+def _row_count(column) -> int:
+    """The number of examples in an `_as_column` column (its first leaf's first axis)."""
+    first = tf.nest.flatten(column)[0]
+    return int(first.shape[0])
