@@ -134,33 +134,6 @@ def test_weight_decay_only_moves_decayed_variables():
             np.testing.assert_allclose(v.numpy(), old * (1 - 0.1 * 0.5), rtol=1e-6)
 
 
-def test_a_traced_update_evaluates_the_schedule_once_for_all_decayed_variables(monkeypatch):
-    """Keras' weight decay read the learning rate per decayed variable (the schedule's
-    operations traced again for each); ours reads it once for the decay and Keras once for
-    the update, with each variable decayed by lr(step) * wd, lr at the update's step."""
-    calls = []
-    real_call = LinearWarmupLinearDecay.__call__
-    monkeypatch.setattr(LinearWarmupLinearDecay, "__call__",
-                        lambda self, step: calls.append(1) or real_call(self, step))
-    variables = [tf.Variable(np.full([3], 1.0 + k, np.float32)) for k in range(6)]
-    opt = XLNetAdamW(learning_rate=LinearWarmupLinearDecay(0.1, warmup_steps=2, total_steps=4),
-                     weight_decay=0.5, epsilon=1e-6)
-    opt.build(variables)
-
-    @tf.function
-    def update():
-        opt.apply([tf.zeros([3]) for _ in variables], variables)
-
-    update.get_concrete_function()
-    assert len(calls) == 2
-    factor = 1.0
-    for lr in (0.0, 0.05, 0.1):  # lr(iterations) at iterations 0, 1, 2
-        update()
-        factor *= 1 - lr * 0.5
-        for k, v in enumerate(variables):
-            np.testing.assert_allclose(v.numpy(), np.full([3], (1.0 + k) * factor), rtol=1e-6)
-
-
 def test_a_warmup_longer_than_the_run_is_said_in_one_line():
     """The paper's 1000 warmup steps in a 300-step run: the rate never gets past 5e-4 x 299 /
     1000 (what left a small fine-tuning run at the majority class)."""

@@ -340,30 +340,6 @@ class XLNetAdamW(keras.optimizers.Optimizer):
                                         tf.reshape(second[k * size:(k + 1) * size], shape),
                                         variables[i], learning_rate)
 
-    def _apply_weight_decay(self, variables):
-        # Keras' own reads `self.learning_rate` inside each variable's update, evaluating the
-        # schedule once per decayed variable (about 20 operations each: an eighth of a tiny
-        # model's traced step). The same decay, the schedule evaluated once.
-        if self.weight_decay is None:
-            return
-
-        def decay_all(distribution, variables):
-            learning_rate = self.learning_rate
-
-            def decay(variable):
-                if self._use_weight_decay(variable):
-                    lr = tf.cast(learning_rate, variable.dtype)
-                    wd = tf.cast(self.weight_decay, variable.dtype)
-                    variable.assign_sub(variable * wd * lr)
-
-            for variable in variables:
-                if isinstance(variable, keras.Variable):
-                    variable = variable.value
-                distribution.extended.update(variable, decay, group=False)
-
-        tf.__internal__.distribute.interim.maybe_merge_call(
-            decay_all, self._distribution_strategy, variables)
-
     def _all_reduce_sum_gradients(self, grads_and_vars):
         # The training step has already summed the gradients over replicas (and clipped the
         # summed gradient to its global norm); Keras' TF backend would sum them again here.
