@@ -1,7 +1,8 @@
 """Command lines start quietly: no TensorFlow start-up lines (C++ log lines, oneDNN and CUDA
 notices) on stderr, for --help and for a failing run that imports TensorFlow, unless
---verbosity is given; importing xlnet_tf2 and xlnet_tf2.cli does not import TensorFlow; every
-flag of the project's commands has full-sentence help."""
+--verbosity is given; importing xlnet_tf2 and xlnet_tf2.cli does not import TensorFlow; a
+command's Keras is imported without matplotlib; every flag of the project's commands has
+full-sentence help."""
 
 from __future__ import annotations
 
@@ -163,6 +164,25 @@ def test_quiet_import_leaves_the_runtime_unconfigured():
                       "print(tf.config.threading.get_inter_op_parallelism_threads())"])
     assert run.returncode == 0, run.stderr
     assert run.stdout.split() == ["1"] and not TF_NOISE.search(run.stderr), run.stderr
+
+
+@pytest.mark.slow
+def test_a_command_imports_keras_without_matplotlib_which_still_imports_after():
+    """Keras' own import takes matplotlib.pyplot when it is installed (this process: about a
+    second of every start-up); after quiet_startup, Keras' plotting helpers go without it and
+    matplotlib imports as usual later."""
+    pytest.importorskip("matplotlib")
+    from keras.src.visualization import plot_image_gallery
+
+    assert plot_image_gallery.plt is not None  # Keras imported normally: with pyplot
+    run = _run(["-c", "import sys\nfrom xlnet_tf2 import cli; cli.quiet_startup([])\n"
+                      "import keras\n"
+                      "from keras.src.visualization import plot_image_gallery as gallery\n"
+                      "print('matplotlib' in sys.modules, gallery.plt is None)\n"
+                      "import matplotlib.pyplot as plt\n"
+                      "print(callable(plt.figure), 'matplotlib' in sys.modules)"])
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.split() == ["False", "True", "True", "True"], run.stdout + run.stderr
 
 
 @pytest.mark.slow
