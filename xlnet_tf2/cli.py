@@ -65,6 +65,23 @@ def silenced_stderr():
         os.close(devnull)
 
 
+def _spec_run_by(finder, name: str, wrap: Callable, *, once: bool):
+    """The spec the other finders give `name`, its loader's exec_module replaced by
+    `wrap(exec_module)` (a loader without exec_module: the spec as it is). `once`: `finder`
+    leaves sys.meta_path for good, else it goes back in front after the search."""
+    if finder in sys.meta_path:
+        sys.meta_path.remove(finder)  # the real finders find the module
+    try:
+        spec = importlib.util.find_spec(name)
+    finally:
+        if not once:
+            sys.meta_path.insert(0, finder)
+    if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+        return spec
+    spec.loader.exec_module = wrap(spec.loader.exec_module)
+    return spec
+
+
 class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
     """Runs the first `import tensorflow` (and the device discovery after it) with stderr
     silenced."""
@@ -72,27 +89,23 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name != "tensorflow":
             return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)  # once; the real finders find the package
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        exec_module = spec.loader.exec_module
 
-        def quiet_exec_module(module):
-            with silenced_stderr():
-                exec_module(module)
-                try:  # CUDA initialization logs on the first device query, not at import
-                    module.config.list_physical_devices()
-                except Exception:  # noqa: BLE001 - a device problem shows up later, loudly
-                    pass
-            # importing TensorFlow may set absl's verbosity: back to WARNING
-            from absl import logging as absl_logging
+        def quiet(exec_module):
+            def quiet_exec_module(module):
+                with silenced_stderr():
+                    exec_module(module)
+                    try:  # CUDA initialization logs on the first device query, not at import
+                        module.config.list_physical_devices()
+                    except Exception:  # noqa: BLE001 - a device problem shows up later, loudly
+                        pass
+                # importing TensorFlow may set absl's verbosity: back to WARNING
+                from absl import logging as absl_logging
 
-            absl_logging.set_verbosity(-1)
+                absl_logging.set_verbosity(-1)
 
-        spec.loader.exec_module = quiet_exec_module
-        return spec
+            return quiet_exec_module
+
+        return _spec_run_by(self, name, quiet, once=True)
 
 
 class _KerasWithoutPlots(importlib.abc.MetaPathFinder):
@@ -100,8 +113,9 @@ class _KerasWithoutPlots(importlib.abc.MetaPathFinder):
     matplotlib.
 
     Keras imports matplotlib.pyplot at its own import when matplotlib is installed, for
-    `keras.visualization.plot_image_gallery`: 1.1 s of every command's start-up (2026-12-05,
-    `python -X importtime`), for plots no command draws. While one of those modules runs its
+    `keras.visualization.plot_image_gallery`: about 0.6 CPU-s of every command's start-up
+    (`import keras` after quiet_startup, 2026-12-05: 4.4-5.2 CPU-s without it, 5.4-5.6 with
+    it), for plots no command draws. While one of those modules runs its
     import, matplotlib reads as missing (Keras then leaves its plotting helpers without it);
     matplotlib itself stays importable afterwards, as before (the payoff report draws its
     figure with it). A program that imported matplotlib first keeps Keras' usual import."""
@@ -113,28 +127,22 @@ class _KerasWithoutPlots(importlib.abc.MetaPathFinder):
             return None
         if sys.modules.get("matplotlib", None) is not None:  # imported before: Keras' usual
             return None
-        sys.meta_path.remove(self)  # the real finders find the module
-        try:
-            spec = importlib.util.find_spec(name)
-        finally:
-            sys.meta_path.insert(0, self)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        exec_module = spec.loader.exec_module
 
-        def exec_without_matplotlib(module):
-            # One of these modules may import another: the outermost one lifts the block.
-            outermost = "matplotlib" not in sys.modules
-            if outermost:
-                sys.modules["matplotlib"] = None  # `import matplotlib...` raises ImportError
-            try:
-                exec_module(module)
-            finally:
-                if outermost and sys.modules.get("matplotlib", False) is None:
-                    del sys.modules["matplotlib"]
+        def without_matplotlib(exec_module):
+            def exec_without_matplotlib(module):
+                # One of these modules may import another: the outermost one lifts the block.
+                outermost = "matplotlib" not in sys.modules
+                if outermost:
+                    sys.modules["matplotlib"] = None  # `import matplotlib...` raises ImportError
+                try:
+                    exec_module(module)
+                finally:
+                    if outermost and sys.modules.get("matplotlib", False) is None:
+                        del sys.modules["matplotlib"]
 
-        spec.loader.exec_module = exec_without_matplotlib
-        return spec
+            return exec_without_matplotlib
+
+        return _spec_run_by(self, name, without_matplotlib, once=False)
 
 
 def quiet_startup(argv: Optional[Sequence[str]] = None) -> bool:

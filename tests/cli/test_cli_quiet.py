@@ -168,8 +168,8 @@ def test_quiet_import_leaves_the_runtime_unconfigured():
 
 @pytest.mark.slow
 def test_a_command_imports_keras_without_matplotlib_which_still_imports_after():
-    """Keras' own import takes matplotlib.pyplot when it is installed (this process: about a
-    second of every start-up); after quiet_startup, Keras' plotting helpers go without it and
+    """Keras' own import takes matplotlib.pyplot when it is installed (this process: about
+    0.6 CPU-s of every start-up); after quiet_startup, Keras' plotting helpers go without it and
     matplotlib imports as usual later."""
     pytest.importorskip("matplotlib")
     from keras.src.visualization import plot_image_gallery

@@ -342,7 +342,6 @@ def _as_column(values):
     return tf.convert_to_tensor(values) if isinstance(values, list) else values
 
 
-
 def _row_count(column) -> int:
     """The number of examples in an `_as_column` column (its first leaf's first axis)."""
     first = tf.nest.flatten(column)[0]
