@@ -19,12 +19,26 @@ export TF_CPP_MIN_LOG_LEVEL="${TF_CPP_MIN_LOG_LEVEL:-2}"
 # against 5.0 (2026-12-05).
 unset PYTHONDONTWRITEBYTECODE
 if [ "${FAST:-0}" != "1" ]; then
-    # The TPU build's venv is made meanwhile (mostly downloads); its output follows leg 1's.
+    # Both venvs are made before any test runs, the TPU build's meanwhile (mostly downloads
+    # and unpacking; its output follows .venv's), so the tests do not share the two cores with
+    # pip: making .venv-tpu over a test leg took about 90 CPU-seconds from it (2026-12-06).
+    setup_started=$(date +%s)
     tpu_log=$(mktemp)
     (EXTRA=test,reference bash scripts/setup_tpu_env.sh >"$tpu_log" 2>&1) &
     tpu_setup=$!
 fi
 EXTRA=test,reference bash scripts/setup_env.sh
+if [ "${FAST:-0}" != "1" ]; then
+    tpu_status=0
+    wait "$tpu_setup" || tpu_status=$?
+    cat "$tpu_log"
+    rm -f "$tpu_log"
+    if [ "$tpu_status" != 0 ]; then
+        echo "[tests] making .venv-tpu failed (status $tpu_status): no test run" >&2
+        exit 1
+    fi
+    echo "[tests] set-up (.venv and .venv-tpu) took $(( $(date +%s) - setup_started )) s"
+fi
 # Worker processes on two cores, each test file on one of them (module fixtures are built
 # once; tests/fixtures/schedule.py hands out the longest files first). In the full suite much
 # of a worker's time is spent waiting on the commands it starts (TensorFlow's TPU build alone
@@ -41,14 +55,6 @@ fi
 status=0
 echo "[tests] 1 of 2: the tests marked xla or plain_wheel, under the plain tensorflow 2.20 (.venv)"
 .venv/bin/python "${PYTEST[@]}" -n 3 -m "xla or plain_wheel" "$@" || status=$?
-tpu_status=0
-wait "$tpu_setup" || tpu_status=$?
-cat "$tpu_log"
-rm -f "$tpu_log"
-if [ "$tpu_status" != 0 ]; then
-    echo "[tests] making .venv-tpu failed (status $tpu_status): leg 2 not run" >&2
-    exit 1
-fi
 echo "[tests] 2 of 2: every other test, under tensorflow-tpu 2.20 with libtpu 0.0.30 (.venv-tpu)"
 # Off a TPU VM the TPU build's `import tensorflow` waits minutes for the TPU metadata server
 # without these (scripts/setup_tpu_env.sh).

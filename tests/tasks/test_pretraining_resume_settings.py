@@ -5,6 +5,7 @@ steps.jsonl keeps each step once."""
 
 import json
 import os
+import shutil
 
 import pytest
 
@@ -35,6 +36,20 @@ def make(model_dir, model=MODEL, **overrides):
                                 data=SyntheticPretrainData(SHAPE, 200, dataset_fn)))
 
 
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """The model_dir of make()'s run (2 steps, a checkpoint at 2), trained once for the file."""
+    model_dir = tmp_path_factory.mktemp("trained")
+    make(model_dir).train()
+    return model_dir
+
+
+def trained_copy(trained, model_dir):
+    """A copy of `trained` in `model_dir`, the run each test restarts (a run moved to another
+    directory resumes: checkpoints are found by relative paths)."""
+    shutil.copytree(trained, model_dir, dirs_exist_ok=True)
+
+
 @pytest.mark.parametrize("change, message", [
     (dict(train_batch_size=8), "--train_batch_size: the checkpoints were trained with 4, this "
                                "run asks for 8"),
@@ -44,8 +59,8 @@ def make(model_dir, model=MODEL, **overrides):
     (dict(model=MODEL.replace(n_layer=3)), "n_layer (from --model_config): the checkpoints "
                                            "were trained with 2, this run asks for 3"),
 ])
-def test_changed_fixed_setting_is_an_error_naming_the_flag(tmp_path, change, message):
-    make(tmp_path).train()
+def test_changed_fixed_setting_is_an_error_naming_the_flag(trained, tmp_path, change, message):
+    trained_copy(trained, tmp_path)
     record = (tmp_path / "run_config.json").read_text()
     with pytest.raises(RunConfigError) as error:
         make(tmp_path, train_steps=4, **change).train()
@@ -56,8 +71,8 @@ def test_changed_fixed_setting_is_an_error_naming_the_flag(tmp_path, change, mes
     assert (tmp_path / "ckpt-2.index").exists()  # the healthy checkpoint is untouched
 
 
-def test_changed_warn_setting_resumes_and_is_recorded(tmp_path, capsys):
-    make(tmp_path).train()
+def test_changed_warn_setting_resumes_and_is_recorded(trained, tmp_path, capsys):
+    trained_copy(trained, tmp_path)
     record = json.loads((tmp_path / "run_config.json").read_text())
     result = make(tmp_path, train_steps=4, learning_rate=5e-4).train()
     assert result.start_step == 2 and result.final_step == 4
@@ -73,8 +88,8 @@ def test_changed_warn_setting_resumes_and_is_recorded(tmp_path, capsys):
     assert [(s["step"], s["attempt"]) for s in steps] == [(1, 1), (2, 1), (3, 2), (4, 2)]
 
 
-def test_stale_save_leftovers_and_lines_of_a_dead_attempt_are_dropped(tmp_path):
-    make(tmp_path).train()
+def test_stale_save_leftovers_and_lines_of_a_dead_attempt_are_dropped(trained, tmp_path):
+    trained_copy(trained, tmp_path)
     # What a crash leaves: a half-written save and step lines past the last checkpoint.
     (tmp_path / "ckpt-4_temp").mkdir()
     (tmp_path / "ckpt-4_temp" / "part-00000-of-00001.data-00000-of-00001").write_bytes(b"x")
@@ -88,10 +103,10 @@ def test_stale_save_leftovers_and_lines_of_a_dead_attempt_are_dropped(tmp_path):
     assert steps[2]["attempt"] == 2 and steps[2]["loss"] != 1.0
 
 
-def test_a_checkpoint_that_does_not_fit_is_not_called_broken(tmp_path):
+def test_a_checkpoint_that_does_not_fit_is_not_called_broken(trained, tmp_path):
     """An older model_dir without run_config.json: the mismatch surfaces at restore, as a
     mismatch, not as corrupt files to delete."""
-    make(tmp_path).train()
+    trained_copy(trained, tmp_path)
     os.remove(tmp_path / "run_config.json")
     with pytest.raises(Exception) as error:
         make(tmp_path, model=MODEL.replace(d_inner=96), train_steps=4).train()
