@@ -7,12 +7,14 @@ TensorFlow's first-step loss."""
 import json
 import math
 import os
+import shutil
 import subprocess
 import sys
 
 import keras
 import numpy as np
 import pytest
+from fixtures.accelerator_exports import cpu_dry_run_export
 from fixtures.paths import REPO_ROOT
 
 from xlnet_tf2.config import XLNetConfig
@@ -109,9 +111,12 @@ def test_report_prints_every_field():
 def test_cpu_dry_run_runs_the_whole_path_and_compares_bfloat16_with_float32(tmp_path,
                                                                              tiny_export):
     out = tmp_path / "report.json"
-    # The export's workdir: its prepared data is reused (a kept --workdir's is), the runs'
-    # directories are the check's own (float32/, mixed_bfloat16/; the export's is export_run/).
-    workdir = tiny_export[0].parent / "work"
+    # The export's prepared data, copied into this test's workdir (the shared export is read
+    # only; its prepared.json names the export's data, which the check reads): reused as a
+    # kept --workdir's is; the runs' directories are the check's own (float32/,
+    # mixed_bfloat16/).
+    workdir = tmp_path / "work"
+    shutil.copytree(tiny_export[0].parent / "work" / "data_prep", workdir / "data_prep")
     run = _run("--cpu_dry_run", f"--workdir={workdir}", f"--output_json={out}")
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = json.loads(out.read_text())
@@ -186,12 +191,10 @@ def test_export_step_that_is_a_file_is_one_line(tmp_path):
 def tiny_export(tmp_path_factory):
     """The command as a newcomer runs it: --cpu_dry_run --export_step into fresh directories,
     with the reference attention: the GPU's program under "auto" holds the Triton kernels'
-    custom calls (tests/benchmarks/test_triton_export.py), which JAX's CPU cannot run."""
-    root = tmp_path_factory.mktemp("export")
-    run = _run("--cpu_dry_run", f"--workdir={root / 'work'}", f"--export_step={root / 'step'}",
-               "--attention_implementation=reference")
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    return root / "step", run
+    custom calls (tests/benchmarks/test_triton_export.py), which JAX's CPU cannot run. Run
+    once per test run and shared, read only, with test_gpu_step_comparison.py
+    (tests/fixtures/accelerator_exports.py): (the export's directory, the run)."""
+    return cpu_dry_run_export(tmp_path_factory, "reference")
 
 
 EXPORT_FILES = {"step.hlo.pb", "inputs.npz", "captured.npz", "meta.json"}

@@ -14,6 +14,7 @@ import subprocess
 import sys
 
 import pytest
+from fixtures.accelerator_exports import cpu_dry_run_export
 from fixtures.paths import REPO_ROOT
 
 from benchmarks.tools.deviceless_compile import AcceleratorCompileError, accelerator_python
@@ -21,21 +22,22 @@ from benchmarks.tools.deviceless_compile import AcceleratorCompileError, acceler
 pytest.importorskip("jax")
 pytest.importorskip("triton")
 pytest.importorskip("transformers")
-pytestmark = [pytest.mark.slow, pytest.mark.xla]  # two tiny exports, their compiles: 3 min
+pytestmark = [pytest.mark.slow, pytest.mark.xla]  # two tiny exports (shared), their compiles
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", CUDA_VISIBLE_DEVICES="")
 
 
 @pytest.fixture(scope="module")
 def bundle(tmp_path_factory):
+    """A bundle laid out as --gpu_bundle writes it: the tiny steps exported with the Triton
+    kernels and with the reference attention (`accelerator_check.py --cpu_dry_run
+    --export_step --attention_implementation=...`, made once per test run and shared with
+    test_triton_export.py and test_accelerator_check.py: tests/fixtures/accelerator_exports.py),
+    each copied twice, as tiny_<implementation> and as base_<implementation>."""
     root = tmp_path_factory.mktemp("bundle")
     for implementation in ("triton", "reference"):
-        run = subprocess.run(
-            [sys.executable, "benchmarks/accelerator_check.py", "--cpu_dry_run",
-             f"--workdir={root / 'work'}", f"--export_step={root / ('tiny_' + implementation)}",
-             f"--attention_implementation={implementation}"],
-            cwd=REPO_ROOT, env=ENV, capture_output=True, text=True, timeout=900)
-        assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-        shutil.copytree(root / f"tiny_{implementation}", root / f"base_{implementation}")
+        step, _ = cpu_dry_run_export(tmp_path_factory, implementation)
+        for shape in ("tiny", "base"):  # copies: the shared export is read only
+            shutil.copytree(step, root / f"{shape}_{implementation}")
     return root
 
 

@@ -11,6 +11,7 @@ import subprocess
 import sys
 
 import pytest
+from fixtures.accelerator_exports import cpu_dry_run_export
 from fixtures.paths import REPO_ROOT
 
 from benchmarks.tools import triton_parse_check
@@ -29,13 +30,13 @@ def _run(script, *args, timeout=900):
 
 @pytest.fixture(scope="module")
 def triton_step(tmp_path_factory):
-    root = tmp_path_factory.mktemp("triton")
-    run = _run("accelerator_check", "--cpu_dry_run", f"--workdir={root / 'work'}",
-               f"--export_step={root / 'step'}", "--export_target=gpu",
-               "--attention_implementation=triton")
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    """`accelerator_check.py --cpu_dry_run --export_step --attention_implementation=triton`,
+    made once per test run and shared with test_gpu_step_comparison.py
+    (tests/fixtures/accelerator_exports.py); exported for a GPU, --export_target's default."""
+    step, run = cpu_dry_run_export(tmp_path_factory, "triton")
     assert "for validation" not in run.stderr + run.stdout  # this CPU cannot run that step
-    return root / "step"
+    assert json.loads((step / "meta.json").read_text())["target"] == "gpu"
+    return step
 
 
 @pytest.mark.xla
