@@ -108,41 +108,38 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
         return _spec_run_by(self, name, quiet, once=True)
 
 
-class _KerasWithoutPlots(importlib.abc.MetaPathFinder):
-    """Imports Keras' image-plotting helpers (keras.src.visualization's modules) without
-    matplotlib.
+class _ImportWithout(importlib.abc.MetaPathFinder):
+    """Runs the import of the modules of package `host` as if package `missing` were not
+    installed (`import missing...` raises ImportError inside them); `missing` stays importable
+    afterwards, as before. A program that imported `missing` first keeps `host`'s usual
+    import. For optional imports a dependency makes at its own import, for features no
+    command uses (lean_startup's `SKIPPED`)."""
 
-    Keras imports matplotlib.pyplot at its own import when matplotlib is installed, for
-    `keras.visualization.plot_image_gallery`: about 0.6 CPU-s of every command's start-up
-    (`import keras` after quiet_startup, 2026-12-05: 4.4-5.2 CPU-s without it, 5.4-5.6 with
-    it), for plots no command draws. While one of those modules runs its
-    import, matplotlib reads as missing (Keras then leaves its plotting helpers without it);
-    matplotlib itself stays importable afterwards, as before (the payoff report draws its
-    figure with it). A program that imported matplotlib first keeps Keras' usual import."""
-
-    PACKAGE = "keras.src.visualization"
+    def __init__(self, host: str, missing: str):
+        self.host, self.missing = host, missing
 
     def find_spec(self, name, path=None, target=None):
-        if not (name == self.PACKAGE or name.startswith(self.PACKAGE + ".")):
+        if not (name == self.host or name.startswith(self.host + ".")):
             return None
-        if sys.modules.get("matplotlib", None) is not None:  # imported before: Keras' usual
+        if sys.modules.get(self.missing, None) is not None:  # imported before: the usual
             return None
+        missing = self.missing
 
-        def without_matplotlib(exec_module):
-            def exec_without_matplotlib(module):
+        def without(exec_module):
+            def exec_without(module):
                 # One of these modules may import another: the outermost one lifts the block.
-                outermost = "matplotlib" not in sys.modules
+                outermost = missing not in sys.modules
                 if outermost:
-                    sys.modules["matplotlib"] = None  # `import matplotlib...` raises ImportError
+                    sys.modules[missing] = None  # `import missing...` raises ImportError
                 try:
                     exec_module(module)
                 finally:
-                    if outermost and sys.modules.get("matplotlib", False) is None:
-                        del sys.modules["matplotlib"]
+                    if outermost and sys.modules.get(missing, False) is None:
+                        del sys.modules[missing]
 
-            return exec_without_matplotlib
+            return exec_without
 
-        return _spec_run_by(self, name, without_matplotlib, once=False)
+        return _spec_run_by(self, name, without, once=False)
 
 
 def quiet_startup(argv: Optional[Sequence[str]] = None) -> bool:
@@ -156,8 +153,8 @@ def quiet_startup(argv: Optional[Sequence[str]] = None) -> bool:
     logging defaults to WARNING (the project's progress and results go to stdout). With
     `--verbosity`/`-v` nothing is hidden (`--verbosity=0`: everything, INFO lines included).
     This does not import TensorFlow (xlnet_tf2/__init__.py is lazy): it silences the import
-    when it happens, so `--help` stays fast. Keras is imported without matplotlib (with
-    --verbosity too: `lean_startup`). Python errors are never hidden: an exception
+    when it happens, so `--help` stays fast. Keras is imported without matplotlib and
+    TensorFlow without JAX (with --verbosity too: `lean_startup`). Python errors are never hidden: an exception
     raised by the import still reaches the user with its traceback.
     """
     if verbosity_requested(argv):
@@ -182,12 +179,26 @@ def quiet_startup(argv: Optional[Sequence[str]] = None) -> bool:
     return True
 
 
+# What a command's start-up imports without: (host package, the package it imports for a
+# feature no command uses). Measured in one process, 2026-12-05 and -06:
+# - Keras imports matplotlib.pyplot at its own import when matplotlib is installed, for
+#   `keras.visualization.plot_image_gallery`: `import keras` after quiet_startup took 4.4-5.2
+#   CPU-s without it, 5.4-5.6 with it. (The payoff report imports matplotlib afterwards.)
+# - TensorFlow's TFLite helpers and Keras' Orbax checkpoint callback import JAX when it is
+#   installed (the TPU install's `tpu` extra), for TFLite's conversion of JAX functions and
+#   JAX's monitoring: `import numpy, ml_dtypes` then `import jax` took 0.6-0.8 CPU-s more than
+#   without. (The TPU step's Pallas kernel imports JAX when it is traced.)
+SKIPPED = (("keras.src.visualization", "matplotlib"), ("tensorflow.lite.python.util", "jax"),
+           ("keras.src.callbacks.orbax_checkpoint", "jax"))
+
+
 def lean_startup() -> None:
-    """Keras' import without matplotlib (`_KerasWithoutPlots`), in a command-line program
-    that has not imported Keras yet; quiet_startup calls it, with --verbosity too."""
-    if "keras.src.visualization" not in sys.modules and not any(
-            isinstance(f, _KerasWithoutPlots) for f in sys.meta_path):
-        sys.meta_path.insert(0, _KerasWithoutPlots())
+    """Keras and TensorFlow imported without what SKIPPED lists (`_ImportWithout`), in a
+    command-line program; quiet_startup calls it, with --verbosity too."""
+    present = {(f.host, f.missing) for f in sys.meta_path if isinstance(f, _ImportWithout)}
+    for host, missing in SKIPPED:
+        if host not in sys.modules and (host, missing) not in present:
+            sys.meta_path.insert(0, _ImportWithout(host, missing))
 
 
 # The exceptions that mean "the input is wrong" (their messages name file/flag/record), as

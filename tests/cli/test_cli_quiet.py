@@ -1,8 +1,8 @@
 """Command lines start quietly: no TensorFlow start-up lines (C++ log lines, oneDNN and CUDA
 notices) on stderr, for --help and for a failing run that imports TensorFlow, unless
 --verbosity is given; importing xlnet_tf2 and xlnet_tf2.cli does not import TensorFlow; a
-command's Keras is imported without matplotlib; every flag of the project's commands has
-full-sentence help."""
+command's Keras is imported without matplotlib and its TensorFlow without JAX; every flag of
+the project's commands has full-sentence help."""
 
 from __future__ import annotations
 
@@ -167,22 +167,31 @@ def test_quiet_import_leaves_the_runtime_unconfigured():
 
 
 @pytest.mark.slow
-def test_a_command_imports_keras_without_matplotlib_which_still_imports_after():
-    """Keras' own import takes matplotlib.pyplot when it is installed (this process: about
-    0.6 CPU-s of every start-up); after quiet_startup, Keras' plotting helpers go without it and
-    matplotlib imports as usual later."""
+def test_a_command_imports_keras_and_tensorflow_without_matplotlib_and_jax_which_import_after():
+    """Keras' own import takes matplotlib.pyplot, and TensorFlow's and Keras' take JAX, when
+    they are installed (about 0.6 CPU-s of every start-up each, cli.SKIPPED); after
+    quiet_startup, Keras' plotting helpers go without matplotlib, TensorFlow's TFLite helpers
+    and Keras' Orbax callback without JAX, and both import as usual later."""
     pytest.importorskip("matplotlib")
+    pytest.importorskip("jax")
     from keras.src.visualization import plot_image_gallery
+    from tensorflow.lite.python import util as tflite_util
 
     assert plot_image_gallery.plt is not None  # Keras imported normally: with pyplot
+    assert tflite_util._jit is not None  # TensorFlow imported normally: with JAX
     run = _run(["-c", "import sys\nfrom xlnet_tf2 import cli; cli.quiet_startup([])\n"
-                      "import keras\n"
+                      "import tensorflow, keras\n"
                       "from keras.src.visualization import plot_image_gallery as gallery\n"
+                      "from tensorflow.lite.python import util\n"
                       "print('matplotlib' in sys.modules, gallery.plt is None)\n"
+                      "print('jax' in sys.modules, util._jit is None)\n"
                       "import matplotlib.pyplot as plt\n"
-                      "print(callable(plt.figure), 'matplotlib' in sys.modules)"])
+                      "print(callable(plt.figure), 'matplotlib' in sys.modules)\n"
+                      "import jax.numpy as jnp\n"
+                      "print(float(jnp.ones(3).sum()) == 3.0, 'jax' in sys.modules)"])
     assert run.returncode == 0, run.stderr
-    assert run.stdout.split() == ["False", "True", "True", "True"], run.stdout + run.stderr
+    assert run.stdout.split() == ["False", "True", "False", "True", "True", "True",
+                                  "True", "True"], run.stdout + run.stderr
 
 
 @pytest.mark.slow
