@@ -109,21 +109,20 @@ class _QuietTensorFlowImport(importlib.abc.MetaPathFinder):
 
 
 class _ImportWithout(importlib.abc.MetaPathFinder):
-    """Runs the import of the modules of package `host` as if package `missing` were not
-    installed (`import missing...` raises ImportError inside them); `missing` stays importable
-    afterwards, as before. A program that imported `missing` first keeps `host`'s usual
-    import. For optional imports a dependency makes at its own import, for features no
-    command uses (lean_startup's `SKIPPED`)."""
+    """Runs the import of the modules of each package `host` of `skipped` ((host, missing)
+    pairs) as if its package `missing` were not installed (`import missing...` raises
+    ImportError inside them); `missing` stays importable afterwards, as before. A program that
+    imported `missing` first keeps `host`'s usual import. For optional imports a dependency
+    makes at its own import, for features no command uses (lean_startup's `SKIPPED`)."""
 
-    def __init__(self, host: str, missing: str):
-        self.host, self.missing = host, missing
+    def __init__(self, skipped):
+        self.skipped = tuple(skipped)
 
     def find_spec(self, name, path=None, target=None):
-        if not (name == self.host or name.startswith(self.host + ".")):
+        missing = next((m for host, m in self.skipped
+                        if name == host or name.startswith(host + ".")), None)
+        if missing is None or sys.modules.get(missing, None) is not None:  # else the usual
             return None
-        if sys.modules.get(self.missing, None) is not None:  # imported before: the usual
-            return None
-        missing = self.missing
 
         def without(exec_module):
             def exec_without(module):
@@ -154,8 +153,8 @@ def quiet_startup(argv: Optional[Sequence[str]] = None) -> bool:
     `--verbosity`/`-v` nothing is hidden (`--verbosity=0`: everything, INFO lines included).
     This does not import TensorFlow (xlnet_tf2/__init__.py is lazy): it silences the import
     when it happens, so `--help` stays fast. Keras is imported without matplotlib and
-    TensorFlow without JAX (with --verbosity too: `lean_startup`). Python errors are never hidden: an exception
-    raised by the import still reaches the user with its traceback.
+    TensorFlow without JAX (with --verbosity too: `lean_startup`). Python errors are never
+    hidden: an exception raised by the import still reaches the user with its traceback.
     """
     if verbosity_requested(argv):
         lean_startup()
@@ -195,10 +194,8 @@ SKIPPED = (("keras.src.visualization", "matplotlib"), ("tensorflow.lite.python.u
 def lean_startup() -> None:
     """Keras and TensorFlow imported without what SKIPPED lists (`_ImportWithout`), in a
     command-line program; quiet_startup calls it, with --verbosity too."""
-    present = {(f.host, f.missing) for f in sys.meta_path if isinstance(f, _ImportWithout)}
-    for host, missing in SKIPPED:
-        if host not in sys.modules and (host, missing) not in present:
-            sys.meta_path.insert(0, _ImportWithout(host, missing))
+    if not any(isinstance(f, _ImportWithout) for f in sys.meta_path):
+        sys.meta_path.insert(0, _ImportWithout(SKIPPED))
 
 
 # The exceptions that mean "the input is wrong" (their messages name file/flag/record), as
