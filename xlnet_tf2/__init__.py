@@ -27,7 +27,7 @@ __version__ = "0.1.0"
 _NAMES = {
     "ConfigError": "xlnet_tf2.config",
     "XLNetConfig": "xlnet_tf2.config",
-    "load_pretrained": "xlnet_tf2.models.lm_head_model",
+    "load_pretrained": "xlnet_tf2.models.deprecated",
     "restore_weights": "xlnet_tf2.models.pretrained",
     "save_pretrained": "xlnet_tf2.models.pretrained",
     "HeadModel": "xlnet_tf2.models.head_model",

@@ -201,13 +201,18 @@ def _formula_bits(shape, k0, k1):
 @pytest.mark.xla
 def test_bits_follow_the_flat_index_formula_exactly(shape, k1):
     """The per-dimension sum that builds n * GOLDEN equals the flat index formula bit for bit,
-    eagerly and under XLA, with the step a run-time value as in the trainer."""
+    eagerly, traced (under XLA and not) and with sizes known only at run time, with the step a
+    run-time value as in the trainer."""
     k0 = 0xDEADBEEF
     expected = _formula_bits(shape, k0, k1)
     k0_t, k1_t = tf.constant(k0, tf.uint32), tf.constant(k1, tf.uint32)
     np.testing.assert_array_equal(hashed_bits(list(shape), k0_t, k1_t).numpy(), expected)
-    compiled = tf.function(lambda k1: hashed_bits(list(shape), k0_t, k1), jit_compile=True)
-    np.testing.assert_array_equal(compiled(k1_t).numpy(), expected)
+    # Traced, a call of the traced hash of these sizes (layers/dropout.py's _traced_hash):
+    # compiled by XLA and run by TensorFlow's graph runtime.
+    for jit_compile in (True, False):
+        traced = tf.function(lambda k1: hashed_bits(list(shape), k0_t, k1),
+                             jit_compile=jit_compile)
+        np.testing.assert_array_equal(traced(k1_t).numpy(), expected)
     # Sizes known only at run time give the same bits.
     dynamic = tf.function(lambda x, k1: hashed_bits(tf.shape(x), k0_t, k1),
                           input_signature=[tf.TensorSpec([None] * len(shape)),

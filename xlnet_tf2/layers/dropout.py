@@ -26,6 +26,7 @@ which XLA does not fuse across: computed once) or bit-packed on a GPU (kernels/d
 
 from __future__ import annotations
 
+import functools
 from typing import Optional, Union
 
 import keras
@@ -200,7 +201,26 @@ def fmix32_int(h: int) -> int:
 def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
     """uint32 [shape] pseudo-random bits; `k0` a uint32 scalar, `k1` one or uint32 [shape[0]]
     (each row its own key, n counting within the row); `shape` a list (ints, or int32 scalars
-    for sizes known at run time only), a TensorShape or an int32 [rank] tensor.
+    for sizes known at run time only), a TensorShape or an int32 [rank] tensor. Traced with all
+    sizes known: a call of the hash traced once per sizes, not its 60-80 operations again
+    (BENCHMARKS.md, "The step's trace"; an XLA or TensorFlow graph inlines the call)."""
+    k1 = tf.convert_to_tensor(k1, tf.uint32)
+    sizes = tuple(shape) if isinstance(shape, (list, tuple, tf.TensorShape)) else (None,)
+    if (tf.inside_function() and all(isinstance(d, int) for d in sizes)
+            and k1.shape in ([], sizes[:1])):
+        return _traced_hash(sizes, k1.shape.rank)(tf.convert_to_tensor(k0, tf.uint32), k1)
+    return _hash_operations(shape, k0, k1)
+
+
+@functools.lru_cache(maxsize=None)  # a ConcreteFunction of k0 and k1 per (sizes, k1's rank)
+def _traced_hash(sizes: tuple, k1_rank: int):
+    return tf.function(lambda k0, k1: _hash_operations(list(sizes), k0, k1), autograph=False,
+                       ).get_concrete_function(tf.TensorSpec([], tf.uint32),
+                                               tf.TensorSpec(sizes[:k1_rank], tf.uint32))
+
+
+def _hash_operations(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
+    """`hashed_bits` as operations of the graph being built, or eager ones.
 
     n * GOLDEN (n the row-major index) is sum_d i_d * (stride_d * GOLDEN) mod 2**32, small
     ranges broadcast-added onto the run-time key term: a flat index, an op of constant inputs

@@ -66,11 +66,8 @@ class PositionwiseFeedForward(keras.layers.Layer):
         super().__init__(**kwargs)
         if activation not in _ACTIVATIONS:
             raise ValueError(f"Unsupported ff_activation {activation!r}; use one of {sorted(_ACTIVATIONS)}.")
-        self.d_model = d_model
-        self.d_inner = d_inner
-        self.activation_name = activation
-        self.dropout_rate = dropout
-        self.initializer_range = initializer_range
+        self.d_model, self.d_inner, self.activation_name = d_model, d_inner, activation
+        self.dropout_rate, self.initializer_range = dropout, initializer_range
         self.layer_norm_epsilon = layer_norm_epsilon
         init = normal_initializer(initializer_range)
         # Sublayers follow this layer's policy: one left on the global policy would cast a
@@ -171,13 +168,9 @@ class RelativeAttention(keras.layers.Layer):
                  dropatt: float = 0.0, initializer_range: float = 0.02, own_biases: bool = True,
                  layer_norm_epsilon: float = 1e-12, **kwargs):
         super().__init__(**kwargs)
-        self.d_model = d_model
-        self.n_head = n_head
-        self.d_head = d_head
-        self.dropout_rate = dropout
-        self.dropatt_rate = dropatt
-        self.initializer_range = initializer_range
-        self.own_biases = own_biases
+        self.d_model, self.n_head, self.d_head = d_model, n_head, d_head
+        self.dropout_rate, self.dropatt_rate = dropout, dropatt
+        self.initializer_range, self.own_biases = initializer_range, own_biases
         self.layer_norm_epsilon = layer_norm_epsilon
         self.scale = 1.0 / (d_head ** 0.5)
         self.output_dropout = Dropout(dropout, name="dropout", dtype=self.dtype_policy)
@@ -335,11 +328,10 @@ class RelativeAttention(keras.layers.Layer):
             # Each stream's probabilities keep the dropout mask of a call of their own.
             positions = tf.concat([content_positions(query_positions, q_len),
                                    tf.cast(query_positions, tf.int32)], axis=1)  # [B, L + P]
-            attended = attend(
-                tf.concat([q_h, q_g], axis=2), positions,
-                _rows(segment_mismatch, query_segment_mismatch, q_len, n_query),
-                _rows(content_mask, query_mask, q_len, n_query),
-                dropout_rows=(q_len, n_query))
+            attended = attend(tf.concat([q_h, q_g], axis=2), positions,
+                              _rows(segment_mismatch, query_segment_mismatch, q_len, n_query),
+                              _rows(content_mask, query_mask, q_len, n_query),
+                              dropout_rows=(q_len, n_query))
             # (The Pallas op may return padding rows after the P query rows.)
             attended_h = attended[:, :, :q_len]
             attended_g = attended[:, :, q_len:q_len + n_query]

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import warnings
-
 import keras
 import tensorflow as tf
 
@@ -58,11 +56,3 @@ class XLNetLMHeadModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
 # directory (ours, HuggingFace's or the original release's), a hub repository id or a release
 # name, with run-time settings as keywords (mem_len=384, ...).
 from_pretrained = XLNetLMHeadModel.from_pretrained
-
-
-def load_pretrained(directory: str, **runtime) -> XLNetLMHeadModel:
-    """Deprecated: `xlnet_tf2.from_pretrained(directory, **runtime)`, which it calls."""
-    warnings.warn("xlnet_tf2.load_pretrained is deprecated: use xlnet_tf2.from_pretrained "
-                  "(the same model, from any directory, release name or hub id).",
-                  DeprecationWarning, stacklevel=2)
-    return from_pretrained(directory, **runtime)

@@ -214,14 +214,12 @@ class XLNetModel(KeywordInputs, pretrained.PretrainedModel, keras.Model):
             g = self.dropout(tf.broadcast_to(mask_emb, [batch_size, n_predict, c.d_model]),
                              training=training, plan=plan)
             query_kwargs = dict(
-                query_positions=query_positions,
-                query_weights=query_weights,
+                query_positions=query_positions, query_weights=query_weights,
                 query_mask=(None if query_mask is None
                             else tf.gather(query_mask, query_positions, batch_dims=1)),
                 query_segment_mismatch=(None if segment_ids is None else segment_matrix(
                     segment_ids, m_len,
-                    query_segment_ids=tf.gather(segment_ids, query_positions, batch_dims=1))),
-            )
+                    query_segment_ids=tf.gather(segment_ids, query_positions, batch_dims=1))))
 
         shared_biases = None if c.untie_r else (self.r_w_bias, self.r_r_bias, self.r_s_bias)
         new_mems = []

@@ -71,12 +71,8 @@ def two_stream_masks(input_ids: tf.Tensor, perm_rank: tf.Tensor, target_position
     target_mask = tf.cast(target_positions >= 0, tf.float32)                  # [B, P]
     target = tf.gather(input_ids, tf.maximum(target_positions, 0), batch_dims=1)
     target = target * tf.cast(target_positions >= 0, tf.int32)                # [B, P]
-    return {
-        "perm_mask": tf.cast(blocked, tf.float32),
-        "target_mapping": target_mapping,
-        "target": target,
-        "target_mask": target_mask,
-    }
+    return {"perm_mask": tf.cast(blocked, tf.float32), "target_mapping": target_mapping,
+            "target": target, "target_mask": target_mask}
 
 
 # What the pretraining pipeline ships per example; the model's and the loss's inputs, built
@@ -131,10 +127,8 @@ class PretrainStep(Task):
 
     def __init__(self, xlnet_config: XLNetConfig, data_shape, factorization_order: str,
                  global_batch: int):
-        self.xlnet_config = xlnet_config
-        self.data_shape = data_shape
-        self.factorization_order = factorization_order
-        self.global_batch = global_batch
+        self.xlnet_config, self.data_shape = xlnet_config, data_shape
+        self.factorization_order, self.global_batch = factorization_order, global_batch
         self._replica_batch = 0
 
     def replica_features(self, features, b: Optional[int] = None):

@@ -83,8 +83,7 @@ class TrainingStep:
         global_count = tf.maximum(self._sum_over_replicas(context, local_count), 1.0)
         if self.micro_batches == 1:
             grads, new_state, loss_sum = self._gradients(
-                features, state, global_count, step, self._example_ids(features, replica, 0),
-                plan)
+                features, state, global_count, step, self._example_ids(features, replica, 0), plan)
         else:
             grads, new_state, loss_sum = self._accumulated_gradients(
                 features, state, global_count, step, replica, plan)
@@ -148,9 +147,8 @@ class TrainingStep:
             parts = [p.write(i, s) for p, s in zip(parts, new_state)]
             return i + 1, grads, loss_sum + l_sum, parts
 
-        _, grads, loss_sum, parts = tf.while_loop(
-            lambda i, *_: i < num, body,
-            (tf.constant(0), zero_grads, tf.constant(0.0, tf.float32), state_parts))
+        _, grads, loss_sum, parts = tf.while_loop(lambda i, *_: i < num, body, (
+            tf.constant(0), zero_grads, tf.constant(0.0, tf.float32), state_parts))
         new_state = [tf.reshape(p.stack(), [num * mb] + p.element_shape[1:].as_list())
                      for p in parts]
         return grads, new_state, loss_sum
@@ -253,9 +251,7 @@ class XLNetAdamW(keras.optimizers.Optimizer):
                  weight_decay=0.0, bias_correction=False, name="xlnet_adamw", **kwargs):
         super().__init__(learning_rate=learning_rate, name=name,
                          weight_decay=weight_decay if weight_decay else None, **kwargs)
-        self.beta_1 = beta_1
-        self.beta_2 = beta_2
-        self.epsilon = epsilon
+        self.beta_1, self.beta_2, self.epsilon = beta_1, beta_2, epsilon
         self.bias_correction = bool(bias_correction)
         self._multiplier_by_id: Dict[int, float] = {}
         self._multipliers: List[float] = []
@@ -309,6 +305,21 @@ class XLNetAdamW(keras.optimizers.Optimizer):
             t = tf.cast(self.iterations + 1, dtype)
             lr = lr * tf.sqrt(1.0 - tf.pow(beta_2, t)) / (1.0 - tf.pow(beta_1, t))
         self.assign_sub(variable, lr * m / (tf.sqrt(v) + tf.cast(self.epsilon, dtype)))
+
+    def _apply_weight_decay(self, variables):
+        # Keras' TensorFlow backend reads the learning rate for each decayed variable: the
+        # schedule's operations again for each in the traced step. Here once, the same value.
+        def decay_all(distribution, variables):
+            lr = self.learning_rate
+            for var in (v.value if isinstance(v, keras.Variable) else v for v in variables):
+                if self._use_weight_decay(var):
+                    distribution.extended.update(var, lambda v: v.assign_sub(
+                        v * tf.cast(self.weight_decay, v.dtype) * tf.cast(lr, v.dtype)),
+                        group=False)
+
+        if self.weight_decay is not None:
+            tf.__internal__.distribute.interim.maybe_merge_call(
+                decay_all, self._distribution_strategy, variables)
 
     def _backend_update_step(self, grads, trainable_variables, learning_rate):
         # The form `apply_gradients` was asked for (module docstring).
