@@ -19,6 +19,24 @@ def test_inference_is_identity_and_training_drops_and_rescales():
     np.testing.assert_allclose(y[y != 0.0], 1.0 / 0.75, rtol=1e-6)
 
 
+def test_a_traced_hash_carries_no_device_of_the_trace_that_asked_for_it_first():
+    """A draw's traced hash serves every later trace in the process (layers/dropout.py's
+    `_traced_hash`): it is traced apart, so a device function in scope where it was first
+    asked for (a placement function, as graph-mode strategies use) is not written into it."""
+    sizes = [3, 7, 41]  # drawn by no other test: this trace makes the hash
+
+    @tf.function
+    def draw(k1):
+        with tf.compat.v1.get_default_graph().device(lambda op: "/device:CPU:0"):
+            return hashed_bits(sizes, tf.constant(5, tf.uint32), k1)
+
+    graph_def = draw.get_concrete_function(tf.TensorSpec([], tf.uint32)).graph.as_graph_def()
+    hashes = [f for f in graph_def.library.function
+              if any(node.op == "BitwiseXor" for node in f.node_def)]
+    assert len(hashes) == 1 and hashes[0].node_def
+    assert not [node.device for node in hashes[0].node_def if node.device]
+
+
 def test_bits_are_uniform_and_neighbours_independent():
     bits = hashed_bits(tf.constant([1 << 18]), tf.constant(12345, tf.uint32),
                        tf.constant(678, tf.uint32))

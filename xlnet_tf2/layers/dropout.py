@@ -214,9 +214,11 @@ def hashed_bits(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
 
 @functools.lru_cache(maxsize=None)  # a ConcreteFunction of k0 and k1 per (sizes, k1's rank)
 def _traced_hash(sizes: tuple, k1_rank: int):
-    return tf.function(lambda k0, k1: _hash_operations(list(sizes), k0, k1), autograph=False,
-                       ).get_concrete_function(tf.TensorSpec([], tf.uint32),
-                                               tf.TensorSpec(sizes[:k1_rank], tf.uint32))
+    with tf.init_scope():  # apart from the trace that asks first: none of its devices or scopes
+        traced = tf.function(lambda k0, k1: _hash_operations(list(sizes), k0, k1),
+                             autograph=False)
+        return traced.get_concrete_function(tf.TensorSpec([], tf.uint32),
+                                            tf.TensorSpec(sizes[:k1_rank], tf.uint32))
 
 
 def _hash_operations(shape, k0: tf.Tensor, k1: tf.Tensor) -> tf.Tensor:
