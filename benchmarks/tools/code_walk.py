@@ -22,7 +22,7 @@ Five measures:
    still counts if its new name keeps the concept's word; a concept that gets a new word
    needs its pattern updated here.
 2. The pretraining step, traced: a tiny prepared corpus (built here, not traced), then the
-   command's `run` (xlnet_tf2/commands/run_pretrain.py) for one step under `sys.setprofile`,
+   command's `run` (xlnet_tf2/commands/run_pretrain.py) for one step under `sys.settrace`,
    recording every call into a function of xlnet_tf2/. Set-up is every call from the
    command's start to the first entry into the training step's function (`STEP_ENTRY`); the
    step is every call while that function's Python runs the first time (TensorFlow traces
@@ -235,7 +235,7 @@ class Call:
 
 
 class CallRecorder:
-    """Records every call into a function of the package while active (sys.setprofile, this
+    """Records every call into a function of the package while active (sys.settrace, this
     thread), each with its phase: "run", or with `step_entry` (file, qualified name)
     "set-up" until the first call of that function, "step" while that first call runs and
     "after" once it has returned."""
@@ -269,14 +269,13 @@ class CallRecorder:
             self._codes[code] = known
         return known
 
-    def _profile(self, frame, event, arg):
-        if event == "return" and frame is self._step_frame:
-            self.phase, self._step_frame = "after", None
-        if event != "call":
-            return
+    # sys.settrace, not sys.setprofile: the tracer sees Python calls only (setprofile also
+    # reported every call into C, most of a traced step's events), and follows no frame's
+    # lines but the step's, for its return.
+    def _trace(self, frame, event, arg):
         ours = self._ours(frame)
         if ours is None or _importing(frame):
-            return
+            return None
         if self.phase == "set-up" and ours == self.step_entry:
             self.phase, self._step_frame = "step", frame
         caller = frame.f_back
@@ -284,16 +283,22 @@ class CallRecorder:
             caller = caller.f_back
         self.calls.append((self.phase, Call(ours[0], ours[1],
                                             self._ours(caller)[0] if caller else None)))
+        return self._step_return if frame is self._step_frame else None
+
+    def _step_return(self, frame, event, arg):
+        if event == "return" and frame is self._step_frame:
+            self.phase, self._step_frame = "after", None
+        return self._step_return
 
     def phase_calls(self, phase: str) -> List[Call]:
         return [call for p, call in self.calls if p == phase]
 
     def __enter__(self):
-        sys.setprofile(self._profile)
+        sys.settrace(self._trace)
         return self
 
     def __exit__(self, *exc):
-        sys.setprofile(None)
+        sys.settrace(None)
         return False
 
 
