@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from fixtures.traced_graphs import hash_functions, library
 from xlnet_tf2.layers import Dropout
 from xlnet_tf2.layers.dropout import hashed_bits
 from xlnet_tf2.layers.step_plan import StepPlan, always_true, keyed_plan
@@ -31,10 +32,9 @@ def test_a_traced_hash_carries_no_device_of_the_trace_that_asked_for_it_first():
             return hashed_bits(sizes, tf.constant(5, tf.uint32), k1)
 
     graph_def = draw.get_concrete_function(tf.TensorSpec([], tf.uint32)).graph.as_graph_def()
-    hashes = [f for f in graph_def.library.function
-              if any(node.op == "BitwiseXor" for node in f.node_def)]
-    assert len(hashes) == 1 and hashes[0].node_def
-    assert not [node.device for node in hashes[0].node_def if node.device]
+    hashes = hash_functions(graph_def)
+    assert len(hashes) == 1
+    assert not [node.device for node in library(graph_def)[hashes.pop()] if node.device]
 
 
 def test_bits_are_uniform_and_neighbours_independent():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from fixtures.traced_graphs import operations_through_calls
 from xlnet_tf2.layers import Dropout
 from xlnet_tf2.layers.dropout import hashed_bits
 from xlnet_tf2.layers.step_plan import DropoutKeys, StepPlan
@@ -79,21 +80,6 @@ def test_the_backward_hashes_the_bits_itself():
 
     graph = step.get_concrete_function(x).graph
     forward_only = tf.function(lambda a: layer(a, training=True, plan=_plan()))
-    once = _xor_operations(forward_only.get_concrete_function(x).graph)
+    once = operations_through_calls(forward_only.get_concrete_function(x).graph, "BitwiseXor")
     assert once > 0
-    assert _xor_operations(graph) == 2 * once
-
-
-def _xor_operations(graph):
-    """BitwiseXor operations `graph` runs, a called function's counted at each call (a traced
-    step calls one traced hash per draw's sizes: layers/dropout.py's `_traced_hash`)."""
-    graph_def = graph.as_graph_def()
-    library = {f.signature.name: f.node_def for f in graph_def.library.function}
-
-    def count(nodes):
-        return sum(1 if node.op == "BitwiseXor" else
-                   count(library[node.attr["f"].func.name])
-                   if node.op in ("PartitionedCall", "StatefulPartitionedCall") else 0
-                   for node in nodes)
-
-    return count(graph_def.node)
+    assert operations_through_calls(graph, "BitwiseXor") == 2 * once

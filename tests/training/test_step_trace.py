@@ -9,6 +9,7 @@ operations; with them 4,150 (BENCHMARKS.md, "The step's trace")."""
 
 import pytest
 
+from fixtures.traced_graphs import CALLS, hash_functions
 from xlnet_tf2.config import XLNetConfig
 from xlnet_tf2.data.pretrain_dataset import DataShape
 from xlnet_tf2.tasks.pretraining import PretrainTask
@@ -19,7 +20,6 @@ from benchmarks.tools.synthetic_data import SyntheticPretrainData
 
 # A budget, not a measurement: 10% over the 4,150 operations measured (2026-12-06).
 OPERATIONS_AT_MOST = 4600
-CALLS = ("PartitionedCall", "StatefulPartitionedCall")
 
 
 @pytest.mark.xla  # Trainer.first_step: the step compiled as one XLA computation
@@ -53,9 +53,7 @@ def test_the_traced_step_draws_dropout_through_traced_hashes_and_its_schedule_tw
 
     # Dropout: every hash runs inside a traced hash the step calls.
     graph_def = graph.as_graph_def()
-    library = {f.signature.name: f.node_def for f in graph_def.library.function}
-    hashes = {name for name, nodes in library.items()
-              if any(node.op == "BitwiseXor" for node in nodes)}
+    hashes = hash_functions(graph_def)
     assert not any(node.op == "BitwiseXor" for node in graph_def.node)
     hash_calls = [node for node in graph_def.node
                   if node.op in CALLS and node.attr["f"].func.name in hashes]
