@@ -43,8 +43,12 @@ fi
 # once; tests/fixtures/schedule.py hands out the longest files first). In the full suite much
 # of a worker's time is spent waiting on the commands it starts (TensorFlow's TPU build alone
 # waits 4 s for a TPU platform at each start off a TPU), and a third worker fills those waits:
-# leg 2 took 1,155 s at 186% CPU, against 1,352 s at 164% with two workers. The quick tier
-# starts no process, and two workers run it faster (407 s against 425 s; 2026-12-05).
+# leg 2 took 1,155 s at 186% CPU, against 1,352 s at 164% with two workers; a fourth worker
+# adds CPU, not speed (927 s at 192% against 903 s at 186%, 2026-12-06). Leg 1 waits on few
+# processes (its tests compile in-process) and runs faster on two: 336 s and 610 CPU-s against
+# 344-354 s and about 700 CPU-s with three, 325 s with its longest file, the Base-shape step,
+# handed out first (2026-12-06). The quick tier starts no process, and two workers run it
+# faster (407 s against 425 s; 2026-12-05).
 # --strict-skips: a test that skips for what the set-up installs (torch, triton, jax, ...)
 # fails the run; the skips CI expects are listed in tests/fixtures/expected_skips.py.
 # --durations=30: the 30 slowest tests of each leg, in every run's log.
@@ -54,7 +58,7 @@ if [ "${FAST:-0}" = "1" ]; then
 fi
 status=0
 echo "[tests] 1 of 2: the tests marked xla or plain_wheel, under the plain tensorflow 2.20 (.venv)"
-.venv/bin/python "${PYTEST[@]}" -n 3 -m "xla or plain_wheel" "$@" || status=$?
+.venv/bin/python "${PYTEST[@]}" -n 2 -m "xla or plain_wheel" "$@" || status=$?
 echo "[tests] 2 of 2: every other test, under tensorflow-tpu 2.20 with libtpu 0.0.30 (.venv-tpu)"
 # Off a TPU VM the TPU build's `import tensorflow` waits minutes for the TPU metadata server
 # without these (scripts/setup_tpu_env.sh).
