@@ -46,7 +46,7 @@ fi
 # leg 2 took 1,155 s at 186% CPU, against 1,352 s at 164% with two workers; a fourth worker
 # adds CPU, not speed (927 s at 192% against 903 s at 186%, 2026-12-06). Leg 1 waits on few
 # processes (its tests compile in-process) and runs faster on two: 336 s and 610 CPU-s against
-# 344-354 s and about 700 CPU-s with three, 325 s with its longest file, the Base-shape step,
+# 344 s and about 670 CPU-s with three; 325 s with its longest file, the Base-shape step,
 # handed out first (2026-12-06). The quick tier starts no process, and two workers run it
 # faster (407 s against 425 s; 2026-12-05).
 # --strict-skips: a test that skips for what the set-up installs (torch, triton, jax, ...)
